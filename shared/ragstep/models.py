@@ -1,0 +1,278 @@
+"""The state contract: the JSON that flows between pipeline stages.
+
+Every stage is a function ``PipelineState -> PipelineState``. On AWS the state crosses Step Functions between Lambda
+functions, so everything here must round-trip through JSON unchanged (``tests/test_models.py`` checks each model).
+Bump :data:`SCHEMA_VERSION` on any change that an older stage could not read.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+import uuid
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+SCHEMA_VERSION: Literal["1"] = "1"
+MAX_QUERY_CHARS = 4000
+
+
+class MatchType(StrEnum):
+    VECTOR = "vector"
+    KEYWORD = "keyword"
+    HYBRID = "hybrid"
+    HISTORY = "history"
+    PARENT = "parent"
+    NEARBY = "nearby"
+    GRAPH = "graph"
+    WEB = "web"
+    DATA_ANALYSIS = "data_analysis"
+    FAQ = "faq"
+
+
+class ChunkType(StrEnum):
+    TEXT = "text"
+    FAQ = "faq"
+    TABLE_SUMMARY = "table_summary"
+    TABLE_COLUMN = "table_column"
+    IMAGE_CAPTION = "image_caption"
+    IMAGE_OCR = "image_ocr"
+    SUMMARY = "summary"
+    WEB_SEARCH = "web_search"
+
+
+class KnowledgeBaseType(StrEnum):
+    DOCUMENT = "document"
+    FAQ = "faq"
+
+
+class _Model(BaseModel):
+    # Unknown keys are an error: a typo in a request must not silently fall back to a default.
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+
+class ImageInfo(_Model):
+    url: str
+    caption: str = ""
+    ocr_text: str = ""
+
+
+class Chunk(_Model):
+    """A unit of indexed text, as ingestion produces it and the search index stores it."""
+
+    id: str
+    knowledge_id: str
+    knowledge_base_id: str
+    content: str
+    chunk_index: int = 0
+    start_at: int = 0
+    end_at: int = 0
+    chunk_type: ChunkType = ChunkType.TEXT
+    tag_id: str = ""
+    enabled: bool = True
+    knowledge_title: str = ""
+    knowledge_filename: str = ""
+    # Text BM25 indexes instead of ``content`` (FAQ entries match on their questions, not their answers).
+    index_text: str | None = None
+    # Text the embedder sees instead of ``content`` (e.g. heading breadcrumbs + content); not stored for display.
+    embed_text: str | None = None
+    parent_id: str | None = None
+    sub_chunk_ids: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    image_info: list[ImageInfo] = Field(default_factory=list)
+
+
+class SearchResult(_Model):
+    id: str
+    content: str
+    knowledge_id: str
+    knowledge_base_id: str
+    knowledge_title: str = ""
+    knowledge_filename: str = ""
+    chunk_index: int = 0
+    start_at: int = 0
+    end_at: int = 0
+    score: float = 0.0
+    match_type: MatchType = MatchType.HYBRID
+    chunk_type: ChunkType = ChunkType.TEXT
+    tag_id: str = ""
+    sub_chunk_ids: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    image_info: list[ImageInfo] = Field(default_factory=list)
+
+
+Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+Fusion = Literal["rrf", "minmax"]
+
+
+class RetrievalSettings(_Model):
+    """Every retrieval knob, with WeKnora's defaults. Each can be overridden per request."""
+
+    embedding_top_k: Annotated[int, Field(ge=1, le=500)] = 30
+    vector_threshold: Probability = 0.2
+    keyword_threshold: Probability = 0.3
+    rerank_top_k: Annotated[int, Field(ge=1, le=200)] = 10
+    rerank_threshold: Probability = 0.3
+    rrf_k: Annotated[int, Field(ge=1, le=1000)] = 60
+    rrf_vector_weight: Annotated[float, Field(ge=0.0, le=10.0)] = 0.7
+    rrf_keyword_weight: Annotated[float, Field(ge=0.0, le=10.0)] = 0.3
+    fusion: Fusion = "rrf"
+    enable_query_expansion: bool = True
+    faq_priority_enabled: bool = False
+    faq_direct_answer_threshold: Probability = 0.9
+    faq_score_boost: Annotated[float, Field(ge=1.0, le=10.0)] = 1.2
+
+
+class RetrievalOverrides(_Model):
+    """Per-request overrides: ``None`` means "use the configured value"."""
+
+    embedding_top_k: Annotated[int, Field(ge=1, le=500)] | None = None
+    vector_threshold: Probability | None = None
+    keyword_threshold: Probability | None = None
+    rerank_top_k: Annotated[int, Field(ge=1, le=200)] | None = None
+    rerank_threshold: Probability | None = None
+    rrf_k: Annotated[int, Field(ge=1, le=1000)] | None = None
+    rrf_vector_weight: Annotated[float, Field(ge=0.0, le=10.0)] | None = None
+    rrf_keyword_weight: Annotated[float, Field(ge=0.0, le=10.0)] | None = None
+    fusion: Fusion | None = None
+    enable_query_expansion: bool | None = None
+    faq_priority_enabled: bool | None = None
+    faq_direct_answer_threshold: Probability | None = None
+    faq_score_boost: Annotated[float, Field(ge=1.0, le=10.0)] | None = None
+
+    def apply(self, base: RetrievalSettings) -> RetrievalSettings:
+        """The effective settings: ``base`` with every set override applied (validated again)."""
+        update = self.model_dump(exclude_none=True)
+        return RetrievalSettings.model_validate({**base.model_dump(), **update}) if update else base
+
+
+def check_query(text: str) -> str:
+    """Validate a user query; returns it stripped. Raises ``ValueError`` with a message that says what to fix."""
+    if not isinstance(text, str):
+        raise ValueError("query must be a string")
+    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in text):
+        raise ValueError("query is not valid UTF-8; re-encode it as UTF-8")
+    stripped = text.strip()
+    if not stripped:
+        raise ValueError("query is empty; pass the question to search for")
+    if len(stripped) > MAX_QUERY_CHARS:
+        raise ValueError(f"query has {len(stripped)} characters; the limit is {MAX_QUERY_CHARS}")
+    for ch in stripped:
+        # Tabs and newlines are ordinary in pasted questions; other control characters are not text.
+        if ch not in "\t\n\r" and unicodedata.category(ch) in ("Cc", "Cf") and ch not in "\u200d\u200c":
+            raise ValueError(f"query contains the control character U+{ord(ch):04X}; remove it")
+    return stripped
+
+
+class SearchRequest(_Model):
+    query: str
+    session_id: str | None = None
+    knowledge_base_ids: list[str] = Field(default_factory=list)
+    knowledge_ids: list[str] = Field(default_factory=list)
+    tag_ids: list[str] = Field(default_factory=list)
+    overrides: RetrievalOverrides = Field(default_factory=RetrievalOverrides)
+
+    @field_validator("query")
+    @classmethod
+    def _valid_query(cls, value: str) -> str:
+        return check_query(value)
+
+    @model_validator(mode="after")
+    def _has_target(self) -> SearchRequest:
+        if not (self.knowledge_base_ids or self.knowledge_ids):
+            raise ValueError("name at least one knowledge base (knowledge_base_ids) or knowledge item (knowledge_ids)")
+        return self
+
+    @property
+    def scoped(self) -> bool:
+        """Scoped to chosen knowledge items or tags: WeKnora forces thresholds to 0 there."""
+        return bool(self.knowledge_ids or self.tag_ids)
+
+
+TraceAction = Literal["run", "skip", "degrade", "fallback", "error", "offload"]
+
+
+class TraceEvent(_Model):
+    """One line of the pipeline log (WeKnora's pipelineInfo): what a stage did and why."""
+
+    stage: str
+    action: TraceAction = "run"
+    duration_ms: float = 0.0
+    counts: dict[str, int] = Field(default_factory=dict)
+    reason: str | None = None
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class ErrorInfo(_Model):
+    stage: str
+    error: str
+    message: str
+
+
+class PipelineState(_Model):
+    """The one JSON document every stage reads and returns."""
+
+    schema_version: Literal["1"] = SCHEMA_VERSION
+    request_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    pipeline: str = "knowledge_search"
+    request: SearchRequest
+    # Effective settings (configured defaults + request overrides), resolved once when the state is created so every
+    # stage, in any Lambda, sees the same numbers.
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    rewritten_query: str | None = None
+    # Query embeddings by embedding model id: computed once per request, reused by later stages.
+    query_embeddings: dict[str, list[float]] = Field(default_factory=dict)
+    search_results: list[SearchResult] = Field(default_factory=list)
+    rerank_results: list[SearchResult] = Field(default_factory=list)
+    merge_results: list[SearchResult] = Field(default_factory=list)
+    final_results: list[SearchResult] = Field(default_factory=list)
+    trace: list[TraceEvent] = Field(default_factory=list)
+    # Claim check: result fields moved to the blob store because the state outgrew the transport limit.
+    offloaded: dict[str, str] = Field(default_factory=dict)
+    error: ErrorInfo | None = None
+
+    @property
+    def search_query(self) -> str:
+        """The text retrieval uses: the rewritten query when a rewrite stage produced one."""
+        return self.rewritten_query or self.request.query
+
+    def with_trace(self, event: TraceEvent) -> PipelineState:
+        return self.model_copy(update={"trace": [*self.trace, event]})
+
+
+class Turn(_Model):
+    """One question/answer exchange of a chat session, with the references the answer used."""
+
+    session_id: str
+    turn_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    created_at: float
+    query: str
+    answer: str = ""
+    references: list[SearchResult] = Field(default_factory=list)
+
+
+class KnowledgeBase(_Model):
+    id: str
+    name: str
+    type: KnowledgeBaseType = KnowledgeBaseType.DOCUMENT
+    # Embedding model id ("none" for BM25 only). Knowledge bases are searched in groups by this id.
+    embedding_model: str = "none"
+    created_at: float = 0.0
+
+
+class Knowledge(_Model):
+    """One ingested source (a file, a FAQ set) of a knowledge base."""
+
+    id: str
+    knowledge_base_id: str
+    title: str = ""
+    filename: str = ""
+    source_uri: str = ""
+    content_hash: str = ""
+    status: Literal["processing", "completed", "failed"] = "processing"
+    chunk_count: int = 0
+    tag_id: str = ""
+    error: str = ""
+    created_at: float = 0.0
+    updated_at: float = 0.0
