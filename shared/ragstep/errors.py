@@ -16,6 +16,8 @@ class RagstepError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+        # The pipeline state at the failing stage (with ``error`` set), when the error came from a pipeline run.
+        self.state: object | None = None
 
     def to_dict(self) -> dict[str, str]:
         return {"error": self.code, "message": self.message}

@@ -38,6 +38,9 @@ class Settings(RetrievalSettings, BaseSettings):
     provider_max_retries: Annotated[int, Field(ge=0, le=10)] = 4
     aws_region: str | None = None
 
+    # Ingestion: files above this size are refused (per file, with a clear error; the batch goes on).
+    max_file_bytes: Annotated[int, Field(ge=1)] = 50 * 1024 * 1024
+
     # Transport limit of the state between stages (Step Functions allows 256 KiB per payload).
     state_limit_bytes: Annotated[int, Field(ge=4096)] = 256 * 1024
 

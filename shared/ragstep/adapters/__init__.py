@@ -1,0 +1,1 @@
+"""Implementations of the ports in :mod:`ragstep.ports` (model providers, stores, indexes)."""

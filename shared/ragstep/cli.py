@@ -1,0 +1,320 @@
+"""The ``ragstep`` command line (a contract other tools rely on: flags and ``--json`` shapes are stable).
+
+Every user error prints one line, ``ragstep: error: ...``, and exits with status 2; nothing prints a traceback
+unless ``RAGSTEP_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from . import __version__
+from .errors import InputError, RagstepError
+
+EXIT_USER_ERROR = 2
+
+
+def validation_message(exc: ValidationError) -> str:
+    """One line from a pydantic error: ``field: what is wrong`` for the first problem."""
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err.get("loc", ()) if p != "__root__")
+    msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+    return f"{where}: {msg}" if where else msg
+
+
+def _services(args: argparse.Namespace) -> Any:
+    from .services import Services
+    from .settings import Settings
+
+    overrides = {"data_dir": Path(args.data_dir)} if getattr(args, "data_dir", None) else {}
+    return Services(Settings(**overrides))
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+# -- kb ------------------------------------------------------------------------------------------------------------
+
+
+def cmd_kb_create(args: argparse.Namespace) -> int:
+    from .models import KnowledgeBase, KnowledgeBaseType
+
+    services = _services(args)
+    model = args.embedding_model or services.default_embedding_model()
+    kb = KnowledgeBase(
+        id=uuid.uuid4().hex,
+        name=args.name,
+        type=KnowledgeBaseType(args.type),
+        embedding_model=model,
+        created_at=time.time(),
+    )
+    services.catalog.create_kb(kb)
+    print(f"created knowledge base {kb.name} ({kb.type}, embedding: {kb.embedding_model}, id {kb.id})")
+    return 0
+
+
+def cmd_kb_list(args: argparse.Namespace) -> int:
+    from .console import table
+
+    services = _services(args)
+    kbs = services.catalog.list_kbs()
+    if args.json:
+        _print_json(
+            [{**kb.model_dump(mode="json"), "documents": len(services.catalog.list_knowledge(kb.id))} for kb in kbs]
+        )
+        return 0
+    if not kbs:
+        print("no knowledge bases yet; create one with `ragstep kb create NAME`")
+        return 0
+    rows = [(kb.name, kb.type, kb.embedding_model, len(services.catalog.list_knowledge(kb.id)), kb.id) for kb in kbs]
+    print(table(("name", "type", "embedding", "documents", "id"), rows))
+    return 0
+
+
+def cmd_kb_delete(args: argparse.Namespace) -> int:
+    services = _services(args)
+    kb = services.require_kb(args.name)
+    removed = services.index.delete_knowledge_base(kb.id)
+    services.catalog.delete_kb(kb.id)
+    print(f"deleted knowledge base {kb.name} ({removed} chunks)")
+    return 0
+
+
+# -- ingest / delete ----------------------------------------------------------------------------------------------
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from .console import table
+    from .ingest import FAQ_SUFFIXES, TEXT_SUFFIXES, expand_paths, ingest_file
+    from .models import KnowledgeBaseType
+
+    services = _services(args)
+    kb = services.require_kb(args.kb)
+    suffixes = FAQ_SUFFIXES if kb.type == KnowledgeBaseType.FAQ else TEXT_SUFFIXES
+    for raw in args.paths:
+        if not Path(raw).exists():
+            raise InputError(f"{raw}: no such file or folder")
+    files = list(expand_paths(args.paths, suffixes))
+    if not files:
+        raise InputError(f"no supported files under {' '.join(args.paths)} (supported: {', '.join(suffixes)})")
+    results = [ingest_file(path, kb, services) for path in files]
+    failed = [r for r in results if r.status == "failed"]
+    if args.json:
+        _print_json([r.__dict__ for r in results])
+    else:
+        rows = [(r.path, r.status, r.chunks, r.error) for r in results]
+        print(table(("file", "status", "chunks", "error"), rows))
+        done = len(results) - len(failed)
+        print(f"{done} of {len(results)} files ingested into {kb.name}, {sum(r.chunks for r in results)} chunks")
+    return EXIT_USER_ERROR if failed else 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    services = _services(args)
+    item = services.catalog.get_knowledge(args.knowledge_id)
+    if item is None:
+        raise InputError(f"unknown knowledge id {args.knowledge_id!r}")
+    removed = services.index.delete_knowledge([item.id])
+    services.catalog.delete_knowledge(item.id)
+    print(f"deleted {item.filename or item.id} ({removed} chunks)")
+    return 0
+
+
+# -- search --------------------------------------------------------------------------------------------------------
+
+
+def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
+    """``--set key=value`` pairs into a RetrievalOverrides dict (values parsed as JSON when they are JSON)."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InputError(f"--set expects KEY=VALUE, got {pair!r}")
+        try:
+            out[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key.strip()] = value
+    return out
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from .models import SearchRequest
+    from .search import knowledge_search, search_response
+
+    overrides = parse_overrides(args.set or [])
+    if args.top_k is not None:
+        # --top-k is the number of results the user wants: the final cut, and at least that many candidates.
+        overrides["rerank_top_k"] = args.top_k
+        overrides.setdefault("embedding_top_k", max(args.top_k, 30))
+    request = SearchRequest(
+        query=args.query,
+        knowledge_base_ids=args.kb or [],
+        knowledge_ids=args.knowledge or [],
+        tag_ids=args.tag or [],
+        session_id=args.session,
+        overrides=overrides,
+    )
+    services = _services(args)
+    state = knowledge_search(request, services)
+    if args.json:
+        _print_json(search_response(state))
+    else:
+        print(render_results(state))
+    return 0
+
+
+def render_results(state: Any, width: int = 100) -> str:
+    from .console import clip, table
+
+    lines = [f"query: {state.request.query}"]
+    if not state.final_results:
+        lines.append("no results")
+    rows = [
+        (
+            i + 1,
+            f"{r.score:.4f}",
+            r.match_type,
+            clip(r.knowledge_filename or r.knowledge_id, 24),
+            clip(r.content, 60),
+        )
+        for i, r in enumerate(state.final_results)
+    ]
+    if rows:
+        lines.append(table(("#", "score", "match", "source", "content"), rows))
+    lines.append("")
+    lines.append(render_trace(state))
+    return "\n".join(lines)
+
+
+def render_trace(state: Any) -> str:
+    from .console import clip, table
+
+    rows = [
+        (
+            t.stage,
+            t.action,
+            f"{t.duration_ms:.1f}",
+            " ".join(f"{k}={v}" for k, v in t.counts.items()),
+            clip(t.reason or "", 48),
+        )
+        for t in state.trace
+    ]
+    return table(("stage", "action", "ms", "counts", "note"), rows)
+
+
+# -- demo / serve --------------------------------------------------------------------------------------------------
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(_services(args))
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+    except ImportError:
+        raise InputError("`ragstep serve` needs uvicorn: pip install 'ragstep[serve]'") from None
+    from .api import create_app
+
+    services = _services(args)
+    services.catalog  # noqa: B018 - open the data dir now so a bad --data-dir fails before the server starts
+    uvicorn.run(create_app(services), host=args.host, port=args.port, log_level="info")
+    return 0
+
+
+# -- parser --------------------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # --data-dir is accepted before or after the sub-command.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--data-dir", default=argparse.SUPPRESS, help="where the embedded index lives (default ./.ragstep)"
+    )
+    parser = argparse.ArgumentParser(prog="ragstep", description="Serverless-ready RAG retrieval.", parents=[common])
+    parser.add_argument("--version", action="version", version=f"ragstep {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    kb = sub.add_parser("kb", help="create, list and delete knowledge bases", parents=[common])
+    kb_sub = kb.add_subparsers(dest="kb_command", required=True, metavar="ACTION")
+    p = kb_sub.add_parser("create", help="create a knowledge base", parents=[common])
+    p.add_argument("name")
+    p.add_argument("--type", choices=("document", "faq"), default="document")
+    p.add_argument("--embedding-model", help="provider:model, or none (default: from RAGSTEP_EMBEDDER)")
+    p.set_defaults(func=cmd_kb_create)
+    p = kb_sub.add_parser("list", help="list knowledge bases", parents=[common])
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_kb_list)
+    p = kb_sub.add_parser("delete", help="delete a knowledge base and everything indexed in it", parents=[common])
+    p.add_argument("name")
+    p.set_defaults(func=cmd_kb_delete)
+
+    p = sub.add_parser("ingest", help="ingest files or folders into a knowledge base", parents=[common])
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--kb", required=True, help="knowledge base name or id")
+    p.add_argument("--json", action="store_true", help="print per-file results as JSON")
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("delete", help="delete one ingested document (knowledge id) and its chunks", parents=[common])
+    p.add_argument("knowledge_id")
+    p.set_defaults(func=cmd_delete)
+
+    p = sub.add_parser("search", help="run the knowledge_search pipeline", parents=[common])
+    p.add_argument("query")
+    p.add_argument("--kb", action="append", help="knowledge base name or id (repeatable)")
+    p.add_argument("--knowledge", action="append", help="limit to a knowledge id (repeatable)")
+    p.add_argument("--tag", action="append", help="limit to a tag id (repeatable)")
+    p.add_argument("--session", help="chat session id")
+    p.add_argument("--top-k", type=int, help="number of results (sets rerank_top_k)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a retrieval setting")
+    p.add_argument("--json", action="store_true", help="print {query, results, trace} as JSON")
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("demo", help="ingest the bundled bilingual sample and run a few searches", parents=[common])
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("serve", help="serve the HTTP API on 127.0.0.1", parents=[common])
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.set_defaults(func=cmd_serve)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except RagstepError as exc:
+        print(f"ragstep: error: {exc.message}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except ValidationError as exc:
+        print(f"ragstep: error: {validation_message(exc)}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        if os.environ.get("RAGSTEP_DEBUG"):
+            raise
+        print(
+            f"ragstep: internal error: {type(exc).__name__}: {exc} (set RAGSTEP_DEBUG=1 for a traceback)",
+            file=sys.stderr,
+        )
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,17 @@
+"""Pipeline declarations, the in-process executor and the state transport (claim check)."""
+
+from .definitions import PIPELINES, STAGES, Parallel, Pipeline, Stage, get_pipeline, load_stage
+from .executor import join_branches, run_pipeline, run_stage
+
+__all__ = [
+    "PIPELINES",
+    "STAGES",
+    "Parallel",
+    "Pipeline",
+    "Stage",
+    "get_pipeline",
+    "join_branches",
+    "load_stage",
+    "run_pipeline",
+    "run_stage",
+]

@@ -1,0 +1,81 @@
+"""Pipelines, declared once.
+
+The in-process executor runs these declarations directly, and the Step Functions definitions in ``statemachine/`` are
+generated from them (``ragstep.pipeline.asl``), so the laptop and AWS always run the same stages in the same order.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+# Stage name -> "module:function". Imported on first use so that a Lambda function loads only its own stage.
+STAGES: dict[str, str] = {
+    "chunk_search": "ragstep.stages.chunk_search:run",
+    "filter_top_k": "ragstep.stages.filter_top_k:run",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Parallel:
+    """Branches that run concurrently on the same input state; their additions are joined afterwards."""
+
+    name: str
+    branches: tuple[tuple[Step, ...], ...]
+
+
+Step = Stage | Parallel
+
+
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    name: str
+    steps: tuple[Step, ...]
+    # EXPRESS for request/response (synchronous, short), STANDARD for long-running ingestion.
+    kind: Literal["EXPRESS", "STANDARD"] = "EXPRESS"
+
+    def stage_names(self) -> list[str]:
+        names: list[str] = []
+
+        def walk(steps: tuple[Step, ...]) -> None:
+            for step in steps:
+                if isinstance(step, Stage):
+                    names.append(step.name)
+                else:
+                    for branch in step.branches:
+                        walk(branch)
+
+        walk(self.steps)
+        return names
+
+
+KNOWLEDGE_SEARCH = Pipeline("knowledge_search", (Stage("chunk_search"), Stage("filter_top_k")))
+
+PIPELINES: dict[str, Pipeline] = {p.name: p for p in (KNOWLEDGE_SEARCH,)}
+
+
+def get_pipeline(name: str) -> Pipeline:
+    try:
+        return PIPELINES[name]
+    except KeyError:
+        from ..errors import InputError
+
+        raise InputError(f"unknown pipeline {name!r}; known: {', '.join(sorted(PIPELINES))}") from None
+
+
+def load_stage(name: str) -> Callable[..., Any]:
+    """The stage function registered under ``name`` (imported lazily)."""
+    target = STAGES.get(name)
+    if target is None:
+        from ..errors import InputError
+
+        raise InputError(f"unknown stage {name!r}; known: {', '.join(sorted(STAGES))}")
+    module, _, func = target.partition(":")
+    return getattr(importlib.import_module(module), func)

@@ -1,0 +1,104 @@
+"""The in-process executor: runs a pipeline declaration stage by stage and records the trace.
+
+On AWS, Step Functions plays this role; locally (and on Lambda with ``RAGSTEP_EXECUTOR=inprocess``) this does.
+With ``check_transport=True`` the state is encoded and decoded between stages exactly as it would be between Lambda
+functions, so tests catch a stage that depends on something the JSON does not carry.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from ..errors import RagstepError
+from ..models import ErrorInfo, PipelineState, SearchResult, TraceEvent
+from . import transport
+from .definitions import Parallel, Pipeline, Stage, Step, get_pipeline, load_stage
+
+if TYPE_CHECKING:
+    from ..services import Services
+
+RESULT_FIELDS = ("search_results", "rerank_results", "merge_results", "final_results")
+
+
+def result_counts(state: PipelineState) -> dict[str, int]:
+    return {f: len(getattr(state, f)) for f in RESULT_FIELDS if getattr(state, f)}
+
+
+def run_stage(name: str, state: PipelineState, services: Services) -> PipelineState:
+    """Run one stage and append its ``run`` trace event (what a Lambda handler does around the stage)."""
+    fn = load_stage(name)
+    before = len(state.trace)
+    started = time.perf_counter()
+    out: PipelineState = fn(state, services)
+    elapsed = round((time.perf_counter() - started) * 1000.0, 3)
+    # A stage may log its own ``run`` event with counts and details; it gets the timing, so each stage is one row.
+    trace = list(out.trace)
+    for i in range(len(trace) - 1, before - 1, -1):
+        if trace[i].stage == name and trace[i].action == "run":
+            trace[i] = trace[i].model_copy(update={"duration_ms": elapsed})
+            return out.model_copy(update={"trace": trace})
+    return out.with_trace(TraceEvent(stage=name, duration_ms=elapsed, counts=result_counts(out)))
+
+
+def run_pipeline(
+    pipeline: Pipeline | str, state: PipelineState, services: Services, *, check_transport: bool = False
+) -> PipelineState:
+    """Run every step; a :class:`RagstepError` from a stage is re-raised after being recorded on the state."""
+    pipe = get_pipeline(pipeline) if isinstance(pipeline, str) else pipeline
+    for step in pipe.steps:
+        state = _run_step(step, state, services, check_transport)
+    return state
+
+
+def _run_step(step: Step, state: PipelineState, services: Services, check: bool) -> PipelineState:
+    if isinstance(step, Stage):
+        try:
+            state = run_stage(step.name, state, services)
+        except RagstepError as exc:
+            exc.state = state.model_copy(
+                update={"error": ErrorInfo(stage=step.name, error=exc.code, message=exc.message)}
+            )
+            raise
+        if check:
+            limit = services.settings.state_limit_bytes
+            state = transport.decode(transport.encode(state, services.blobs, limit), services.blobs)
+        return state
+    return _run_parallel(step, state, services, check)
+
+
+def _run_parallel(step: Parallel, state: PipelineState, services: Services, check: bool) -> PipelineState:
+    def branch(steps: tuple[Step, ...]) -> PipelineState:
+        out = state
+        for s in steps:
+            out = _run_step(s, out, services, check)
+        return out
+
+    with ThreadPoolExecutor(max_workers=len(step.branches), thread_name_prefix=f"ragstep-{step.name}") as pool:
+        outputs = list(pool.map(branch, step.branches))
+    return join_branches(state, outputs)
+
+
+def join_branches(base: PipelineState, outputs: list[PipelineState]) -> PipelineState:
+    """Combine parallel branches: each branch's new results and trace events are added to ``base``.
+
+    A chunk found by several branches keeps its best score. The same function backs the ``join`` Lambda that
+    follows a Parallel state on AWS, whose output is the list of branch states.
+    """
+    update: dict[str, object] = {}
+    for name in RESULT_FIELDS:
+        merged: dict[str, SearchResult] = {r.id: r for r in getattr(base, name)}
+        for out in outputs:
+            for r in getattr(out, name):
+                if r.id not in merged or r.score > merged[r.id].score:
+                    merged[r.id] = r
+        update[name] = sorted(merged.values(), key=lambda r: -r.score)
+    trace = list(base.trace)
+    embeddings = dict(base.query_embeddings)
+    for out in outputs:
+        trace.extend(out.trace[len(base.trace) :])
+        embeddings.update(out.query_embeddings)
+    update["trace"] = trace
+    update["query_embeddings"] = embeddings
+    return base.model_copy(update=update)

@@ -1,0 +1,96 @@
+"""The adapters a stage may use, created lazily from :class:`Settings` and reused.
+
+A Lambda execution environment builds one ``Services`` at import time of its handler and keeps it across
+invocations, so clients (SQLite connections, HTTP pools, boto3 clients) are created once per cold start and only
+for the adapters that stage actually touches.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .errors import InputError, NotFoundError, StorageError
+from .models import KnowledgeBase
+from .settings import Settings
+
+if TYPE_CHECKING:
+    from .ports import BlobStore, CatalogStore, Embedder, HistoryStore, SearchIndex
+
+
+class Services:
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or Settings()
+        self._lock = threading.Lock()
+        self._embedders: dict[str, Embedder | None] = {}
+
+    @property
+    def data_dir(self) -> Path:
+        path = Path(self.settings.data_dir)
+        if path.exists() and not path.is_dir():
+            raise StorageError(f"data dir {path} is a file; pass --data-dir to a folder")
+        return path
+
+    @cached_property
+    def index(self) -> SearchIndex:
+        if self.settings.index_backend == "local":
+            from .adapters.local_index import LocalSearchIndex
+
+            return LocalSearchIndex(self.data_dir / "index")
+        raise InputError(f"index backend {self.settings.index_backend!r} is not available in this build")
+
+    @cached_property
+    def catalog(self) -> CatalogStore:
+        if self.settings.catalog_backend == "sqlite":
+            from .adapters.sqlite_catalog import SqliteCatalogStore
+
+            return SqliteCatalogStore(self.data_dir / "catalog.sqlite")
+        raise InputError(f"catalog backend {self.settings.catalog_backend!r} is not available in this build")
+
+    @cached_property
+    def history(self) -> HistoryStore:
+        if self.settings.history_backend == "sqlite":
+            from .adapters.sqlite_history import SqliteHistoryStore
+
+            return SqliteHistoryStore(self.data_dir / "history.sqlite")
+        raise InputError(f"history backend {self.settings.history_backend!r} is not available in this build")
+
+    @cached_property
+    def blobs(self) -> BlobStore:
+        if self.settings.blob_backend == "local":
+            from .adapters.local_blobs import LocalBlobStore
+
+            return LocalBlobStore(self.data_dir / "blobs")
+        raise InputError(f"blob backend {self.settings.blob_backend!r} is not available in this build")
+
+    def embedder(self, model_id: str) -> Embedder | None:
+        """The embedder of one vector space ("none" -> no embedder: BM25 only); one instance per model id."""
+        with self._lock:
+            if model_id not in self._embedders:
+                if model_id == "none":
+                    self._embedders[model_id] = None
+                else:
+                    from .adapters.embedders import make_embedder
+
+                    self._embedders[model_id] = make_embedder(self.settings, model_id)
+            return self._embedders[model_id]
+
+    def register_embedder(self, embedder: Embedder) -> None:
+        """Use ``embedder`` for its ``model_id`` (benchmarks serve precomputed vectors this way)."""
+        with self._lock:
+            self._embedders[embedder.model_id] = embedder
+
+    def default_embedding_model(self) -> str:
+        """The model id new knowledge bases get: "none" or "provider:model" from the settings."""
+        from .adapters.embedders import embedder_model_id
+
+        return embedder_model_id(self.settings)
+
+    def require_kb(self, id_or_name: str) -> KnowledgeBase:
+        kb = self.catalog.get_kb(id_or_name)
+        if kb is None:
+            known = ", ".join(k.name for k in self.catalog.list_kbs()) or "none yet"
+            raise NotFoundError(f"unknown knowledge base {id_or_name!r} (known: {known}); create it with `kb create`")
+        return kb
