@@ -1,0 +1,42 @@
+"""Fixtures shared by the test suite: a fresh data dir with the embedded defaults."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from ragstep.models import KnowledgeBase, KnowledgeBaseType
+from ragstep.services import Services
+from ragstep.settings import Settings
+
+SHARED_BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench"
+
+
+@pytest.fixture
+def services(tmp_path: Path) -> Services:
+    return Services(Settings(data_dir=tmp_path / "data"))
+
+
+@pytest.fixture
+def make_kb(services: Services) -> Callable[..., KnowledgeBase]:
+    def make(name: str, kb_type: str = "document", embedding_model: str = "none") -> KnowledgeBase:
+        kb = KnowledgeBase(
+            id=uuid.uuid4().hex,
+            name=name,
+            type=KnowledgeBaseType(kb_type),
+            embedding_model=embedding_model,
+            created_at=time.time(),
+        )
+        return services.catalog.create_kb(kb)
+
+    return make
+
+
+@pytest.fixture
+def bench_dir() -> Path:
+    if not SHARED_BENCH.is_dir():
+        pytest.skip(f"benchmark sets not found at {SHARED_BENCH} (../shared/bench beside the repo)")
+    return SHARED_BENCH

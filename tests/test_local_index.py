@@ -1,0 +1,293 @@
+"""The embedded search index: scoring arithmetic, filters, persistence, crash safety and concurrent readers."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ragstep.adapters.local_index import BM25_B, BM25_K1, LocalSearchIndex
+from ragstep.errors import ConflictError, InputError, StorageError
+from ragstep.models import Chunk, ChunkType
+from ragstep.ports import SearchFilter
+
+ALL = SearchFilter()
+REPO = Path(__file__).resolve().parents[1]
+
+
+def chunk(cid: str, content: str, kid: str = "k1", kb: str = "kb1", **kw: object) -> Chunk:
+    return Chunk(id=cid, knowledge_id=kid, knowledge_base_id=kb, content=content, **kw)
+
+
+def test_bm25_scores_match_the_formula(tmp_path: Path) -> None:
+    idx = LocalSearchIndex(tmp_path)
+    idx.replace_knowledge("k1", [chunk("d0", "apple banana"), chunk("d1", "apple apple cherry"), chunk("d2", "durian")])
+    hits = idx.keyword_search(["apple"], ALL, 10, 0.0)
+    n, df, avgdl = 3, 2, (2 + 3 + 1) / 3
+    idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+    def bm25(tf: int, dl: int) -> float:
+        return idf * tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * dl / avgdl))
+
+    assert [h.chunk_id for h in hits] == ["d1", "d0"]
+    assert hits[0].raw_score == pytest.approx(bm25(2, 3), rel=1e-5)
+    assert hits[1].raw_score == pytest.approx(bm25(1, 2), rel=1e-5)
+    # normalised to the best hit
+    assert hits[0].score == pytest.approx(1.0)
+    assert hits[1].score == pytest.approx(bm25(1, 2) / bm25(2, 3), rel=1e-5)
+    # the threshold applies to the normalised score
+    assert [h.chunk_id for h in idx.keyword_search(["apple"], ALL, 10, 0.9)] == ["d1"]
+    assert idx.keyword_search(["nothing"], ALL, 10, 0.0) == []
+    assert idx.keyword_search([], ALL, 10, 0.0) == []
+
+
+def test_chinese_and_english_use_the_same_tokenizer(tmp_path: Path) -> None:
+    from ragstep.text import query_terms
+
+    idx = LocalSearchIndex(tmp_path)
+    idx.replace_knowledge(
+        "k1",
+        [
+            chunk("zh", "中华人民共和国的首都是北京，北京是政治中心。"),
+            chunk("en", "Paris is the capital of France."),
+        ],
+    )
+    assert idx.keyword_search(query_terms("北京是哪个国家的首都"), ALL, 5, 0.0)[0].chunk_id == "zh"
+    assert idx.keyword_search(query_terms("What is the CAPITAL of France?"), ALL, 5, 0.0)[0].chunk_id == "en"
+    # cut_for_search emits sub-words, so the short form finds the long one
+    assert idx.keyword_search(query_terms("共和国"), ALL, 5, 0.0)[0].chunk_id == "zh"
+
+
+def random_unit(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
+    m = rng.standard_normal((n, d)).astype(np.float32)
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+def test_vector_search_is_exact_and_respects_filters(tmp_path: Path) -> None:
+    rng = np.random.default_rng(7)
+    idx = LocalSearchIndex(tmp_path)
+    vecs = random_unit(rng, 300, 16)
+    for k in range(3):
+        part = range(k * 100, (k + 1) * 100)
+        idx.replace_knowledge(
+            f"k{k}",
+            [chunk(f"c{i}", f"text {i}", kid=f"k{k}", kb=f"kb{k % 2}") for i in part],
+            vecs[k * 100 : (k + 1) * 100] * 3.0,  # not unit: the index normalises
+            "space",
+        )
+    q = rng.standard_normal(16).astype(np.float32)
+    qn = q / np.linalg.norm(q)
+    sims = vecs @ qn
+    expected = [f"c{i}" for i in np.argsort(-sims)[:10]]
+    hits = idx.vector_search(q, "space", ALL, 10, -1.0)
+    assert [h.chunk_id for h in hits] == expected
+    assert hits[0].score == pytest.approx(float(sims.max()), abs=1e-5)
+    # a selective filter (one knowledge item) scores only its rows, with the same answer as brute force
+    sel = np.arange(100, 200)
+    expected_k1 = [f"c{sel[i]}" for i in np.argsort(-sims[sel])[:5]]
+    assert [h.chunk_id for h in idx.vector_search(q, "space", SearchFilter(knowledge_ids=("k1",)), 5, -1.0)] == (
+        expected_k1
+    )
+    # knowledge base filter and threshold
+    kb1 = idx.vector_search(q, "space", SearchFilter(knowledge_base_ids=("kb1",)), 500, 0.0)
+    assert kb1 and all(100 <= int(h.chunk_id[1:]) < 200 for h in kb1)
+    assert all(h.score >= 0.0 for h in kb1)
+    assert idx.vector_search(q, "other-space", ALL, 5, 0.0) == []
+    with pytest.raises(InputError, match="16"):
+        idx.vector_search(np.ones(8), "space", ALL, 5, 0.0)
+
+
+def test_filters_by_tag_type_and_enabled(tmp_path: Path) -> None:
+    idx = LocalSearchIndex(tmp_path)
+    idx.replace_knowledge(
+        "k1",
+        [
+            chunk("a", "shared words alpha", tag_id="t1"),
+            chunk("b", "shared words beta", tag_id="t2", chunk_type=ChunkType.TABLE_SUMMARY),
+            chunk("c", "shared words gamma", tag_id="t1", enabled=False),
+        ],
+    )
+
+    def ids(flt: SearchFilter) -> set[str]:
+        return {h.chunk_id for h in idx.keyword_search(["shared"], flt, 10, 0.0)}
+
+    assert ids(ALL) == {"a", "b"}  # disabled chunks are not searchable
+    assert ids(SearchFilter(enabled_only=False)) == {"a", "b", "c"}
+    assert ids(SearchFilter(tag_ids=("t1",))) == {"a"}
+    assert ids(SearchFilter(chunk_types=(ChunkType.TABLE_SUMMARY,))) == {"b"}
+    assert ids(SearchFilter(knowledge_base_ids=("nope",))) == set()
+    assert idx.set_enabled(["c"], True) == 1
+    assert ids(SearchFilter(tag_ids=("t1",))) == {"a", "c"}
+    assert idx.fetch(["c"])["c"].enabled is True
+
+
+def test_replace_update_and_delete(tmp_path: Path) -> None:
+    idx = LocalSearchIndex(tmp_path)
+    idx.replace_knowledge("k1", [chunk("k1-0", "old version text"), chunk("k1-1", "more old text")])
+    idx.replace_knowledge("k2", [chunk("k2-0", "other document text", kid="k2", kb="kb2")])
+    idx.replace_knowledge("k1", [chunk("k1-0", "new version text")])  # update: replaces, never duplicates
+    assert idx.stats().chunks == 2
+    assert {h.chunk_id for h in idx.keyword_search(["text"], ALL, 10, 0.0)} == {"k1-0", "k2-0"}
+    assert idx.fetch(["k1-0"])["k1-0"].content == "new version text"
+    assert idx.keyword_search(["old"], ALL, 10, 0.0) == []
+    assert idx.delete_knowledge(["k1"]) == 1
+    assert idx.fetch(["k1-0"]) == {}
+    assert idx.delete_knowledge_base("kb2") == 1
+    assert idx.stats().chunks == 0
+    assert idx.keyword_search(["text"], ALL, 10, 0.0) == []
+
+
+def test_bad_writes_are_refused_and_change_nothing(tmp_path: Path) -> None:
+    idx = LocalSearchIndex(tmp_path)
+    idx.replace_knowledge("k1", [chunk("x", "kept content")], np.ones((1, 4)), "s")
+    before = idx.stats()
+    with pytest.raises(ConflictError, match="already used"):
+        idx.replace_knowledge("k2", [chunk("x", "steals the id", kid="k2")])
+    with pytest.raises(InputError, match="4-dimensional"):
+        idx.replace_knowledge("k3", [chunk("y", "wrong dims", kid="k3")], np.ones((1, 8)), "s")
+    with pytest.raises(InputError, match="NaN"):
+        idx.replace_knowledge("k3", [chunk("y", "nan", kid="k3")], np.full((1, 4), np.nan), "s")
+    with pytest.raises(InputError, match="embedding space"):
+        idx.replace_knowledge("k3", [chunk("y", "no space", kid="k3")], np.ones((1, 4)), None)
+    with pytest.raises(InputError, match="belongs to knowledge"):
+        idx.replace_knowledge("k3", [chunk("y", "wrong owner", kid="k9")])
+    with pytest.raises(InputError, match="expected 2 vectors"):
+        idx.replace_knowledge("k3", [chunk("y", "a", kid="k3"), chunk("z", "b", kid="k3")], np.ones((1, 4)), "s")
+    assert idx.stats() == before
+    assert idx.keyword_search(["kept"], ALL, 5, 0.0)[0].chunk_id == "x"
+
+
+def test_survives_restart_and_uses_the_disk_snapshot(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    idx = LocalSearchIndex(tmp_path)
+    vecs = random_unit(rng, 20, 8)
+    idx.replace_knowledge("k1", [chunk(f"c{i}", f"persistent words {i}") for i in range(20)], vecs, "s")
+    first_kw = idx.keyword_search(["persistent"], ALL, 5, 0.0)
+    first_vec = idx.vector_search(vecs[3], "s", ALL, 3, 0.0)
+    snapshots = list((tmp_path / "snapshots").glob("gen-*"))
+    assert len(snapshots) == 1
+
+    reopened = LocalSearchIndex(tmp_path)
+    assert reopened.keyword_search(["persistent"], ALL, 5, 0.0) == first_kw
+    assert reopened.vector_search(vecs[3], "s", ALL, 3, 0.0) == first_vec
+    assert first_vec[0].chunk_id == "c3"
+
+    # a damaged snapshot cache is ignored and rebuilt from SQLite, never trusted
+    (snapshots[0] / "meta.json").write_text("{not json")
+    third = LocalSearchIndex(tmp_path)
+    assert third.keyword_search(["persistent"], ALL, 5, 0.0) == first_kw
+    shutil.rmtree(tmp_path / "snapshots")
+    assert LocalSearchIndex(tmp_path, persist_snapshots=False).vector_search(vecs[3], "s", ALL, 3, 0.0) == first_vec
+
+
+def test_another_process_sees_writes_without_restart(tmp_path: Path) -> None:
+    reader = LocalSearchIndex(tmp_path)
+    writer = LocalSearchIndex(tmp_path)
+    writer.replace_knowledge("k1", [chunk("a", "first words")])
+    assert [h.chunk_id for h in reader.keyword_search(["first"], ALL, 5, 0.0)] == ["a"]
+    writer.replace_knowledge("k1", [chunk("a", "second words")])
+    assert reader.keyword_search(["first"], ALL, 5, 0.0) == []
+    assert [h.chunk_id for h in reader.keyword_search(["second"], ALL, 5, 0.0)] == ["a"]
+
+
+CRASH_SCRIPT = """
+import os, sys
+sys.path.insert(0, sys.argv[2])
+from pathlib import Path
+from ragstep.adapters.local_index import LocalSearchIndex
+idx = LocalSearchIndex(Path(sys.argv[1]))
+conn = idx._conn()
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("DELETE FROM chunks WHERE knowledge_id = 'k1'")
+conn.execute("INSERT INTO chunks (id, knowledge_id, knowledge_base_id, chunk_type, tokens, doc)"
+             " VALUES ('half', 'k1', 'kb1', 'text', 'half', '{}')")
+os.kill(os.getpid(), 9)  # the process dies mid-transaction, as on a crash or a Lambda timeout
+"""
+
+
+def test_a_crash_mid_write_keeps_what_was_committed(tmp_path: Path) -> None:
+    idx = LocalSearchIndex(tmp_path)
+    idx.replace_knowledge("k1", [chunk("a", "committed words"), chunk("b", "more committed words")])
+    proc = subprocess.run(
+        [sys.executable, "-c", CRASH_SCRIPT, str(tmp_path), str(REPO / "shared")], capture_output=True, timeout=60
+    )
+    assert proc.returncode == -9
+    fresh = LocalSearchIndex(tmp_path)
+    assert fresh.stats().chunks == 2
+    assert {h.chunk_id for h in fresh.keyword_search(["committed"], ALL, 5, 0.0)} == {"a", "b"}
+    assert fresh.fetch(["half"]) == {}
+    fresh.replace_knowledge("k2", [chunk("c", "still writable", kid="k2")])  # no stale lock left behind
+    assert fresh.stats().chunks == 3
+
+
+def test_concurrent_readers_see_whole_versions(tmp_path: Path) -> None:
+    """Readers in threads never see half of a replace: every answer comes from one committed version."""
+    idx = LocalSearchIndex(tmp_path)
+    idx.replace_knowledge("k1", [chunk(f"c{i}", f"common v0 {i}") for i in range(10)])
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        local = LocalSearchIndex(tmp_path)
+        try:
+            while not stop.is_set():
+                hits = local.keyword_search(["common"], ALL, 50, 0.0)
+                chunks = local.fetch([h.chunk_id for h in hits])
+                versions = {c.content.split()[1] for c in chunks.values()}
+                assert len(hits) == 10 and len(versions) <= 2, (len(hits), versions)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=read) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for v in range(1, 15):
+        idx.replace_knowledge("k1", [chunk(f"c{i}", f"common v{v} {i}") for i in range(10)])
+    stop.set()
+    for t in threads:
+        t.join(30)
+    assert not errors, errors[0]
+    final = idx.fetch([f"c{i}" for i in range(10)])
+    assert {c.content.split()[1] for c in final.values()} == {"v14"}
+
+
+def test_knowledge_chunks_come_in_document_order(tmp_path: Path) -> None:
+    idx = LocalSearchIndex(tmp_path)
+    idx.replace_knowledge("k1", [chunk(f"c{i}", f"part {i}", chunk_index=i) for i in (2, 0, 1)])
+    assert [c.chunk_index for c in idx.knowledge_chunks("k1", 10)] == [0, 1, 2]
+    assert len(idx.knowledge_chunks("k1", 2)) == 2
+
+
+def test_unusable_data_dir_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("x")
+    with pytest.raises(StorageError, match="writable folder"):
+        LocalSearchIndex(blocker / "index")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs a second process")
+def test_a_second_process_reads_while_this_one_writes(tmp_path: Path) -> None:
+    idx = LocalSearchIndex(tmp_path)
+    idx.replace_knowledge("k1", [chunk("a", "crossprocess words")])
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[2]);"
+        "from pathlib import Path; from ragstep.adapters.local_index import LocalSearchIndex;"
+        "from ragstep.ports import SearchFilter;"
+        "idx = LocalSearchIndex(Path(sys.argv[1]));"
+        "n = [len(idx.keyword_search(['crossprocess'], SearchFilter(), 10, 0.0)) for _ in range(200)];"
+        "assert min(n) >= 1, n; print(max(n))"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, str(tmp_path), str(REPO / "shared")], stdout=subprocess.PIPE, text=True
+    )
+    for v in range(20):
+        idx.replace_knowledge(f"w{v}", [chunk(f"w{v}", "crossprocess extra", kid=f"w{v}")])
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0
+    assert 1 <= int(out) <= 21

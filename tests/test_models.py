@@ -1,0 +1,208 @@
+"""The state contract: every model round-trips through JSON, and requests are validated with clear messages."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from pydantic import BaseModel, ValidationError
+from ragstep import models
+from ragstep.models import (
+    MAX_QUERY_CHARS,
+    SCHEMA_VERSION,
+    Chunk,
+    ChunkType,
+    ErrorInfo,
+    ImageInfo,
+    Knowledge,
+    KnowledgeBase,
+    MatchType,
+    PipelineState,
+    RetrievalOverrides,
+    RetrievalSettings,
+    SearchRequest,
+    SearchResult,
+    TraceEvent,
+    Turn,
+)
+
+
+def full_result(i: int = 0) -> SearchResult:
+    return SearchResult(
+        id=f"c{i}",
+        content="内容 content",
+        knowledge_id="k",
+        knowledge_base_id="kb",
+        knowledge_title="Title",
+        knowledge_filename="doc.md",
+        chunk_index=i,
+        start_at=10,
+        end_at=20,
+        score=0.5,
+        match_type=MatchType.HYBRID,
+        chunk_type=ChunkType.TABLE_SUMMARY,
+        tag_id="t",
+        sub_chunk_ids=["a", "b"],
+        metadata={"nested": {"x": [1, 2.5, None]}},
+        image_info=[ImageInfo(url="https://x/y.png", caption="c", ocr_text="o")],
+    )
+
+
+def full_state() -> PipelineState:
+    req = SearchRequest(
+        query="什么是 RRF?",
+        session_id="s",
+        knowledge_base_ids=["kb"],
+        knowledge_ids=["k"],
+        tag_ids=["t"],
+        overrides=RetrievalOverrides(embedding_top_k=5, fusion="minmax"),
+    )
+    return PipelineState(
+        request=req,
+        retrieval=req.overrides.apply(RetrievalSettings()),
+        rewritten_query="RRF 是什么",
+        query_embeddings={"openai:m": [0.1, -0.2]},
+        search_results=[full_result(0)],
+        rerank_results=[full_result(1)],
+        merge_results=[full_result(2)],
+        final_results=[full_result(3)],
+        trace=[TraceEvent(stage="chunk_search", action="degrade", duration_ms=1.5, counts={"n": 1}, reason="r")],
+        offloaded={},
+        error=ErrorInfo(stage="x", error="invalid_input", message="m"),
+    )
+
+
+ROUND_TRIP = [
+    full_result(),
+    full_state(),
+    Chunk(
+        id="c",
+        knowledge_id="k",
+        knowledge_base_id="kb",
+        content="x",
+        chunk_type=ChunkType.FAQ,
+        index_text="q",
+        embed_text="e",
+        parent_id="p",
+        metadata={"a": 1},
+    ),
+    Turn(session_id="s", created_at=1.5, query="q", answer="a", references=[full_result()]),
+    KnowledgeBase(id="i", name="n", type="faq", embedding_model="openai:m", created_at=2.0),
+    Knowledge(id="k", knowledge_base_id="kb", title="t", content_hash="h", status="completed", chunk_count=3),
+    RetrievalOverrides(rrf_k=10),
+]
+
+
+@pytest.mark.parametrize("model", ROUND_TRIP, ids=lambda m: type(m).__name__)
+def test_every_model_round_trips_through_json(model: BaseModel) -> None:
+    text = model.model_dump_json()
+    again = type(model).model_validate_json(text)
+    assert again == model
+    # and through a plain dict, as Step Functions hands it to the next Lambda
+    assert type(model).model_validate(json.loads(text)) == model
+
+
+def test_state_is_versioned() -> None:
+    data = full_state().model_dump(mode="json")
+    assert data["schema_version"] == SCHEMA_VERSION
+    data["schema_version"] = "999"
+    with pytest.raises(ValidationError, match="schema_version"):
+        PipelineState.model_validate(data)
+
+
+def test_match_and_chunk_type_names_are_the_contract() -> None:
+    assert {m.value for m in MatchType} == {
+        "vector",
+        "keyword",
+        "hybrid",
+        "history",
+        "parent",
+        "nearby",
+        "graph",
+        "web",
+        "data_analysis",
+        "faq",
+    }
+    assert {c.value for c in ChunkType} == {
+        "text",
+        "faq",
+        "table_summary",
+        "table_column",
+        "image_caption",
+        "image_ocr",
+        "summary",
+        "web_search",
+    }
+
+
+def test_defaults_are_weknoras() -> None:
+    s = RetrievalSettings()
+    assert (s.embedding_top_k, s.vector_threshold, s.keyword_threshold) == (30, 0.2, 0.3)
+    assert (s.rerank_top_k, s.rerank_threshold, s.rrf_k) == (10, 0.3, 60)
+    assert (s.rrf_vector_weight, s.rrf_keyword_weight) == (0.7, 0.3)
+
+
+def test_overrides_apply_only_what_is_set() -> None:
+    base = RetrievalSettings()
+    eff = RetrievalOverrides(rerank_top_k=3, vector_threshold=0.0).apply(base)
+    assert eff.rerank_top_k == 3 and eff.vector_threshold == 0.0
+    assert eff.embedding_top_k == base.embedding_top_k
+    assert RetrievalOverrides().apply(base) is base
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "needle"),
+    [
+        ("rerank_top_k", 0, "greater than or equal to 1"),
+        ("vector_threshold", 1.5, "less than or equal to 1"),
+        ("fusion", "sum", "'rrf' or 'minmax'"),
+        ("no_such_knob", 1, "Extra inputs are not permitted"),
+    ],
+)
+def test_bad_overrides_are_rejected(field: str, value: object, needle: str) -> None:
+    with pytest.raises(ValidationError, match=needle):
+        SearchRequest(query="q", knowledge_base_ids=["kb"], overrides={field: value})
+
+
+@pytest.mark.parametrize(
+    ("query", "needle"),
+    [
+        ("", "query is empty"),
+        ("   \n\t ", "query is empty"),
+        ("x" * (MAX_QUERY_CHARS + 1), "limit is 4000"),
+        ("bell\x07", "control character U+0007"),
+        ("zero\u200bwidth", "control character U+200B"),
+        ("caf\udcff", "not valid UTF-8"),
+    ],
+)
+def test_bad_queries_say_what_to_fix(query: str, needle: str) -> None:
+    with pytest.raises(ValidationError, match=re.escape(needle)):
+        SearchRequest(query=query, knowledge_base_ids=["kb"])
+
+
+def test_query_is_stripped_and_multiline_is_fine() -> None:
+    req = SearchRequest(query="  line one\nline two\t ", knowledge_base_ids=["kb"])
+    assert req.query == "line one\nline two"
+    assert len(SearchRequest(query="x" * MAX_QUERY_CHARS, knowledge_base_ids=["kb"]).query) == MAX_QUERY_CHARS
+
+
+def test_a_request_needs_a_target() -> None:
+    with pytest.raises(ValidationError, match="at least one knowledge base"):
+        SearchRequest(query="q")
+    assert SearchRequest(query="q", knowledge_ids=["k"]).scoped
+    assert SearchRequest(query="q", knowledge_base_ids=["kb"], tag_ids=["t"]).scoped
+    assert not SearchRequest(query="q", knowledge_base_ids=["kb"]).scoped
+
+
+def test_search_query_prefers_the_rewrite() -> None:
+    state = PipelineState(request=SearchRequest(query="orig", knowledge_base_ids=["kb"]))
+    assert state.search_query == "orig"
+    assert state.model_copy(update={"rewritten_query": "better"}).search_query == "better"
+
+
+def test_models_module_exports_no_mutable_globals() -> None:
+    # The contract is data only: constants, enums and classes.
+    for name, value in vars(models).items():
+        if not name.startswith("_"):
+            assert not isinstance(value, (list, dict, set)), name
