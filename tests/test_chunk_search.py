@@ -71,7 +71,7 @@ def test_hybrid_fuses_both_retrievers(services: Services, hybrid: KnowledgeBase)
     assert state.search_results[0].id == "v-0"  # vector weight 0.7 > keyword weight 0.3 at equal rank
     assert by_id["v-0"].metadata["retrieval"]["vector_rank"] == 1
     assert "precomputed:test" in state.query_embeddings  # computed once, kept for later stages
-    row = [t for t in state.trace if t.stage == "chunk_search" and t.action == "run"][0]
+    row = next(t for t in state.trace if t.stage == "chunk_search" and t.action == "run")
     assert row.counts["vector_hits"] >= 1 and row.counts["keyword_hits"] == 1
     assert row.detail["pool"] == 150
 
@@ -138,7 +138,7 @@ def test_two_embedding_models_each_embed_the_query_once(
     assert set(state.query_embeddings) == {"precomputed:one", "precomputed:two"}
     assert {r.id for r in state.search_results} == {"x-0", "y-0"}
     assert all(r.match_type == MatchType.HYBRID for r in state.search_results)
-    row = [t for t in state.trace if t.action == "run"][0]
+    row = next(t for t in state.trace if t.action == "run")
     assert row.detail["targets"] == 2 and row.detail["pool"] == 300  # two knowledge bases
 
 
@@ -148,5 +148,5 @@ def test_rewritten_query_is_searched_and_original_kept(services: Services, hybri
     services.register_embedder(PrecomputedEmbedder("precomputed:test", {"gamma unrelated": unit(3)}))
     out = chunk_search.run(state, services)
     assert out.search_results[0].id == "v-2"
-    row = [t for t in out.trace if t.action == "run"][0]
+    row = next(t for t in out.trace if t.action == "run")
     assert row.detail["query"] == "gamma unrelated" and row.detail["original_query"] == "zzz"
