@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import __version__
 from .errors import RagstepError
@@ -35,6 +37,21 @@ def create_app(services: Services | None = None) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
         return JSONResponse(status_code=422, content={"error": "invalid_input", "message": _first_error(exc)})
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        # FastAPI answers a body it cannot decode with a bare 400 ("error parsing the body"); say what is wrong.
+        if isinstance(exc.__cause__, UnicodeDecodeError):
+            message = "request body is not valid UTF-8; send JSON encoded as UTF-8"
+            return JSONResponse(status_code=422, content={"error": "invalid_input", "message": message})
+        if exc.status_code < 500:
+            code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid_input")
+            return JSONResponse(
+                status_code=exc.status_code,
+                content={"error": code, "message": f"{request.method} {request.url.path}: {exc.detail}"},
+                headers=getattr(exc, "headers", None),
+            )
+        return await http_exception_handler(request, exc)
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:

@@ -7,6 +7,7 @@ unless ``RAGSTEP_DEBUG=1``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -111,7 +112,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     results = [ingest_file(path, kb, services) for path in files]
     failed = [r for r in results if r.status == "failed"]
     if args.json:
-        _print_json([r.__dict__ for r in results])
+        _print_json([dataclasses.asdict(r) for r in results])
     else:
         rows = [(r.path, r.status, r.chunks, r.error) for r in results]
         print(table(("file", "status", "chunks", "error"), rows))
@@ -293,10 +294,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_utf8_args(args: argparse.Namespace) -> None:
+    """Refuse arguments that were not valid UTF-8 (Python decodes them with surrogateescape): they cannot be stored.
+
+    The query is left to :func:`ragstep.models.check_query`, which says the same for the CLI and the HTTP API.
+    """
+    for dest, value in vars(args).items():
+        if dest == "query":
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and any(0xD800 <= ord(ch) <= 0xDFFF for ch in item):
+                raise InputError(f"{dest.replace('_', '-')}: {item!r} is not valid UTF-8; re-encode it as UTF-8")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        check_utf8_args(args)
         return int(args.func(args) or 0)
     except RagstepError as exc:
         print(f"ragstep: error: {exc.message}", file=sys.stderr)

@@ -169,7 +169,14 @@ def embed_chunks(chunks: list[Chunk], kb: KnowledgeBase, services: Services) -> 
 def ingest_file(path: Path, kb: KnowledgeBase, services: Services) -> IngestResult:
     """Ingest one file; errors are returned in the result, so one bad file never stops a batch."""
     name = path.name
-    kid = knowledge_id_for(kb, str(path.resolve()))
+    resolved = str(path.resolve())
+    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in resolved):
+        # A name that is not UTF-8 (decoded with surrogateescape) can be neither stored nor printed: refuse the file.
+        shown = Path(str(path).encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
+        return IngestResult(
+            str(shown), "", "failed", error=f"{shown.name}: the file name is not valid UTF-8; rename it"
+        )
+    kid = knowledge_id_for(kb, resolved)
     try:
         suffix = path.suffix.lower()
         allowed = FAQ_SUFFIXES if kb.type == KnowledgeBaseType.FAQ else TEXT_SUFFIXES

@@ -165,6 +165,19 @@ def check_query(text: str) -> str:
     return stripped
 
 
+def check_identifier(value: str) -> str:
+    """Ids and names travel to SQLite, DynamoDB and OpenSearch: they must be non-empty, printable UTF-8."""
+    if not value or not value.strip():
+        raise ValueError("ids must not be empty")
+    if len(value) > 256:
+        raise ValueError(f"id {value[:32]!r}... is longer than 256 characters")
+    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in value):
+        raise ValueError(f"id {value!r} is not valid UTF-8; re-encode it as UTF-8")
+    if any(unicodedata.category(ch) == "Cc" for ch in value):
+        raise ValueError(f"id {value!r} contains a control character; remove it")
+    return value
+
+
 class SearchRequest(_Model):
     query: str
     session_id: str | None = None
@@ -177,6 +190,18 @@ class SearchRequest(_Model):
     @classmethod
     def _valid_query(cls, value: str) -> str:
         return check_query(value)
+
+    @field_validator("knowledge_base_ids", "knowledge_ids", "tag_ids")
+    @classmethod
+    def _valid_ids(cls, values: list[str]) -> list[str]:
+        for value in values:
+            check_identifier(value)
+        return values
+
+    @field_validator("session_id")
+    @classmethod
+    def _valid_session(cls, value: str | None) -> str | None:
+        return None if value is None else check_identifier(value)
 
     @model_validator(mode="after")
     def _has_target(self) -> SearchRequest:

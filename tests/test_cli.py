@@ -1,0 +1,667 @@
+"""The ``ragstep`` command line: kb / ingest / search / delete / demo, their ``--json`` shapes and their errors.
+
+Most tests call :func:`ragstep.cli.main` in-process (fast); a few run ``python -m ragstep.cli`` as a real process
+for what only a process shows: the entry point, argv bytes that are not UTF-8, and Chinese on a real stdout.
+Every user error must be one ``ragstep: error: ...`` line on stderr with exit status 2, and must not cost anything
+that was already indexed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from ragstep import __version__
+from ragstep.cli import main
+from ragstep.demo import DEMO_QUERIES
+from ragstep.models import SearchResult, TraceEvent
+
+SHARED = Path(__file__).resolve().parents[1] / "shared"
+
+# Four small documents on unrelated topics, two in English and two in Chinese. Both English ones contain "guide",
+# so one query can hit both of them with different strengths.
+DOCS = {
+    "coffee.md": (
+        "# Espresso guide\n\n"
+        "Espresso is brewed by forcing hot water through finely ground coffee beans under high pressure.\n"
+    ),
+    "garden.txt": (
+        "Tomato growing guide\n\n"
+        "Tomatoes need full sun, regular watering and well drained soil in a vegetable garden.\n"
+    ),
+    "熊猫.md": "# 大熊猫\n\n大熊猫生活在四川的竹林里，主要以竹子为食，每天要吃很多竹子。\n",
+    "高铁.md": "# 高速铁路\n\n高速铁路连接北京和上海，列车的时速可以达到三百五十公里。\n",
+}
+
+
+@pytest.fixture(autouse=True)
+def _plain_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Defaults only: no embedder from the developer's shell, no RAGSTEP_DEBUG re-raising errors."""
+    for key in list(os.environ):
+        if key.startswith("RAGSTEP_"):
+            monkeypatch.delenv(key)
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+
+class Cli:
+    """``ragstep --data-dir DATA ...`` in-process, with captured output."""
+
+    def __init__(self, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        self.data_dir = data_dir
+        self.capsys = capsys
+
+    def __call__(self, *args: str) -> Run:
+        self.capsys.readouterr()
+        code = main(["--data-dir", str(self.data_dir), *args])
+        captured = self.capsys.readouterr()
+        return Run(code, captured.out, captured.err)
+
+    def ok(self, *args: str) -> str:
+        run = self(*args)
+        assert run.code == 0, run.err
+        assert run.err == ""
+        return run.out
+
+    def fails(self, *args: str) -> str:
+        """Runs a command that must fail as a user error; returns the message after ``ragstep: error:``."""
+        run = self(*args)
+        assert_user_error(run.code, run.err)
+        return run.err.removeprefix("ragstep: error: ").rstrip("\n")
+
+    def json(self, *args: str) -> object:
+        return json.loads(self.ok(*args, "--json"))
+
+    def search(self, query: str, *args: str) -> dict:
+        data = self.json("search", query, *args)
+        assert isinstance(data, dict)
+        return data
+
+    def filenames(self, query: str, *args: str) -> list[str]:
+        return [r["knowledge_filename"] for r in self.search(query, "--kb", "docs", *args)["results"]]
+
+
+def assert_user_error(code: int, err: str) -> None:
+    assert code == 2, err
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("ragstep: error: "), err
+
+
+def write_docs(folder: Path, docs: dict[str, str] = DOCS) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in docs.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+@pytest.fixture
+def cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
+    return Cli(tmp_path / "data", capsys)
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    return write_docs(tmp_path / "docs")
+
+
+@pytest.fixture
+def indexed(cli: Cli, docs: Path) -> dict[str, str]:
+    """Knowledge base "docs" with :data:`DOCS` ingested; returns file name -> knowledge id."""
+    cli.ok("kb", "create", "docs")
+    results = cli.json("ingest", str(docs), "--kb", "docs")
+    assert isinstance(results, list)
+    assert [r["status"] for r in results] == ["indexed"] * len(DOCS)
+    return {Path(r["path"]).name: r["knowledge_id"] for r in results}
+
+
+def assert_index_intact(cli: Cli) -> None:
+    """What :func:`indexed` put in is all still there and searchable."""
+    assert cli.filenames("espresso coffee beans")[0] == "coffee.md"
+    assert cli.filenames("大熊猫吃竹子")[0] == "熊猫.md"
+    (kb,) = cli.json("kb", "list")
+    assert kb["documents"] == len(DOCS)
+
+
+def subprocess_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGSTEP_")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SHARED), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def run_process(*args: str | bytes, cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "ragstep.cli", *args],
+        cwd=cwd,
+        env=subprocess_env(),
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+
+
+# -- kb ------------------------------------------------------------------------------------------------------------
+
+
+def test_kb_create_list_delete(cli: Cli) -> None:
+    assert "no knowledge bases yet" in cli.ok("kb", "list")
+    assert cli.json("kb", "list") == []
+
+    out = cli.ok("kb", "create", "docs")
+    assert out.startswith("created knowledge base docs (document, embedding: none, id ")
+    out = cli.ok("kb", "create", "常见问题", "--type", "faq")
+    assert out.startswith("created knowledge base 常见问题 (faq, ")
+
+    table = cli.ok("kb", "list")
+    header, rule, *rows = table.splitlines()
+    assert header.split() == ["name", "type", "embedding", "documents", "id"]
+    assert set(rule) <= {"-", " "}
+    assert [row.split()[:4] for row in rows] == [["docs", "document", "none", "0"], ["常见问题", "faq", "none", "0"]]
+
+    listed = cli.json("kb", "list")
+    assert [(kb["name"], kb["type"], kb["documents"]) for kb in listed] == [
+        ("docs", "document", 0),
+        ("常见问题", "faq", 0),
+    ]
+    assert set(listed[0]) == {"id", "name", "type", "embedding_model", "created_at", "documents"}
+    assert re.fullmatch(r"[0-9a-f]{32}", listed[0]["id"])
+
+    assert cli.ok("kb", "delete", "常见问题") == "deleted knowledge base 常见问题 (0 chunks)\n"
+    # by id as well as by name
+    assert cli.ok("kb", "delete", listed[0]["id"]) == "deleted knowledge base docs (0 chunks)\n"
+    assert cli.json("kb", "list") == []
+
+
+def test_kb_create_duplicate_name_is_refused(cli: Cli) -> None:
+    cli.ok("kb", "create", "docs")
+    before = cli.json("kb", "list")
+    message = cli.fails("kb", "create", "docs", "--type", "faq")
+    assert message == "a knowledge base with name 'docs' already exists; choose another name"
+    assert cli.json("kb", "list") == before
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("bad/name", "contains '/'"),
+        (" padded", "starts or ends with a space"),
+        ("", "name is empty"),
+        ("x" * 65, "has 65 characters"),
+        ("tab\there", "contains '\\t'"),
+    ],
+)
+def test_kb_create_bad_name_is_refused(cli: Cli, name: str, problem: str) -> None:
+    message = cli.fails("kb", "create", name)
+    assert "knowledge base name" in message
+    assert problem in message
+    assert cli.json("kb", "list") == []
+
+
+def test_kb_delete_unknown_and_kb_delete_removes_its_chunks(cli: Cli, indexed: dict[str, str]) -> None:
+    message = cli.fails("kb", "delete", "nope")
+    assert message.startswith("unknown knowledge base 'nope' (known: docs)")
+    assert_index_intact(cli)
+
+    assert cli.ok("kb", "delete", "docs") == f"deleted knowledge base docs ({len(DOCS)} chunks)\n"
+    assert "unknown knowledge base 'docs'" in cli.fails("search", "espresso", "--kb", "docs")
+    # A new knowledge base of the same name starts empty: nothing of the old one is left in the index.
+    cli.ok("kb", "create", "docs")
+    assert cli.filenames("espresso coffee beans") == []
+
+
+# -- ingest --------------------------------------------------------------------------------------------------------
+
+
+def test_ingest_folder_prints_per_file_chunk_counts(cli: Cli, docs: Path) -> None:
+    (docs / "notes.xyz").write_text("unsupported files in a folder are skipped, not failed")
+    (docs / ".hidden.md").write_text("hidden files are skipped")
+    cli.ok("kb", "create", "docs")
+    out = cli.ok("ingest", str(docs), "--kb", "docs")
+    header, _rule, *rows, summary = out.splitlines()
+    assert header.split() == ["file", "status", "chunks", "error"]
+    assert sorted(Path(row.split()[0]).name for row in rows) == sorted(DOCS)
+    assert all(row.split()[1:] == ["indexed", "1"] for row in rows), rows
+    assert summary == f"{len(DOCS)} of {len(DOCS)} files ingested into docs, {len(DOCS)} chunks"
+
+
+def test_ingest_json_gives_per_file_results(cli: Cli, docs: Path) -> None:
+    cli.ok("kb", "create", "docs")
+    results = cli.json("ingest", str(docs / "coffee.md"), str(docs / "熊猫.md"), "--kb", "docs")
+    assert isinstance(results, list)
+    assert [set(r) for r in results] == [{"path", "knowledge_id", "status", "chunks", "error"}] * 2
+    assert [(Path(r["path"]).name, r["status"], r["chunks"], r["error"]) for r in results] == [
+        ("coffee.md", "indexed", 1, ""),
+        ("熊猫.md", "indexed", 1, ""),
+    ]
+    assert all(re.fullmatch(r"[0-9a-f]{32}", r["knowledge_id"]) for r in results)
+    assert cli.filenames("大熊猫") == ["熊猫.md"]
+
+
+def test_failing_files_do_not_stop_the_batch(cli: Cli, tmp_path: Path) -> None:
+    folder = write_docs(tmp_path / "mixed", {"good.md": "# Sourdough\n\nSourdough bread rises with wild yeast.\n"})
+    (folder / "empty.md").write_text("  \n\n\t\n")
+    # 0xFF starts no character in UTF-8 and none in GB18030 either.
+    (folder / "binary.txt").write_bytes(b"hello \xff world\n")
+    cli.ok("kb", "create", "docs")
+
+    run = cli("ingest", str(folder), "--kb", "docs", "--json")
+    assert run.code == 2
+    assert "Traceback" not in run.err
+    by_name = {Path(r["path"]).name: r for r in json.loads(run.out)}
+    assert by_name["good.md"]["status"] == "indexed"
+    assert by_name["empty.md"]["status"] == "failed"
+    assert by_name["empty.md"]["error"] == "empty.md: the document is empty"
+    assert by_name["binary.txt"]["status"] == "failed"
+    assert by_name["binary.txt"]["error"] == (
+        "binary.txt: cannot decode the text as UTF-8 or GB18030; convert it to UTF-8"
+    )
+    assert all("\n" not in r["error"] for r in by_name.values())
+    assert cli.filenames("sourdough bread") == ["good.md"]
+
+    # The table form says the same, with a summary line.
+    run = cli("ingest", str(folder), "--kb", "docs")
+    assert run.code == 2
+    assert "the document is empty" in run.out
+    assert run.out.splitlines()[-1] == "1 of 3 files ingested into docs, 1 chunks"
+
+
+def test_gb18030_text_is_decoded(cli: Cli, tmp_path: Path) -> None:
+    path = tmp_path / "长城.txt"
+    path.write_bytes("长城是中国古代的军事防御工程，绵延万里。".encode("gb18030"))
+    cli.ok("kb", "create", "docs")
+    (result,) = cli.json("ingest", str(path), "--kb", "docs")
+    assert result["status"] == "indexed"
+    (hit,) = cli.search("长城 防御工程", "--kb", "docs")["results"]
+    assert hit["content"] == "长城是中国古代的军事防御工程，绵延万里。"
+
+
+def test_unsupported_file_fails_only_when_named(cli: Cli, tmp_path: Path) -> None:
+    folder = tmp_path / "only-xyz"
+    folder.mkdir()
+    (folder / "data.xyz").write_text("not a supported type")
+    cli.ok("kb", "create", "docs")
+
+    run = cli("ingest", str(folder / "data.xyz"), "--kb", "docs", "--json")
+    assert run.code == 2
+    (result,) = json.loads(run.out)
+    assert result["status"] == "failed"
+    assert result["error"] == "data.xyz: unsupported file type .xyz; supported: .txt, .md, .markdown"
+
+    message = cli.fails("ingest", str(folder), "--kb", "docs")
+    assert message == f"no supported files under {folder} (supported: .txt, .md, .markdown)"
+
+
+def test_reingest_unchanged_and_changed(cli: Cli, docs: Path, indexed: dict[str, str]) -> None:
+    again = cli.json("ingest", str(docs), "--kb", "docs")
+    assert [(r["status"], r["chunks"]) for r in again] == [("unchanged", 1)] * len(DOCS)
+    assert {Path(r["path"]).name: r["knowledge_id"] for r in again} == indexed
+
+    (docs / "coffee.md").write_text(
+        "# Cold brew guide\n\nCold brew coffee steeps coarse grounds in cold water overnight.\n"
+    )
+    (result,) = cli.json("ingest", str(docs / "coffee.md"), "--kb", "docs")
+    assert (result["status"], result["knowledge_id"]) == ("indexed", indexed["coffee.md"])
+
+    # Replaced, not added: the old text is gone, the new text is there once, the document count is unchanged.
+    assert cli.filenames("espresso pressure") == []
+    hits = cli.search("cold brew overnight", "--kb", "docs")["results"]
+    assert [(h["knowledge_filename"], h["knowledge_id"]) for h in hits] == [("coffee.md", indexed["coffee.md"])]
+    assert hits[0]["content"].startswith("# Cold brew guide")
+    (kb,) = cli.json("kb", "list")
+    assert kb["documents"] == len(DOCS)
+
+
+def test_failed_reingest_keeps_the_previous_version(cli: Cli, docs: Path, indexed: dict[str, str]) -> None:
+    (docs / "coffee.md").write_bytes(b"\xff\xfe\xff broken")
+    run = cli("ingest", str(docs / "coffee.md"), "--kb", "docs", "--json")
+    assert run.code == 2
+    assert json.loads(run.out)[0]["status"] == "failed"
+    assert_index_intact(cli)
+
+    (docs / "coffee.md").write_text("   \n")
+    assert cli("ingest", str(docs / "coffee.md"), "--kb", "docs").code == 2
+    assert_index_intact(cli)
+
+
+@pytest.mark.parametrize("kind", ["missing", "broken-symlink"])
+def test_unreadable_path_is_refused_before_anything_is_ingested(
+    cli: Cli, indexed: dict[str, str], tmp_path: Path, kind: str
+) -> None:
+    bad = tmp_path / "gone.md"
+    if kind == "broken-symlink":
+        bad.symlink_to(tmp_path / "no-such-target.md")
+    new = write_docs(tmp_path / "new", {"new.md": "# Volcano\n\nVolcanoes erupt molten lava.\n"}) / "new.md"
+    message = cli.fails("ingest", str(new), str(bad), "--kb", "docs")
+    assert message == f"{bad}: no such file or folder"
+    assert cli.filenames("volcano lava") == []
+    assert_index_intact(cli)
+
+
+def test_ingest_into_unknown_kb(cli: Cli, indexed: dict[str, str], docs: Path) -> None:
+    message = cli.fails("ingest", str(docs), "--kb", "nope")
+    assert message == "unknown knowledge base 'nope' (known: docs); create it with `kb create`"
+    assert_index_intact(cli)
+
+
+def test_non_utf8_file_name_in_a_folder_fails_alone(cli: Cli, tmp_path: Path) -> None:
+    folder = write_docs(tmp_path / "names", {"ok.md": "# Mango\n\nMangoes ripen in the summer heat.\n"})
+    with open(os.path.join(os.fsencode(folder), b"caf\xff.md"), "wb") as f:
+        f.write(b"# Tea\n\nGreen tea leaves are steamed.\n")
+    cli.ok("kb", "create", "docs")
+    run = cli("ingest", str(folder), "--kb", "docs", "--json")
+    assert run.code == 2
+    assert "Traceback" not in run.err
+    by_name = {Path(r["path"]).name: r for r in json.loads(run.out)}
+    assert by_name["ok.md"]["status"] == "indexed"
+    assert by_name["caf\ufffd.md"]["status"] == "failed"
+    assert "file name is not valid UTF-8" in by_name["caf\ufffd.md"]["error"]
+    assert cli.filenames("mangoes summer") == ["ok.md"]
+
+
+def test_faq_knowledge_base(cli: Cli, tmp_path: Path) -> None:
+    faq = tmp_path / "faq.json"
+    entries = [
+        {
+            "standard_question": "How do I reset my password?",
+            "similar_questions": ["I forgot my password"],
+            "answers": ["Open Settings, then Security, then Reset password."],
+        },
+        {"standard_question": "营业时间是几点？", "answers": ["每天早上九点到晚上六点。"]},
+    ]
+    faq.write_text(json.dumps(entries, ensure_ascii=False), encoding="utf-8")
+    cli.ok("kb", "create", "faq", "--type", "faq")
+    (result,) = cli.json("ingest", str(faq), "--kb", "faq")
+    assert (result["status"], result["chunks"]) == ("indexed", 2)
+
+    hits = cli.search("forgot password", "--kb", "faq")["results"]
+    assert hits[0]["chunk_type"] == "faq"
+    assert "Reset password" in hits[0]["content"]
+    assert "九点" in cli.search("营业时间", "--kb", "faq")["results"][0]["content"]
+
+    # A FAQ knowledge base takes JSON only.
+    md = write_docs(tmp_path / "md", {"a.md": "# A\n\ntext\n"}) / "a.md"
+    run = cli("ingest", str(md), "--kb", "faq", "--json")
+    assert run.code == 2
+    assert json.loads(run.out)[0]["error"] == "a.md: unsupported file type .md; supported: .json"
+
+
+# -- search --------------------------------------------------------------------------------------------------------
+
+
+def test_search_json_shape(cli: Cli, indexed: dict[str, str]) -> None:
+    data = cli.search("  espresso coffee  ", "--kb", "docs")
+    assert list(data) == ["query", "request_id", "results", "trace"]
+    assert data["query"] == "espresso coffee"
+    assert re.fullmatch(r"[0-9a-f]{32}", data["request_id"])
+    assert data["results"]
+    for result in data["results"]:
+        # The models forbid unknown keys: every key is a SearchResult field, and dumping gives the same JSON back.
+        assert SearchResult.model_validate(result).model_dump(mode="json") == result
+    first = data["results"][0]
+    assert (first["knowledge_filename"], first["knowledge_id"]) == ("coffee.md", indexed["coffee.md"])
+    assert first["content"] == DOCS["coffee.md"].strip()
+    assert {t["stage"] for t in data["trace"]} >= {"chunk_search", "filter_top_k"}
+    for event in data["trace"]:
+        assert TraceEvent.model_validate(event).model_dump(mode="json") == event
+
+
+def test_search_text_output(cli: Cli, indexed: dict[str, str]) -> None:
+    out = cli.ok("search", "大熊猫", "--kb", "docs")
+    assert out.startswith("query: 大熊猫\n")
+    assert "熊猫.md" in out
+    assert "filter_top_k" in out
+    out = cli.ok("search", "zeppelin", "--kb", "docs")
+    assert "no results" in out
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("How is espresso brewed?", "coffee.md"),
+        ("tomatoes need sun and watering", "garden.txt"),
+        ("大熊猫吃什么？", "熊猫.md"),
+        ("北京到上海的高速铁路有多快", "高铁.md"),
+    ],
+)
+def test_search_ranks_the_right_document_first(cli: Cli, indexed: dict[str, str], query: str, expected: str) -> None:
+    assert cli.filenames(query)[0] == expected
+
+
+def test_search_by_kb_id_and_several_kbs(cli: Cli, indexed: dict[str, str], tmp_path: Path) -> None:
+    (kb,) = cli.json("kb", "list")
+    assert cli.filenames("大熊猫") == [
+        r["knowledge_filename"] for r in cli.search("大熊猫", "--kb", kb["id"])["results"]
+    ]
+
+    cli.ok("kb", "create", "other")
+    other = write_docs(tmp_path / "other", {"lava.md": "# Volcano guide\n\nVolcanoes erupt molten lava.\n"})
+    cli.ok("ingest", str(other), "--kb", "other")
+    assert "lava.md" not in cli.filenames("volcano guide")
+    assert [r["knowledge_filename"] for r in cli.search("volcano", "--kb", "other")["results"]] == ["lava.md"]
+    both = cli.search("volcano guide", "--kb", "docs", "--kb", "other", "--set", "keyword_threshold=0")["results"]
+    assert both[0]["knowledge_filename"] == "lava.md"
+    assert {r["knowledge_filename"] for r in both} == {"lava.md", "coffee.md", "garden.txt"}
+
+
+def test_top_k_limits_the_results(cli: Cli, indexed: dict[str, str]) -> None:
+    assert len(cli.filenames("guide")) == 2
+    assert cli.filenames("espresso guide", "--top-k", "1") == ["coffee.md"]
+    assert "rerank_top_k" in cli.fails("search", "guide", "--kb", "docs", "--top-k", "0")
+
+
+def test_set_overrides_retrieval_settings(cli: Cli, indexed: dict[str, str]) -> None:
+    # coffee.md matches only "guide": a weak hit (keyword score ~0.38 of the best) next to garden.txt's two words.
+    assert cli.filenames("tomato guide") == ["garden.txt", "coffee.md"]
+    assert cli.filenames("tomato guide", "--set", "keyword_threshold=0.9") == ["garden.txt"]
+    # The other way: garden.txt's hit on "espresso guide" (~0.28) is below the default threshold of 0.3.
+    assert cli.filenames("espresso guide") == ["coffee.md"]
+    assert cli.filenames("espresso guide", "--set", "keyword_threshold=0") == ["coffee.md", "garden.txt"]
+    assert cli.filenames("tomato guide", "--set", "rerank_top_k=1", "--set", "fusion=minmax") == ["garden.txt"]
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("bogus_knob=1", "overrides.bogus_knob: Extra inputs are not permitted"),
+        ("keyword_threshold=2", "overrides.keyword_threshold: Input should be less than or equal to 1"),
+        ("fusion=average", "overrides.fusion: Input should be 'rrf' or 'minmax'"),
+        ("keyword_threshold", "--set expects KEY=VALUE, got 'keyword_threshold'"),
+        ("=0.5", "--set expects KEY=VALUE, got '=0.5'"),
+    ],
+)
+def test_bad_set_override(cli: Cli, indexed: dict[str, str], setting: str, message: str) -> None:
+    assert cli.fails("search", "espresso", "--kb", "docs", "--set", setting) == message
+
+
+def test_knowledge_scoping(cli: Cli, indexed: dict[str, str]) -> None:
+    garden = indexed["garden.txt"]
+    hits = cli.search("guide", "--knowledge", garden)["results"]
+    assert [h["knowledge_id"] for h in hits] == [garden]
+    assert cli.search("espresso", "--knowledge", garden)["results"] == []
+    pair = cli.search("guide", "--knowledge", garden, "--knowledge", indexed["coffee.md"])["results"]
+    assert {h["knowledge_filename"] for h in pair} == {"garden.txt", "coffee.md"}
+    message = cli.fails("search", "guide", "--knowledge", "0" * 32)
+    assert message.startswith(f"unknown knowledge item '{'0' * 32}'")
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("", "query: query is empty; pass the question to search for"),
+        (" \t\n ", "query: query is empty; pass the question to search for"),
+        ("a" * 4001, "query: query has 4001 characters; the limit is 4000"),
+        ("espresso\x00coffee", "query: query contains the control character U+0000; remove it"),
+        ("espresso\x1b[31m", "query: query contains the control character U+001B; remove it"),
+        ("espresso\u202e", "query: query contains the control character U+202E; remove it"),
+        # What Python makes of argv bytes that are not UTF-8 (surrogateescape); a real process is tested below.
+        ("caf\udcff", "query: query is not valid UTF-8; re-encode it as UTF-8"),
+    ],
+    ids=["empty", "whitespace", "4001-chars", "nul", "escape", "bidi-override", "invalid-utf8"],
+)
+def test_bad_query_is_one_clear_line(cli: Cli, indexed: dict[str, str], query: str, message: str) -> None:
+    assert cli.fails("search", query, "--kb", "docs") == message
+    assert_index_intact(cli)
+
+
+def test_query_at_the_limit_is_accepted(cli: Cli, indexed: dict[str, str]) -> None:
+    query = ("espresso " * 500)[:4000]
+    assert cli.filenames(query)[0] == "coffee.md"
+
+
+def test_search_needs_a_target_and_a_known_kb(cli: Cli, indexed: dict[str, str]) -> None:
+    assert cli.fails("search", "espresso") == (
+        "name at least one knowledge base (knowledge_base_ids) or knowledge item (knowledge_ids)"
+    )
+    assert cli.fails("search", "espresso", "--kb", "nope") == (
+        "unknown knowledge base 'nope' (known: docs); create it with `kb create`"
+    )
+    assert_index_intact(cli)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("search", "espresso", "--kb", "do\udcffcs"),
+        ("search", "espresso", "--knowledge", "k\udcff"),
+        ("delete", "k\udcff"),
+        ("ingest", "caf\udcff.md", "--kb", "docs"),
+    ],
+    ids=["kb", "knowledge", "delete", "ingest-path"],
+)
+def test_invalid_utf8_arguments(cli: Cli, indexed: dict[str, str], args: tuple[str, ...]) -> None:
+    message = cli.fails(*args)
+    assert "is not valid UTF-8" in message
+    assert_index_intact(cli)
+
+
+# -- data dir ------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("kb", "create", "docs"),
+        ("kb", "list"),
+        ("ingest", "DOCS", "--kb", "docs"),
+        ("search", "espresso", "--kb", "docs"),
+        ("delete", "0" * 32),
+        ("demo",),
+    ],
+    ids=["kb-create", "kb-list", "ingest", "search", "delete", "demo"],
+)
+def test_unwritable_data_dir(
+    tmp_path: Path, docs: Path, capsys: pytest.CaptureFixture[str], args: tuple[str, ...]
+) -> None:
+    blocker = tmp_path / "plain-file"
+    blocker.write_text("a file, not a folder")
+    args = tuple(str(docs) if a == "DOCS" else a for a in args)
+
+    # Below a regular file: nobody can create it, root included (chmod would not stop root).
+    message = Cli(blocker / "data", capsys).fails(*args)
+    assert message == f"cannot open data dir {blocker / 'data'}: Not a directory; pass --data-dir to a writable folder"
+    # The data dir is itself a regular file.
+    message = Cli(blocker, capsys).fails(*args)
+    assert message == f"data dir {blocker} is a file; pass --data-dir to a folder"
+    assert blocker.read_text() == "a file, not a folder"
+
+
+def test_data_dir_before_or_after_the_subcommand(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = str(tmp_path / "data")
+    assert main(["--data-dir", data, "kb", "create", "before"]) == 0
+    assert main(["kb", "--data-dir", data, "create", "middle"]) == 0
+    assert main(["kb", "create", "after", "--data-dir", data]) == 0
+    capsys.readouterr()
+    assert main(["kb", "list", "--json", "--data-dir", data]) == 0
+    assert [kb["name"] for kb in json.loads(capsys.readouterr().out)] == ["before", "middle", "after"]
+    assert (tmp_path / "data" / "catalog.sqlite").is_file()
+
+
+# -- delete --------------------------------------------------------------------------------------------------------
+
+
+def test_delete_one_document(cli: Cli, indexed: dict[str, str]) -> None:
+    coffee = indexed["coffee.md"]
+    assert cli.ok("delete", coffee) == "deleted coffee.md (1 chunks)\n"
+    assert cli.filenames("espresso coffee beans") == []
+    assert cli.filenames("大熊猫")[0] == "熊猫.md"
+    (kb,) = cli.json("kb", "list")
+    assert kb["documents"] == len(DOCS) - 1
+    assert cli.fails("delete", coffee) == f"unknown knowledge id {coffee!r}"
+
+
+# -- demo ----------------------------------------------------------------------------------------------------------
+
+
+def test_demo_runs_and_is_idempotent(cli: Cli) -> None:
+    first = cli.ok("demo")
+    assert first.startswith(f"ragstep demo: data dir {cli.data_dir.resolve()}\n")
+    ingested = [line for line in first.splitlines() if line.startswith("  demo-")]
+    assert ingested and all(": indexed, " in line for line in ingested), ingested
+    for query, _kb in DEMO_QUERIES:
+        assert f"query: {query}\n" in first
+    # Every demo query finds something.
+    assert "no results" not in first
+
+    second = cli.ok("demo")
+    again = [line for line in second.splitlines() if line.startswith("  demo-")]
+    assert again == [line.replace(": indexed, ", ": unchanged, ") for line in ingested]
+    assert [kb["name"] for kb in cli.json("kb", "list")] == ["demo-docs", "demo-faq"]
+
+
+# -- real processes ------------------------------------------------------------------------------------------------
+
+
+def test_process_ingest_and_search_in_english_and_chinese(tmp_path: Path, docs: Path) -> None:
+    data = str(tmp_path / "data")
+    version = run_process("--version", cwd=tmp_path)
+    assert (version.returncode, version.stdout.decode().strip()) == (0, f"ragstep {__version__}")
+
+    created = run_process("--data-dir", data, "kb", "create", "docs", cwd=tmp_path)
+    assert created.returncode == 0, created.stderr
+    ingested = run_process("--data-dir", data, "ingest", str(docs), "--kb", "docs", cwd=tmp_path)
+    assert ingested.returncode == 0, ingested.stderr
+    assert f"{len(DOCS)} of {len(DOCS)} files ingested into docs" in ingested.stdout.decode("utf-8")
+
+    for query, expected in (("espresso coffee beans", "coffee.md"), ("大熊猫吃竹子", "熊猫.md")):
+        found = run_process("--data-dir", data, "search", query, "--kb", "docs", "--json", cwd=tmp_path)
+        assert found.returncode == 0, found.stderr
+        assert found.stderr == b""
+        data_out = json.loads(found.stdout.decode("utf-8"))
+        assert data_out["query"] == query
+        assert data_out["results"][0]["knowledge_filename"] == expected
+
+
+def test_process_invalid_utf8_argv(tmp_path: Path, cli: Cli, indexed: dict[str, str]) -> None:
+    data = os.fsencode(cli.data_dir)
+    for args in (
+        (b"search", b"caf\xff", b"--kb", b"docs"),
+        (b"search", b"espresso", b"--kb", b"do\xffcs"),
+        (b"ingest", b"caf\xff.md", b"--kb", b"docs"),
+    ):
+        run = run_process(b"--data-dir", data, *args, cwd=tmp_path)
+        err = run.stderr.decode("utf-8")
+        assert_user_error(run.returncode, err)
+        assert "is not valid UTF-8" in err
+        assert run.stdout == b""
+    assert_index_intact(cli)
+
+
+def test_process_user_error_has_no_traceback(tmp_path: Path) -> None:
+    blocker = tmp_path / "plain-file"
+    blocker.write_text("x")
+    run = run_process("--data-dir", str(blocker / "data"), "kb", "list", cwd=tmp_path)
+    err = run.stderr.decode("utf-8")
+    assert_user_error(run.returncode, err)
+    assert "cannot open data dir" in err
