@@ -1,7 +1,10 @@
-"""Ingestion of files into a knowledge base (in-process): read -> chunk -> embed -> index.
+"""Ingestion into a knowledge base: parse -> chunk -> embed -> index.
+
+Each step is a plain function, so the CLI runs them in-process and the benchmark feeds them documents directly.
 
 Idempotent: a file's knowledge id is derived from its knowledge base and path, so ingesting it again replaces its
-chunks in one transaction; when the content hash is unchanged nothing is re-embedded or re-indexed.
+chunks in one index transaction; when the content hash is unchanged nothing is re-embedded or re-indexed. A file
+that fails at any step leaves the previous version of that document, and every other document, untouched.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .chunking import ChunkerConfig, split_text
 from .errors import InputError, RagstepError
 from .models import Chunk, ChunkType, Knowledge, KnowledgeBase, KnowledgeBaseType
 from .services import Services
@@ -65,51 +69,28 @@ def expand_paths(paths: Iterable[str | Path], suffixes: tuple[str, ...]) -> Iter
             yield path
 
 
-def simple_chunks(text: str, size: int = 512, overlap: int = 80) -> list[tuple[int, int]]:
-    """Character windows of at most ``size``, cut at the last paragraph/line/sentence break when there is one.
-
-    Returns (start, end) offsets; consecutive windows overlap by up to ``overlap`` characters.
-    """
-    spans: list[tuple[int, int]] = []
-    n = len(text)
-    start = 0
-    while start < n:
-        while start < n and text[start].isspace():
-            start += 1
-        if start >= n:
-            break
-        end = min(start + size, n)
-        if end < n:
-            window = text[start:end]
-            for sep in ("\n\n", "\n", "。", "！", "？", ". ", "! ", "? ", "；", "; "):
-                cut = window.rfind(sep)
-                if cut > size // 3:
-                    end = start + cut + len(sep)
-                    break
-        stripped_end = end
-        while stripped_end > start and text[stripped_end - 1].isspace():
-            stripped_end -= 1
-        spans.append((start, stripped_end))
-        if end >= n:
-            break
-        start = max(end - overlap, start + 1) if overlap else end
-    return spans
+# -- chunk ---------------------------------------------------------------------------------------------------------
 
 
-def _text_chunks(kb: KnowledgeBase, knowledge: Knowledge, text: str) -> list[Chunk]:
+def text_chunks(kb: KnowledgeBase, knowledge: Knowledge, text: str, config: ChunkerConfig | None = None) -> list[Chunk]:
+    """Structure-preserving chunks with exact offsets; heading breadcrumbs go to the embedder only."""
+    pieces = split_text(text, config) if config else split_text(text)
     return [
         Chunk(
-            id=f"{knowledge.id}-{i}",
+            id=f"{knowledge.id}-{p.chunk_index}",
             knowledge_id=knowledge.id,
             knowledge_base_id=kb.id,
-            content=text[s:e],
-            chunk_index=i,
-            start_at=s,
-            end_at=e,
+            content=p.content,
+            chunk_index=p.chunk_index,
+            start_at=p.start_at,
+            end_at=p.end_at,
+            tag_id=knowledge.tag_id,
             knowledge_title=knowledge.title,
             knowledge_filename=knowledge.filename,
+            embed_text=f"{p.context_header}\n{p.content}" if p.context_header else None,
+            metadata={"context_header": p.context_header} if p.context_header else {},
         )
-        for i, (s, e) in enumerate(simple_chunks(text))
+        for p in pieces
     ]
 
 
@@ -134,6 +115,7 @@ def faq_chunks(kb: KnowledgeBase, knowledge: Knowledge, data: bytes) -> list[Chu
         question = str(entry["standard_question"]).strip()
         similar = [str(q).strip() for q in entry.get("similar_questions", []) if str(q).strip()]
         content = f"Q: {question}\nAnswer:\n" + "\n".join(f"- {a}" for a in answers)
+        questions = "\n".join([question, *similar])
         chunks.append(
             Chunk(
                 id=f"{knowledge.id}-{entry.get('id', i)}",
@@ -146,8 +128,8 @@ def faq_chunks(kb: KnowledgeBase, knowledge: Knowledge, data: bytes) -> list[Chu
                 tag_id=str(entry.get("tag_id", "")),
                 knowledge_title=knowledge.title,
                 knowledge_filename=knowledge.filename,
-                index_text="\n".join([question, *similar]),
-                embed_text="\n".join([question, *similar]),
+                index_text=questions,
+                embed_text=questions,
                 metadata={
                     "standard_question": question,
                     "similar_questions": similar,
@@ -159,11 +141,53 @@ def faq_chunks(kb: KnowledgeBase, knowledge: Knowledge, data: bytes) -> list[Chu
     return chunks
 
 
+# -- embed + index -------------------------------------------------------------------------------------------------
+
+
 def embed_chunks(chunks: list[Chunk], kb: KnowledgeBase, services: Services) -> np.ndarray | None:
     embedder = services.embedder(kb.embedding_model)
     if embedder is None or not chunks:
         return None
     return embedder.embed([c.embed_text or c.content for c in chunks])
+
+
+def index_document(knowledge: Knowledge, chunks: list[Chunk], kb: KnowledgeBase, services: Services) -> Knowledge:
+    """Embed, then replace the document's chunks in one index transaction, then mark it completed."""
+    vectors = embed_chunks(chunks, kb, services)
+    # Either every chunk of the new version becomes searchable or none does; the old version stays until then.
+    space = kb.embedding_model if vectors is not None else None
+    services.index.replace_knowledge(knowledge.id, chunks, vectors, space)
+    done = knowledge.model_copy(update={"status": "completed", "chunk_count": len(chunks), "updated_at": time.time()})
+    services.catalog.put_knowledge(done)
+    return done
+
+
+def ingest_document(
+    kb: KnowledgeBase,
+    knowledge_id: str,
+    text: str,
+    services: Services,
+    *,
+    title: str = "",
+    filename: str = "",
+    source_uri: str = "",
+    config: ChunkerConfig | None = None,
+) -> Knowledge:
+    """Ingest already-parsed text as one knowledge item (used by file ingestion and the benchmarks)."""
+    if not text.strip():
+        raise InputError(f"{filename or knowledge_id}: the document is empty")
+    now = time.time()
+    knowledge = Knowledge(
+        id=knowledge_id,
+        knowledge_base_id=kb.id,
+        title=title,
+        filename=filename,
+        source_uri=source_uri,
+        content_hash=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        created_at=now,
+        updated_at=now,
+    )
+    return index_document(knowledge, text_chunks(kb, knowledge, text, config), kb, services)
 
 
 def ingest_file(path: Path, kb: KnowledgeBase, services: Services) -> IngestResult:
@@ -202,7 +226,6 @@ def ingest_file(path: Path, kb: KnowledgeBase, services: Services) -> IngestResu
             filename=name,
             source_uri=path.resolve().as_uri(),
             content_hash=digest,
-            status="processing",
             created_at=existing.created_at if existing else now,
             updated_at=now,
         )
@@ -212,12 +235,8 @@ def ingest_file(path: Path, kb: KnowledgeBase, services: Services) -> IngestResu
             text = decode_text(data, name)
             if not text.strip():
                 raise InputError(f"{name}: the document is empty")
-            chunks = _text_chunks(kb, knowledge, text)
-        vectors = embed_chunks(chunks, kb, services)
-        # The index write is one transaction: either every chunk of the new version is searchable or none is,
-        # and the previous version stays until then.
-        services.index.replace_knowledge(kid, chunks, vectors, kb.embedding_model if vectors is not None else None)
-        services.catalog.put_knowledge(knowledge.model_copy(update={"status": "completed", "chunk_count": len(chunks)}))
-        return IngestResult(str(path), kid, "indexed", len(chunks))
+            chunks = text_chunks(kb, knowledge, text)
+        done = index_document(knowledge, chunks, kb, services)
+        return IngestResult(str(path), kid, "indexed", done.chunk_count)
     except RagstepError as exc:
         return IngestResult(str(path), kid, "failed", error=exc.message)

@@ -1,0 +1,1 @@
+"""Benchmarks (``ragstep bench ...``): retrieval quality on BEIR sets, latency at scale, cold start, package size."""

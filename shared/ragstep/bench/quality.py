@@ -1,0 +1,174 @@
+"""``ragstep bench quality --set DIR``: retrieval quality on a BEIR-layout set.
+
+The corpus goes through the real ingestion functions (chunking included) into a fresh temporary data dir. When the
+set ships precomputed embeddings (``corpus.emb.npy`` / ``queries.emb.npy``), a precomputed embedder serves them, so
+no model is needed: every chunk of a document gets its document's vector (the set embeds whole documents). Each run
+retrieves 100 chunks per query; documents rank by their best chunk.
+
+Runs: ``bm25`` (the keyword retriever alone, no threshold), ``dense`` (the vector retriever alone, no threshold),
+``hybrid`` (the chunk_search stage with its default settings) and ``pipeline`` (the whole knowledge_search pipeline).
+``hybrid`` and ``pipeline`` keep their thresholds; only their result counts are raised to 100 so Recall@100 can be
+measured.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..adapters.embedders import PrecomputedEmbedder
+from ..errors import InputError
+from ..ingest import index_document, text_chunks
+from ..models import Knowledge, KnowledgeBase, SearchRequest
+from ..pipeline import run_pipeline, run_stage
+from ..ports import SearchFilter
+from ..search import new_state
+from ..services import Services
+from ..settings import Settings
+from ..text import query_terms
+from .metrics import evaluate
+
+DEPTH = 100
+
+
+@dataclass
+class BeirSet:
+    name: str
+    corpus: list[tuple[str, str, str]]  # (id, title, text)
+    queries: list[tuple[str, str]]  # (id, text)
+    qrels: dict[str, dict[str, int]]
+    corpus_emb: np.ndarray | None
+    query_emb: np.ndarray | None
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def load_beir(folder: Path) -> BeirSet:
+    folder = Path(folder)
+    for required in ("corpus.jsonl", "queries.jsonl", "qrels.tsv"):
+        if not (folder / required).is_file():
+            raise InputError(f"{folder}: missing {required}; expected a BEIR-layout folder")
+    corpus = [(str(d["_id"]), d.get("title") or "", d.get("text") or "") for d in _jsonl(folder / "corpus.jsonl")]
+    queries = [(str(q["_id"]), q["text"]) for q in _jsonl(folder / "queries.jsonl")]
+    qrels: dict[str, dict[str, int]] = {}
+    with (folder / "qrels.tsv").open(encoding="utf-8") as fh:
+        reader = csv.reader(fh, delimiter="\t")
+        next(reader, None)  # header
+        for row in reader:
+            if len(row) >= 3:
+                qrels.setdefault(row[0], {})[row[1]] = int(float(row[2]))
+    corpus_emb = query_emb = None
+    if (folder / "corpus.emb.npy").is_file() and (folder / "queries.emb.npy").is_file():
+        corpus_emb = np.load(folder / "corpus.emb.npy").astype(np.float32)
+        query_emb = np.load(folder / "queries.emb.npy").astype(np.float32)
+        if corpus_emb.shape[0] != len(corpus) or query_emb.shape[0] != len(queries):
+            raise InputError(f"{folder}: embedding rows do not match corpus/query lines")
+    return BeirSet(folder.name, corpus, queries, qrels, corpus_emb, query_emb)
+
+
+def document_text(title: str, text: str) -> str:
+    return f"{title} {text}".strip() if title else text
+
+
+def build_index(bench: BeirSet, services: Services) -> tuple[KnowledgeBase, float]:
+    """Ingest the corpus; returns the knowledge base and the ingest time in seconds (embedding lookups included)."""
+    model = f"precomputed:{bench.name}" if bench.corpus_emb is not None else "none"
+    kb = services.catalog.create_kb(
+        KnowledgeBase(id=uuid.uuid4().hex, name=f"bench-{bench.name}", embedding_model=model, created_at=time.time())
+    )
+    started = time.perf_counter()
+    per_doc = []
+    vectors_by_text: dict[str, np.ndarray] = {}
+    for i, (doc_id, title, text) in enumerate(bench.corpus):
+        body = document_text(title, text)
+        if not body.strip():
+            continue
+        knowledge = Knowledge(id=doc_id, knowledge_base_id=kb.id, title=title, filename=doc_id)
+        chunks = text_chunks(kb, knowledge, body)
+        if bench.corpus_emb is not None:
+            for c in chunks:
+                vectors_by_text.setdefault(c.embed_text or c.content, bench.corpus_emb[i])
+        per_doc.append((knowledge, chunks))
+    if bench.query_emb is not None:
+        for (_, qtext), vec in zip(bench.queries, bench.query_emb, strict=True):
+            vectors_by_text.setdefault(qtext, vec)
+        services.register_embedder(PrecomputedEmbedder(model, vectors_by_text))
+    for knowledge, chunks in per_doc:
+        index_document(knowledge, chunks, kb, services)
+    services.index.keyword_search(["warm"], SearchFilter(), 1, 0.0)  # build the snapshot: part of indexing
+    return kb, time.perf_counter() - started
+
+
+def _docs(chunk_ids: list[str]) -> list[str]:
+    # Chunk ids are "<knowledge id>-<chunk index>" and the benchmark's knowledge ids are the BEIR document ids.
+    return [cid.rsplit("-", 1)[0] for cid in chunk_ids]
+
+
+def run_quality(folder: Path, *, runs: tuple[str, ...] = ("bm25", "dense", "hybrid", "pipeline")) -> dict[str, Any]:
+    bench = load_beir(folder)
+    with tempfile.TemporaryDirectory(prefix="ragstep-bench-") as tmp:
+        services = Services(Settings(data_dir=Path(tmp)))
+        kb, ingest_s = build_index(bench, services)
+        flt = SearchFilter(knowledge_base_ids=(kb.id,))
+        qvec = (
+            dict(zip((q for q, _ in bench.queries), bench.query_emb, strict=True))
+            if bench.query_emb is not None
+            else {}
+        )
+
+        def bm25(qid: str, text: str) -> list[str]:
+            return _docs([h.chunk_id for h in services.index.keyword_search(query_terms(text), flt, DEPTH, 0.0)])
+
+        def dense(qid: str, text: str) -> list[str]:
+            hits = services.index.vector_search(qvec[qid], kb.embedding_model, flt, DEPTH, -1.0)
+            return _docs([h.chunk_id for h in hits])
+
+        def hybrid(qid: str, text: str) -> list[str]:
+            req = SearchRequest(query=text, knowledge_base_ids=[kb.id], overrides={"embedding_top_k": DEPTH})
+            state = run_stage("chunk_search", new_state(req, services), services)
+            return [r.knowledge_id for r in state.search_results]
+
+        def pipeline(qid: str, text: str) -> list[str]:
+            req = SearchRequest(
+                query=text,
+                knowledge_base_ids=[kb.id],
+                overrides={"embedding_top_k": DEPTH, "rerank_top_k": DEPTH},
+            )
+            state = run_pipeline("knowledge_search", new_state(req, services), services)
+            return [r.knowledge_id for r in state.final_results]
+
+        available: dict[str, Callable[[str, str], list[str]]] = {"bm25": bm25, "hybrid": hybrid, "pipeline": pipeline}
+        if qvec:
+            available["dense"] = dense
+        results: dict[str, Any] = {}
+        timings: dict[str, float] = {}
+        for name in runs:
+            if name not in available:
+                continue  # e.g. dense without vectors
+            started = time.perf_counter()
+            rankings = {qid: available[name](qid, text) for qid, text in bench.queries}
+            timings[name] = round((time.perf_counter() - started) * 1000 / max(1, len(bench.queries)), 3)
+            results[name] = evaluate(rankings, bench.qrels)
+        chunks = services.index.stats().chunks
+    judged = sum(1 for j in bench.qrels.values() if any(r > 0 for r in j.values()))
+    return {
+        "set": bench.name,
+        "queries": judged,
+        "runs": results,
+        "documents": len(bench.corpus),
+        "chunks": chunks,
+        "ingest_s": round(ingest_s, 2),
+        "ms_per_query": timings,
+    }

@@ -1,0 +1,295 @@
+"""The generated state machines and the SAM template: in sync with the pipeline declarations, and valid."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ragstep.pipeline import PIPELINES, Parallel, Pipeline, Stage, asl
+
+ROOT = Path(__file__).resolve().parents[1]
+STATEMACHINE = ROOT / "statemachine"
+TEMPLATE = ROOT / "template.yaml"
+ASL_VALIDATOR = ROOT / ".tools" / "node_modules" / ".bin" / "asl-validator"
+
+# Written out rather than imported from asl.py: the test states what AWS recommends, the code must match it.
+# https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html
+RECOMMENDED_RETRIER = {
+    "ErrorEquals": [
+        "Lambda.ServiceException",
+        "Lambda.AWSLambdaException",
+        "Lambda.SdkClientException",
+        "Lambda.ClientExecutionTimeoutException",
+        "Lambda.TooManyRequestsException",
+    ],
+    "IntervalSeconds": 2,
+    "MaxAttempts": 6,
+    "BackoffRate": 2,
+}
+
+FANOUT = Pipeline(
+    "fanout_example",
+    (
+        Stage("chunk_search"),
+        Parallel("expand", ((Stage("branch_a"),), (Stage("branch_b"), Stage("branch_c")))),
+        Stage("filter_top_k"),
+    ),
+)
+
+
+def committed(pipeline: Pipeline) -> dict[str, Any]:
+    return json.loads((STATEMACHINE / asl.file_name(pipeline)).read_text(encoding="utf-8"))
+
+
+def scopes(machine: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The ``States`` of a machine and of every branch in it."""
+    yield machine["States"]
+    for state in machine["States"].values():
+        for branch in state.get("Branches", []):
+            yield from scopes(branch)
+
+
+def task_order(machine: dict[str, Any]) -> list[str]:
+    """Task names in execution order, following StartAt/Next (branches in declaration order)."""
+    order: list[str] = []
+    name: str | None = machine["StartAt"]
+    while name is not None:
+        state = machine["States"][name]
+        if state["Type"] == "Task":
+            order.append(name)
+        for branch in state.get("Branches", []):
+            order += task_order(branch)
+        name = state.get("Next")
+    return order
+
+
+# -- the committed definitions -------------------------------------------------------------------------------------
+
+
+def test_committed_definitions_match_the_declarations() -> None:
+    problems = asl.check(STATEMACHINE, list(PIPELINES.values()))
+    assert not problems, "\n".join([*problems, "run: python -m ragstep.pipeline.asl --write statemachine/"])
+
+
+def test_committed_files_are_pretty_and_end_with_a_newline() -> None:
+    for path in STATEMACHINE.glob("*.json"):
+        text = path.read_text(encoding="utf-8")
+        assert text.endswith("}\n") and text == json.dumps(json.loads(text), indent=2, ensure_ascii=False) + "\n"
+
+
+@pytest.mark.parametrize("pipeline", [*PIPELINES.values(), FANOUT], ids=lambda p: p.name)
+def test_every_lambda_task_retries_as_recommended_and_catches_into_a_fail_state(pipeline: Pipeline) -> None:
+    machine = asl.definition(pipeline)
+    tasks = 0
+    for states in scopes(machine):
+        for name, state in states.items():
+            if state["Type"] != "Task":
+                continue
+            tasks += 1
+            assert state["Resource"].startswith("${") and state["Resource"].endswith("FunctionArn}"), name
+            assert state["Retry"] == [RECOMMENDED_RETRIER], name
+            assert len(state["Catch"]) == 1 and state["Catch"][0]["ErrorEquals"] == ["States.ALL"], name
+            target = states[state["Catch"][0]["Next"]]
+            assert target == {
+                "Type": "Fail",
+                "Comment": target["Comment"],
+                "ErrorPath": "$.Error",
+                "CausePath": "$.Cause",
+            }, name
+    assert tasks == len(pipeline.stage_names()) + sum(isinstance(s, Parallel) for s in pipeline.steps)
+
+
+def test_errors_raised_by_ragstep_are_never_retried() -> None:
+    from ragstep import errors
+
+    ours = {cls.__name__ for cls in vars(errors).values() if isinstance(cls, type) and issubclass(cls, Exception)}
+    assert ours >= {"InputError", "NotFoundError", "StateTooLargeError"}
+    for pipeline in PIPELINES.values():
+        for states in scopes(committed(pipeline)):
+            for state in states.values():
+                for retrier in state.get("Retry", []):
+                    assert not ours & set(retrier["ErrorEquals"])
+                    assert "States.ALL" not in retrier["ErrorEquals"]
+
+
+@pytest.mark.parametrize("pipeline", list(PIPELINES.values()), ids=lambda p: p.name)
+def test_stage_order_matches_the_declaration(pipeline: Pipeline) -> None:
+    assert task_order(committed(pipeline)) == pipeline.stage_names()
+    assert committed(pipeline)["Comment"].startswith(f"ragstep pipeline {pipeline.name!r}")
+
+
+def test_a_parallel_step_becomes_a_parallel_state_and_a_join() -> None:
+    machine = asl.definition(FANOUT)
+    assert task_order(machine) == ["chunk_search", "branch_a", "branch_b", "branch_c", "expand join", "filter_top_k"]
+    parallel = machine["States"]["expand"]
+    assert parallel["Type"] == "Parallel" and parallel["Next"] == "expand join"
+    # The first branch hands the input to the join, which adds each branch's results to it.
+    assert parallel["Branches"][0] == {
+        "StartAt": "expand input",
+        "States": {"expand input": {"Type": "Pass", "End": True}},
+    }
+    assert [b["StartAt"] for b in parallel["Branches"][1:]] == ["branch_a", "branch_b"]
+    assert parallel["Catch"] == [{"ErrorEquals": ["States.ALL"], "ResultPath": "$", "Next": "expand failed"}]
+    assert machine["States"]["expand join"]["Resource"] == "${JoinFunctionArn}"
+    assert asl.placeholders(FANOUT) == [
+        "ChunkSearchFunctionArn",
+        "BranchAFunctionArn",
+        "BranchBFunctionArn",
+        "BranchCFunctionArn",
+        "JoinFunctionArn",
+        "FilterTopKFunctionArn",
+    ]
+    # Every Next and Catch target exists in its own scope, and exactly one state per scope ends it.
+    for states in scopes(machine):
+        for state in states.values():
+            for target in [state.get("Next"), *(c["Next"] for c in state.get("Catch", []))]:
+                assert target is None or target in states
+        assert sum(1 for s in states.values() if s.get("End")) == 1
+
+
+def test_a_step_name_used_twice_is_refused() -> None:
+    twice = Pipeline("twice", (Parallel("both", ((Stage("chunk_search"),), (Stage("chunk_search"),))),))
+    with pytest.raises(ValueError, match="chunk_search"):
+        asl.definition(twice)
+
+
+def test_cli_writes_checks_and_removes_stale_definitions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "statemachine"
+    assert asl.main(["--check", str(folder)]) == 1
+    assert asl.main(["--write", str(folder)]) == 0
+    assert asl.main(["--check", str(folder)]) == 0
+    capsys.readouterr()
+    assert asl.main(["--write", str(folder)]) == 0
+    assert capsys.readouterr().out == "", "an unchanged file is not rewritten"
+
+    path = folder / asl.file_name(PIPELINES["knowledge_search"])
+    path.write_text(path.read_text(encoding="utf-8").replace('"MaxAttempts": 6', '"MaxAttempts": 3'), encoding="utf-8")
+    assert asl.main(["--check", str(folder)]) == 1
+    assert "differs" in capsys.readouterr().err
+
+    stale = folder / "retired_pipeline.asl.json"
+    stale.write_text(asl.render(FANOUT), encoding="utf-8")
+    hand_written = folder / "hand_written.asl.json"
+    hand_written.write_text('{"StartAt": "x", "States": {"x": {"Type": "Succeed"}}}\n', encoding="utf-8")
+    assert asl.main(["--check", str(folder)]) == 1
+    assert "retired_pipeline.asl.json: no pipeline" in capsys.readouterr().err
+    assert asl.main(["--write", str(folder)]) == 0
+    assert not stale.exists() and hand_written.exists()
+    assert asl.main(["--check", str(folder)]) == 0
+
+
+def test_cli_prints_one_pipeline(capsys: pytest.CaptureFixture[str]) -> None:
+    assert asl.main(["knowledge_search"]) == 0
+    assert json.loads(capsys.readouterr().out) == asl.definition(PIPELINES["knowledge_search"])
+    with pytest.raises(SystemExit):
+        asl.main(["no_such_pipeline"])
+
+
+def test_asl_validator_accepts_the_definitions(tmp_path: Path) -> None:
+    if not ASL_VALIDATOR.exists():
+        pytest.skip("asl-validator is not installed in .tools/ (./dev test installs it with npm)")
+    fanout = tmp_path / asl.file_name(FANOUT)
+    fanout.write_text(asl.render(FANOUT), encoding="utf-8")
+    for path in [*sorted(STATEMACHINE.glob("*.json")), fanout]:
+        run = subprocess.run([str(ASL_VALIDATOR), "--json-path", str(path)], capture_output=True, text=True)
+        assert run.returncode == 0, f"{path.name}: {run.stdout}{run.stderr}"
+
+
+def test_asl_validator_rejects_a_broken_definition(tmp_path: Path) -> None:
+    """Guards the check above: a validator that accepts anything (wrong flags, no files) would prove nothing."""
+    if not ASL_VALIDATOR.exists():
+        pytest.skip("asl-validator is not installed in .tools/ (./dev test installs it with npm)")
+    broken = asl.definition(PIPELINES["knowledge_search"])
+    broken["States"]["chunk_search"]["Next"] = "nowhere"
+    path = tmp_path / "broken.asl.json"
+    path.write_text(json.dumps(broken), encoding="utf-8")
+    run = subprocess.run([str(ASL_VALIDATOR), "--json-path", str(path)], capture_output=True, text=True)
+    assert run.returncode != 0
+
+
+# -- the SAM template ----------------------------------------------------------------------------------------------
+
+
+def load_template() -> dict[str, Any]:
+    yaml = pytest.importorskip("yaml", reason="PyYAML (installed with cfn-lint) reads template.yaml")
+
+    class CfnLoader(yaml.SafeLoader):
+        pass
+
+    def intrinsic(loader: Any, suffix: str, node: Any) -> dict[str, Any]:
+        if isinstance(node, yaml.ScalarNode):
+            value: Any = loader.construct_scalar(node)
+        elif isinstance(node, yaml.SequenceNode):
+            value = loader.construct_sequence(node, deep=True)
+        else:
+            value = loader.construct_mapping(node, deep=True)
+        if suffix == "GetAtt" and isinstance(value, str):
+            value = value.split(".", 1)
+        return {"Ref" if suffix == "Ref" else f"Fn::{suffix}": value}
+
+    CfnLoader.add_multi_constructor("!", intrinsic)
+    return yaml.load(TEMPLATE.read_text(encoding="utf-8"), Loader=CfnLoader)
+
+
+@pytest.mark.parametrize("pipeline", list(PIPELINES.values()), ids=lambda p: p.name)
+def test_template_wires_each_state_machine_to_its_functions(pipeline: Pipeline) -> None:
+    resources = load_template()["Resources"]
+    machines = [
+        r["Properties"]
+        for r in resources.values()
+        if r["Type"] == "AWS::Serverless::StateMachine"
+        and r["Properties"]["DefinitionUri"] == f"statemachine/{asl.file_name(pipeline)}"
+    ]
+    assert len(machines) == 1, f"template.yaml needs one state machine for {pipeline.name}"
+    machine = machines[0]
+    assert machine["Type"] == pipeline.kind
+    assert set(machine["DefinitionSubstitutions"]) == set(asl.placeholders(pipeline))
+    invoked = {p["LambdaInvokePolicy"]["FunctionName"]["Ref"] for p in machine["Policies"] if "LambdaInvokePolicy" in p}
+    for stage in pipeline.stage_names():
+        logical_id = asl.function_logical_id(stage)
+        function = resources.get(logical_id)
+        assert function and function["Type"] == "AWS::Serverless::Function", f"no {logical_id} for stage {stage}"
+        assert function["Properties"]["CodeUri"].rstrip("/") == f"functions/{stage}"
+        assert function["Properties"]["Handler"] == "app.handler"
+        assert machine["DefinitionSubstitutions"][asl.function_arn_placeholder(stage)] == {
+            "Fn::GetAtt": [logical_id, "Arn"]
+        }
+        assert logical_id in invoked, f"the state machine may not invoke {logical_id}"
+
+
+def test_template_functions_exist_and_the_api_has_outputs() -> None:
+    template = load_template()
+    resources = template["Resources"]
+    for name, resource in resources.items():
+        if resource["Type"] == "AWS::Serverless::Function":
+            assert (ROOT / resource["Properties"]["CodeUri"] / "app.py").is_file(), name
+    for name, resource in resources.items():
+        if resource["Type"] == "AWS::Serverless::LayerVersion":
+            assert (ROOT / resource["Properties"]["ContentUri"]).is_dir(), name
+            if resource["Metadata"]["BuildMethod"] == "makefile":
+                makefile = ROOT / resource["Properties"]["ContentUri"] / "Makefile"
+                assert f"build-{name}:" in makefile.read_text(encoding="utf-8"), name
+    events = resources["ApiFunction"]["Properties"]["Events"]
+    assert [e["Type"] for e in events.values()] == ["HttpApi"]
+    assert {"ApiUrl", "KnowledgeSearchStateMachineArn"} <= set(template["Outputs"])
+    assert template["Globals"]["Function"]["Runtime"] == "python3.12"
+
+
+def test_cfn_lint_passes() -> None:
+    try:
+        import cfnlint  # noqa: F401
+    except ImportError:
+        pytest.skip("cfn-lint is not installed (pip install -e '.[dev]')")
+    script = Path(sys.executable).with_name("cfn-lint")
+    command = (
+        [str(script)]
+        if script.exists()
+        else [sys.executable, "-c", "import sys; from cfnlint.runner import main; sys.exit(main())"]
+    )
+    run = subprocess.run([*command, str(TEMPLATE)], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stdout + run.stderr

@@ -1,0 +1,374 @@
+"""The Lambda handlers, invoked as Lambda invokes them: the sample events in ``events/``, a context object, and the
+handler that ``functions/<name>/app.py`` exposes, against a data dir with the demo documents ingested."""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ragstep import handlers
+from ragstep.errors import InputError, NotFoundError, RagstepError
+from ragstep.ingest import expand_paths, ingest_file
+from ragstep.models import KnowledgeBase, PipelineState, SearchResult, TraceEvent
+from ragstep.pipeline import STAGES, join_branches, run_pipeline, run_stage, transport
+from ragstep.services import Services
+from ragstep.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+EVENTS = ROOT / "events"
+FUNCTIONS = ROOT / "functions"
+SMALL_LIMIT = 4096  # the smallest state_limit_bytes the settings accept
+
+
+@dataclass
+class LambdaContext:
+    """The attributes of the Python runtime's context object that handlers and Powertools read."""
+
+    function_name: str
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    function_version: str = "$LATEST"
+    memory_limit_in_mb: int = 1024
+    log_group_name: str = ""
+    log_stream_name: str = "2025/11/20/[$LATEST]0123456789abcdef0123456789abcdef"
+
+    def __post_init__(self) -> None:
+        self.log_group_name = f"/aws/lambda/{self.function_name}"
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+def load_event(name: str) -> Any:
+    return json.loads((EVENTS / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def function_handler(name: str) -> Callable[[Any, Any], Any]:
+    """``handler`` of ``functions/<name>/app.py``, loaded as the runtime loads it (without writing bytecode there)."""
+    return runpy.run_path(str(FUNCTIONS / name / "app.py"), run_name="app")["handler"]
+
+
+def invoke(name: str, event: Any) -> Any:
+    """One invocation as Lambda makes it: the event in, the return value through the runtime's JSON encoding."""
+    result = function_handler(name)(event, LambdaContext(function_name=f"ragstep-{name}"))
+    return json.loads(json.dumps(result, ensure_ascii=False))
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A Lambda-like environment: settings from the environment only, a fresh execution environment per test."""
+    for name in [k for k in os.environ if k.startswith(("RAGSTEP_", "POWERTOOLS_", "AWS_LAMBDA_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.delenv("AWS_EXECUTION_ENV", raising=False)
+    data = tmp_path / "data"
+    monkeypatch.setenv("RAGSTEP_DATA_DIR", str(data))
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "ragstep-test")
+    handlers.reset()
+    # Powertools configures the standard logger of a service once per process, with the stdout of that moment:
+    # point it at this test's stdout.
+    handlers.logger().registered_handler.stream = sys.stdout
+    yield data
+    handlers.reset()
+
+
+@pytest.fixture
+def demo_docs(data_dir: Path) -> Services:
+    """The knowledge base the sample events name ("demo-docs"), with the bundled demo documents ingested."""
+    services = Services(Settings(data_dir=data_dir))
+    kb = KnowledgeBase(id=uuid.uuid4().hex, name="demo-docs", created_at=time.time())
+    services.catalog.create_kb(kb)
+    with resources.as_file(resources.files("ragstep").joinpath("data", "demo", "docs")) as folder:
+        results = [ingest_file(path, kb, services) for path in expand_paths([folder], (".md",))]
+    assert results and all(r.status == "indexed" for r in results), results
+    return services
+
+
+def ids(results: list[dict[str, Any]] | list[SearchResult]) -> list[str]:
+    return [r["id"] if isinstance(r, dict) else r.id for r in results]
+
+
+# -- the function folders ------------------------------------------------------------------------------------------
+
+
+def test_every_stage_has_a_small_function_folder() -> None:
+    folders = {p.name for p in FUNCTIONS.iterdir() if (p / "app.py").is_file()}
+    missing = sorted(set(STAGES) - folders)
+    assert not missing, f"stages without functions/<stage>/app.py: {missing}"
+    assert folders == set(STAGES) | {"api"}, f"function folders that are neither a stage nor the API: {folders}"
+    for name in folders:
+        source = (FUNCTIONS / name / "app.py").read_text(encoding="utf-8")
+        code_lines = [line for line in source.splitlines() if line.strip()]
+        assert len(code_lines) <= 6, f"functions/{name}/app.py should only pick a handler from ragstep.handlers"
+        assert callable(function_handler(name))
+
+
+def test_every_sample_event_belongs_to_a_function() -> None:
+    for event in EVENTS.glob("*.json"):
+        function = event.stem.split("_")[0] if event.stem.startswith("api_") else event.stem
+        assert (FUNCTIONS / function / "app.py").is_file(), f"{event.name} has no function {function}"
+
+
+def test_importing_a_function_stays_cheap() -> None:
+    """A cold start imports app.py at init: nothing heavy may load before the first invocation needs it."""
+    heavy = ["pydantic", "numpy", "jieba", "boto3", "botocore", "fastapi", "mangum", "aws_lambda_powertools"]
+    apps = [str(p) for p in sorted(FUNCTIONS.glob("*/app.py"))]
+    code = (
+        "import json, runpy, sys\n"
+        "for app in json.loads(sys.argv[1]): runpy.run_path(app)\n"
+        "print(json.dumps(sorted(m for m in json.loads(sys.argv[2]) if m in sys.modules)))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "shared")}
+    args = [sys.executable, "-c", code, json.dumps(apps), json.dumps(heavy)]
+    out = subprocess.run(args, capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+# -- stage handlers ------------------------------------------------------------------------------------------------
+
+
+def test_chunk_search_event_runs_like_the_in_process_stage(demo_docs: Services) -> None:
+    event = load_event("chunk_search")
+    out = invoke("chunk_search", event)
+
+    state = PipelineState.model_validate(out)
+    assert state.request_id == event["request_id"]
+    assert state.offloaded == {}
+    assert state.search_results, "the demo documents answer the sample query"
+    assert state.search_results[0].knowledge_filename == "hybrid-search.md"
+    run = [t for t in state.trace if t.stage == "chunk_search" and t.action == "run"]
+    assert len(run) == 1 and run[0].duration_ms > 0
+
+    local = run_stage("chunk_search", PipelineState.model_validate(event), demo_docs)
+    assert ids(state.search_results) == ids(local.search_results)
+
+
+def test_filter_top_k_event_keeps_the_best_results(data_dir: Path) -> None:
+    event = load_event("filter_top_k")
+    out = invoke("filter_top_k", event)
+
+    state = PipelineState.model_validate(out)
+    expected = sorted(event["search_results"], key=lambda r: -r["score"])[: event["retrieval"]["rerank_top_k"]]
+    assert ids(state.final_results) == ids(expected)
+    assert state.trace[-1].stage == "filter_top_k"
+    assert state.trace[-1].counts == {"input": len(event["search_results"]), "kept": len(expected)}
+
+
+def test_handlers_chained_give_the_in_process_pipeline_result(demo_docs: Services) -> None:
+    event = load_event("chunk_search")
+    out = invoke("filter_top_k", invoke("chunk_search", event))
+
+    local = run_pipeline("knowledge_search", PipelineState.model_validate(event), demo_docs)
+    assert ids(out["final_results"]) == ids(local.final_results)
+    assert [(t["stage"], t["action"]) for t in out["trace"]] == [(t.stage, t.action) for t in local.trace]
+
+
+def test_services_are_created_once_per_execution_environment_and_logs_are_structured(
+    demo_docs: Services, capsys: pytest.CaptureFixture[str]
+) -> None:
+    handlers.logger().registered_handler.stream = sys.stdout  # capsys's stdout
+    handler = function_handler("chunk_search")
+    event = load_event("chunk_search")
+    first, second = LambdaContext("ragstep-chunk_search"), LambdaContext("ragstep-chunk_search")
+    handler(event, first)
+    services = handlers.get_services()
+    handler(event, second)
+    assert handlers.get_services() is services
+
+    expected = run_stage("chunk_search", PipelineState.model_validate(event), demo_docs).search_results
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    finished = [line for line in lines if line["message"] == "stage finished"]
+    assert [line["function_request_id"] for line in finished] == [first.aws_request_id, second.aws_request_id]
+    for line in finished:
+        assert line["service"] == "ragstep-test"
+        assert line["stage"] == "chunk_search"
+        # The pipeline request id correlates the logs of every stage of one search.
+        assert line["correlation_id"] == event["request_id"]
+        assert line["result_counts"] == {"search_results": len(expected)}
+        assert line["trace_counts"]["results"] == line["result_counts"]["search_results"]
+        assert line["offloaded"] == []
+
+
+# -- the claim check across handlers -------------------------------------------------------------------------------
+
+
+def test_oversized_state_is_offloaded_and_restored_by_the_next_handler(
+    demo_docs: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    event = load_event("chunk_search")
+    expected = run_pipeline("knowledge_search", PipelineState.model_validate(event), demo_docs)
+    assert len(json.dumps(expected.model_dump(mode="json"))) > 2 * SMALL_LIMIT, "the sample must outgrow the limit"
+
+    monkeypatch.setenv("RAGSTEP_STATE_LIMIT_BYTES", str(SMALL_LIMIT))
+    handlers.reset()
+    searched = invoke("chunk_search", event)
+    assert searched["search_results"] == []
+    assert set(searched["offloaded"]) == {"search_results"}
+    assert handlers.wire_size(searched) <= SMALL_LIMIT
+
+    final = invoke("filter_top_k", searched)
+    assert handlers.wire_size(final) <= SMALL_LIMIT
+    assert final["offloaded"], "the final state is over the limit too"
+    # filter_top_k saw the restored search results (it kept the best of them), and nothing is lost on the way.
+    assert final["trace"][-1]["counts"]["input"] == len(expected.search_results)
+    restored = transport.decode(final, handlers.get_services().blobs)
+    assert ids(restored.final_results) == ids(expected.final_results)
+    assert ids(restored.search_results) == ids(expected.search_results)
+
+
+def _state_with_chinese_results(n: int) -> PipelineState:
+    text = "混合检索把向量召回和关键词召回的结果融合在一起。" * 8
+    results = [
+        SearchResult(id=f"c{i}", content=text, knowledge_id="k", knowledge_base_id="kb", score=1.0 - i / 100)
+        for i in range(n)
+    ]
+    return PipelineState.model_validate(
+        {"request": {"query": "混合检索", "knowledge_base_ids": ["demo-docs"]}, "search_results": results}
+    )
+
+
+@pytest.mark.parametrize(("runtime", "offloads"), [("AWS_Lambda_python3.11", True), ("AWS_Lambda_python3.12", False)])
+def test_state_limit_counts_the_bytes_the_runtime_sends(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch, runtime: str, offloads: bool
+) -> None:
+    """Runtimes before python3.12 escape non-ASCII characters (6 bytes per Han character instead of 3)."""
+    state = _state_with_chinese_results(6)
+    compact = len(json.dumps(state.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":")).encode())
+    limit = compact + 1024  # fits as UTF-8, not once escaped
+    monkeypatch.setenv("RAGSTEP_STATE_LIMIT_BYTES", str(limit))
+    monkeypatch.setenv("AWS_EXECUTION_ENV", runtime)
+    handlers.reset()
+
+    payload = handlers.encode_state(state, handlers.get_services())
+    assert handlers.wire_size(payload) <= limit
+    assert bool(payload["offloaded"]) is offloads
+    assert ids(handlers.decode_state(payload, handlers.get_services()).search_results) == ids(state.search_results)
+
+
+# -- errors --------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        pytest.param({"request_id": "abc"}, id="no-request"),
+        pytest.param({"request": {"query": "   ", "knowledge_base_ids": ["demo-docs"]}}, id="empty-query"),
+        pytest.param({"request": {"query": "q", "knowledge_base_ids": ["demo-docs"]}, "typo": 1}, id="unknown-key"),
+        pytest.param([{"request": {"query": "q", "knowledge_base_ids": ["demo-docs"]}}], id="list"),
+        pytest.param("not json", id="not-json"),
+    ],
+)
+def test_an_invalid_event_raises_input_error(data_dir: Path, event: Any) -> None:
+    with pytest.raises(InputError) as caught:
+        invoke("chunk_search", event)
+    # The runtime reports the class name as the error type: the `Error` the state machine sees (and never retries).
+    assert type(caught.value).__name__ == "InputError"
+    assert "pipeline state" in caught.value.message
+
+
+def test_an_unknown_knowledge_base_is_an_input_error_with_its_own_name(demo_docs: Services) -> None:
+    event = load_event("chunk_search")
+    event["request"]["knowledge_base_ids"] = ["no-such-kb"]
+    with pytest.raises(NotFoundError, match="no-such-kb") as caught:
+        invoke("chunk_search", event)
+    assert isinstance(caught.value, InputError)
+
+
+def test_a_state_that_cannot_fit_raises_state_too_large(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGSTEP_STATE_LIMIT_BYTES", str(SMALL_LIMIT))
+    handlers.reset()
+    event = load_event("filter_top_k")
+    event["trace"] = [TraceEvent(stage="x", reason="r" * SMALL_LIMIT).model_dump(mode="json")]
+    with pytest.raises(RagstepError) as caught:
+        invoke("filter_top_k", event)
+    assert type(caught.value).__name__ == "StateTooLargeError"
+
+
+# -- the join after a Parallel state -------------------------------------------------------------------------------
+
+
+def test_join_handler_adds_each_branch_to_the_input_state(demo_docs: Services, monkeypatch: pytest.MonkeyPatch) -> None:
+    base = load_event("chunk_search")
+    searched = invoke("chunk_search", base)
+    cut = invoke("filter_top_k", base)  # a branch that adds a trace event and no results
+    expected = join_branches(
+        PipelineState.model_validate(base), [PipelineState.model_validate(s) for s in (searched, cut)]
+    )
+
+    joined = handlers.join_handler([base, searched, cut], LambdaContext("ragstep-join"))
+    assert joined == expected.model_dump(mode="json")
+
+    # Offloaded branch results are restored before joining.
+    monkeypatch.setenv("RAGSTEP_STATE_LIMIT_BYTES", str(SMALL_LIMIT))
+    handlers.reset()
+    small = invoke("chunk_search", base)
+    assert small["offloaded"]
+    joined = handlers.join_handler([base, small, cut], LambdaContext("ragstep-join"))
+    restored = transport.decode(joined, handlers.get_services().blobs)
+    assert ids(restored.search_results) == ids(expected.search_results)
+
+
+@pytest.mark.parametrize(
+    "event",
+    [pytest.param({"request_id": "x"}, id="not-a-list"), pytest.param([], id="empty"), pytest.param([{}], id="one")],
+)
+def test_join_handler_rejects_what_is_not_a_parallel_output(data_dir: Path, event: Any) -> None:
+    with pytest.raises(InputError):
+        handlers.join_handler(event, LambdaContext("ragstep-join"))
+
+
+def test_join_handler_rejects_branches_of_another_request(data_dir: Path) -> None:
+    base = load_event("filter_top_k")
+    other = {**base, "request_id": "someone-else"}
+    with pytest.raises(InputError, match="someone-else"):
+        handlers.join_handler([base, other], LambdaContext("ragstep-join"))
+
+
+# -- the HTTP API --------------------------------------------------------------------------------------------------
+
+
+def test_api_healthz(data_dir: Path) -> None:
+    response = invoke("api", load_event("api_healthz"))
+    assert response["statusCode"] == 200
+    assert json.loads(response["body"])["status"] == "ok"
+
+
+def test_api_search_runs_the_pipeline(demo_docs: Services) -> None:
+    event = load_event("api_search")
+    response = invoke("api", event)
+    assert response["statusCode"] == 200, response["body"]
+    body = json.loads(response["body"])
+    request = json.loads(event["body"])
+    assert body["query"] == request["query"]
+    assert 0 < len(body["results"]) <= request["overrides"]["rerank_top_k"]
+    assert body["results"][0]["knowledge_filename"] == "部署与冷启动.md"
+    assert [t["stage"] for t in body["trace"] if t["action"] == "run"] == ["chunk_search", "filter_top_k"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "error"),
+    [
+        ({"query": "", "knowledge_base_ids": ["demo-docs"]}, 422, "invalid_input"),
+        ({"query": "cold start", "knowledge_base_ids": ["no-such-kb"]}, 404, "not_found"),
+    ],
+)
+def test_api_errors_are_json(demo_docs: Services, body: dict[str, Any], status: int, error: str) -> None:
+    event = load_event("api_search")
+    event["body"] = json.dumps(body)
+    event["headers"]["content-length"] = str(len(event["body"]))
+    response = invoke("api", event)
+    assert response["statusCode"] == status
+    assert json.loads(response["body"])["error"] == error
