@@ -291,3 +291,17 @@ def test_a_second_process_reads_while_this_one_writes(tmp_path: Path) -> None:
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0
     assert 1 <= int(out) <= 21
+
+
+def test_parallel_matvec_gives_the_same_ranking(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    vecs = random_unit(rng, 500, 32)
+    serial = LocalSearchIndex(tmp_path / "a")
+    split = LocalSearchIndex(tmp_path / "b", parallel_rows=10)  # every product split into row blocks
+    for idx in (serial, split):
+        idx.replace_knowledge("k", [chunk(f"c{i}", f"t {i}", kid="k") for i in range(500)], vecs, "s")
+    q = rng.standard_normal(32)
+    expected = serial.vector_search(q, "s", ALL, 20, -1.0)
+    got = split.vector_search(q, "s", ALL, 20, -1.0)
+    assert [h.chunk_id for h in got] == [h.chunk_id for h in expected]
+    assert [h.score for h in got] == pytest.approx([h.score for h in expected], abs=1e-6)

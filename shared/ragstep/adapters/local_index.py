@@ -22,6 +22,7 @@ same on any corpus; the raw BM25 score is kept in :attr:`Hit.raw_score`.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -30,6 +31,7 @@ import sqlite3
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +45,9 @@ from ..text import tokenize
 
 BM25_K1 = 1.5
 BM25_B = 0.75
+# Above this many rows a matrix-vector product is split across threads (numpy releases the GIL); below it the
+# thread hand-off costs more than it saves.
+PARALLEL_ROWS = 40_000
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS chunks (
@@ -150,7 +155,7 @@ def _top(scores: np.ndarray, k: int) -> np.ndarray:
 class LocalSearchIndex:
     """The :class:`ragstep.ports.SearchIndex` of the embedded mode."""
 
-    def __init__(self, root: Path, *, persist_snapshots: bool = True) -> None:
+    def __init__(self, root: Path, *, persist_snapshots: bool = True, parallel_rows: int = PARALLEL_ROWS) -> None:
         self.root = Path(root)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -165,6 +170,9 @@ class LocalSearchIndex:
         self._local = threading.local()
         self._build_lock = threading.Lock()
         self._snapshot: _Snapshot | None = None
+        self._workers = max(1, min(4, os.cpu_count() or 1))
+        self._parallel_rows = parallel_rows
+        self._pool: ThreadPoolExecutor | None = None
         self._conn()  # fail now, with a clear message, if the data dir cannot hold the database
 
     # -- connections and transactions ---------------------------------------------------------------------------
@@ -367,15 +375,35 @@ class LocalSearchIndex:
             return []
         if selected.size < 0.5 * allowed.size:
             # A selective filter: score only the rows it lets through (copying them beats scoring them all).
-            scores = sp.matrix[selected] @ q
+            scores = self._matvec(sp.matrix[selected], q)
             rows = sp.rows[selected]
         else:
-            scores = sp.matrix @ q
+            scores = self._matvec(sp.matrix, q)
             scores[~allowed] = -np.inf
             rows = sp.rows
         scores[scores < threshold] = -np.inf
         best = _top(scores, top_k)
         return [Hit(snap.ids[rows[i]], float(scores[i]), float(scores[i])) for i in best]
+
+    def _matvec(self, matrix: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """``matrix @ q``, split into row blocks scored concurrently when the matrix is large."""
+        n = matrix.shape[0]
+        if n < self._parallel_rows or self._workers == 1:
+            return matrix @ q
+        if self._pool is None:
+            with self._build_lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(self._workers - 1, thread_name_prefix="ragstep-knn")
+        out = np.empty(n, dtype=np.float32)
+        bounds = np.linspace(0, n, self._workers + 1, dtype=np.int64)
+        futures = [
+            self._pool.submit(np.matmul, matrix[lo:hi], q, out=out[lo:hi])
+            for lo, hi in itertools.pairwise(bounds[1:])
+        ]
+        np.matmul(matrix[: bounds[1]], q, out=out[: bounds[1]])
+        for f in futures:
+            f.result()
+        return out
 
     # -- snapshots -----------------------------------------------------------------------------------------------
 
