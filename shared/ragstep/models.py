@@ -12,7 +12,7 @@ import uuid
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
 SCHEMA_VERSION: Literal["1"] = "1"
 MAX_QUERY_CHARS = 4000
@@ -107,44 +107,62 @@ Fusion = Literal["rrf", "minmax"]
 
 
 class RetrievalSettings(_Model):
-    """Every retrieval knob, with WeKnora's defaults. Each can be overridden per request."""
+    """Every retrieval knob, with WeKnora's defaults (v0.7 source). Each can be overridden per request."""
 
+    # Search stage
     embedding_top_k: Annotated[int, Field(ge=1, le=500)] = 30
     vector_threshold: Probability = 0.2
     keyword_threshold: Probability = 0.3
-    rerank_top_k: Annotated[int, Field(ge=1, le=200)] = 10
-    rerank_threshold: Probability = 0.3
+    # Candidate pool per retriever = min(max(multiplier x embedding_top_k, min) x number of knowledge bases, max).
+    candidate_pool_multiplier: Annotated[int, Field(ge=1, le=50)] = 5
+    candidate_pool_min: Annotated[int, Field(ge=1, le=5000)] = 50
+    candidate_pool_max: Annotated[int, Field(ge=1, le=5000)] = 500
+    # Fusion. min-max scored 0.701 nDCG@10 on msmarco-5k against 0.700 for RRF (BENCHMARKS.md): it is the default.
+    fusion: Fusion = "minmax"
     rrf_k: Annotated[int, Field(ge=1, le=1000)] = 60
     rrf_vector_weight: Annotated[float, Field(ge=0.0, le=10.0)] = 0.7
     rrf_keyword_weight: Annotated[float, Field(ge=0.0, le=10.0)] = 0.3
-    fusion: Fusion = "rrf"
+    # Retrievers run concurrently; one slower than this degrades the result instead of failing it.
+    search_concurrency: Annotated[int, Field(ge=1, le=64)] = 16
+    retriever_timeout_s: Annotated[float, Field(gt=0.0, le=300.0)] = 10.0
+    # Query expansion without an LLM, when the first pass returns fewer than embedding_top_k results.
     enable_query_expansion: bool = True
+    expansion_max_variants: Annotated[int, Field(ge=0, le=20)] = 5
+    expansion_keyword_threshold_factor: Annotated[float, Field(ge=0.0, le=1.0)] = 0.8
+    # Zero-result fallback (RAGFlow): one retry with relaxed thresholds.
+    fallback_vector_threshold: Probability = 0.17
+    fallback_keyword_threshold: Probability = 0.1
+    # FAQ knowledge bases
+    faq_max_rounds: Annotated[int, Field(ge=1, le=20)] = 5
     faq_priority_enabled: bool = False
     faq_direct_answer_threshold: Probability = 0.9
     faq_score_boost: Annotated[float, Field(ge=1.0, le=10.0)] = 1.2
+    # Rerank / top-k
+    rerank_top_k: Annotated[int, Field(ge=1, le=200)] = 10
+    rerank_threshold: Probability = 0.3
 
 
-class RetrievalOverrides(_Model):
-    """Per-request overrides: ``None`` means "use the configured value"."""
-
-    embedding_top_k: Annotated[int, Field(ge=1, le=500)] | None = None
-    vector_threshold: Probability | None = None
-    keyword_threshold: Probability | None = None
-    rerank_top_k: Annotated[int, Field(ge=1, le=200)] | None = None
-    rerank_threshold: Probability | None = None
-    rrf_k: Annotated[int, Field(ge=1, le=1000)] | None = None
-    rrf_vector_weight: Annotated[float, Field(ge=0.0, le=10.0)] | None = None
-    rrf_keyword_weight: Annotated[float, Field(ge=0.0, le=10.0)] | None = None
-    fusion: Fusion | None = None
-    enable_query_expansion: bool | None = None
-    faq_priority_enabled: bool | None = None
-    faq_direct_answer_threshold: Probability | None = None
-    faq_score_boost: Annotated[float, Field(ge=1.0, le=10.0)] | None = None
-
+class _OverridesBase(_Model):
     def apply(self, base: RetrievalSettings) -> RetrievalSettings:
         """The effective settings: ``base`` with every set override applied (validated again)."""
         update = self.model_dump(exclude_none=True)
         return RetrievalSettings.model_validate({**base.model_dump(), **update}) if update else base
+
+
+def _optional(info: Any) -> Any:
+    # Same type and constraints as the setting, but None ("use the configured value") is allowed and the default.
+    annotated = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+    return (annotated | None, None)
+
+
+# Per-request overrides: every field of RetrievalSettings, optional. Derived rather than written out twice, so a new
+# knob is overridable the moment it exists.
+RetrievalOverrides = create_model(
+    "RetrievalOverrides",
+    __base__=_OverridesBase,
+    __doc__="Per-request overrides of RetrievalSettings: None means use the configured value.",
+    **{name: _optional(info) for name, info in RetrievalSettings.model_fields.items()},
+)
 
 
 def check_query(text: str) -> str:
@@ -215,7 +233,7 @@ class SearchRequest(_Model):
         return bool(self.knowledge_ids or self.tag_ids)
 
 
-TraceAction = Literal["run", "skip", "degrade", "fallback", "error", "offload"]
+TraceAction = Literal["run", "skip", "degrade", "fallback", "expand", "error", "offload"]
 
 
 class TraceEvent(_Model):

@@ -28,7 +28,7 @@ import numpy as np
 from ..adapters.embedders import PrecomputedEmbedder
 from ..errors import InputError
 from ..ingest import index_document, text_chunks
-from ..models import Knowledge, KnowledgeBase, SearchRequest
+from ..models import Knowledge, KnowledgeBase, SearchRequest, check_query
 from ..pipeline import run_pipeline, run_stage
 from ..ports import SearchFilter
 from ..search import new_state
@@ -111,6 +111,14 @@ def build_index(bench: BeirSet, services: Services) -> tuple[KnowledgeBase, floa
     return kb, time.perf_counter() - started
 
 
+def _acceptable(text: str) -> bool:
+    try:
+        check_query(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _docs(chunk_ids: list[str]) -> list[str]:
     # Chunk ids are "<knowledge id>-<chunk index>" and the benchmark's knowledge ids are the BEIR document ids.
     return [cid.rsplit("-", 1)[0] for cid in chunk_ids]
@@ -152,13 +160,15 @@ def run_quality(folder: Path, *, runs: tuple[str, ...] = ("bm25", "dense", "hybr
         available: dict[str, Callable[[str, str], list[str]]] = {"bm25": bm25, "hybrid": hybrid, "pipeline": pipeline}
         if qvec:
             available["dense"] = dense
+        # A query the API refuses (e.g. empty text) scores as an empty ranking, and the report counts it.
+        refused = {qid for qid, text in bench.queries if not _acceptable(text)}
         results: dict[str, Any] = {}
         timings: dict[str, float] = {}
         for name in runs:
             if name not in available:
                 continue  # e.g. dense without vectors
             started = time.perf_counter()
-            rankings = {qid: available[name](qid, text) for qid, text in bench.queries}
+            rankings = {qid: available[name](qid, text) for qid, text in bench.queries if qid not in refused}
             timings[name] = round((time.perf_counter() - started) * 1000 / max(1, len(bench.queries)), 3)
             results[name] = evaluate(rankings, bench.qrels)
         chunks = services.index.stats().chunks
@@ -169,6 +179,7 @@ def run_quality(folder: Path, *, runs: tuple[str, ...] = ("bm25", "dense", "hybr
         "runs": results,
         "documents": len(bench.corpus),
         "chunks": chunks,
+        "refused_queries": len(refused),
         "ingest_s": round(ingest_s, 2),
         "ms_per_query": timings,
     }

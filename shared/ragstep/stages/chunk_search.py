@@ -1,29 +1,51 @@
 """``chunk_search``: hybrid retrieval (vector kNN + BM25) over the requested knowledge bases and items.
 
-Follows WeKnora's search stage:
+WeKnora's search stage (v0.7) plus RAGFlow's zero-result fallback:
 
 * Targets: whole knowledge bases, or a scope (knowledge items, tags) where both thresholds are forced to 0 because
-  the user already chose what to read.
-* Knowledge bases are grouped by embedding model; the query is embedded once per model and the vector is kept in the
-  state (``query_embeddings``) for later stages.
-* Candidate pool per retriever: ``max(5 x embedding_top_k, 50) x number of knowledge bases``, capped at 500.
-* Fusion: weighted RRF (or min-max, a setting); deduplication by chunk id and by a hash of the normalised content.
-* An embedding failure degrades the search to keywords only; the trace says so.
+  the user already chose what to read. Knowledge bases are grouped by embedding model; the query is embedded once per
+  model and the vector kept in the state (``query_embeddings``) for later stages.
+* Candidate pool per retriever: ``min(max(5 x embedding_top_k, 50) x number of knowledge bases, 500)``.
+* Every retriever call runs concurrently (bounded); one that fails or is too slow is dropped with a ``degrade`` trace
+  row instead of failing the request. An embedding failure turns those knowledge bases to keywords only.
+* FAQ knowledge bases index one row per question (standard and similar); when the vector hits fill the pool but name
+  fewer than ``embedding_top_k`` distinct entries, the search is repeated with a larger k (up to 5 rounds, starting at
+  ``min(3 x embedding_top_k, 500)`` and doubling). A hit whose negative question equals the query is dropped; with FAQ
+  priority on, FAQ scores are boosted and near-certain hits are flagged as direct answers.
+* Fusion (min-max or weighted RRF), then deduplication by chunk id and by a hash of the normalised content.
+* Expansion: fewer than ``embedding_top_k`` results -> up to 5 keyword-only variants of the query widen the keyword
+  list (new chunks join at its tail, so the first pass's ranking is kept).
+* Nothing at all -> a scoped search returns the chosen knowledge items' chunks in document order; otherwise one retry
+  with relaxed thresholds (vector min(0.17, threshold / 2), keyword 0.1).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import NotFoundError, ProviderError
+from ..expansion import expansion_variants
 from ..fusion import Fused, fuse_minmax, fuse_rrf
-from ..models import PipelineState, RetrievalSettings, SearchRequest, SearchResult, TraceEvent
+from ..models import (
+    ChunkType,
+    KnowledgeBaseType,
+    MatchType,
+    PipelineState,
+    RetrievalSettings,
+    SearchRequest,
+    SearchResult,
+    TraceEvent,
+)
 from ..ports import Hit, SearchFilter
 from ..text import query_terms
 
@@ -31,21 +53,33 @@ if TYPE_CHECKING:
     from ..services import Services
 
 STAGE = "chunk_search"
-POOL_CAP = 500
 _SPACES = re.compile(r"\s+")
 
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """One search scope sharing an embedding model."""
+    """One search scope sharing an embedding model and a knowledge base type."""
 
     flt: SearchFilter
     model: str
     scoped: bool
+    faq: bool = False
 
 
-def candidate_pool(match_count: int, n_kbs: int) -> int:
-    return min(max(5 * match_count, 50) * max(1, n_kbs), POOL_CAP)
+@dataclass
+class Pass:
+    """What one round of retrieval found."""
+
+    vector: list[Hit] = field(default_factory=list)
+    keyword: list[Hit] = field(default_factory=list)
+    events: list[TraceEvent] = field(default_factory=list)
+    faq_rounds: int = 0
+
+
+def candidate_pool(match_count: int, n_kbs: int, cfg: RetrievalSettings | None = None) -> int:
+    cfg = cfg or RetrievalSettings()
+    return min(max(cfg.candidate_pool_multiplier * match_count, cfg.candidate_pool_min) * max(1, n_kbs),
+               cfg.candidate_pool_max)  # fmt: skip
 
 
 def content_key(text: str) -> str:
@@ -54,33 +88,33 @@ def content_key(text: str) -> str:
 
 
 def resolve_targets(request: SearchRequest, services: Services) -> tuple[list[Target], int]:
-    """Search targets grouped by embedding model, and the number of knowledge bases involved."""
-    catalog = services.catalog
+    """Search targets grouped by (embedding model, knowledge base type), and the number of knowledge bases."""
     tags = tuple(request.tag_ids)
-    by_model: dict[str, list[str]] = {}
+    kb_groups: dict[tuple[str, bool], list[str]] = {}
     for ref in dict.fromkeys(request.knowledge_base_ids):
         kb = services.require_kb(ref)
-        by_model.setdefault(kb.embedding_model, []).append(kb.id)
-    items_by_model: dict[str, list[str]] = {}
-    kb_ids = {kb_id for ids in by_model.values() for kb_id in ids}
+        kb_groups.setdefault((kb.embedding_model, kb.type == KnowledgeBaseType.FAQ), []).append(kb.id)
+    item_groups: dict[tuple[str, bool], list[str]] = {}
+    kb_ids = {kb_id for ids in kb_groups.values() for kb_id in ids}
     for kid in dict.fromkeys(request.knowledge_ids):
-        item = catalog.get_knowledge(kid)
+        item = services.catalog.get_knowledge(kid)
         if item is None:
             raise NotFoundError(f"unknown knowledge item {kid!r}; list them with `ragstep kb list`")
         kb = services.require_kb(item.knowledge_base_id)
-        items_by_model.setdefault(kb.embedding_model, []).append(kid)
+        item_groups.setdefault((kb.embedding_model, kb.type == KnowledgeBaseType.FAQ), []).append(kid)
         kb_ids.add(kb.id)
     targets = [
-        Target(SearchFilter(knowledge_base_ids=tuple(ids), tag_ids=tags), model, scoped=bool(tags))
-        for model, ids in by_model.items()
+        Target(SearchFilter(knowledge_base_ids=tuple(ids), tag_ids=tags), model, scoped=bool(tags), faq=faq)
+        for (model, faq), ids in kb_groups.items()
     ]
     targets += [
-        Target(SearchFilter(knowledge_ids=tuple(ids)), model, scoped=True) for model, ids in items_by_model.items()
+        Target(SearchFilter(knowledge_ids=tuple(ids)), model, scoped=True, faq=faq)
+        for (model, faq), ids in item_groups.items()
     ]
     return targets, len(kb_ids)
 
 
-def _best_per_chunk(lists: Sequence[Sequence[Hit]]) -> list[Hit]:
+def best_per_chunk(lists: Sequence[Sequence[Hit]]) -> list[Hit]:
     """Union of several hit lists of one retriever, each chunk at its best score, best first."""
     if len(lists) == 1:
         return list(lists[0])
@@ -98,10 +132,141 @@ def fuse(vector: Sequence[Hit], keyword: Sequence[Hit], cfg: RetrievalSettings) 
     return fuse_rrf(vector, keyword, k=cfg.rrf_k, w_vector=cfg.rrf_vector_weight, w_keyword=cfg.rrf_keyword_weight)
 
 
+# -- running retrievers ---------------------------------------------------------------------------------------------
+
+Task = tuple[str, Callable[[], "list[Hit] | tuple[list[Hit], int]"]]
+
+
+def run_concurrently(services: Services, tasks: list[Task], cfg: RetrievalSettings) -> tuple[dict, list[TraceEvent]]:
+    """Run retriever calls on the shared pool; failures and time-outs become ``degrade`` events, never errors."""
+    results: dict[str, object] = {}
+    events: list[TraceEvent] = []
+    if len(tasks) == 1:  # no thread hop for the common single-retriever case
+        name, fn = tasks[0]
+        try:
+            results[name] = fn()
+        except Exception as exc:
+            events.append(_degrade(name, exc))
+        return results, events
+    futures: list[tuple[str, Future]] = [(name, services.executor.submit(fn)) for name, fn in tasks]
+    deadline = time.monotonic() + cfg.retriever_timeout_s
+    for name, fut in futures:
+        try:
+            results[name] = fut.result(timeout=max(0.0, deadline - time.monotonic()))
+        except FutureTimeout:
+            fut.cancel()
+            events.append(
+                TraceEvent(stage=STAGE, action="degrade", reason=f"{name} slower than {cfg.retriever_timeout_s}s")
+            )
+        except Exception as exc:
+            events.append(_degrade(name, exc))
+    return results, events
+
+
+def _degrade(name: str, exc: Exception) -> TraceEvent:
+    message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+    return TraceEvent(stage=STAGE, action="degrade", reason=f"{name} failed, dropped: {message}")
+
+
+def faq_vector_search(
+    services: Services, vec: np.ndarray, target: Target, match_count: int, pool: int, threshold: float,
+    cfg: RetrievalSettings,
+) -> tuple[list[Hit], int]:  # fmt: skip
+    """Vector search over FAQ question rows, widened until enough distinct entries are found."""
+    index = services.index
+    k = pool
+    hits = index.vector_search(vec, target.model, target.flt, k, threshold)
+    rounds = 1
+    next_k = min(3 * match_count, cfg.candidate_pool_max)
+    while rounds < cfg.faq_max_rounds and len(hits) >= k and next_k > k:
+        chunks = index.fetch([h.chunk_id for h in hits])
+        entries = {(c.parent_id or c.id) for c in chunks.values()}
+        if len(entries) >= match_count:
+            break
+        k = next_k
+        hits = index.vector_search(vec, target.model, target.flt, k, threshold)
+        rounds += 1
+        next_k = min(k * 2, cfg.candidate_pool_max)
+    return hits, rounds
+
+
+def search_pass(
+    services: Services,
+    cfg: RetrievalSettings,
+    targets: Sequence[Target],
+    terms: Sequence[str],
+    vectors: dict[str, np.ndarray],
+    pool: int,
+    *,
+    vector_threshold: float,
+    keyword_threshold: float,
+) -> Pass:
+    tasks: list[Task] = []
+    for i, t in enumerate(targets):
+        kthr = 0.0 if t.scoped else keyword_threshold
+        tasks.append((f"keyword search #{i}", partial(services.index.keyword_search, terms, t.flt, pool, kthr)))
+        vec = vectors.get(t.model)
+        if vec is None:
+            continue
+        vthr = 0.0 if t.scoped else vector_threshold
+        if t.faq:
+            fn = partial(faq_vector_search, services, vec, t, cfg.embedding_top_k, pool, vthr, cfg)
+        else:
+            fn = partial(services.index.vector_search, vec, t.model, t.flt, pool, vthr)
+        tasks.append((f"vector search #{i}", fn))
+    found, events = run_concurrently(services, tasks, cfg)
+    out = Pass(events=events)
+    vector_lists, keyword_lists = [], []
+    for name, value in found.items():
+        if name.startswith("keyword"):
+            keyword_lists.append(value)
+        elif isinstance(value, tuple):  # FAQ search: (hits, rounds)
+            vector_lists.append(value[0])
+            out.faq_rounds = max(out.faq_rounds, value[1])
+        else:
+            vector_lists.append(value)
+    out.vector = best_per_chunk(vector_lists) if vector_lists else []
+    out.keyword = best_per_chunk(keyword_lists) if keyword_lists else []
+    return out
+
+
+def embed_query(
+    state: PipelineState, services: Services, targets: Sequence[Target], query: str
+) -> tuple[dict[str, list[float]], dict[str, np.ndarray], list[TraceEvent]]:
+    """One query embedding per embedding model (reused from the state when an earlier stage computed it)."""
+    stored = dict(state.query_embeddings)
+    vectors: dict[str, np.ndarray] = {}
+    events: list[TraceEvent] = []
+    for model in dict.fromkeys(t.model for t in targets):
+        embedder = services.embedder(model)
+        if embedder is None:
+            events.append(
+                TraceEvent(stage=STAGE, action="skip", reason="no embedding model: keyword (BM25) search only")
+            )
+            continue
+        if model not in stored:
+            try:
+                stored[model] = [float(x) for x in embedder.embed_query(query)]
+            except ProviderError as exc:
+                events.append(
+                    TraceEvent(
+                        stage=STAGE,
+                        action="degrade",
+                        reason=f"embedding failed, keyword search only: {exc.message}",
+                        detail={"model": model},
+                    )
+                )
+                continue
+        vectors[model] = np.asarray(stored[model], dtype=np.float32)
+    return stored, vectors, events
+
+
+# -- from hits to results -------------------------------------------------------------------------------------------
+
+
 def hydrate(fused: Sequence[Fused], services: Services, limit: int) -> list[SearchResult]:
     """Load the best fused candidates from the index, drop content duplicates, keep ``limit``."""
-    # Over-fetch a little so content duplicates do not leave the list short.
-    head = fused[: limit * 2 + 10]
+    head = fused[: limit * 2 + 10]  # over-fetch a little so duplicates do not leave the list short
     chunks = services.index.fetch([f.chunk_id for f in head])
     seen: set[str] = set()
     out: list[SearchResult] = []
@@ -125,7 +290,7 @@ def hydrate(fused: Sequence[Fused], services: Services, limit: int) -> list[Sear
         }
         out.append(
             SearchResult(
-                id=chunk.id,
+                id=chunk.parent_id if chunk.chunk_type == ChunkType.FAQ and chunk.parent_id else chunk.id,
                 content=chunk.content,
                 knowledge_id=chunk.knowledge_id,
                 knowledge_base_id=chunk.knowledge_base_id,
@@ -135,7 +300,7 @@ def hydrate(fused: Sequence[Fused], services: Services, limit: int) -> list[Sear
                 start_at=chunk.start_at,
                 end_at=chunk.end_at,
                 score=f.score,
-                match_type=f.match_type,
+                match_type=MatchType.FAQ if chunk.chunk_type == ChunkType.FAQ else f.match_type,
                 chunk_type=chunk.chunk_type,
                 tag_id=chunk.tag_id,
                 sub_chunk_ids=list(chunk.sub_chunk_ids),
@@ -148,68 +313,166 @@ def hydrate(fused: Sequence[Fused], services: Services, limit: int) -> list[Sear
     return out
 
 
+def _norm(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def apply_faq_rules(results: list[SearchResult], query: str, cfg: RetrievalSettings) -> tuple[list[SearchResult], int]:
+    """Drop FAQ hits whose negative question is the query; with FAQ priority, boost and flag direct answers."""
+    q = _norm(query)
+    kept: list[SearchResult] = []
+    dropped = 0
+    for r in results:
+        if r.chunk_type != ChunkType.FAQ:
+            kept.append(r)
+            continue
+        if any(_norm(str(n)) == q for n in r.metadata.get("negative_questions", [])):
+            dropped += 1
+            continue
+        if cfg.faq_priority_enabled:
+            retrieval = r.metadata.get("retrieval", {})
+            similarity = retrieval.get("vector_score", retrieval.get("keyword_score", 0.0))
+            meta = dict(r.metadata)
+            if similarity >= cfg.faq_direct_answer_threshold:
+                meta["faq_direct_answer"] = True
+            r = r.model_copy(update={"score": min(r.score * cfg.faq_score_boost, 1.0), "metadata": meta})
+        kept.append(r)
+    if cfg.faq_priority_enabled:
+        kept.sort(key=lambda r: -r.score)
+    return kept, dropped
+
+
+def scoped_fallback(request: SearchRequest, services: Services, limit: int) -> list[SearchResult]:
+    """The chosen knowledge items' chunks in document order (RAGFlow: a scoped search never comes back empty)."""
+    out: list[SearchResult] = []
+    for kid in request.knowledge_ids:
+        for chunk in services.index.knowledge_chunks(kid, limit - len(out)):
+            out.append(
+                SearchResult(
+                    id=chunk.id,
+                    content=chunk.content,
+                    knowledge_id=chunk.knowledge_id,
+                    knowledge_base_id=chunk.knowledge_base_id,
+                    knowledge_title=chunk.knowledge_title,
+                    knowledge_filename=chunk.knowledge_filename,
+                    chunk_index=chunk.chunk_index,
+                    start_at=chunk.start_at,
+                    end_at=chunk.end_at,
+                    score=0.0,
+                    match_type=MatchType.KEYWORD,
+                    chunk_type=chunk.chunk_type,
+                    tag_id=chunk.tag_id,
+                    metadata={**chunk.metadata, "retrieval": {"fallback": "scoped_knowledge"}},
+                    image_info=list(chunk.image_info),
+                )
+            )
+        if len(out) >= limit:
+            break
+    return out
+
+
+# -- the stage ------------------------------------------------------------------------------------------------------
+
+
 def run(state: PipelineState, services: Services) -> PipelineState:
     cfg = state.retrieval
+    request = state.request
     query = state.search_query
-    targets, n_kbs = resolve_targets(state.request, services)
-    pool = candidate_pool(cfg.embedding_top_k, n_kbs)
+    targets, n_kbs = resolve_targets(request, services)
+    pool = candidate_pool(cfg.embedding_top_k, n_kbs, cfg)
     terms = query_terms(query)
-    events: list[TraceEvent] = []
-    embeddings = dict(state.query_embeddings)
-    failed_models: set[str] = set()
+    embeddings, vectors, events = embed_query(state, services, targets, query)
 
-    keyword_lists: list[list[Hit]] = []
-    vector_lists: list[list[Hit]] = []
-    for target in targets:
-        kw_threshold = 0.0 if target.scoped else cfg.keyword_threshold
-        keyword_lists.append(services.index.keyword_search(terms, target.flt, pool, kw_threshold))
-
-        if target.model in failed_models:
-            continue
-        embedder = services.embedder(target.model)
-        if embedder is None:
-            events.append(
-                TraceEvent(stage=STAGE, action="skip", reason="no embedding model: keyword (BM25) search only")
-            )
-            continue
-        if target.model not in embeddings:
-            try:
-                embeddings[target.model] = [float(x) for x in embedder.embed_query(query)]
-            except ProviderError as exc:
-                failed_models.add(target.model)
-                events.append(
-                    TraceEvent(
-                        stage=STAGE,
-                        action="degrade",
-                        reason=f"embedding failed, keyword search only: {exc.message}",
-                        detail={"model": target.model},
-                    )
-                )
-                continue
-        vec = np.asarray(embeddings[target.model], dtype=np.float32)
-        v_threshold = 0.0 if target.scoped else cfg.vector_threshold
-        vector_lists.append(services.index.vector_search(vec, target.model, target.flt, pool, v_threshold))
-
-    keyword_hits = _best_per_chunk(keyword_lists) if keyword_lists else []
-    vector_hits = _best_per_chunk(vector_lists) if vector_lists else []
+    first = search_pass(
+        services, cfg, targets, terms, vectors, pool,
+        vector_threshold=cfg.vector_threshold, keyword_threshold=cfg.keyword_threshold,
+    )  # fmt: skip
+    events += first.events
+    vector_hits, keyword_hits = first.vector, first.keyword
     fused = fuse(vector_hits, keyword_hits, cfg)
     results = hydrate(fused, services, cfg.embedding_top_k)
+    detail: dict[str, object] = {}
+
+    if cfg.enable_query_expansion and len(results) < cfg.embedding_top_k:
+        variants = expansion_variants(query, cfg.expansion_max_variants)
+        if variants:
+            match_count = max(2 * cfg.embedding_top_k, 2 * cfg.rerank_top_k)
+            kthr = cfg.keyword_threshold * cfg.expansion_keyword_threshold_factor
+            tasks: list[Task] = [
+                (f"expansion {v!r} #{i}", partial(services.index.keyword_search, query_terms(v), t.flt, match_count,
+                                                  0.0 if t.scoped else kthr))
+                for v in variants
+                for i, t in enumerate(targets)
+            ]  # fmt: skip
+            found, more_events = run_concurrently(services, tasks, cfg)
+            events += more_events
+            known = {h.chunk_id for h in keyword_hits}
+            added = [h for h in best_per_chunk(list(found.values())) if h.chunk_id not in known] if found else []
+            if added:
+                keyword_hits = [*keyword_hits, *added]
+                fused = fuse(vector_hits, keyword_hits, cfg)
+                results = hydrate(fused, services, cfg.embedding_top_k)
+            events.append(
+                TraceEvent(
+                    stage=STAGE,
+                    action="expand",
+                    counts={"variants": len(variants), "new_candidates": len(added), "results": len(results)},
+                    detail={"variants": variants},
+                )
+            )
+
+    results, negatives = apply_faq_rules(results, query, cfg)
+    if negatives:
+        detail["faq_negative_dropped"] = negatives
+
+    if not results:
+        if request.knowledge_ids:
+            results = scoped_fallback(request, services, cfg.embedding_top_k)
+            events.append(
+                TraceEvent(
+                    stage=STAGE,
+                    action="fallback",
+                    reason="no match in the chosen knowledge items: returning their chunks in order",
+                    counts={"results": len(results)},
+                )
+            )
+        elif not all(t.scoped for t in targets):
+            relaxed_v = min(cfg.fallback_vector_threshold, cfg.vector_threshold / 2)
+            retry = search_pass(
+                services, cfg, targets, terms, vectors, pool,
+                vector_threshold=relaxed_v, keyword_threshold=cfg.fallback_keyword_threshold,
+            )  # fmt: skip
+            events += retry.events
+            vector_hits, keyword_hits = retry.vector, retry.keyword
+            results, _ = apply_faq_rules(hydrate(fuse(vector_hits, keyword_hits, cfg), services, cfg.embedding_top_k),
+                                         query, cfg)  # fmt: skip
+            events.append(
+                TraceEvent(
+                    stage=STAGE,
+                    action="fallback",
+                    reason=f"no results: retried with vector threshold {relaxed_v:g}, "
+                    f"keyword threshold {cfg.fallback_keyword_threshold:g}",
+                    counts={"results": len(results)},
+                )
+            )
+
     events.append(
         TraceEvent(
             stage=STAGE,
             counts={
                 "vector_hits": len(vector_hits),
                 "keyword_hits": len(keyword_hits),
-                "fused": len(fused),
                 "results": len(results),
+                **({"faq_rounds": first.faq_rounds} if first.faq_rounds else {}),
             },
             detail={
                 "query": query,
-                "original_query": state.request.query if query != state.request.query else None,
+                "original_query": request.query if query != request.query else None,
                 "keywords": terms,
                 "pool": pool,
                 "targets": len(targets),
                 "fusion": cfg.fusion,
+                **detail,
             },
         )
     )
