@@ -8,6 +8,7 @@ for the adapters that stage actually touches.
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -64,6 +65,11 @@ class Services:
 
             return LocalBlobStore(self.data_dir / "blobs")
         raise InputError(f"blob backend {self.settings.blob_backend!r} is not available in this build")
+
+    @cached_property
+    def executor(self) -> ThreadPoolExecutor:
+        """Threads for concurrent retrievers, created once per process (a request does not pay for thread start-up)."""
+        return ThreadPoolExecutor(max_workers=self.settings.search_concurrency, thread_name_prefix="ragstep-search")
 
     def embedder(self, model_id: str) -> Embedder | None:
         """The embedder of one vector space ("none" -> no embedder: BM25 only); one instance per model id."""
