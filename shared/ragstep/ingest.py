@@ -115,29 +115,34 @@ def faq_chunks(kb: KnowledgeBase, knowledge: Knowledge, data: bytes) -> list[Chu
         question = str(entry["standard_question"]).strip()
         similar = [str(q).strip() for q in entry.get("similar_questions", []) if str(q).strip()]
         content = f"Q: {question}\nAnswer:\n" + "\n".join(f"- {a}" for a in answers)
-        questions = "\n".join([question, *similar])
-        chunks.append(
-            Chunk(
-                id=f"{knowledge.id}-{entry.get('id', i)}",
-                knowledge_id=knowledge.id,
-                knowledge_base_id=kb.id,
-                content=content,
-                chunk_index=i,
-                end_at=len(content),
-                chunk_type=ChunkType.FAQ,
-                tag_id=str(entry.get("tag_id", "")),
-                knowledge_title=knowledge.title,
-                knowledge_filename=knowledge.filename,
-                index_text=questions,
-                embed_text=questions,
-                metadata={
-                    "standard_question": question,
-                    "similar_questions": similar,
-                    "negative_questions": [str(q) for q in entry.get("negative_questions", [])],
-                    "answers": answers,
-                },
+        entry_id = f"{knowledge.id}-{entry.get('id', i)}"
+        metadata = {
+            "standard_question": question,
+            "similar_questions": similar,
+            "negative_questions": [str(q) for q in entry.get("negative_questions", [])],
+            "answers": answers,
+        }
+        # One index row per question (standard first, then similar ones), all returning the same entry: a query close
+        # to one phrasing matches it strongly instead of matching an average of every phrasing.
+        for j, phrasing in enumerate(dict.fromkeys([question, *similar])):
+            chunks.append(
+                Chunk(
+                    id=entry_id if j == 0 else f"{entry_id}-q{j}",
+                    parent_id=entry_id,
+                    knowledge_id=knowledge.id,
+                    knowledge_base_id=kb.id,
+                    content=content,
+                    chunk_index=i,
+                    end_at=len(content),
+                    chunk_type=ChunkType.FAQ,
+                    tag_id=str(entry.get("tag_id", "")),
+                    knowledge_title=knowledge.title,
+                    knowledge_filename=knowledge.filename,
+                    index_text=phrasing,
+                    embed_text=phrasing,
+                    metadata={**metadata, "matched_question": phrasing},
+                )
             )
-        )
     return chunks
 
 

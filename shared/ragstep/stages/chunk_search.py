@@ -169,24 +169,26 @@ def _degrade(name: str, exc: Exception) -> TraceEvent:
 
 
 def faq_vector_search(
-    services: Services, vec: np.ndarray, target: Target, match_count: int, pool: int, threshold: float,
-    cfg: RetrievalSettings,
-) -> tuple[list[Hit], int]:  # fmt: skip
-    """Vector search over FAQ question rows, widened until enough distinct entries are found."""
+    services: Services, vec: np.ndarray, target: Target, match_count: int, threshold: float, cfg: RetrievalSettings
+) -> tuple[list[Hit], int]:
+    """Vector search over FAQ question rows, widened until enough distinct entries are found.
+
+    Several rows (phrasings) belong to one entry, so k hits can name far fewer than k entries. While the hits fill
+    k but name fewer than ``match_count`` entries, search again with twice the k: k starts at
+    ``min(3 x match_count, 500)``, at most ``faq_max_rounds`` rounds.
+    """
     index = services.index
-    k = pool
+    cap = cfg.candidate_pool_max
+    k = min(3 * match_count, cap)
     hits = index.vector_search(vec, target.model, target.flt, k, threshold)
     rounds = 1
-    next_k = min(3 * match_count, cfg.candidate_pool_max)
-    while rounds < cfg.faq_max_rounds and len(hits) >= k and next_k > k:
+    while rounds < cfg.faq_max_rounds and len(hits) >= k and k < cap:
         chunks = index.fetch([h.chunk_id for h in hits])
-        entries = {(c.parent_id or c.id) for c in chunks.values()}
-        if len(entries) >= match_count:
+        if len({c.parent_id or c.id for c in chunks.values()}) >= match_count:
             break
-        k = next_k
+        k = min(k * 2, cap)
         hits = index.vector_search(vec, target.model, target.flt, k, threshold)
         rounds += 1
-        next_k = min(k * 2, cfg.candidate_pool_max)
     return hits, rounds
 
 
@@ -210,7 +212,7 @@ def search_pass(
             continue
         vthr = 0.0 if t.scoped else vector_threshold
         if t.faq:
-            fn = partial(faq_vector_search, services, vec, t, cfg.embedding_top_k, pool, vthr, cfg)
+            fn = partial(faq_vector_search, services, vec, t, cfg.embedding_top_k, vthr, cfg)
         else:
             fn = partial(services.index.vector_search, vec, t.model, t.flt, pool, vthr)
         tasks.append((f"vector search #{i}", fn))
