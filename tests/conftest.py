@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from ragstep.models import KnowledgeBase, KnowledgeBaseType
 from ragstep.services import Services
 from ragstep.settings import Settings

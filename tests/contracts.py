@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 import pytest
+
 from ragstep.errors import ConflictError, InputError, NotFoundError
 from ragstep.models import (
     ChunkType,

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+
 from ragstep import __version__
 from ragstep.api import create_app
 from ragstep.cli import main

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from ragstep.bench.metrics import dedupe_docs, evaluate, ndcg_at_k, recall_at_k
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+
 from ragstep.adapters.embedders import OpenAIEmbedder, PrecomputedEmbedder
 from ragstep.models import Chunk, Knowledge, KnowledgeBase, MatchType, SearchRequest
 from ragstep.search import new_state

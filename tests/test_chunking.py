@@ -9,6 +9,7 @@ from bisect import bisect_right
 from itertools import pairwise
 
 import pytest
+
 from ragstep.chunking import (
     DEFAULT_SEPARATORS,
     ChildChunk,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from ragstep import __version__
 from ragstep.cli import main
 from ragstep.demo import DEMO_QUERIES

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from ragstep.fusion import fuse_minmax, fuse_rrf
 from ragstep.models import MatchType
 from ragstep.ports import Hit

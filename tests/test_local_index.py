@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from ragstep.adapters.local_index import BM25_B, BM25_K1, LocalSearchIndex
 from ragstep.errors import ConflictError, InputError, StorageError
 from ragstep.models import Chunk, ChunkType

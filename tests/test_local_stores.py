@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
+
 from contracts import (
     BlobStoreContract,
     CatalogStoreContract,

@@ -7,6 +7,7 @@ import re
 
 import pytest
 from pydantic import BaseModel, ValidationError
+
 from ragstep import models
 from ragstep.models import (
     MAX_QUERY_CHARS,

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from ragstep.errors import InputError, NotFoundError
 from ragstep.ingest import ingest_file
 from ragstep.models import KnowledgeBase, PipelineState, SearchRequest, SearchResult, TraceEvent

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from ragstep.adapters.local_blobs import LocalBlobStore
 from ragstep.errors import StateTooLargeError
 from ragstep.models import PipelineState, SearchRequest, SearchResult

@@ -97,12 +97,12 @@ def cmd_kb_delete(args: argparse.Namespace) -> int:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     from .console import table
-    from .ingest import FAQ_SUFFIXES, TEXT_SUFFIXES, expand_paths, ingest_file
+    from .ingest import DOCUMENT_SUFFIXES, FAQ_SUFFIXES, expand_paths, ingest_file
     from .models import KnowledgeBaseType
 
     services = _services(args)
     kb = services.require_kb(args.kb)
-    suffixes = FAQ_SUFFIXES if kb.type == KnowledgeBaseType.FAQ else TEXT_SUFFIXES
+    suffixes = FAQ_SUFFIXES if kb.type == KnowledgeBaseType.FAQ else DOCUMENT_SUFFIXES
     for raw in args.paths:
         if not Path(raw).exists():
             raise InputError(f"{raw}: no such file or folder")

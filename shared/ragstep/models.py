@@ -140,6 +140,16 @@ class RetrievalSettings(_Model):
     # Rerank / top-k
     rerank_top_k: Annotated[int, Field(ge=1, le=200)] = 10
     rerank_threshold: Probability = 0.3
+    # If nothing passes the threshold, keep the best candidate when its score reaches this.
+    rerank_keep_best_min: Probability = 0.15
+    mmr_lambda: Probability = 0.7
+    # Merge
+    history_min_jaccard: Probability = 0.15
+    history_score_factor: Probability = 0.6
+    history_max_references: Annotated[int, Field(ge=0, le=20)] = 3
+    short_context_min_chars: Annotated[int, Field(ge=0, le=20_000)] = 350
+    short_context_max_chars: Annotated[int, Field(ge=0, le=20_000)] = 850
+    duplicate_overlap_threshold: Probability = 0.85
 
 
 class _OverridesBase(_Model):

@@ -68,6 +68,9 @@ class SearchIndex(Protocol):
     def knowledge_chunks(self, knowledge_id: str, limit: int) -> list[Chunk]:
         """The chunks of one knowledge item in document order (used by the scoped zero-result fallback)."""
 
+    def chunks_at(self, knowledge_id: str, chunk_indexes: Sequence[int]) -> list[Chunk]:
+        """The enabled chunks of one knowledge item at these positions, in document order (merge expands with them)."""
+
     def stats(self) -> IndexStats: ...
 
 

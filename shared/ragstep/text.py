@@ -111,3 +111,21 @@ def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
 def query_terms(text: str) -> list[str]:
     """Distinct tokens of a query in first-seen order (BM25 scores each query term once)."""
     return list(dict.fromkeys(tokenize(text)))
+
+
+def token_set(text: str) -> frozenset[str]:
+    """Distinct tokens of ``text``: what Jaccard and overlap measures compare."""
+    return frozenset(tokenize(text))
+
+
+def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a or not b:
+        return 0.0
+    return len(a & b) / len(a | b)
+
+
+def overlap_coefficient(a: frozenset[str], b: frozenset[str]) -> float:
+    """|A ∩ B| / min(|A|, |B|): 1.0 when the smaller set is inside the larger one."""
+    if not a or not b:
+        return 0.0
+    return len(a & b) / min(len(a), len(b))

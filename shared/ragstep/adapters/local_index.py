@@ -320,6 +320,18 @@ class LocalSearchIndex:
         )
         return [Chunk.model_validate_json(doc) for (doc,) in cur]
 
+    def chunks_at(self, knowledge_id: str, chunk_indexes: Sequence[int]) -> list[Chunk]:
+        wanted = sorted({int(i) for i in chunk_indexes})
+        if not wanted:
+            return []
+        marks = ",".join("?" * len(wanted))
+        cur = self._conn().execute(
+            f"SELECT doc FROM chunks WHERE knowledge_id = ? AND enabled = 1 AND chunk_index IN ({marks})"
+            " ORDER BY chunk_index, row",
+            [knowledge_id, *wanted],
+        )
+        return [Chunk.model_validate_json(doc) for (doc,) in cur]
+
     def stats(self) -> IndexStats:
         conn = self._conn()
         chunks, items = conn.execute("SELECT count(*), count(DISTINCT knowledge_id) FROM chunks").fetchone()
@@ -397,8 +409,7 @@ class LocalSearchIndex:
         out = np.empty(n, dtype=np.float32)
         bounds = np.linspace(0, n, self._workers + 1, dtype=np.int64)
         futures = [
-            self._pool.submit(np.matmul, matrix[lo:hi], q, out=out[lo:hi])
-            for lo, hi in itertools.pairwise(bounds[1:])
+            self._pool.submit(np.matmul, matrix[lo:hi], q, out=out[lo:hi]) for lo, hi in itertools.pairwise(bounds[1:])
         ]
         np.matmul(matrix[: bounds[1]], q, out=out[: bounds[1]])
         for f in futures:

@@ -1,0 +1,215 @@
+"""``chunk_merge``: turn ranked chunks into readable, non-redundant context (WeKnora's merge stage).
+
+1. History references: from the most recent turn of the session that had references, those that share enough
+   words with the query (Jaccard >= 0.15) come back at 0.6 x their score, at most 3, as ``history`` matches.
+2. Chunks of one document and type that overlap or touch are merged through their character offsets (when their
+   content is exactly their span); otherwise a chunk inside another is absorbed, and consecutive chunks are joined
+   with a blank line. The best score wins; constituent ids go to ``sub_chunk_ids``; images merge by URL.
+3. FAQ hits read "Q: <standard question>\\nAnswer:\\n- <answer>...".
+4. A text chunk under 350 characters grows with its neighbours (previous first, then next) until it has 350, never
+   beyond 850.
+5. Partial duplicates go: one chunk contained in another, or token-overlap coefficient >= 0.85; the lower score goes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..models import ChunkType, ImageInfo, MatchType, PipelineState, RetrievalSettings, SearchResult, TraceEvent
+from ..text import jaccard, overlap_coefficient, token_set
+
+if TYPE_CHECKING:
+    from ..models import Chunk
+    from ..services import Services
+
+STAGE = "chunk_merge"
+_LAST_INDEX = "chunk_index_end"  # metadata key: the last chunk_index a merged result covers
+
+
+def exact(r: SearchResult) -> bool:
+    """The content is exactly the source text between the offsets (no repeated header, no FAQ rendering)."""
+    return r.end_at > r.start_at and len(r.content) == r.end_at - r.start_at
+
+
+def last_index(r: SearchResult) -> int:
+    return int(r.metadata.get(_LAST_INDEX, r.chunk_index))
+
+
+def _images(a: Sequence[ImageInfo], b: Sequence[ImageInfo]) -> list[ImageInfo]:
+    by_url = {i.url: i for i in b}
+    by_url.update({i.url: i for i in a})  # the first result's description wins
+    return list(by_url.values())
+
+
+def _ids(r: SearchResult) -> list[str]:
+    return [r.id, *r.sub_chunk_ids] if r.id not in r.sub_chunk_ids else list(r.sub_chunk_ids)
+
+
+def combine(first: SearchResult, second: SearchResult, content: str, start_at: int, end_at: int) -> SearchResult:
+    """``first`` (the earlier one in the document) grown to cover ``second``."""
+    best = first if first.score >= second.score else second
+    ids = list(dict.fromkeys([*_ids(first), *_ids(second)]))
+    lo = min(first.chunk_index, second.chunk_index)
+    hi = max(last_index(first), last_index(second))
+    return first.model_copy(
+        update={
+            "content": content,
+            "start_at": start_at,
+            "end_at": end_at,
+            "chunk_index": lo,
+            "score": best.score,
+            "match_type": best.match_type,
+            "sub_chunk_ids": ids,
+            "metadata": {**first.metadata, _LAST_INDEX: hi} if hi != lo else first.metadata,
+            "image_info": _images(first.image_info, second.image_info),
+        }
+    )
+
+
+def try_join(cur: SearchResult, nxt: SearchResult) -> SearchResult | None:
+    """``cur`` and ``nxt`` (sorted by start_at) as one result, or None when they are apart."""
+    if exact(cur) and exact(nxt) and nxt.start_at <= cur.end_at:
+        # Overlapping or adjacent spans of the same text: stitch them through the offsets.
+        tail = nxt.content[cur.end_at - nxt.start_at :] if nxt.end_at > cur.end_at else ""
+        return combine(cur, nxt, cur.content + tail, cur.start_at, max(cur.end_at, nxt.end_at))
+    if nxt.start_at >= cur.start_at and nxt.end_at <= cur.end_at and nxt.end_at > nxt.start_at:
+        return combine(cur, nxt, cur.content, cur.start_at, cur.end_at)  # contained: absorb
+    if nxt.chunk_index == last_index(cur) + 1:
+        return combine(cur, nxt, f"{cur.content}\n\n{nxt.content}", cur.start_at, max(cur.end_at, nxt.end_at))
+    return None
+
+
+def merge_adjacent(results: Sequence[SearchResult]) -> list[SearchResult]:
+    groups: dict[tuple[str, str], list[SearchResult]] = {}
+    for r in results:
+        groups.setdefault((r.knowledge_id, str(r.chunk_type)), []).append(r)
+    out: list[SearchResult] = []
+    for (_, ctype), items in groups.items():
+        if ctype == ChunkType.FAQ:  # FAQ entries are independent answers, never stitched together
+            out.extend(items)
+            continue
+        items.sort(key=lambda r: (r.start_at, r.end_at, r.chunk_index))
+        cur = items[0]
+        for nxt in items[1:]:
+            joined = try_join(cur, nxt)
+            if joined is None:
+                out.append(cur)
+                cur = nxt
+            else:
+                cur = joined
+        out.append(cur)
+    return out
+
+
+def render_faq(r: SearchResult) -> SearchResult:
+    question = r.metadata.get("standard_question")
+    answers = r.metadata.get("answers")
+    if r.chunk_type != ChunkType.FAQ or not question or not answers:
+        return r
+    content = f"Q: {question}\nAnswer:\n" + "\n".join(f"- {a}" for a in answers)
+    return r if content == r.content else r.model_copy(update={"content": content})
+
+
+def expand_short(r: SearchResult, services: Services, cfg: RetrievalSettings) -> SearchResult:
+    """Grow a short text chunk with its neighbours (previous first, then next) to at least ``min`` characters."""
+    lo_limit, hi_limit = cfg.short_context_min_chars, cfg.short_context_max_chars
+    if r.chunk_type != ChunkType.TEXT or r.match_type == MatchType.HISTORY or len(r.content) >= lo_limit:
+        return r
+    # Neighbours are small (chunk_size ~512): a window of 3 each side always reaches 850 characters.
+    window = range(r.chunk_index - 3, last_index(r) + 4)
+    near: dict[int, Chunk] = {c.chunk_index: c for c in services.index.chunks_at(r.knowledge_id, list(window))}
+    cur = r
+    grew = True
+    while grew and len(cur.content) < lo_limit:
+        grew = False
+        for idx in (cur.chunk_index - 1, last_index(cur) + 1):  # previous first, then next
+            chunk = near.get(idx)
+            if chunk is None:
+                continue
+            neighbour = _as_result(chunk, r)
+            first, second = (neighbour, cur) if idx < cur.chunk_index else (cur, neighbour)
+            joined = try_join(first, second)
+            if joined is None or len(joined.content) > hi_limit:
+                continue
+            cur = joined.model_copy(update={"score": r.score, "match_type": r.match_type, "id": r.id})
+            grew = True
+            break
+    return cur
+
+
+def _as_result(chunk: Chunk, like: SearchResult) -> SearchResult:
+    return SearchResult(
+        id=chunk.id,
+        content=chunk.content,
+        knowledge_id=chunk.knowledge_id,
+        knowledge_base_id=chunk.knowledge_base_id,
+        knowledge_title=chunk.knowledge_title,
+        knowledge_filename=chunk.knowledge_filename,
+        chunk_index=chunk.chunk_index,
+        start_at=chunk.start_at,
+        end_at=chunk.end_at,
+        score=0.0,
+        match_type=MatchType.NEARBY,
+        chunk_type=chunk.chunk_type,
+        tag_id=chunk.tag_id,
+        image_info=list(chunk.image_info),
+        metadata={k: v for k, v in like.metadata.items() if k != _LAST_INDEX},
+    )
+
+
+def drop_partial_duplicates(results: Sequence[SearchResult], threshold: float) -> tuple[list[SearchResult], int]:
+    """Best first; a result contained in (or mostly overlapping) one already kept is dropped."""
+    kept: list[tuple[SearchResult, frozenset[str]]] = []
+    dropped = 0
+    for r in sorted(results, key=lambda r: -r.score):
+        tokens = token_set(r.content)
+        duplicate = any(
+            r.content in k.content or k.content in r.content or overlap_coefficient(tokens, kt) >= threshold
+            for k, kt in kept
+        )
+        if duplicate:
+            dropped += 1
+        else:
+            kept.append((r, tokens))
+    return [r for r, _ in kept], dropped
+
+
+def history_references(state: PipelineState, services: Services, cfg: RetrievalSettings) -> list[SearchResult]:
+    session = state.request.session_id
+    if not session or cfg.history_max_references == 0:
+        return []
+    turns = services.history.recent(session, limit=20)
+    latest = next((t for t in reversed(turns) if t.references), None)
+    if latest is None:
+        return []
+    query = token_set(state.search_query)
+    scored = [(jaccard(query, token_set(ref.content)), ref) for ref in latest.references]
+    chosen = sorted((s for s in scored if s[0] >= cfg.history_min_jaccard), key=lambda s: -s[0])
+    return [
+        ref.model_copy(update={"score": ref.score * cfg.history_score_factor, "match_type": MatchType.HISTORY})
+        for _, ref in chosen[: cfg.history_max_references]
+    ]
+
+
+def run(state: PipelineState, services: Services) -> PipelineState:
+    cfg = state.retrieval
+    source = state.rerank_results or state.search_results
+    history = history_references(state, services, cfg)
+    present = {r.id for r in source}
+    candidates = [*source, *(h for h in history if h.id not in present)]
+    stitched = merge_adjacent(candidates)
+    merged = [expand_short(render_faq(r), services, cfg) for r in stitched]
+    merged, dropped = drop_partial_duplicates(merged, cfg.duplicate_overlap_threshold)
+    event = TraceEvent(
+        stage=STAGE,
+        counts={
+            "input": len(source),
+            "history": len(history),
+            "merged": len(candidates) - len(stitched),
+            "duplicates_dropped": dropped,
+            "output": len(merged),
+        },
+        detail={"source": "rerank_results" if state.rerank_results else "search_results"},
+    )
+    return state.model_copy(update={"merge_results": merged, "trace": [*state.trace, event]})
