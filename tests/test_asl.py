@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from ragstep.pipeline import PIPELINES, Parallel, Pipeline, Stage, asl
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -298,10 +298,16 @@ def test_unsupported_file_fails_only_when_named(cli: Cli, tmp_path: Path) -> Non
     assert run.code == 2
     (result,) = json.loads(run.out)
     assert result["status"] == "failed"
-    assert result["error"] == "data.xyz: unsupported file type .xyz; supported: .txt, .md, .markdown"
+    assert (
+        result["error"]
+        == "data.xyz: unsupported file type .xyz; supported: .txt, .md, .markdown, .html, .htm, .pdf, .docx, .csv, .xlsx"
+    )
 
     message = cli.fails("ingest", str(folder), "--kb", "docs")
-    assert message == f"no supported files under {folder} (supported: .txt, .md, .markdown)"
+    assert (
+        message
+        == f"no supported files under {folder} (supported: .txt, .md, .markdown, .html, .htm, .pdf, .docx, .csv, .xlsx)"
+    )
 
 
 def test_reingest_unchanged_and_changed(cli: Cli, docs: Path, indexed: dict[str, str]) -> None:
@@ -396,7 +402,7 @@ def test_faq_knowledge_base(cli: Cli, tmp_path: Path) -> None:
     md = write_docs(tmp_path / "md", {"a.md": "# A\n\ntext\n"}) / "a.md"
     run = cli("ingest", str(md), "--kb", "faq", "--json")
     assert run.code == 2
-    assert json.loads(run.out)[0]["error"] == "a.md: unsupported file type .md; supported: .json"
+    assert json.loads(run.out)[0]["error"] == "a.md: unsupported file type .md; supported: .json, .csv"
 
 
 # -- search --------------------------------------------------------------------------------------------------------
@@ -452,7 +458,9 @@ def test_search_by_kb_id_and_several_kbs(cli: Cli, indexed: dict[str, str], tmp_
     cli.ok("ingest", str(other), "--kb", "other")
     assert "lava.md" not in cli.filenames("volcano guide")
     assert [r["knowledge_filename"] for r in cli.search("volcano", "--kb", "other")["results"]] == ["lava.md"]
-    both = cli.search("volcano guide", "--kb", "docs", "--kb", "other", "--set", "keyword_threshold=0")["results"]
+    both = cli.search(
+        "volcano guide", "--kb", "docs", "--kb", "other", "--set", "keyword_threshold=0", "--set", "rerank_threshold=0"
+    )["results"]
     assert both[0]["knowledge_filename"] == "lava.md"
     assert {r["knowledge_filename"] for r in both} == {"lava.md", "coffee.md", "garden.txt"}
 
@@ -464,13 +472,17 @@ def test_top_k_limits_the_results(cli: Cli, indexed: dict[str, str]) -> None:
 
 
 def test_set_overrides_retrieval_settings(cli: Cli, indexed: dict[str, str]) -> None:
+    # The search thresholds, with the rerank threshold out of the way (it prunes one-word matches on its own).
+    keep = ("--set", "rerank_threshold=0")
     # coffee.md matches only "guide": a weak hit (keyword score ~0.38 of the best) next to garden.txt's two words.
-    assert cli.filenames("tomato guide") == ["garden.txt", "coffee.md"]
-    assert cli.filenames("tomato guide", "--set", "keyword_threshold=0.9") == ["garden.txt"]
+    assert cli.filenames("tomato guide", *keep) == ["garden.txt", "coffee.md"]
+    assert cli.filenames("tomato guide", *keep, "--set", "keyword_threshold=0.9") == ["garden.txt"]
     # The other way: garden.txt's hit on "espresso guide" (~0.28) is below the default threshold of 0.3.
-    assert cli.filenames("espresso guide") == ["coffee.md"]
-    assert cli.filenames("espresso guide", "--set", "keyword_threshold=0") == ["coffee.md", "garden.txt"]
-    assert cli.filenames("tomato guide", "--set", "rerank_top_k=1", "--set", "fusion=minmax") == ["garden.txt"]
+    assert cli.filenames("espresso guide", *keep) == ["coffee.md"]
+    assert cli.filenames("espresso guide", *keep, "--set", "keyword_threshold=0") == ["coffee.md", "garden.txt"]
+    assert cli.filenames("tomato guide", *keep, "--set", "rerank_top_k=1", "--set", "fusion=rrf") == ["garden.txt"]
+    # With the default rerank threshold the one-word match is pruned by the rerank stage.
+    assert cli.filenames("tomato guide") == ["garden.txt"]
 
 
 @pytest.mark.parametrize(

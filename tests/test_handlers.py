@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from ragstep import handlers
 from ragstep.errors import InputError, NotFoundError, RagstepError
 from ragstep.ingest import expand_paths, ingest_file
 from ragstep.models import KnowledgeBase, PipelineState, SearchResult, TraceEvent
-from ragstep.pipeline import STAGES, join_branches, run_pipeline, run_stage, transport
+from ragstep.pipeline import STAGES, get_pipeline, join_branches, run_pipeline, run_stage, transport
 from ragstep.services import Services
 from ragstep.settings import Settings
 
@@ -169,7 +170,9 @@ def test_filter_top_k_event_keeps_the_best_results(data_dir: Path) -> None:
 
 def test_handlers_chained_give_the_in_process_pipeline_result(demo_docs: Services) -> None:
     event = load_event("chunk_search")
-    out = invoke("filter_top_k", invoke("chunk_search", event))
+    out = event
+    for stage in get_pipeline("knowledge_search").stage_names():  # what the state machine does, one Lambda a stage
+        out = invoke(stage, out)
 
     local = run_pipeline("knowledge_search", PipelineState.model_validate(event), demo_docs)
     assert ids(out["final_results"]) == ids(local.final_results)
@@ -219,11 +222,14 @@ def test_oversized_state_is_offloaded_and_restored_by_the_next_handler(
     assert set(searched["offloaded"]) == {"search_results"}
     assert handlers.wire_size(searched) <= SMALL_LIMIT
 
-    final = invoke("filter_top_k", searched)
-    assert handlers.wire_size(final) <= SMALL_LIMIT
+    final = searched
+    for stage in get_pipeline("knowledge_search").stage_names()[1:]:
+        final = invoke(stage, final)
+        assert handlers.wire_size(final) <= SMALL_LIMIT
     assert final["offloaded"], "the final state is over the limit too"
-    # filter_top_k saw the restored search results (it kept the best of them), and nothing is lost on the way.
-    assert final["trace"][-1]["counts"]["input"] == len(expected.search_results)
+    # the rerank stage saw the restored search results, and nothing is lost on the way.
+    rerank_row = next(t for t in final["trace"] if t["stage"] == "chunk_rerank")
+    assert rerank_row["counts"]["input"] == len(expected.search_results)
     restored = transport.decode(final, handlers.get_services().blobs)
     assert ids(restored.final_results) == ids(expected.final_results)
     assert ids(restored.search_results) == ids(expected.search_results)
@@ -355,7 +361,7 @@ def test_api_search_runs_the_pipeline(demo_docs: Services) -> None:
     assert body["query"] == request["query"]
     assert 0 < len(body["results"]) <= request["overrides"]["rerank_top_k"]
     assert body["results"][0]["knowledge_filename"] == "部署与冷启动.md"
-    assert [t["stage"] for t in body["trace"] if t["action"] == "run"] == ["chunk_search", "filter_top_k"]
+    assert [t["stage"] for t in body["trace"] if t["action"] == "run"] == get_pipeline("knowledge_search").stage_names()
 
 
 @pytest.mark.parametrize(

@@ -306,3 +306,14 @@ def test_parallel_matvec_gives_the_same_ranking(tmp_path: Path) -> None:
     got = split.vector_search(q, "s", ALL, 20, -1.0)
     assert [h.chunk_id for h in got] == [h.chunk_id for h in expected]
     assert [h.score for h in got] == pytest.approx([h.score for h in expected], abs=1e-6)
+
+
+def test_stored_vectors_are_served_by_chunk_id(tmp_path: Path) -> None:
+    idx = LocalSearchIndex(tmp_path)
+    vecs = np.array([[3.0, 4.0], [1.0, 0.0]], dtype=np.float32)
+    idx.replace_knowledge("k1", [chunk("a", "x"), chunk("b", "y")], vecs, "s")
+    idx.replace_knowledge("k2", [chunk("c", "z", kid="k2")])  # no vector
+    got = idx.vectors(["a", "b", "c", "missing"], "s")
+    assert set(got) == {"a", "b"}
+    assert got["a"] == pytest.approx([0.6, 0.8])  # stored normalised
+    assert idx.vectors(["a"], "other") == {}

@@ -20,7 +20,12 @@ def test_every_declared_stage_is_registered_and_importable() -> None:
         for name in pipe.stage_names():
             assert name in STAGES
             assert callable(load_stage(name))
-    assert get_pipeline("knowledge_search").stage_names() == ["chunk_search", "filter_top_k"]
+    assert get_pipeline("knowledge_search").stage_names() == [
+        "chunk_search",
+        "chunk_rerank",
+        "chunk_merge",
+        "filter_top_k",
+    ]
     with pytest.raises(InputError, match="unknown pipeline"):
         get_pipeline("nope")
     with pytest.raises(InputError, match="unknown stage"):
@@ -47,7 +52,7 @@ def test_knowledge_search_runs_stages_in_order(services: Services, docs_kb: Know
     state = knowledge_search(SearchRequest(query="cold start of a lambda", knowledge_base_ids=["docs"]), services)
     assert state.final_results[0].knowledge_filename == "lambda.md"
     runs = [t for t in state.trace if t.action == "run"]
-    assert [t.stage for t in runs] == ["chunk_search", "filter_top_k"]  # one row per stage
+    assert [t.stage for t in runs] == get_pipeline("knowledge_search").stage_names()  # one row per stage
     assert all(t.duration_ms >= 0 for t in runs)
     assert runs[0].counts["results"] == len(state.search_results)
     assert state.request.knowledge_base_ids == [docs_kb.id]  # names resolved to ids

@@ -1,6 +1,15 @@
 """Ingestion into a knowledge base: parse -> chunk -> embed -> index.
 
 Each step is a plain function, so the CLI runs them in-process and the benchmark feeds them documents directly.
+Parsing is :mod:`ragstep.parsers` (one ordered Markdown stream per document; DuckDB summaries for data files).
+
+What a file becomes, by knowledge base type and extension:
+
+* document KB, ``.txt .md .markdown .html .htm .pdf .docx``: parsed text -> structure-preserving text chunks;
+* document KB, ``.csv .xlsx``: a ``table_summary`` chunk and one ``table_column`` chunk per column for each
+  sheet; the raw file goes to the blob store under ``data/<kb id>/<knowledge id>/<file name>`` (the chunks'
+  ``metadata["blob_key"]``), where the data-analysis stage queries it with DuckDB;
+* FAQ KB, ``.json .csv``: FAQ entries (formats in :mod:`ragstep.parsers.faq`), one index row per phrasing.
 
 Idempotent: a file's knowledge id is derived from its knowledge base and path, so ingesting it again replaces its
 chunks in one index transaction; when the content hash is unchanged nothing is re-embedded or re-indexed. A file
@@ -10,22 +19,31 @@ that fails at any step leaves the previous version of that document, and every o
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from .chunking import ChunkerConfig, split_text
 from .errors import InputError, RagstepError
 from .models import Chunk, ChunkType, Knowledge, KnowledgeBase, KnowledgeBaseType
+from .parsers import FAQ_EXTENSIONS, SUPPORTED_EXTENSIONS, DataFileSummary, parse, unsupported
+from .parsers import decode_text as decode_text  # re-exported: it moved to ragstep.parsers.text
+from .parsers.faq import parse_faq
 from .services import Services
 
-TEXT_SUFFIXES = (".txt", ".md", ".markdown")
-FAQ_SUFFIXES = (".json",)
+#: What a document knowledge base ingests (text documents and data files); the CLI expands folders with it.
+DOCUMENT_SUFFIXES = SUPPORTED_EXTENSIONS
+TEXT_SUFFIXES = DOCUMENT_SUFFIXES  # the former name
+FAQ_SUFFIXES = FAQ_EXTENSIONS
+_CONTENT_TYPES = {
+    ".csv": "text/csv",
+    ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+}
 _NAMESPACE = uuid.UUID("6b1d3c1e-6a53-4c5c-9d0e-3f7f2a1b9c10")
 
 
@@ -40,16 +58,6 @@ class IngestResult:
 
 def knowledge_id_for(kb: KnowledgeBase, name: str) -> str:
     return uuid.uuid5(_NAMESPACE, f"{kb.id}/{name}").hex
-
-
-def decode_text(data: bytes, name: str) -> str:
-    """UTF-8 (with or without BOM), else GB18030 (a superset of GBK); anything else is refused, not guessed."""
-    for encoding in ("utf-8-sig", "gb18030"):
-        try:
-            return data.decode(encoding)
-        except UnicodeDecodeError:
-            continue
-    raise InputError(f"{name}: cannot decode the text as UTF-8 or GB18030; convert it to UTF-8")
 
 
 def expand_paths(paths: Iterable[str | Path], suffixes: tuple[str, ...]) -> Iterator[Path]:
@@ -95,31 +103,21 @@ def text_chunks(kb: KnowledgeBase, knowledge: Knowledge, text: str, config: Chun
 
 
 def faq_chunks(kb: KnowledgeBase, knowledge: Knowledge, data: bytes) -> list[Chunk]:
-    """FAQ entries from a JSON list of ``{standard_question, similar_questions, negative_questions, answers}``.
+    """FAQ entries of a JSON or CSV file (by ``knowledge.filename``; formats in :mod:`ragstep.parsers.faq`).
 
     The questions are what BM25 and the embedder match; the answers are what a hit returns.
     """
-    try:
-        entries = json.loads(decode_text(data, knowledge.filename))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{knowledge.filename}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
-    if not isinstance(entries, list) or not entries:
-        raise InputError(f"{knowledge.filename}: expected a non-empty JSON list of FAQ entries")
     chunks = []
-    for i, entry in enumerate(entries):
-        if not isinstance(entry, dict) or not str(entry.get("standard_question", "")).strip():
-            raise InputError(f"{knowledge.filename}: entry {i} needs a non-empty 'standard_question'")
-        answers = [str(a) for a in entry.get("answers", []) if str(a).strip()]
-        if not answers:
-            raise InputError(f"{knowledge.filename}: entry {i} needs at least one answer in 'answers'")
-        question = str(entry["standard_question"]).strip()
-        similar = [str(q).strip() for q in entry.get("similar_questions", []) if str(q).strip()]
+    for i, entry in enumerate(parse_faq(data, knowledge.filename)):
+        question = entry.standard_question
+        similar = list(entry.similar_questions)
+        answers = list(entry.answers)
         content = f"Q: {question}\nAnswer:\n" + "\n".join(f"- {a}" for a in answers)
-        entry_id = f"{knowledge.id}-{entry.get('id', i)}"
+        entry_id = f"{knowledge.id}-{entry.id if entry.id is not None else i}"
         metadata = {
             "standard_question": question,
             "similar_questions": similar,
-            "negative_questions": [str(q) for q in entry.get("negative_questions", [])],
+            "negative_questions": list(entry.negative_questions),
             "answers": answers,
         }
         # One index row per question (standard first, then similar ones), all returning the same entry: a query close
@@ -135,7 +133,7 @@ def faq_chunks(kb: KnowledgeBase, knowledge: Knowledge, data: bytes) -> list[Chu
                     chunk_index=i,
                     end_at=len(content),
                     chunk_type=ChunkType.FAQ,
-                    tag_id=str(entry.get("tag_id", "")),
+                    tag_id=entry.tag_id,
                     knowledge_title=knowledge.title,
                     knowledge_filename=knowledge.filename,
                     index_text=phrasing,
@@ -143,6 +141,74 @@ def faq_chunks(kb: KnowledgeBase, knowledge: Knowledge, data: bytes) -> list[Chu
                     metadata={**metadata, "matched_question": phrasing},
                 )
             )
+    return chunks
+
+
+def data_blob_key(kb: KnowledgeBase, knowledge: Knowledge) -> str:
+    """Where ingestion keeps a data file's raw bytes for the data-analysis stage."""
+    return f"data/{kb.id}/{knowledge.id}/{knowledge.filename}"
+
+
+def data_file_chunks(
+    kb: KnowledgeBase,
+    knowledge: Knowledge,
+    summary: DataFileSummary,
+    *,
+    start_index: int = 0,
+    offset: int = 0,
+) -> list[Chunk]:
+    """One ``table_summary`` chunk, then one ``table_column`` chunk per column, of one sheet / table.
+
+    Contents are :meth:`DataFileSummary.blocks`; offsets point into the parsed text (the blocks of every sheet
+    separated by blank lines), so for a later sheet pass ``start_index`` / ``offset`` past the earlier chunks.
+    Metadata carries ``blob_key`` (the raw file, see :func:`data_blob_key`), ``format`` and ``sheet``.
+    """
+    base: dict[str, Any] = {"blob_key": data_blob_key(kb, knowledge), "format": summary.format, "sheet": summary.sheet}
+    kinds: list[tuple[ChunkType, dict[str, Any]]] = [
+        (
+            ChunkType.TABLE_SUMMARY,
+            {
+                **base,
+                "row_count": summary.row_count,
+                "columns": [{"name": c.name, "type": c.type} for c in summary.columns],
+            },
+        )
+    ]
+    kinds.extend(
+        (
+            ChunkType.TABLE_COLUMN,
+            {
+                **base,
+                "column": c.name,
+                "type": c.type,
+                "distinct_count": c.distinct_count,
+                "null_count": c.null_count,
+                "samples": list(c.samples),
+            },
+        )
+        for c in summary.columns
+    )
+    chunks = []
+    pos = offset
+    for k, (block, (chunk_type, metadata)) in enumerate(zip(summary.blocks(), kinds, strict=True)):
+        index = start_index + k
+        chunks.append(
+            Chunk(
+                id=f"{knowledge.id}-{index}",
+                knowledge_id=knowledge.id,
+                knowledge_base_id=kb.id,
+                content=block,
+                chunk_index=index,
+                start_at=pos,
+                end_at=pos + len(block),
+                chunk_type=chunk_type,
+                tag_id=knowledge.tag_id,
+                knowledge_title=knowledge.title,
+                knowledge_filename=knowledge.filename,
+                metadata=metadata,
+            )
+        )
+        pos += len(block) + 2  # the blank line between blocks
     return chunks
 
 
@@ -208,9 +274,9 @@ def ingest_file(path: Path, kb: KnowledgeBase, services: Services) -> IngestResu
     kid = knowledge_id_for(kb, resolved)
     try:
         suffix = path.suffix.lower()
-        allowed = FAQ_SUFFIXES if kb.type == KnowledgeBaseType.FAQ else TEXT_SUFFIXES
+        allowed = FAQ_SUFFIXES if kb.type == KnowledgeBaseType.FAQ else DOCUMENT_SUFFIXES
         if suffix not in allowed:
-            raise InputError(f"{name}: unsupported file type {suffix or '(none)'}; supported: {', '.join(allowed)}")
+            raise unsupported(name, allowed)
         try:
             size = path.stat().st_size
             limit = services.settings.max_file_bytes
@@ -237,10 +303,17 @@ def ingest_file(path: Path, kb: KnowledgeBase, services: Services) -> IngestResu
         if kb.type == KnowledgeBaseType.FAQ:
             chunks = faq_chunks(kb, knowledge, data)
         else:
-            text = decode_text(data, name)
-            if not text.strip():
-                raise InputError(f"{name}: the document is empty")
-            chunks = text_chunks(kb, knowledge, text)
+            doc = parse(data, name)
+            if doc.tables:
+                chunks = []
+                for summary in doc.tables:
+                    offset = chunks[-1].end_at + 2 if chunks else 0
+                    chunks += data_file_chunks(kb, knowledge, summary, start_index=len(chunks), offset=offset)
+                # The raw file goes first: once the chunks are searchable, the data they describe must be there.
+                content_type = _CONTENT_TYPES.get(suffix, "application/octet-stream")
+                services.blobs.put(data_blob_key(kb, knowledge), data, content_type)
+            else:
+                chunks = text_chunks(kb, knowledge, doc.text)
         done = index_document(knowledge, chunks, kb, services)
         return IngestResult(str(path), kid, "indexed", done.chunk_count)
     except RagstepError as exc:

@@ -5,7 +5,7 @@ Stages depend on these Protocols only; :mod:`ragstep.services` decides which imp
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -68,8 +68,11 @@ class SearchIndex(Protocol):
     def knowledge_chunks(self, knowledge_id: str, limit: int) -> list[Chunk]:
         """The chunks of one knowledge item in document order (used by the scoped zero-result fallback)."""
 
-    def chunks_at(self, knowledge_id: str, chunk_indexes: Sequence[int]) -> list[Chunk]:
-        """The enabled chunks of one knowledge item at these positions, in document order (merge expands with them)."""
+    def chunks_at(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Chunk]]:
+        """Enabled chunks by knowledge id and chunk_index, for many documents in one read (merge expands with them)."""
+
+    def vectors(self, chunk_ids: Sequence[str], space: str) -> dict[str, np.ndarray]:
+        """Stored (unit) vectors of these chunks in ``space``; chunks without one are left out."""
 
     def stats(self) -> IndexStats: ...
 

@@ -18,7 +18,7 @@ from .models import KnowledgeBase
 from .settings import Settings
 
 if TYPE_CHECKING:
-    from .ports import BlobStore, CatalogStore, Embedder, HistoryStore, SearchIndex
+    from .ports import BlobStore, CatalogStore, Embedder, HistoryStore, Reranker, SearchIndex
 
 
 class Services:
@@ -40,6 +40,10 @@ class Services:
             from .adapters.local_index import LocalSearchIndex
 
             return LocalSearchIndex(self.data_dir / "index")
+        if self.settings.index_backend == "opensearch":
+            from .adapters.opensearch_index import OpenSearchIndex
+
+            return OpenSearchIndex.from_settings(self.settings)
         raise InputError(f"index backend {self.settings.index_backend!r} is not available in this build")
 
     @cached_property
@@ -48,6 +52,11 @@ class Services:
             from .adapters.sqlite_catalog import SqliteCatalogStore
 
             return SqliteCatalogStore(self.data_dir / "catalog.sqlite")
+        if self.settings.catalog_backend == "dynamodb":
+            from .adapters.dynamodb_catalog import DynamoCatalogStore
+
+            # The stack's region (AWS_REGION); RAGSTEP_AWS_REGION is Bedrock's and may differ.
+            return DynamoCatalogStore(self.settings.catalog_table)
         raise InputError(f"catalog backend {self.settings.catalog_backend!r} is not available in this build")
 
     @cached_property
@@ -56,6 +65,12 @@ class Services:
             from .adapters.sqlite_history import SqliteHistoryStore
 
             return SqliteHistoryStore(self.data_dir / "history.sqlite")
+        if self.settings.history_backend == "dynamodb":
+            from .adapters.dynamodb_history import DynamoHistoryStore
+
+            return DynamoHistoryStore(
+                self.settings.history_table, ttl_seconds=self.settings.history_ttl_seconds or None
+            )
         raise InputError(f"history backend {self.settings.history_backend!r} is not available in this build")
 
     @cached_property
@@ -64,12 +79,25 @@ class Services:
             from .adapters.local_blobs import LocalBlobStore
 
             return LocalBlobStore(self.data_dir / "blobs")
+        if self.settings.blob_backend == "s3":
+            from .adapters.s3_blobs import S3BlobStore
+
+            return S3BlobStore(
+                self.settings.blob_bucket, self.settings.blob_prefix, kms_key_id=self.settings.s3_kms_key_id
+            )
         raise InputError(f"blob backend {self.settings.blob_backend!r} is not available in this build")
 
     @cached_property
     def executor(self) -> ThreadPoolExecutor:
         """Threads for concurrent retrievers, created once per process (a request does not pay for thread start-up)."""
         return ThreadPoolExecutor(max_workers=self.settings.search_concurrency, thread_name_prefix="ragstep-search")
+
+    @cached_property
+    def reranker(self) -> Reranker:
+        """The configured reranker (RAGSTEP_RERANKER; "none" = the local token/vector similarity)."""
+        from .adapters.rerankers import make_reranker
+
+        return make_reranker(self.settings)
 
     def embedder(self, model_id: str) -> Embedder | None:
         """The embedder of one vector space ("none" -> no embedder: BM25 only); one instance per model id."""

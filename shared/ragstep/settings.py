@@ -27,6 +27,17 @@ class Settings(RetrievalSettings, BaseSettings):
     blob_backend: Literal["local", "s3"] = "local"
     catalog_backend: Literal["sqlite", "dynamodb"] = "sqlite"
 
+    # The AWS backends' resources (set by the template from its resources; unused by the embedded backends).
+    history_table: str = ""
+    catalog_table: str = ""
+    blob_bucket: str = ""
+    # Keys of the blob store are stored under this prefix of the bucket ("" = the bucket's root).
+    blob_prefix: str = ""
+    # Chat turns in the DynamoDB history expire this long after they were made (0 = never).
+    history_ttl_seconds: Annotated[int, Field(ge=0)] = 30 * 86400
+    # SSE-KMS key (id, ARN or alias) for blobs; unset = SSE-S3 (AES256).
+    s3_kms_key_id: str | None = None
+
     # Embedding provider for new knowledge bases: none | openai | bedrock (| precomputed, for benchmarks).
     embedder: str = "none"
     embedding_model: str = ""
@@ -37,6 +48,42 @@ class Settings(RetrievalSettings, BaseSettings):
     provider_timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
     provider_max_retries: Annotated[int, Field(ge=0, le=10)] = 4
     aws_region: str | None = None
+
+    # Reranker: none (local token/vector similarity, no model) | http (a /rerank server) | bedrock (Bedrock Rerank).
+    # See ragstep.adapters.rerankers. Timeouts, retries and the AWS region are the provider_* / aws_region above.
+    reranker: str = "none"
+    rerank_model: str = ""
+    # http: the full endpoint URL ("" = the flavour's default, e.g. https://api.cohere.com/v2/rerank).
+    rerank_url: str = ""
+    rerank_api_key: SecretStr | None = None
+    # http dialect: cohere | jina | siliconflow | vllm | xinference | tei.
+    rerank_flavour: str = "cohere"
+    # Documents per request; unset = the provider's default (64; TEI 32, its default client batch; Bedrock 1000).
+    rerank_max_documents_per_call: Annotated[int, Field(ge=1, le=1000)] | None = None
+    # Each document is cut to this many characters before it is sent (cross-encoders read a few thousand tokens).
+    rerank_max_chars: Annotated[int, Field(ge=1)] = 4096
+
+    # OpenSearch index (index_backend = "opensearch"); see ragstep.adapters.opensearch_index.
+    # "es": a managed Amazon OpenSearch Service domain or a self-hosted cluster; "aoss": an OpenSearch Serverless
+    # vector search collection (server-generated document ids, no _delete_by_query / _update_by_query / refresh).
+    opensearch_url: str | None = None
+    opensearch_flavour: Literal["es", "aoss"] = "es"
+    opensearch_index: str = "ragstep-chunks"
+    # auto: basic auth when a username is set, SigV4 (service "es" or "aoss") for *.amazonaws.com hosts, else none.
+    opensearch_auth: Literal["auto", "sigv4", "basic", "none"] = "auto"
+    opensearch_username: str | None = None
+    opensearch_password: SecretStr | None = None
+    opensearch_verify_certs: bool = True
+    # faiss needs OpenSearch >= 2.19 for cosinesimil; lucene works from 2.4 (both filter inside the k-NN search).
+    opensearch_knn_engine: Literal["faiss", "lucene"] = "faiss"
+    opensearch_timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
+    opensearch_max_retries: Annotated[int, Field(ge=0, le=10)] = 4
+    # AOSS has no refresh parameter: a replace waits up to this long for its new chunks to become searchable
+    # before it deletes the previous version (so readers never see the item vanish).
+    opensearch_visibility_timeout_s: Annotated[float, Field(ge=0, le=900)] = 120.0
+    # One `hybrid` query + a normalization-processor search pipeline instead of two queries fused client-side.
+    # Not available on AOSS (no neural-search plugin); the search stage fuses client-side by default.
+    opensearch_server_hybrid: bool = False
 
     # Ingestion: files above this size are refused (per file, with a clear error; the batch goes on).
     max_file_bytes: Annotated[int, Field(ge=1)] = 50 * 1024 * 1024

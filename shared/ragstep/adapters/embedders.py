@@ -14,22 +14,15 @@ should not pay the cold-start cost of the other's client library.
 from __future__ import annotations
 
 import json
-import math
-import random
-import threading
-import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import numpy as np
 
-from .. import __version__
 from ..errors import InputError, ProviderError, RagstepError
 from ..ports import Embedder
+from ._http import JSONEndpoint, LazyBotoClient, boto_provider_error, display_url, one_line
 
 if TYPE_CHECKING:
     import httpx
@@ -40,8 +33,6 @@ if TYPE_CHECKING:
 #: Providers :func:`make_embedder` can build from a ``"<provider>:<model>"`` id.
 SUPPORTED_PROVIDERS = ("openai", "bedrock")
 
-_EXCERPT_CHARS = 200
-
 # Bedrock model limits, from the Bedrock user guide pages model-parameters-embed-v3.html and
 # model-parameters-titan-embed-text.html.
 _TITAN_DIMENSIONS = (256, 512, 1024)
@@ -50,20 +41,6 @@ _COHERE_MAX_CHARS = 2048
 
 
 # --------------------------------------------------------------------------------------------------- helpers
-
-
-def _one_line(text: str, limit: int = _EXCERPT_CHARS) -> str:
-    """Collapse whitespace and cut, so provider bodies (HTML error pages, JSON) fit in a one-line message."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def _display_url(url: str) -> str:
-    """The URL without credentials or query string: messages end up in logs and API responses."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
 def _texts(texts: Sequence[str]) -> list[str]:
@@ -104,32 +81,6 @@ def _unit_rows(
     return unit.astype(np.float32)
 
 
-def _retry_after_s(headers: Mapping[str, str]) -> float | None:
-    """Seconds the server asked us to wait: ``retry-after-ms`` (OpenAI), ``Retry-After`` seconds or date."""
-    value = headers.get("retry-after-ms")
-    if value:
-        try:
-            seconds = float(value) / 1000
-        except ValueError:
-            seconds = math.nan
-        if math.isfinite(seconds):
-            return max(0.0, seconds)
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - datetime.now(UTC)).total_seconds()
-    return max(0.0, seconds) if not math.isnan(seconds) else None
-
-
 # --------------------------------------------------------------------------------------------------- OpenAI
 
 
@@ -159,18 +110,20 @@ class OpenAIEmbedder:
         self.model = model.strip()
         self.model_id = f"openai:{self.model}"
         self.url = base_url.rstrip("/") + "/embeddings"
-        self._api_key = api_key or None
         self._dimensions = dimensions
         self._batch_size = batch_size
-        self._timeout_s = timeout_s
-        self._max_retries = max_retries
-        self._backoff_base_s = backoff_base_s
-        self._backoff_max_s = backoff_max_s
         # Learned from the first answer when not configured; later answers must match (one vector space).
         self._dim: int | None = dimensions
-        self._client: httpx.Client | None = None
-        self._lock = threading.Lock()
-        self._source = f"embedding provider {_display_url(self.url)} (model {self.model})"
+        self._source = f"embedding provider {display_url(self.url)} (model {self.model})"
+        self._endpoint = JSONEndpoint(
+            self.url,
+            source=self._source,
+            api_key=api_key,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            backoff_base_s=backoff_base_s,
+            backoff_max_s=backoff_max_s,
+        )
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         items = _texts(texts)
@@ -183,29 +136,20 @@ class OpenAIEmbedder:
         return self.embed([text])[0]
 
     def close(self) -> None:
-        with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+        self._endpoint.close()
+
+    @property
+    def _client(self) -> httpx.Client | None:
+        """The pooled HTTP client (None until the first call)."""
+        return self._endpoint.client
 
     # -- internals -------------------------------------------------------------------------------------------
-
-    def _http(self) -> httpx.Client:
-        with self._lock:
-            if self._client is None:
-                import httpx
-
-                headers = {"Accept": "application/json", "User-Agent": f"ragstep/{__version__}"}
-                if self._api_key:
-                    headers["Authorization"] = f"Bearer {self._api_key}"
-                self._client = httpx.Client(timeout=httpx.Timeout(self._timeout_s), headers=headers)
-            return self._client
 
     def _embed_batch(self, batch: list[str]) -> np.ndarray:
         payload: dict[str, Any] = {"model": self.model, "input": batch, "encoding_format": "float"}
         if self._dimensions is not None:
             payload["dimensions"] = self._dimensions
-        rows = self._rows_in_input_order(self._post(payload), len(batch))
+        rows = self._rows_in_input_order(self._endpoint.post(payload), len(batch))
         matrix = _unit_rows(rows, expected_dim=self._dim, source=self._source)
         self._dim = matrix.shape[1]
         return matrix
@@ -214,7 +158,7 @@ class OpenAIEmbedder:
         """Place each returned row by its ``index``: servers may answer a batch out of order."""
         data = body.get("data") if isinstance(body, dict) else None
         if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
-            raise ProviderError(f"{self._source} answered without a 'data' list: {_one_line(json.dumps(body))}")
+            raise ProviderError(f"{self._source} answered without a 'data' list: {one_line(json.dumps(body))}")
         if len(data) != n:
             raise ProviderError(f"{self._source} returned {len(data)} embeddings for {n} inputs")
         indexes = [item.get("index") for item in data]
@@ -227,52 +171,6 @@ class OpenAIEmbedder:
         for item in data:
             rows[item["index"]] = item.get("embedding")
         return rows
-
-    def _post(self, payload: dict[str, Any]) -> Any:
-        """POST with retries on 429, 5xx, timeouts and connection errors; other 4xx fail at once."""
-        import httpx
-
-        client = self._http()
-        attempts = self._max_retries + 1
-        last = ""
-        for attempt in range(attempts):
-            retry_after: float | None = None
-            try:
-                response = client.post(self.url, json=payload)
-            except httpx.TimeoutException as exc:
-                last = f"timed out after {self._timeout_s:g}s ({type(exc).__name__})"
-            except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
-                last = f"connection failed ({type(exc).__name__}: {_one_line(str(exc), 120)})"
-            except httpx.HTTPError as exc:  # bad URL scheme, proxy misconfiguration: retrying cannot help
-                raise ProviderError(f"{self._source} request failed: {type(exc).__name__}: {exc}") from exc
-            else:
-                if response.is_success:
-                    return self._decode(response)
-                last = f"HTTP {response.status_code}: {_one_line(response.text) or '(empty body)'}"
-                if response.status_code != 429 and response.status_code < 500:
-                    raise ProviderError(f"{self._source} rejected the request: {last}")
-                retry_after = _retry_after_s(response.headers)
-            if attempt + 1 < attempts:
-                time.sleep(self._delay_s(attempt, retry_after))
-        plural = "s" if attempts != 1 else ""
-        raise ProviderError(f"{self._source} failed after {attempts} attempt{plural}: {last}")
-
-    def _decode(self, response: httpx.Response) -> Any:
-        try:
-            return response.json()
-        except ValueError as exc:
-            raise ProviderError(
-                f"{self._source} answered HTTP {response.status_code} with a body that is not JSON: "
-                f"{_one_line(response.text)}"
-            ) from exc
-
-    def _delay_s(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            # The server knows when its rate window resets; capped so a bogus header cannot park a worker.
-            return min(retry_after, self._backoff_max_s)
-        ceiling = min(self._backoff_max_s, self._backoff_base_s * 2**attempt)
-        # Jitter spreads out clients that failed together (parallel ingest workers hitting one rate limit).
-        return ceiling * random.uniform(0.5, 1.0)
 
 
 # --------------------------------------------------------------------------------------------------- Bedrock
@@ -322,18 +220,21 @@ class BedrockEmbedder:
                 "BedrockEmbedder: batch_size and max_workers must be >= 1, max_retries >= 0, timeout_s > 0"
             )
         self.model_id = f"bedrock:{self.model}"
-        self._region = region
         self._dimensions = dimensions
         self._dim: int | None = dimensions
         self._batch_size = min(batch_size, _COHERE_MAX_TEXTS)
-        self._timeout_s = timeout_s
-        self._max_retries = max_retries
-        self._retry_mode = retry_mode
         self._max_workers = max_workers
-        self._endpoint_url = endpoint_url
-        self._client_config = client_config
-        self._client: Any = None
-        self._lock = threading.Lock()
+        self._boto = LazyBotoClient(
+            "bedrock-runtime",
+            region=region,
+            endpoint_url=endpoint_url,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            retry_mode=retry_mode,
+            # One pooled connection per Titan worker, so concurrent calls never queue for a socket.
+            max_pool_connections=max(10, max_workers),
+            client_config=client_config,
+        )
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         items = _texts(texts)
@@ -350,43 +251,12 @@ class BedrockEmbedder:
         return self._embed_cohere([text], "search_query")[0]
 
     def close(self) -> None:
-        with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+        self._boto.close()
 
     # -- internals -------------------------------------------------------------------------------------------
 
     def _bedrock(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                import boto3
-                from botocore.config import Config
-                from botocore.exceptions import BotoCoreError, NoRegionError
-
-                config = Config(
-                    connect_timeout=self._timeout_s,
-                    read_timeout=self._timeout_s,
-                    retries={"mode": self._retry_mode, "total_max_attempts": self._max_retries + 1},
-                    # One pooled connection per Titan worker, so concurrent calls never queue for a socket.
-                    max_pool_connections=max(10, self._max_workers),
-                    user_agent_extra=f"ragstep/{__version__}",
-                )
-                if self._client_config is not None:
-                    config = config.merge(self._client_config)
-                try:
-                    # A private Session: boto3's default session is shared module state and not thread-safe.
-                    self._client = boto3.session.Session().client(
-                        "bedrock-runtime",
-                        region_name=self._region,
-                        endpoint_url=self._endpoint_url,
-                        config=config,
-                    )
-                except NoRegionError as exc:
-                    raise ProviderError("Bedrock needs a region: set RAGSTEP_AWS_REGION or AWS_REGION") from exc
-                except BotoCoreError as exc:
-                    raise ProviderError(f"cannot create a Bedrock client: {_one_line(str(exc))}") from exc
-            return self._client
+        return self._boto.get()
 
     def _source(self) -> str:
         return f"Bedrock model {self.model} at {self._bedrock().meta.endpoint_url}"
@@ -403,30 +273,15 @@ class BedrockEmbedder:
                 accept="application/json",
             )
             raw = response["body"].read()
-        except ClientError as exc:
-            error = exc.response.get("Error", {})
-            meta = exc.response.get("ResponseMetadata", {})
-            code = error.get("Code", "UnknownError")
-            retries = meta.get("RetryAttempts", 0)
-            after = f" after {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
-            hint = (
-                " (is access to this model enabled in this account and region?)"
-                if code in ("AccessDeniedException", "ResourceNotFoundException")
-                else ""
-            )
-            raise ProviderError(
-                f"{self._source()} failed{after}: {code} (HTTP {meta.get('HTTPStatusCode', '?')}): "
-                f"{_one_line(error.get('Message', '')) or '(no message)'}{hint}"
-            ) from exc
-        except BotoCoreError as exc:  # endpoint unreachable, timeouts, missing credentials
-            raise ProviderError(f"{self._source()} could not be called: {_one_line(str(exc))}") from exc
+        except (ClientError, BotoCoreError) as exc:
+            raise boto_provider_error(self._source(), exc) from exc
         try:
             payload = json.loads(raw)
         except ValueError as exc:
-            text = _one_line(raw.decode(errors="replace"))
+            text = one_line(raw.decode(errors="replace"))
             raise ProviderError(f"{self._source()} answered with a body that is not JSON: {text}") from exc
         if not isinstance(payload, dict):
-            raise ProviderError(f"{self._source()} answered with unexpected JSON: {_one_line(json.dumps(payload))}")
+            raise ProviderError(f"{self._source()} answered with unexpected JSON: {one_line(json.dumps(payload))}")
         return payload
 
     def _titan_one(self, text: str) -> Any:

@@ -30,7 +30,7 @@ import shutil
 import sqlite3
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -98,6 +98,7 @@ class _Codes:
 class _Space:
     rows: np.ndarray  # positions (into the snapshot) of the chunks embedded in this space
     matrix: np.ndarray  # float32 (len(rows), dim), L2-normalised
+    row_of: dict[int, int] | None = None  # position -> matrix row, built on first use
 
 
 @dataclass
@@ -116,6 +117,12 @@ class _Snapshot:
     norm: np.ndarray  # float32 per row: k1 * (1 - b + b * len / avgdl), precomputed for BM25
     spaces: dict[str, _Space]
     masks: dict[SearchFilter, np.ndarray] = field(default_factory=dict)
+    _positions: dict[str, int] | None = None
+
+    def position(self, chunk_id: str) -> int | None:
+        if self._positions is None:  # built on first use: only the rerank stage needs it
+            self._positions = {cid: i for i, cid in enumerate(self.ids)}
+        return self._positions.get(chunk_id)
 
     @property
     def size(self) -> int:
@@ -320,17 +327,35 @@ class LocalSearchIndex:
         )
         return [Chunk.model_validate_json(doc) for (doc,) in cur]
 
-    def chunks_at(self, knowledge_id: str, chunk_indexes: Sequence[int]) -> list[Chunk]:
-        wanted = sorted({int(i) for i in chunk_indexes})
-        if not wanted:
-            return []
-        marks = ",".join("?" * len(wanted))
-        cur = self._conn().execute(
-            f"SELECT doc FROM chunks WHERE knowledge_id = ? AND enabled = 1 AND chunk_index IN ({marks})"
-            " ORDER BY chunk_index, row",
-            [knowledge_id, *wanted],
-        )
-        return [Chunk.model_validate_json(doc) for (doc,) in cur]
+    def chunks_at(self, wanted: Mapping[str, Sequence[int]]) -> dict[str, dict[int, Chunk]]:
+        terms: list[tuple[str, list[object]]] = []  # one (SQL clause, its parameters) per knowledge item
+        for kid, indexes in wanted.items():
+            idx = sorted({int(i) for i in indexes if int(i) >= 0})
+            if idx:
+                terms.append((f"(knowledge_id = ? AND chunk_index IN ({','.join('?' * len(idx))}))", [kid, *idx]))
+        out: dict[str, dict[int, Chunk]] = {}
+        for start in range(0, len(terms), 100):  # keep statements under SQLite's parameter limit
+            part = terms[start : start + 100]
+            sql = f"SELECT doc FROM chunks WHERE enabled = 1 AND ({' OR '.join(c for c, _ in part)})"
+            for (doc,) in self._conn().execute(sql, [p for _, params in part for p in params]):
+                chunk = Chunk.model_validate_json(doc)
+                out.setdefault(chunk.knowledge_id, {}).setdefault(chunk.chunk_index, chunk)
+        return out
+
+    def vectors(self, chunk_ids: Sequence[str], space: str) -> dict[str, np.ndarray]:
+        snap = self.snapshot()
+        sp = snap.spaces.get(space)
+        if sp is None:
+            return {}
+        if sp.row_of is None:
+            sp.row_of = {int(pos): i for i, pos in enumerate(sp.rows)}
+        out = {}
+        for cid in chunk_ids:
+            pos = snap.position(cid)
+            row = sp.row_of.get(pos) if pos is not None else None
+            if row is not None:
+                out[cid] = np.asarray(sp.matrix[row])
+        return out
 
     def stats(self) -> IndexStats:
         conn = self._conn()

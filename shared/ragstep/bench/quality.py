@@ -8,7 +8,8 @@ retrieves 100 chunks per query; documents rank by their best chunk.
 Runs: ``bm25`` (the keyword retriever alone, no threshold), ``dense`` (the vector retriever alone, no threshold),
 ``hybrid`` (the chunk_search stage with its default settings) and ``pipeline`` (the whole knowledge_search pipeline).
 ``hybrid`` and ``pipeline`` keep their thresholds; only their result counts are raised to 100 so Recall@100 can be
-measured.
+measured. The merge stage folds duplicate passages into one result and records the sources it folded; ``pipeline``
+credits a result with those sources (at its rank), ``pipeline_strict`` counts only the kept result's own document.
 """
 
 from __future__ import annotations
@@ -111,6 +112,19 @@ def build_index(bench: BeirSet, services: Services) -> tuple[KnowledgeBase, floa
     return kb, time.perf_counter() - started
 
 
+def sources(results: list[Any]) -> list[str]:
+    """Document ranking of pipeline results, counting the sources the merge stage folded into a result.
+
+    A result stands for its own document and for the documents whose identical (or near-identical) text was folded
+    into it (``metadata["duplicates"]``); each source ranks by its own score, ties keeping the pipeline's order.
+    """
+    entries: list[tuple[float, int, str]] = []
+    for i, r in enumerate(results):
+        entries.append((r.score, i, r.knowledge_id))
+        entries.extend((d.get("score", r.score), i, d["knowledge_id"]) for d in r.metadata.get("duplicates", []))
+    return [kid for _, _, kid in sorted(entries, key=lambda e: (-e[0], e[1]))]
+
+
 def _acceptable(text: str) -> bool:
     try:
         check_query(text)
@@ -124,7 +138,10 @@ def _docs(chunk_ids: list[str]) -> list[str]:
     return [cid.rsplit("-", 1)[0] for cid in chunk_ids]
 
 
-def run_quality(folder: Path, *, runs: tuple[str, ...] = ("bm25", "dense", "hybrid", "pipeline")) -> dict[str, Any]:
+ALL_RUNS = ("bm25", "dense", "hybrid", "pipeline", "pipeline_strict")
+
+
+def run_quality(folder: Path, *, runs: tuple[str, ...] = ALL_RUNS) -> dict[str, Any]:
     bench = load_beir(folder)
     with tempfile.TemporaryDirectory(prefix="ragstep-bench-") as tmp:
         services = Services(Settings(data_dir=Path(tmp)))
@@ -155,9 +172,21 @@ def run_quality(folder: Path, *, runs: tuple[str, ...] = ("bm25", "dense", "hybr
                 overrides={"embedding_top_k": DEPTH, "rerank_top_k": DEPTH},
             )
             state = run_pipeline("knowledge_search", new_state(req, services), services)
+            return sources(state.final_results)
+
+        def pipeline_strict(qid: str, text: str) -> list[str]:
+            req = SearchRequest(
+                query=text, knowledge_base_ids=[kb.id], overrides={"embedding_top_k": DEPTH, "rerank_top_k": DEPTH}
+            )
+            state = run_pipeline("knowledge_search", new_state(req, services), services)
             return [r.knowledge_id for r in state.final_results]
 
-        available: dict[str, Callable[[str, str], list[str]]] = {"bm25": bm25, "hybrid": hybrid, "pipeline": pipeline}
+        available: dict[str, Callable[[str, str], list[str]]] = {
+            "bm25": bm25,
+            "hybrid": hybrid,
+            "pipeline": pipeline,
+            "pipeline_strict": pipeline_strict,
+        }
         if qvec:
             available["dense"] = dense
         # A query the API refuses (e.g. empty text) scores as an empty ranking, and the report counts it.

@@ -14,6 +14,8 @@ from typing import Any, Literal
 # Stage name -> "module:function". Imported on first use so that a Lambda function loads only its own stage.
 STAGES: dict[str, str] = {
     "chunk_search": "ragstep.stages.chunk_search:run",
+    "chunk_rerank": "ragstep.stages.chunk_rerank:run",
+    "chunk_merge": "ragstep.stages.chunk_merge:run",
     "filter_top_k": "ragstep.stages.filter_top_k:run",
 }
 
@@ -56,7 +58,10 @@ class Pipeline:
         return names
 
 
-KNOWLEDGE_SEARCH = Pipeline("knowledge_search", (Stage("chunk_search"), Stage("filter_top_k")))
+KNOWLEDGE_SEARCH = Pipeline(
+    "knowledge_search",
+    (Stage("chunk_search"), Stage("chunk_rerank"), Stage("chunk_merge"), Stage("filter_top_k")),
+)
 
 PIPELINES: dict[str, Pipeline] = {p.name: p for p in (KNOWLEDGE_SEARCH,)}
 

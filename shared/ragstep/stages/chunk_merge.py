@@ -111,17 +111,26 @@ def render_faq(r: SearchResult) -> SearchResult:
     return r if content == r.content else r.model_copy(update={"content": content})
 
 
-def expand_short(r: SearchResult, services: Services, cfg: RetrievalSettings) -> SearchResult:
+def needs_context(r: SearchResult, cfg: RetrievalSettings) -> bool:
+    return (
+        r.chunk_type == ChunkType.TEXT
+        and r.match_type != MatchType.HISTORY
+        and (len(r.content) < cfg.short_context_min_chars)
+    )
+
+
+def neighbour_window(r: SearchResult) -> range:
+    # Neighbours are small (chunk_size ~512): three on each side always reach 850 characters.
+    return range(r.chunk_index - 3, last_index(r) + 4)
+
+
+def expand_short(r: SearchResult, near: dict[int, Chunk], cfg: RetrievalSettings) -> SearchResult:
     """Grow a short text chunk with its neighbours (previous first, then next) to at least ``min`` characters."""
-    lo_limit, hi_limit = cfg.short_context_min_chars, cfg.short_context_max_chars
-    if r.chunk_type != ChunkType.TEXT or r.match_type == MatchType.HISTORY or len(r.content) >= lo_limit:
+    if not needs_context(r, cfg):
         return r
-    # Neighbours are small (chunk_size ~512): a window of 3 each side always reaches 850 characters.
-    window = range(r.chunk_index - 3, last_index(r) + 4)
-    near: dict[int, Chunk] = {c.chunk_index: c for c in services.index.chunks_at(r.knowledge_id, list(window))}
     cur = r
     grew = True
-    while grew and len(cur.content) < lo_limit:
+    while grew and len(cur.content) < cfg.short_context_min_chars:
         grew = False
         for idx in (cur.chunk_index - 1, last_index(cur) + 1):  # previous first, then next
             chunk = near.get(idx)
@@ -130,7 +139,7 @@ def expand_short(r: SearchResult, services: Services, cfg: RetrievalSettings) ->
             neighbour = _as_result(chunk, r)
             first, second = (neighbour, cur) if idx < cur.chunk_index else (cur, neighbour)
             joined = try_join(first, second)
-            if joined is None or len(joined.content) > hi_limit:
+            if joined is None or len(joined.content) > cfg.short_context_max_chars:
                 continue
             cur = joined.model_copy(update={"score": r.score, "match_type": r.match_type, "id": r.id})
             grew = True
@@ -159,20 +168,38 @@ def _as_result(chunk: Chunk, like: SearchResult) -> SearchResult:
 
 
 def drop_partial_duplicates(results: Sequence[SearchResult], threshold: float) -> tuple[list[SearchResult], int]:
-    """Best first; a result contained in (or mostly overlapping) one already kept is dropped."""
-    kept: list[tuple[SearchResult, frozenset[str]]] = []
+    """Best first; a result contained in (or mostly overlapping) one already kept is dropped.
+
+    The dropped copy's identity is kept on the result that stays (``metadata["duplicates"]``): the text is the same,
+    so the answer can still cite every source that said it.
+    """
+    kept: list[tuple[SearchResult, frozenset[str], list[dict[str, str]]]] = []
     dropped = 0
     for r in sorted(results, key=lambda r: -r.score):
         tokens = token_set(r.content)
-        duplicate = any(
-            r.content in k.content or k.content in r.content or overlap_coefficient(tokens, kt) >= threshold
-            for k, kt in kept
+        owner = next(
+            (
+                dups
+                for k, kt, dups in kept
+                if r.content in k.content or k.content in r.content or overlap_coefficient(tokens, kt) >= threshold
+            ),
+            None,
         )
-        if duplicate:
-            dropped += 1
-        else:
-            kept.append((r, tokens))
-    return [r for r, _ in kept], dropped
+        if owner is None:
+            kept.append((r, tokens, []))
+            continue
+        dropped += 1
+        owner.append(
+            {"id": r.id, "knowledge_id": r.knowledge_id, "knowledge_filename": r.knowledge_filename, "score": r.score}
+        )
+    out = []
+    for r, _, dups in kept:
+        if dups:
+            r = r.model_copy(
+                update={"metadata": {**r.metadata, "duplicates": [*r.metadata.get("duplicates", []), *dups]}}
+            )
+        out.append(r)
+    return out, dropped
 
 
 def history_references(state: PipelineState, services: Services, cfg: RetrievalSettings) -> list[SearchResult]:
@@ -198,8 +225,13 @@ def run(state: PipelineState, services: Services) -> PipelineState:
     history = history_references(state, services, cfg)
     present = {r.id for r in source}
     candidates = [*source, *(h for h in history if h.id not in present)]
-    stitched = merge_adjacent(candidates)
-    merged = [expand_short(render_faq(r), services, cfg) for r in stitched]
+    stitched = [render_faq(r) for r in merge_adjacent(candidates)]
+    wanted: dict[str, list[int]] = {}
+    for r in stitched:
+        if needs_context(r, cfg):
+            wanted.setdefault(r.knowledge_id, []).extend(neighbour_window(r))
+    near = services.index.chunks_at(wanted) if wanted else {}  # one read for every short result
+    merged = [expand_short(r, near.get(r.knowledge_id, {}), cfg) for r in stitched]
     merged, dropped = drop_partial_duplicates(merged, cfg.duplicate_overlap_threshold)
     event = TraceEvent(
         stage=STAGE,

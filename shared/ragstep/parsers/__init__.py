@@ -1,0 +1,144 @@
+"""File parsers: bytes in, ONE ordered text stream out (modelled on WeKnora's docreader).
+
+Document formats become Markdown-flavoured text that :func:`ragstep.chunking.split_text` understands: headings as
+``#`` lines, tables as Markdown tables, images as ``![alt](target)`` placeholders and links as ``[text](url)``, all in
+the order they appear in the file. Data files (``.csv``, ``.xlsx``) become :class:`DataFileSummary` objects instead
+(one per sheet), rendered to text for display; FAQ files are read by :mod:`ragstep.parsers.faq`.
+
+Conventions shared by every parser:
+
+* ``.txt`` / ``.md`` text is returned exactly as decoded (UTF-8, UTF-8 with BOM, else GB18030); the other parsers
+  emit ``\\n`` line ends, blocks separated by one blank line and no trailing whitespace.
+* PDF pages are separated by :data:`ragstep.parsers.pdf.PAGE_MARKER` (``\\n\\n<!-- page N -->\\n\\n`` before page
+  N >= 2); an HTML comment, so renderers hide it and the chunker treats it as plain text.
+* Table cells: ``|`` is escaped as ``\\|`` and a line break inside a cell becomes ``<br>``.
+* A document without any text is an :class:`~ragstep.errors.InputError` ("the document is empty").
+
+Heavy libraries (pypdf, DuckDB) are imported by the parser that needs them, so a cold start that only reads
+Markdown never loads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
+
+from ..errors import InputError
+from .data import ColumnSummary, DataFileSummary
+from .text import decode_text
+
+__all__ = [
+    "DATA_EXTENSIONS",
+    "DOCUMENT_EXTENSIONS",
+    "FAQ_EXTENSIONS",
+    "SUPPORTED_EXTENSIONS",
+    "ColumnSummary",
+    "DataFileSummary",
+    "ParsedDocument",
+    "decode_text",
+    "extension_of",
+    "parse",
+    "unsupported",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedDocument:
+    """The result of :func:`parse`.
+
+    ``text`` is the ordered stream the chunker reads. For data files it is the rendering of ``tables`` (each
+    summary block then each column block, separated by blank lines), so chunk offsets point into it as well.
+    """
+
+    filename: str
+    format: str  # "text" | "markdown" | "html" | "pdf" | "docx" | "csv" | "xlsx"
+    text: str
+    tables: tuple[DataFileSummary, ...] = ()
+    pages: int = 0  # PDF only
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_data_file(self) -> bool:
+        return bool(self.tables)
+
+
+def _parse_text(data: bytes, filename: str) -> ParsedDocument:
+    suffix = extension_of(filename)
+    return ParsedDocument(filename, "text" if suffix == ".txt" else "markdown", decode_text(data, filename))
+
+
+def _parse_html(data: bytes, filename: str) -> ParsedDocument:
+    from .html import parse_html
+
+    return parse_html(data, filename)
+
+
+def _parse_pdf(data: bytes, filename: str) -> ParsedDocument:
+    from .pdf import parse_pdf
+
+    return parse_pdf(data, filename)
+
+
+def _parse_docx(data: bytes, filename: str) -> ParsedDocument:
+    from .docx import parse_docx
+
+    return parse_docx(data, filename)
+
+
+def _parse_csv(data: bytes, filename: str) -> ParsedDocument:
+    from .data import parse_csv
+
+    return parse_csv(data, filename)
+
+
+def _parse_xlsx(data: bytes, filename: str) -> ParsedDocument:
+    from .data import parse_xlsx
+
+    return parse_xlsx(data, filename)
+
+
+_DOCUMENT_PARSERS: dict[str, Callable[[bytes, str], ParsedDocument]] = {
+    ".txt": _parse_text,
+    ".md": _parse_text,
+    ".markdown": _parse_text,
+    ".html": _parse_html,
+    ".htm": _parse_html,
+    ".pdf": _parse_pdf,
+    ".docx": _parse_docx,
+}
+_DATA_PARSERS: dict[str, Callable[[bytes, str], ParsedDocument]] = {
+    ".csv": _parse_csv,
+    ".xlsx": _parse_xlsx,
+}
+_PARSERS = {**_DOCUMENT_PARSERS, **_DATA_PARSERS}
+
+#: Files a document knowledge base takes as text (chunked by the structure-preserving chunker).
+DOCUMENT_EXTENSIONS: tuple[str, ...] = tuple(_DOCUMENT_PARSERS)
+#: Tabular files a document knowledge base takes as data files (summary + per-column chunks, raw file kept).
+DATA_EXTENSIONS: tuple[str, ...] = tuple(_DATA_PARSERS)
+#: Everything :func:`parse` reads.
+SUPPORTED_EXTENSIONS: tuple[str, ...] = tuple(_PARSERS)
+#: Files a FAQ knowledge base takes (see :mod:`ragstep.parsers.faq`).
+FAQ_EXTENSIONS: tuple[str, ...] = (".json", ".csv")
+
+
+def extension_of(filename: str) -> str:
+    return PurePath(filename).suffix.lower()
+
+
+def unsupported(filename: str, supported: tuple[str, ...]) -> InputError:
+    suffix = extension_of(filename)
+    return InputError(f"{filename}: unsupported file type {suffix or '(none)'}; supported: {', '.join(supported)}")
+
+
+def parse(data: bytes, filename: str) -> ParsedDocument:
+    """Parse a file by its extension. Raises :class:`InputError` for an unsupported, unreadable or empty file."""
+    parser = _PARSERS.get(extension_of(filename))
+    if parser is None:
+        raise unsupported(filename, SUPPORTED_EXTENSIONS)
+    doc = parser(data, filename)
+    if not doc.tables and not doc.text.strip():
+        raise InputError(f"{filename}: the document is empty")
+    return doc

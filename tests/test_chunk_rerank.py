@@ -1,0 +1,197 @@
+"""The rerank stage: text cleaning, threshold chain and degradation, composite arithmetic, MMR, and the stage against
+a real rerank server on 127.0.0.1 and with the local token/vector reranker."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ragstep.ingest import ingest_file
+from ragstep.models import ChunkType, ImageInfo, KnowledgeBase, MatchType, RetrievalSettings, SearchRequest
+from ragstep.models import SearchResult as R
+from ragstep.pipeline import run_stage
+from ragstep.search import new_state
+from ragstep.services import Services
+from ragstep.settings import Settings
+from ragstep.stages.chunk_rerank import (
+    clean_markdown,
+    composite,
+    mmr,
+    normalise,
+    position_prior,
+    rerank_text,
+    threshold_chain,
+)
+from ragstep.text import token_set
+from support.scripted_http import ScriptedHTTPServer, ScriptedResponse
+
+
+def res(cid: str, content: str = "x", score: float = 0.5, **kw: object) -> R:
+    return R(id=cid, content=content, knowledge_id="k", knowledge_base_id="kb", score=score, **kw)
+
+
+def test_markdown_noise_is_stripped_and_code_kept() -> None:
+    md = (
+        "# Install guide\n"
+        "- **Step one**: see [the docs](https://example.com/docs) and ![diagram](img/d.png)\n"
+        "1. Run `pip install x` <br/> then _wait_\n"
+        "| col a | col b |\n|---|---|\n| 1 | 2 |\n"
+        "```python\nprint('kept')\n```\n"
+        "Visit https://example.com now. ~~old~~\n"
+    )
+    assert clean_markdown(md) == (
+        "Install guide\n"
+        "Step one: see the docs and diagram\n"
+        "Run pip install x then wait\n"
+        "col a col b\n"
+        "1 2\n"
+        "print('kept')\n"
+        "Visit now. old"
+    )
+
+
+def test_rerank_text_adds_captions_ocr_and_generated_questions() -> None:
+    r = res(
+        "a",
+        "Body **text**",
+        image_info=[ImageInfo(url="u", caption="a cat", ocr_text="MEOW")],
+        metadata={"generated_questions": ["What is shown?"]},
+    )
+    assert rerank_text(r) == "Body text\na cat\nMEOW\nWhat is shown?"
+
+
+@pytest.mark.parametrize(
+    ("scores", "threshold", "kept", "rule"),
+    [
+        ([0.9, 0.2, 0.5], 0.3, [0, 2], "score >= 0.3"),
+        ([0.5, 0.6], 0.8, [1], "relaxed: score >= 0.56"),  # max(0.3, 0.7 x 0.8)
+        ([0.35, 0.32], 0.4, [0, 1], "relaxed: score >= 0.3"),  # max(0.3, 0.28)
+        ([0.2, 0.1], 0.8, [0], "best only: score 0.200 >= 0.15"),
+        ([0.2, 0.25], 0.3, [1], "best only: score 0.250 >= 0.15"),  # threshold not above 0.3: no relaxed step
+        ([0.1, 0.05], 0.8, [], "nothing passed"),
+    ],
+)
+def test_threshold_chain(scores: list[float], threshold: float, kept: list[int], rule: str) -> None:
+    assert threshold_chain(scores, RetrievalSettings(rerank_threshold=threshold)) == (kept, rule)
+
+
+def test_composite_arithmetic() -> None:
+    assert normalise([0.016, 0.012, 0.008]) == pytest.approx([1.0, 0.5, 0.0])
+    assert normalise([0.3, 0.3]) == [1.0, 1.0]
+    mid = res("m", start_at=50_000, end_at=50_512)  # deep in a long document: under the +0.05 clamp
+    prior = 1 + (1 - 50_000 / 50_513)
+    assert 1.0 < prior < 1.05
+    assert position_prior(mid) == pytest.approx(prior)
+    assert composite(0.8, 0.5, mid) == pytest.approx((0.6 * 0.8 + 0.3 * 0.5 + 0.1) * prior)
+    top = res("t", start_at=0, end_at=400)
+    assert position_prior(top) == pytest.approx(1.05)  # clamped at +0.05
+    web = res("w", start_at=0, end_at=10, match_type=MatchType.WEB)
+    assert composite(1.0, 1.0, web) == pytest.approx(min(0.6 + 0.3 + 0.1 * 0.95, 1.0) * 1.05)
+    assert composite(1.0, 1.0, top) == pytest.approx(1.0 * 1.05)  # clamp01 before the prior
+    assert position_prior(res("n", start_at=-1)) == 1.0
+
+
+def test_mmr_prefers_a_distinct_chunk_over_a_near_copy() -> None:
+    a = token_set("hybrid search fuses keyword and vector results")
+    a_copy = token_set("hybrid search fuses keyword and vector results quickly")
+    b = token_set("lambda cold starts load the tokenizer dictionary")
+    # after a: a_copy = 0.7 x 0.85 - 0.3 x 0.86 = 0.34; b = 0.7 x 0.6 = 0.42
+    assert mmr([0.9, 0.85, 0.6], [a, a_copy, b], 3, 0.7) == [0, 2, 1]
+    assert mmr([0.9, 0.85, 0.6], [a, a_copy, b], 3, 1.0) == [0, 1, 2]  # lambda 1: pure relevance
+    assert mmr([0.9, 0.85, 0.6], [a, a_copy, b], 2, 0.7) == [0, 2]
+
+
+# -- the stage -------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def docs(services: Services, make_kb: Callable[..., KnowledgeBase], tmp_path: Path) -> KnowledgeBase:
+    kb = make_kb("docs")
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    texts = {
+        "fusion.md": "Reciprocal rank fusion merges keyword and vector rankings. Rank fusion needs no score scale.",
+        "cold.md": "Lambda cold starts load the tokenizer dictionary once per execution environment.",
+        "ranking.md": "A ranking of documents; fusion of opinions; reciprocal favours between neighbours.",
+    }
+    for name, text in texts.items():
+        (folder / name).write_text(text, encoding="utf-8")
+        assert ingest_file(folder / name, kb, services).status == "indexed"
+    return kb
+
+
+def searched(services: Services, kb: KnowledgeBase, query: str, **overrides: object):
+    state = new_state(SearchRequest(query=query, knowledge_base_ids=[kb.id], overrides=overrides), services)
+    return run_stage("chunk_search", state, services)
+
+
+def test_local_reranker_prefers_the_exact_phrase(services: Services, docs: KnowledgeBase) -> None:
+    state = searched(services, docs, "reciprocal rank fusion", rerank_threshold=0.0)
+    assert {r.knowledge_filename for r in state.search_results} >= {"fusion.md", "ranking.md"}
+    out = run_stage("chunk_rerank", state, services)
+    assert out.rerank_results[0].knowledge_filename == "fusion.md"
+    top = out.rerank_results[0]
+    assert top.metadata["rerank"]["model"] > 0.5
+    row = next(t for t in out.trace if t.stage == "chunk_rerank" and t.action == "run")
+    assert row.detail["reranker"] == "none" and row.counts["input"] == len(state.search_results)
+
+
+def test_http_reranker_scores_drive_the_order(tmp_path: Path, make_kb: Callable[..., KnowledgeBase]) -> None:
+    with ScriptedHTTPServer() as server:
+        services = Services(
+            Settings(
+                data_dir=tmp_path / "d",
+                reranker="http",
+                rerank_model="test-reranker",
+                rerank_url=f"{server.url}/v1/rerank",
+                rerank_flavour="jina",
+                provider_max_retries=0,
+            )
+        )
+        kb = services.catalog.create_kb(KnowledgeBase(id="kb1", name="docs"))
+        folder = tmp_path / "docs"
+        folder.mkdir()
+        for name, text in {
+            "a.md": "alpha topic words",
+            "b.md": "beta topic words",
+            "c.md": "gamma topic words",
+        }.items():
+            (folder / name).write_text(text, encoding="utf-8")
+            ingest_file(folder / name, kb, services)
+        state = searched(services, kb, "topic words")
+        texts = [r.content for r in state.search_results]
+
+        def answer(request):  # the model likes "gamma" best, "beta" a little, "alpha" not at all
+            docs = request.json["documents"]
+            scores = {"gamma": 0.9, "beta": 0.4, "alpha": 0.1}
+            results = [{"index": i, "relevance_score": scores[d.split()[0]]} for i, d in enumerate(docs)]
+            return ScriptedResponse(200, {"results": results})
+
+        server.add(answer)
+        out = run_stage("chunk_rerank", state, services)
+        assert server.requests[-1].json["documents"] == texts
+        assert [r.knowledge_filename for r in out.rerank_results] == ["c.md", "b.md"]  # alpha is under 0.3
+
+        # the provider fails: results pass through un-reranked, and the trace says why
+        server.set_fallback(ScriptedResponse(500, {"error": "overloaded"}))
+        degraded = run_stage("chunk_rerank", state, services)
+        assert [r.id for r in degraded.rerank_results] == [r.id for r in state.search_results]
+        row = next(t for t in degraded.trace if t.action == "degrade")
+        assert row.stage == "chunk_rerank" and "un-reranked" in (row.reason or "")
+
+
+def test_faq_boost_and_empty_input(services: Services, docs: KnowledgeBase) -> None:
+    state = searched(services, docs, "reciprocal rank fusion")
+    faq = state.search_results[0].model_copy(update={"chunk_type": ChunkType.FAQ})
+    with_faq = state.model_copy(update={"search_results": [faq, *state.search_results[1:]]})
+    plain = run_stage("chunk_rerank", with_faq, services)
+    boosted_state = with_faq.model_copy(
+        update={"retrieval": with_faq.retrieval.model_copy(update={"faq_priority_enabled": True})}
+    )
+    boosted = run_stage("chunk_rerank", boosted_state, services)
+    score = {r.id: r.score for r in plain.rerank_results}[faq.id]
+    assert {r.id: r.score for r in boosted.rerank_results}[faq.id] == pytest.approx(min(score * 1.2, 1.0))
+    empty = run_stage("chunk_rerank", state.model_copy(update={"search_results": []}), services)
+    assert empty.rerank_results == [] and any(t.action == "skip" for t in empty.trace)

@@ -1,0 +1,1067 @@
+"""The OpenSearch index without a cluster, and with one when ``RAGSTEP_TEST_OPENSEARCH_URL`` is set.
+
+* Request bodies are compared with the shapes the OpenSearch documentation gives for each call (the expected JSON
+  is written out literally, with the page it follows).
+* Responses are parsed from the documentation's sample responses.
+* The client plumbing runs over real HTTP: opensearch-py talks to a scripted server on 127.0.0.1 that answers like
+  OpenSearch, and the test reads back the methods, paths, query strings and bodies that arrived.
+* The ``live`` suite indexes English and Chinese chunks in a real cluster and compares its rankings with the local
+  index on the same data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ragstep.adapters.local_index import LocalSearchIndex
+from ragstep.adapters.opensearch_index import OpenSearchIndex as OSIndex
+from ragstep.adapters.opensearch_index import (
+    SearchHit,
+    build_bulk_body,
+    build_delete_by_query,
+    build_document,
+    build_hybrid_query,
+    build_keyword_query,
+    build_knn_query,
+    build_mapping,
+    build_scan_query,
+    build_search_pipeline,
+    chunk_from_source,
+    cosine_from_score,
+    delete_action,
+    enable_action,
+    index_action,
+    keyword_hits,
+    knowledge_query,
+    newest_per_chunk,
+    parse_bulk_response,
+    parse_mapping_response,
+    parse_search_response,
+    parse_stats_response,
+    space_field,
+    vector_hits,
+)
+from ragstep.errors import ConflictError, InputError, StorageError
+from ragstep.models import Chunk, ChunkType
+from ragstep.ports import SearchFilter, SearchIndex
+from ragstep.services import Services
+from ragstep.settings import Settings
+from ragstep.text import query_terms, tokenize
+from support.scripted_http import RecordedRequest, ScriptedHTTPServer, ScriptedResponse
+
+SPACE = "openai:text-embedding-3-small"
+FIELD = space_field(SPACE)
+ALL = SearchFilter(enabled_only=False)
+
+
+def chunk(cid: str, content: str, kid: str = "k1", kb: str = "kb1", **kw: Any) -> Chunk:
+    return Chunk(id=cid, knowledge_id=kid, knowledge_base_id=kb, content=content, **kw)
+
+
+# ====================================================================================== request bodies vs the docs
+
+
+def test_space_field_names_are_safe_and_distinct() -> None:
+    name = space_field("bedrock:amazon.titan-embed-text-v2:0")
+    # A dot in a field name is an object path to OpenSearch; model ids have dots and colons.
+    assert name.startswith("vec_bedrock_amazon_titan_embed_text_v2_0_")
+    assert "." not in name and ":" not in name
+    assert space_field("a:b") != space_field("a_b")
+    assert space_field("a:b") == space_field("a:b")
+
+
+def test_mapping_has_the_documented_knn_vector_shape() -> None:
+    # https://docs.opensearch.org/latest/mappings/supported-field-types/knn-methods-engines/ ("Method definition
+    # example"): settings.index.knn = true; "type": "knn_vector", "dimension", and a method with name, space_type,
+    # engine and parameters {ef_construction, m}.
+    # https://docs.opensearch.org/latest/mappings/mapping-parameters/enabled/: {"type": "object", "enabled": false}
+    # https://docs.opensearch.org/latest/analyzers/supported-analyzers/whitespace/: {"type": "text", "analyzer":
+    # "whitespace"}; https://docs.opensearch.org/latest/im-plugin/similarity/: a BM25 similarity with k1 and b.
+    expected = {
+        "settings": {
+            "index": {
+                "knn": True,
+                "similarity": {"ragstep_bm25": {"type": "BM25", "k1": 1.5, "b": 0.75}},
+            }
+        },
+        "mappings": {
+            "dynamic": "strict",
+            "properties": {
+                "chunk_id": {"type": "keyword"},
+                "knowledge_id": {"type": "keyword"},
+                "knowledge_base_id": {"type": "keyword"},
+                "tag_id": {"type": "keyword"},
+                "chunk_type": {"type": "keyword"},
+                "space": {"type": "keyword"},
+                "version": {"type": "keyword"},
+                "enabled": {"type": "boolean"},
+                "chunk_index": {"type": "integer"},
+                "tokens": {
+                    "type": "text",
+                    "analyzer": "whitespace",
+                    "index_options": "freqs",
+                    "similarity": "ragstep_bm25",
+                },
+                "content": {"type": "text", "index": False},
+                "doc": {"type": "object", "enabled": False},
+                FIELD: {
+                    "type": "knn_vector",
+                    "dimension": 3,
+                    "method": {
+                        "name": "hnsw",
+                        "space_type": "cosinesimil",
+                        "engine": "faiss",
+                        "parameters": {"ef_construction": 128, "m": 16},
+                    },
+                },
+            },
+        },
+    }
+    assert build_mapping({SPACE: 3}) == expected
+
+    # AOSS: no custom similarity (default BM25), same fields; lucene is the engine for clusters before 2.19.
+    aoss = build_mapping({SPACE: 3}, custom_similarity=False)
+    assert aoss["settings"] == {"index": {"knn": True}}
+    assert "similarity" not in aoss["mappings"]["properties"]["tokens"]
+    lucene = build_mapping({SPACE: 3}, engine="lucene")
+    assert lucene["mappings"]["properties"][FIELD]["method"]["engine"] == "lucene"
+
+
+def test_knn_query_has_the_filter_inside_the_knn_clause() -> None:
+    # https://docs.opensearch.org/latest/vector-search/filter-search-knn/efficient-knn-filtering/ ("Step 3"):
+    # {"size": 2, "query": {"knn": {"item_vector": {"vector": [...], "k": 10, "filter": {"bool": {"must": [...]}}}}}}
+    flt = SearchFilter(knowledge_base_ids=("kb1", "kb2"), tag_ids=("t1",), chunk_types=(ChunkType.FAQ,))
+    expected = {
+        "size": 5,
+        "_source": ["chunk_id", "version"],
+        "query": {
+            "knn": {
+                FIELD: {
+                    "vector": [0.6, 0.8, 0.0],
+                    "k": 5,
+                    "filter": {
+                        "bool": {
+                            "filter": [
+                                {"term": {"enabled": True}},
+                                {"terms": {"knowledge_base_id": ["kb1", "kb2"]}},
+                                {"terms": {"tag_id": ["t1"]}},
+                                {"terms": {"chunk_type": ["faq"]}},
+                            ]
+                        }
+                    },
+                }
+            }
+        },
+    }
+    assert build_knn_query([0.6, 0.8, 0.0], FIELD, flt, 5) == expected
+    # No restriction at all: no filter key (an empty bool would still be valid, but is noise).
+    unfiltered = build_knn_query([1.0], FIELD, ALL, 3)
+    assert unfiltered["query"] == {"knn": {FIELD: {"vector": [1.0], "k": 3}}}
+
+
+def test_keyword_query_is_a_bool_of_terms_with_non_scoring_filters() -> None:
+    # https://docs.opensearch.org/latest/query-dsl/compound/bool/: should clauses score, filter clauses do not;
+    # with a filter present, minimum_should_match must be 1 or documents matching no term would come back.
+    flt = SearchFilter(knowledge_ids=("k1",))
+    expected = {
+        "size": 10,
+        "_source": ["chunk_id", "version"],
+        "query": {
+            "bool": {
+                "should": [{"term": {"tokens": "向量"}}, {"term": {"tokens": "检索"}}, {"term": {"tokens": "bm25"}}],
+                "minimum_should_match": 1,
+                "filter": [{"term": {"enabled": True}}, {"terms": {"knowledge_id": ["k1"]}}],
+            }
+        },
+    }
+    assert build_keyword_query(["向量", "检索", "bm25", "检索"], flt, 10) == expected
+    assert build_keyword_query([], flt, 10)["query"] == {"match_none": {}}
+
+
+def test_bulk_body_is_the_documented_ndjson() -> None:
+    # https://docs.opensearch.org/latest/api-reference/document-apis/bulk/ ("Request body"): one action line, then
+    # the source line for index/create/update, each ending with "\n" (the index is in the path: POST <index>/_bulk).
+    body = build_bulk_body(
+        [
+            delete_action("tt2229499"),
+            ({"index": {"_id": "tt1979320"}}, {"title": "Rush", "year": 2013}),
+            enable_action("tt0816711", False),
+        ]
+    )
+    assert body.endswith("\n")
+    assert [json.loads(line) for line in body.splitlines()] == [
+        {"delete": {"_id": "tt2229499"}},
+        {"index": {"_id": "tt1979320"}},
+        {"title": "Rush", "year": 2013},
+        {"update": {"_id": "tt0816711"}},
+        {"doc": {"enabled": False}},
+    ]
+    source = {"chunk_id": "c1", "tokens": "向量"}
+    assert index_action(source, with_id=True) == ({"index": {"_id": "c1"}}, source)
+    assert index_action(source, with_id=False) == ({"index": {}}, source)  # AOSS vector collections assign ids
+    assert "向量" in build_bulk_body([index_action(source, with_id=True)])  # UTF-8, not \\u escapes
+
+
+def test_delete_by_query_and_scan_bodies() -> None:
+    # https://docs.opensearch.org/latest/api-reference/document-apis/delete-by-query/: {"query": {...}}
+    assert build_delete_by_query(knowledge_query(["k1"], keep_version="v2")) == {
+        "query": {
+            "bool": {
+                "filter": [{"terms": {"knowledge_id": ["k1"]}}],
+                "must_not": [{"term": {"version": "v2"}}],
+            }
+        }
+    }
+    # https://docs.opensearch.org/latest/search-plugins/searching-data/paginate/ ("search_after"): sort + the last
+    # hit's sort values.
+    assert build_scan_query({"match_all": {}}, 100, ["c9", "v1"]) == {
+        "size": 100,
+        "query": {"match_all": {}},
+        "_source": False,
+        "sort": [{"chunk_id": "asc"}, {"version": "asc"}],
+        "search_after": ["c9", "v1"],
+    }
+
+
+def test_hybrid_query_and_search_pipeline_follow_the_docs() -> None:
+    # https://docs.opensearch.org/latest/search-plugins/search-pipelines/normalization-processor/ ("Creating a
+    # search pipeline"): min_max + arithmetic_mean with one weight per query, in query order.
+    assert build_search_pipeline(0.3, 0.7) == {
+        "description": "ragstep: min-max normalised BM25 and k-NN scores, weighted arithmetic mean",
+        "phase_results_processors": [
+            {
+                "normalization-processor": {
+                    "normalization": {"technique": "min_max"},
+                    "combination": {"technique": "arithmetic_mean", "parameters": {"weights": [0.3, 0.7]}},
+                }
+            }
+        ],
+    }
+    weights = build_search_pipeline(3, 7)["phase_results_processors"][0]["normalization-processor"]["combination"]
+    assert sum(weights["parameters"]["weights"]) == pytest.approx(1.0)  # the processor requires a sum of 1.0
+    with pytest.raises(InputError):
+        build_search_pipeline(0, 0)
+    # https://docs.opensearch.org/latest/query-dsl/compound/hybrid/: {"query": {"hybrid": {"queries": [...]}}}
+    flt = SearchFilter(knowledge_base_ids=("kb1",))
+    assert build_hybrid_query(["apple"], [1.0, 0.0], FIELD, flt, 4) == {
+        "size": 4,
+        "_source": ["chunk_id", "version"],
+        "query": {
+            "hybrid": {
+                "queries": [
+                    {
+                        "bool": {
+                            "should": [{"term": {"tokens": "apple"}}],
+                            "minimum_should_match": 1,
+                            "filter": [{"term": {"enabled": True}}, {"terms": {"knowledge_base_id": ["kb1"]}}],
+                        }
+                    },
+                    {
+                        "knn": {
+                            FIELD: {
+                                "vector": [1.0, 0.0],
+                                "k": 4,
+                                "filter": {
+                                    "bool": {
+                                        "filter": [
+                                            {"term": {"enabled": True}},
+                                            {"terms": {"knowledge_base_id": ["kb1"]}},
+                                        ]
+                                    }
+                                },
+                            }
+                        }
+                    },
+                ]
+            }
+        },
+    }
+
+
+def test_documents_carry_our_tokens_and_rebuild_the_chunk() -> None:
+    faq = chunk(
+        "c1",
+        "答案：北京是中国的首都。",
+        index_text="中国的首都是哪里？ What is the capital of China?",
+        embed_text="not stored",
+        chunk_type=ChunkType.FAQ,
+        tag_id="t1",
+        chunk_index=3,
+        metadata={"answers": ["北京"]},
+    )
+    source = build_document(faq, version="v1", space=SPACE, vector=[0.6, 0.8])
+    # BM25 sees exactly our tokenizer's terms (jieba for Han runs), joined by the spaces the whitespace analyzer
+    # splits on; FAQ entries are matched on their questions (index_text), not on the answer.
+    assert source["tokens"] == " ".join(tokenize(faq.index_text or ""))
+    assert "首都" in source["tokens"].split() and "capital" in source["tokens"].split()
+    assert source[FIELD] == [0.6, 0.8] and source["space"] == SPACE
+    assert source["chunk_type"] == "faq" and source["version"] == "v1" and source["chunk_index"] == 3
+    assert "content" not in source["doc"] and "embed_text" not in source["doc"]
+    assert chunk_from_source(source) == faq.model_copy(update={"embed_text": None})
+    # The top-level enabled flag is the truth (set_enabled changes only that field).
+    assert chunk_from_source({**source, "enabled": False}).enabled is False
+    bare = build_document(chunk("c2", "plain"), version="v1")
+    assert "space" not in bare and not any(k.startswith("vec_") for k in bare)
+
+
+# ================================================================================= responses from the docs' samples
+
+# The response of "Step 3" in https://docs.opensearch.org/latest/vector-search/filter-search-knn/efficient-knn-filtering/
+DOC_KNN_RESPONSE = {
+    "took": 2,
+    "timed_out": False,
+    "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
+    "hits": {
+        "total": {"value": 2, "relation": "eq"},
+        "max_score": 0.8620689,
+        "hits": [
+            {
+                "_index": "products-shirts",
+                "_id": "8",
+                "_score": 0.8620689,
+                "_source": {"item_vector": [2.4, 4, 3], "size": "small", "rating": 8},
+            },
+            {
+                "_index": "products-shirts",
+                "_id": "6",
+                "_score": 0.029691212,
+                "_source": {"item_vector": [6.4, 3.4, 6.6], "size": "small", "rating": 9},
+            },
+        ],
+    },
+}
+
+# "When operations fail" in https://docs.opensearch.org/latest/api-reference/document-apis/bulk/, plus a rejected
+# (429) item as a busy node answers, between two successes.
+DOC_BULK_ERRORS = {
+    "took": 9,
+    "errors": True,
+    "items": [
+        {"index": {"_index": "movies", "_id": "a", "_version": 1, "result": "created", "status": 201}},
+        {
+            "update": {
+                "_index": "movies",
+                "_id": "nonexistent1",
+                "status": 404,
+                "error": {
+                    "type": "document_missing_exception",
+                    "reason": "[nonexistent1]: document missing",
+                    "index": "movies",
+                    "shard": "0",
+                    "index_uuid": "UZdzhOjDQvGihxfS-m_UFA",
+                },
+            }
+        },
+        {
+            "index": {
+                "_index": "movies",
+                "_id": "b",
+                "status": 429,
+                "error": {"type": "es_rejected_execution_exception", "reason": "rejected execution"},
+            }
+        },
+        {"delete": {"_index": "movies", "_id": "tt2229499", "result": "not_found", "status": 404}},
+    ],
+}
+
+
+def test_parse_search_response_on_the_documented_sample() -> None:
+    hits = parse_search_response(DOC_KNN_RESPONSE)
+    assert [(h.doc_id, h.chunk_id, h.score) for h in hits] == [("8", "8", 0.8620689), ("6", "6", 0.029691212)]
+    assert hits[0].source["size"] == "small"
+    # Our documents name their chunk in _source (AOSS assigns _id itself).
+    ours = parse_search_response({"hits": {"hits": [{"_id": "Xy1", "_score": 2.0, "_source": {"chunk_id": "c1"}}]}})
+    assert ours[0].chunk_id == "c1" and ours[0].doc_id == "Xy1"
+    assert parse_search_response({"hits": {"hits": []}}) == []
+
+
+def test_cosinesimil_scores_convert_back_to_the_cosine() -> None:
+    # https://docs.opensearch.org/latest/mappings/supported-field-types/knn-spaces/: cosinesimil has
+    # d = 1 - cos and score = (2 - d) / 2 = (1 + cos) / 2.
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        a, b = rng.normal(size=8), rng.normal(size=8)
+        cos = float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+        d = 1 - cos
+        assert cosine_from_score((2 - d) / 2) == pytest.approx(cos, abs=1e-12)
+    assert cosine_from_score(1.0) == 1.0 and cosine_from_score(0.5) == 0.0 and cosine_from_score(0.0) == -1.0
+    assert cosine_from_score(1.0000001) == 1.0  # float noise never leaves [-1, 1]
+    hits = vector_hits(parse_search_response(DOC_KNN_RESPONSE), threshold=0.2)
+    assert [h.chunk_id for h in hits] == ["8"]  # (1 + cos) / 2 = 0.0297 is cos = -0.94: below 0.2
+    assert hits[0].score == pytest.approx(2 * 0.8620689 - 1) and hits[0].raw_score == hits[0].score
+    assert len(vector_hits(parse_search_response(DOC_KNN_RESPONSE), threshold=-1.0)) == 2
+
+
+def raw(*scores: float, ids: str = "abcdefgh") -> list[SearchHit]:
+    return [SearchHit(doc_id=i, chunk_id=i, version="v", score=s) for i, s in zip(ids, scores, strict=False)]
+
+
+def test_keyword_scores_are_normalised_to_the_best_hit_then_thresholded() -> None:
+    hits = keyword_hits(raw(4.0, 2.0, 1.0), threshold=0.5)
+    assert [(h.chunk_id, h.score, h.raw_score) for h in hits] == [("a", 1.0, 4.0), ("b", 0.5, 2.0)]
+    assert keyword_hits([], 0.0) == []
+    # A copy of a chunk (AOSS, mid-replace) counts once, at its best rank.
+    dup = [*raw(3.0, ids="a"), *raw(2.0, ids="a"), *raw(1.5, ids="b")]
+    assert [h.chunk_id for h in keyword_hits(dup, 0.0)] == ["a", "b"]
+
+
+def test_keyword_normalisation_matches_the_local_index(tmp_path: Path) -> None:
+    local = LocalSearchIndex(tmp_path)
+    local.replace_knowledge(
+        "k1",
+        [
+            chunk("d0", "apple banana"),
+            chunk("d1", "apple apple cherry"),
+            chunk("d2", "banana split with apple on top"),
+            chunk("d3", "durian"),
+        ],
+    )
+    for threshold in (0.0, 0.3, 0.7, 1.0):
+        expected = local.keyword_search(["apple", "banana"], ALL, 10, threshold)
+        # Feed the local raw BM25 scores through the OpenSearch path's normalisation: same hits, same scores.
+        everything = local.keyword_search(["apple", "banana"], ALL, 10, 0.0)
+        got = keyword_hits([SearchHit(h.chunk_id, h.chunk_id, "v", h.raw_score) for h in everything], threshold)
+        assert [(h.chunk_id, round(h.score, 6)) for h in got] == [(h.chunk_id, round(h.score, 6)) for h in expected]
+
+
+def test_parse_bulk_response_with_per_item_errors() -> None:
+    items = parse_bulk_response(DOC_BULK_ERRORS)
+    assert [(i.action, i.status, i.doc_id, i.ok) for i in items] == [
+        ("index", 201, "a", True),
+        ("update", 404, "nonexistent1", False),
+        ("index", 429, "b", False),
+        ("delete", 404, "tt2229499", False),
+    ]
+    assert items[1].error_type == "document_missing_exception"
+    assert items[1].error_reason == "[nonexistent1]: document missing"
+    assert items[3].result == "not_found" and items[3].error_type == ""
+
+
+def test_parse_mapping_and_stats_responses() -> None:
+    # GET /<index>/_mapping answers keyed by the concrete index name.
+    mapping = {"ragstep-chunks-000001": build_mapping({SPACE: 384, "bedrock:titan": 1024})}
+    assert parse_mapping_response(mapping) == {FIELD: 384, space_field("bedrock:titan"): 1024}
+    stats = parse_stats_response(
+        {
+            "hits": {"total": {"value": 12, "relation": "eq"}, "hits": []},
+            "aggregations": {
+                "knowledge_items": {"value": 3},
+                "spaces": {"buckets": [{"key": SPACE, "doc_count": 9}]},
+            },
+        }
+    )
+    assert (stats.chunks, stats.knowledge_items, stats.vector_spaces) == (12, 3, {SPACE: 9})
+    assert parse_stats_response({"hits": {"hits": []}}).chunks == 0
+
+
+def test_newest_version_of_a_chunk_wins() -> None:
+    hits = [
+        SearchHit("x1", "c1", "0001-a", 0.0, {"enabled": True}),
+        SearchHit("x2", "c2", "0001-a", 0.0),
+        SearchHit("x3", "c1", "0002-b", 0.0, {"enabled": False}),
+    ]
+    newest = newest_per_chunk(hits)
+    assert [(h.chunk_id, h.doc_id) for h in newest] == [("c1", "x3"), ("c2", "x2")]
+
+
+# ======================================================================================== over HTTP (scripted server)
+
+
+def ok(body: Any) -> ScriptedResponse:
+    return ScriptedResponse(200, body)
+
+
+def error(status: int, kind: str, reason: str) -> ScriptedResponse:
+    return ScriptedResponse(status, {"error": {"root_cause": [], "type": kind, "reason": reason}, "status": status})
+
+
+NO_INDEX = error(404, "index_not_found_exception", "no such index [t]")
+NO_HITS = ok({"hits": {"total": {"value": 0, "relation": "eq"}, "hits": []}})
+
+
+def bulk_ok(request: RecordedRequest) -> ScriptedResponse:
+    """Answer a _bulk with one success per action line (sources follow index/update actions)."""
+    lines = [json.loads(line) for line in request.body.decode().splitlines()]
+    items, i = [], 0
+    while i < len(lines):
+        action, meta = next(iter(lines[i].items()))
+        status, result = {"index": (201, "created"), "update": (200, "updated"), "delete": (200, "deleted")}[action]
+        items.append({action: {"_index": "t", "_id": meta.get("_id", f"auto{i}"), "result": result, "status": status}})
+        i += 1 if action == "delete" else 2
+    return ok({"took": 1, "errors": False, "items": items})
+
+
+def bulk_lines(request: RecordedRequest) -> list[Any]:
+    return [json.loads(line) for line in request.body.decode().splitlines()]
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedHTTPServer]:
+    with ScriptedHTTPServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def make_index(server: ScriptedHTTPServer) -> Callable[..., OSIndex]:
+    def make(**kw: Any) -> OSIndex:
+        kw.setdefault("index", "t")
+        kw.setdefault("auth", "none")
+        kw.setdefault("backoff_base_s", 0.0)
+        kw.setdefault("max_retries", 2)
+        kw.setdefault("sleep", lambda _s: None)
+        return OSIndex(server.url, **kw)
+
+    return make
+
+
+def mapping_of(spaces: dict[str, int]) -> ScriptedResponse:
+    return ok({"t": build_mapping(spaces)})
+
+
+def test_replace_over_http_creates_the_index_retries_429_and_drops_the_old_version(
+    server: ScriptedHTTPServer, make_index: Callable[..., OSIndex]
+) -> None:
+    server.add(
+        NO_INDEX,  # GET /t/_mapping
+        ok({"acknowledged": True, "shards_acknowledged": True, "index": "t"}),  # PUT /t
+        NO_HITS,  # chunk id conflict check
+        error(429, "es_rejected_execution_exception", "rejected execution of coordinating operation"),
+        bulk_ok,
+        ok({"took": 5, "timed_out": False, "total": 1, "deleted": 1, "failures": []}),  # _delete_by_query
+    )
+    idx = make_index()
+    chunks = [chunk("c1", "Vector search finds neighbours."), chunk("c2", "向量检索找到相似的文本。", chunk_index=1)]
+    vectors = np.array([[3.0, 4.0, 0.0], [0.0, 0.0, 2.0]], dtype=np.float32)
+    idx.replace_knowledge("k1", chunks, vectors, SPACE)
+    assert server.pending == 0
+
+    reqs = server.requests
+    assert [(r.method, r.path) for r in reqs] == [
+        ("GET", "/t/_mapping"),
+        ("PUT", "/t"),
+        ("POST", "/t/_search"),
+        ("POST", "/t/_bulk"),
+        ("POST", "/t/_bulk"),
+        ("POST", "/t/_delete_by_query"),
+    ]
+    assert reqs[1].json == build_mapping({SPACE: 3})
+    assert reqs[2].json["query"]["bool"]["must_not"] == [{"term": {"knowledge_id": "k1"}}]
+    # The 429 was retried with the same body; the bulk waits for a refresh so the old version can go next.
+    assert reqs[3].body == reqs[4].body
+    assert reqs[4].query == {"refresh": ["wait_for"]}
+    assert reqs[4].headers["content-type"] == "application/x-ndjson"
+    lines = bulk_lines(reqs[4])
+    assert lines[0] == {"index": {"_id": "c1"}} and lines[2] == {"index": {"_id": "c2"}}
+    first, second = lines[1], lines[3]
+    assert first[FIELD] == pytest.approx([0.6, 0.8, 0.0]) and second[FIELD] == pytest.approx([0.0, 0.0, 1.0])
+    assert second["tokens"] == " ".join(tokenize("向量检索找到相似的文本。"))
+    version = first["version"]
+    assert second["version"] == version
+    # Then everything of k1 that is not the new version goes (delete by query; refresh=true, not wait_for).
+    assert reqs[5].query == {"refresh": ["true"], "conflicts": ["proceed"]}
+    assert reqs[5].json == build_delete_by_query(knowledge_query(["k1"], keep_version=version))
+
+
+def test_bulk_item_failures_name_the_chunks_and_rejected_items_are_resent(
+    server: ScriptedHTTPServer, make_index: Callable[..., OSIndex]
+) -> None:
+    def partial(request: RecordedRequest) -> ScriptedResponse:
+        return ok(
+            {
+                "took": 3,
+                "errors": True,
+                "items": [
+                    {"index": {"_id": "c1", "status": 201, "result": "created"}},
+                    {
+                        "index": {
+                            "_id": "c2",
+                            "status": 400,
+                            "error": {"type": "mapper_parsing_exception", "reason": "failed to parse field [doc]"},
+                        }
+                    },
+                    {
+                        "index": {
+                            "_id": "c3",
+                            "status": 429,
+                            "error": {"type": "es_rejected_execution_exception", "reason": "queue full"},
+                        }
+                    },
+                ],
+            }
+        )
+
+    server.add(mapping_of({}), NO_HITS, partial, bulk_ok)
+    idx = make_index()
+    with pytest.raises(StorageError) as err:
+        idx.replace_knowledge("k1", [chunk("c1", "one"), chunk("c2", "two"), chunk("c3", "three")])
+    msg = err.value.message
+    assert "c2" in msg and "mapper_parsing_exception" in msg and "failed to parse field [doc]" in msg
+    assert "c1" not in msg.split("(")[1] and "c3" not in msg  # c3 succeeded when sent again
+    assert "retry" in msg
+    resent = bulk_lines(server.requests[-1])
+    assert [line for line in resent if "index" in line] == [{"index": {"_id": "c3"}}]
+    # The old version was not touched: no delete after a failed write.
+    assert all(r.path != "/t/_delete_by_query" for r in server.requests)
+
+
+def test_persistent_429_becomes_a_storage_error(server: ScriptedHTTPServer, make_index: Callable[..., OSIndex]) -> None:
+    server.set_fallback(error(429, "es_rejected_execution_exception", "rejected execution"))
+    slept: list[float] = []
+    idx = make_index(max_retries=3, backoff_base_s=0.5, sleep=slept.append)
+    with pytest.raises(StorageError, match=r"after 4 attempts: HTTP 429 es_rejected_execution_exception"):
+        idx.stats()
+    assert len(server.requests) == 4
+    # Exponential backoff with jitter: attempt n waits between half and all of 0.5 * 2**n seconds.
+    assert len(slept) == 3
+    for n, s in enumerate(slept):
+        assert 0.25 * 2**n <= s <= 0.5 * 2**n
+
+
+def test_client_errors_are_not_retried(server: ScriptedHTTPServer, make_index: Callable[..., OSIndex]) -> None:
+    server.add(error(403, "security_exception", "no permissions for [indices:data/read/search]"))
+    with pytest.raises(StorageError, match=r"403 security_exception.*access policy"):
+        make_index().keyword_search(["apple"], ALL, 5, 0.0)
+    assert len(server.requests) == 1
+
+
+def test_searches_over_http(server: ScriptedHTTPServer, make_index: Callable[..., OSIndex]) -> None:
+    server.add(
+        ok(
+            {
+                "hits": {
+                    "max_score": 6.0,
+                    "hits": [
+                        {"_id": "c1", "_score": 6.0, "_source": {"chunk_id": "c1", "version": "v"}},
+                        {"_id": "c2", "_score": 3.0, "_source": {"chunk_id": "c2", "version": "v"}},
+                        {"_id": "c3", "_score": 1.2, "_source": {"chunk_id": "c3", "version": "v"}},
+                    ],
+                }
+            }
+        ),
+        mapping_of({SPACE: 2}),
+        ok(
+            {
+                "hits": {
+                    "hits": [
+                        {"_id": "c2", "_score": 0.9, "_source": {"chunk_id": "c2", "version": "v"}},
+                        {"_id": "c1", "_score": 0.55, "_source": {"chunk_id": "c1", "version": "v"}},
+                    ]
+                }
+            }
+        ),
+    )
+    idx = make_index()
+    flt = SearchFilter(knowledge_base_ids=("kb1",))
+    terms = query_terms("向量检索 vector search")
+    kw = idx.keyword_search(terms, flt, 7, 0.3)
+    assert [(h.chunk_id, h.score, h.raw_score) for h in kw] == [("c1", 1.0, 6.0), ("c2", 0.5, 3.0)]
+    vec = idx.vector_search(np.array([0.0, 2.0], dtype=np.float32), SPACE, flt, 4, 0.5)
+    assert [h.chunk_id for h in vec] == ["c2"] and vec[0].score == pytest.approx(0.8)
+
+    reqs = server.requests
+    assert (reqs[0].method, reqs[0].path, reqs[0].json) == ("POST", "/t/_search", build_keyword_query(terms, flt, 7))
+    assert (reqs[1].method, reqs[1].path) == ("GET", "/t/_mapping")
+    assert reqs[2].json == build_knn_query([0.0, 1.0], FIELD, flt, 4)  # the query vector goes out unit-length
+
+    # A space nobody embedded into has no field: no query, no hits (as locally); a wrong dimension is an error.
+    server.add(mapping_of({SPACE: 2}))
+    assert idx.vector_search(np.ones(3, dtype=np.float32), "other:model", flt, 4, 0.0) == []
+    with pytest.raises(InputError, match="3 dimensions"):
+        idx.vector_search(np.ones(3, dtype=np.float32), SPACE, flt, 4, 0.0)
+    assert idx.vector_search(np.zeros(2, dtype=np.float32), SPACE, flt, 4, 0.0) == []
+    assert idx.keyword_search([], flt, 4, 0.0) == [] and idx.keyword_search(["x"], flt, 0, 0.0) == []
+
+
+def test_missing_index_reads_as_empty(server: ScriptedHTTPServer, make_index: Callable[..., OSIndex]) -> None:
+    server.set_fallback(NO_INDEX)
+    idx = make_index()
+    assert idx.keyword_search(["apple"], ALL, 5, 0.0) == []
+    assert idx.vector_search(np.ones(2, dtype=np.float32), SPACE, ALL, 5, 0.0) == []
+    assert idx.fetch(["c1"]) == {}
+    assert idx.knowledge_chunks("k1", 5) == []
+    assert idx.stats().chunks == 0
+    assert idx.delete_knowledge(["k1"]) == 0
+    assert idx.delete_knowledge_base("kb1") == 0
+
+
+def test_fetch_and_knowledge_chunks_rebuild_chunks(
+    server: ScriptedHTTPServer, make_index: Callable[..., OSIndex]
+) -> None:
+    a = chunk("c1", "第一段", chunk_index=0, metadata={"page": 1})
+    b = chunk("c2", "second", chunk_index=1, enabled=False)
+    docs = [build_document(a, version="v1"), build_document(b, version="v1")]
+    found = [{"_id": d["chunk_id"], "_score": 1.0, "_source": d} for d in docs]
+    server.add(ok({"hits": {"hits": found}}), ok({"hits": {"hits": found[:1]}}))
+    idx = make_index()
+    assert idx.fetch(["c1", "c2", "c1"]) == {"c1": a, "c2": b}
+    assert idx.knowledge_chunks("k1", 10) == [a]
+    fetch_body, chunks_body = server.requests[0].json, server.requests[1].json
+    assert fetch_body["query"] == {"bool": {"filter": [{"terms": {"chunk_id": ["c1", "c2"]}}]}}
+    assert fetch_body["_source"] == {"excludes": ["tokens", "vec_*"]}
+    assert chunks_body["sort"] == [{"chunk_index": "asc"}, {"chunk_id": "asc"}]
+    assert chunks_body["query"]["bool"]["filter"] == [{"term": {"knowledge_id": "k1"}}, {"term": {"enabled": True}}]
+
+
+def test_set_enabled_sends_partial_updates(server: ScriptedHTTPServer, make_index: Callable[..., OSIndex]) -> None:
+    server.add(
+        ok(
+            {
+                "errors": True,
+                "items": [
+                    {"update": {"_id": "c1", "status": 200, "result": "updated"}},
+                    {
+                        "update": {
+                            "_id": "gone",
+                            "status": 404,
+                            "error": {"type": "document_missing_exception", "reason": "[gone]: document missing"},
+                        }
+                    },
+                ],
+            }
+        )
+    )
+    assert make_index().set_enabled(["c1", "gone"], False) == 1  # a missing chunk is not an error (as locally)
+    req = server.requests[0]
+    assert req.path == "/t/_bulk" and req.query == {"refresh": ["wait_for"]}
+    assert bulk_lines(req) == [
+        {"update": {"_id": "c1"}},
+        {"doc": {"enabled": False}},
+        {"update": {"_id": "gone"}},
+        {"doc": {"enabled": False}},
+    ]
+
+
+def test_conflicting_chunk_ids_and_dimensions_are_refused_before_writing(
+    server: ScriptedHTTPServer, make_index: Callable[..., OSIndex]
+) -> None:
+    other = {"_id": "c1", "_score": 0.0, "_source": {"chunk_id": "c1", "knowledge_id": "k0"}}
+    server.add(mapping_of({SPACE: 3}), ok({"hits": {"hits": [other]}}))
+    idx = make_index()
+    with pytest.raises(ConflictError, match="c1 belongs to k0"):
+        idx.replace_knowledge("k1", [chunk("c1", "x")])
+    with pytest.raises(InputError, match="holds 3-dimensional vectors, got 4"):
+        idx.replace_knowledge("k1", [chunk("c1", "x")], np.ones((1, 4), dtype=np.float32), SPACE)
+    with pytest.raises(InputError, match="belongs to knowledge k2"):
+        idx.replace_knowledge("k1", [chunk("c1", "x", kid="k2")])
+    assert all(r.path != "/t/_bulk" for r in server.requests)
+
+
+def test_new_space_is_added_to_the_mapping(server: ScriptedHTTPServer, make_index: Callable[..., OSIndex]) -> None:
+    server.add(mapping_of({}), ok({"acknowledged": True}))
+    make_index().ensure_index({SPACE: 8})
+    put = server.requests[1]
+    assert (put.method, put.path) == ("PUT", "/t/_mapping")
+    assert put.json == {"properties": {FIELD: build_mapping({SPACE: 8})["mappings"]["properties"][FIELD]}}
+
+
+def test_aoss_replace_uses_generated_ids_waits_for_visibility_and_deletes_by_id(
+    server: ScriptedHTTPServer, make_index: Callable[..., OSIndex]
+) -> None:
+    old = [
+        {"_id": "AbC1", "_score": None, "sort": ["c1", "0001-old"]},
+        {"_id": "AbC2", "_score": None, "sort": ["c9", "0001-old"]},
+    ]
+    server.add(
+        ok({"t": build_mapping({}, custom_similarity=False)}),
+        NO_HITS,
+        bulk_ok,
+        ok({"count": 1}),  # not all new chunks searchable yet
+        ok({"count": 2}),
+        ok({"hits": {"hits": old}}),  # the scan for the previous version's documents
+        bulk_ok,
+    )
+    slept: list[float] = []
+    idx = make_index(flavour="aoss", sleep=slept.append)
+    idx.replace_knowledge("k1", [chunk("c1", "one"), chunk("c2", "two")])
+    reqs = server.requests
+    assert [(r.method, r.path) for r in reqs] == [
+        ("GET", "/t/_mapping"),
+        ("POST", "/t/_search"),
+        ("POST", "/t/_bulk"),
+        ("POST", "/t/_count"),
+        ("POST", "/t/_count"),
+        ("POST", "/t/_search"),
+        ("POST", "/t/_bulk"),
+    ]
+    assert all(r.query == {} for r in reqs)  # no refresh parameter on AOSS
+    written = bulk_lines(reqs[2])
+    assert written[0] == {"index": {}} and written[2] == {"index": {}}  # the collection assigns the ids
+    version = written[1]["version"]
+    assert reqs[3].json == {
+        "query": {"bool": {"filter": [{"term": {"knowledge_id": "k1"}}, {"term": {"version": version}}]}}
+    }
+    assert len(slept) == 1
+    assert reqs[5].json == build_scan_query(knowledge_query(["k1"], keep_version=version), 1000)
+    assert bulk_lines(reqs[6]) == [{"delete": {"_id": "AbC1"}}, {"delete": {"_id": "AbC2"}}]
+
+
+def test_aoss_set_enabled_reindexes_a_copy(server: ScriptedHTTPServer, make_index: Callable[..., OSIndex]) -> None:
+    doc = build_document(chunk("c1", "one"), version="0001-a", space=SPACE, vector=[1.0, 0.0])
+    server.add(
+        ok({"hits": {"hits": [{"_id": "Gen1", "_score": 0.0, "_source": doc}]}}),
+        bulk_ok,
+        ok({"count": 1}),
+        bulk_ok,
+    )
+    assert make_index(flavour="aoss").set_enabled(["c1", "missing"], False) == 1
+    reqs = server.requests
+    lookup = reqs[0].json
+    assert lookup["query"] == {"bool": {"filter": [{"terms": {"chunk_id": ["c1", "missing"]}}]}}
+    assert "_source" not in lookup  # the copy needs the vector and tokens
+    copy = bulk_lines(reqs[1])
+    assert copy[0] == {"index": {}}
+    assert copy[1] == {**doc, "enabled": False, "version": copy[1]["version"]} and copy[1]["version"] > "0001-a"
+    assert bulk_lines(reqs[3]) == [{"delete": {"_id": "Gen1"}}]
+
+
+def test_hybrid_search_over_http(server: ScriptedHTTPServer, make_index: Callable[..., OSIndex]) -> None:
+    server.add(
+        ok({"acknowledged": True}),
+        mapping_of({SPACE: 2}),
+        ok({"hits": {"hits": [{"_id": "c1", "_score": 0.7, "_source": {"chunk_id": "c1", "version": "v"}}]}}),
+    )
+    idx = make_index(server_hybrid=True)
+    idx.ensure_search_pipeline(0.3, 0.7)
+    hits = idx.hybrid_search(["apple"], np.array([1.0, 0.0], dtype=np.float32), SPACE, ALL, 3)
+    assert [(h.chunk_id, h.score) for h in hits] == [("c1", 0.7)]
+    put, search = server.requests[0], server.requests[2]
+    assert (put.method, put.path, put.json) == ("PUT", "/_search/pipeline/t-hybrid", build_search_pipeline(0.3, 0.7))
+    assert search.query == {"search_pipeline": ["t-hybrid"]}
+    assert search.json == build_hybrid_query(["apple"], [1.0, 0.0], FIELD, ALL, 3)
+    with pytest.raises(InputError, match="Serverless"):
+        make_index(flavour="aoss").hybrid_search(["apple"], np.ones(2), SPACE, ALL, 3)
+
+
+def test_services_build_the_opensearch_index_lazily(server: ScriptedHTTPServer, tmp_path: Path) -> None:
+    settings = Settings(
+        data_dir=tmp_path,
+        index_backend="opensearch",
+        opensearch_url=server.url,
+        opensearch_index="ragstep-svc",
+        opensearch_flavour="aoss",
+        opensearch_auth="none",
+    )
+    index = Services(settings).index
+    assert isinstance(index, OSIndex) and isinstance(index, SearchIndex)
+    assert (index.index, index.flavour, index.url) == ("ragstep-svc", "aoss", server.url)
+    assert server.requests == []  # no connection until the first call
+    with pytest.raises(InputError, match="RAGSTEP_OPENSEARCH_URL"):
+        _ = Services(Settings(data_dir=tmp_path, index_backend="opensearch")).index
+    with pytest.raises(InputError, match="lower case"):
+        OSIndex(server.url, index="Ragstep")
+
+
+def test_sigv4_signs_for_the_flavours_service(
+    server: ScriptedHTTPServer, make_index: Callable[..., OSIndex], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    server.add(NO_HITS, NO_HITS)
+    make_index(flavour="aoss", auth="sigv4").keyword_search(["apple"], ALL, 3, 0.0)
+    make_index(flavour="es", auth="sigv4").keyword_search(["apple"], ALL, 3, 0.0)
+    aoss, es = (r.headers for r in server.requests)
+    assert aoss["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
+    assert "/eu-west-1/aoss/aws4_request" in aoss["authorization"]
+    assert "/eu-west-1/es/aws4_request" in es["authorization"]
+    # AOSS requires the payload hash header, signed.
+    assert len(aoss["x-amz-content-sha256"]) == 64 and "x-amz-content-sha256" in aoss["authorization"]
+
+
+def test_index_created_concurrently_is_read_back(
+    server: ScriptedHTTPServer, make_index: Callable[..., OSIndex]
+) -> None:
+    server.add(
+        NO_INDEX,
+        error(400, "resource_already_exists_exception", "index [t/abc] already exists"),
+        mapping_of({"other:model": 4}),
+        ok({"acknowledged": True}),  # our space is added to what the other process created
+    )
+    make_index().ensure_index({SPACE: 8})
+    assert [(r.method, r.path) for r in server.requests] == [
+        ("GET", "/t/_mapping"),
+        ("PUT", "/t"),
+        ("GET", "/t/_mapping"),
+        ("PUT", "/t/_mapping"),
+    ]
+    server.add(NO_INDEX, error(400, "mapper_parsing_exception", "unknown space type [cosinesimil] for faiss"))
+    with pytest.raises(StorageError, match="RAGSTEP_OPENSEARCH_KNN_ENGINE=lucene"):
+        make_index().ensure_index({SPACE: 8})
+
+
+def test_chunks_at_and_vectors_over_http(server: ScriptedHTTPServer, make_index: Callable[..., OSIndex]) -> None:
+    a = chunk("c1", "one", kid="k1", chunk_index=2)
+    b = chunk("c2", "two", kid="k2", chunk_index=0)
+    found = [{"_id": c.id, "_score": None, "_source": build_document(c, version="v")} for c in (a, b)]
+    with_vec = {"chunk_id": "c1", "version": "v", FIELD: [0.6, 0.8]}
+    server.add(
+        ok({"hits": {"hits": found}}),
+        mapping_of({SPACE: 2}),
+        ok({"hits": {"hits": [{"_id": "c1", "_score": 0.0, "_source": with_vec}]}}),
+    )
+    idx = make_index()
+    assert idx.chunks_at({"k1": [2, 3, 2, -1], "k2": [0], "k3": []}) == {"k1": {2: a}, "k2": {0: b}}
+    assert server.requests[0].json == {
+        "size": 6,
+        "query": {
+            "bool": {
+                "filter": [{"term": {"enabled": True}}],
+                "should": [
+                    {"bool": {"filter": [{"term": {"knowledge_id": "k1"}}, {"terms": {"chunk_index": [2, 3]}}]}},
+                    {"bool": {"filter": [{"term": {"knowledge_id": "k2"}}, {"terms": {"chunk_index": [0]}}]}},
+                ],
+                "minimum_should_match": 1,
+            }
+        },
+        "sort": [{"chunk_index": "asc"}, {"chunk_id": "asc"}],
+        "_source": {"excludes": ["tokens", "vec_*"]},
+    }
+    got = idx.vectors(["c1", "c2"], SPACE)
+    assert list(got) == ["c1"] and got["c1"].dtype == np.float32
+    assert got["c1"] == pytest.approx([0.6, 0.8])
+    assert server.requests[2].json["query"]["bool"]["filter"][1] == {"exists": {"field": FIELD}}
+    assert idx.chunks_at({"k1": []}) == {} and idx.vectors([], SPACE) == {}
+    assert len(server.requests) == 3
+
+
+# ============================================================================================= live (real cluster)
+
+LIVE_URL = os.environ.get("RAGSTEP_TEST_OPENSEARCH_URL")
+live = pytest.mark.skipif(not LIVE_URL, reason="set RAGSTEP_TEST_OPENSEARCH_URL to run against a real OpenSearch")
+DIM = 8
+
+
+def unit_vectors(n: int, seed: int = 11) -> np.ndarray:
+    v = np.random.default_rng(seed).normal(size=(n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+CORPUS = [
+    ("e1", "ken", "kb-en", "Vector search finds similar embeddings quickly.", ChunkType.TEXT),
+    ("e2", "ken", "kb-en", "Keyword search ranks documents with BM25 over tokens.", ChunkType.TEXT),
+    ("e3", "ken", "kb-en", "Hybrid search fuses vector search and keyword search results.", ChunkType.FAQ),
+    ("z1", "kzh", "kb-zh", "向量检索通过嵌入查找相似的文本。", ChunkType.TEXT),
+    ("z2", "kzh", "kb-zh", "关键词检索使用BM25算法对文档排序。", ChunkType.TEXT),
+    ("z3", "kzh", "kb-zh", "混合检索融合向量检索和关键词检索的结果。", ChunkType.FAQ),
+]
+
+
+def eventually(check: Callable[[], bool], timeout_s: float) -> bool:
+    """AOSS makes deletions visible after its own refresh; a managed domain refreshes before answering."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if check():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(2)
+
+
+@pytest.fixture
+def live_pair(tmp_path: Path) -> Iterator[tuple[OSIndex, LocalSearchIndex, np.ndarray]]:
+    assert LIVE_URL
+    remote = OSIndex(
+        LIVE_URL,
+        index=f"ragstep-test-{uuid.uuid4().hex[:12]}",
+        flavour=os.environ.get("RAGSTEP_TEST_OPENSEARCH_FLAVOUR", "es"),  # type: ignore[arg-type]
+        username=os.environ.get("RAGSTEP_TEST_OPENSEARCH_USERNAME"),
+        password=os.environ.get("RAGSTEP_TEST_OPENSEARCH_PASSWORD"),
+        verify_certs=os.environ.get("RAGSTEP_TEST_OPENSEARCH_VERIFY_CERTS", "1") not in ("0", "false"),
+        engine=os.environ.get("RAGSTEP_TEST_OPENSEARCH_ENGINE", "faiss"),  # type: ignore[arg-type]
+    )
+    local = LocalSearchIndex(tmp_path / "local", persist_snapshots=False)
+    vectors = unit_vectors(len(CORPUS))
+    by_knowledge: dict[str, list[int]] = {}
+    for i, row in enumerate(CORPUS):
+        by_knowledge.setdefault(row[1], []).append(i)
+    try:
+        for kid, rows in by_knowledge.items():
+            chunks = [
+                chunk(CORPUS[i][0], CORPUS[i][3], kid=kid, kb=CORPUS[i][2], chunk_type=CORPUS[i][4], chunk_index=n)
+                for n, i in enumerate(rows)
+            ]
+            for index in (remote, local):
+                index.replace_knowledge(kid, chunks, vectors[rows], SPACE)
+        yield remote, local, vectors
+    finally:
+        remote.delete_index()
+
+
+@live
+@pytest.mark.live
+def test_live_rankings_match_the_local_index(live_pair: tuple[OSIndex, LocalSearchIndex, np.ndarray]) -> None:
+    remote, local, vectors = live_pair
+    flavour = remote.flavour
+    for query in ("vector search", "keyword BM25", "向量检索", "关键词检索的结果"):
+        terms = query_terms(query)
+        for flt in (ALL, SearchFilter(knowledge_base_ids=("kb-zh",)), SearchFilter(chunk_types=(ChunkType.FAQ,))):
+            got = remote.keyword_search(terms, flt, 10, 0.0)
+            want = local.keyword_search(terms, flt, 10, 0.0)
+            assert {h.chunk_id for h in got} == {h.chunk_id for h in want}, (query, flt)
+            if want:
+                assert got[0].chunk_id == want[0].chunk_id, (query, flt)
+                assert got[0].score == pytest.approx(1.0)
+                if flavour == "es":  # same k1 and b: normalised scores close (Lucene's one-byte lengths aside)
+                    for g, w in zip(got, want, strict=True):
+                        assert g.score == pytest.approx(w.score, abs=0.15), (query, g, w)
+
+    q = vectors[0] + 0.3 * vectors[3]
+    for flt in (ALL, SearchFilter(knowledge_base_ids=("kb-zh",)), SearchFilter(knowledge_ids=("ken",))):
+        got = remote.vector_search(q, SPACE, flt, 10, -1.0)
+        want = local.vector_search(q, SPACE, flt, 10, -1.0)
+        assert [h.chunk_id for h in got] == [h.chunk_id for h in want], flt
+        for g, w in zip(got, want, strict=True):
+            assert g.score == pytest.approx(w.score, abs=1e-3)
+    # The threshold applies to the cosine, as locally.
+    want_ids = [h.chunk_id for h in local.vector_search(q, SPACE, ALL, 10, 0.2)]
+    assert [h.chunk_id for h in remote.vector_search(q, SPACE, ALL, 10, 0.2)] == want_ids
+
+    fetched = remote.fetch(["z1", "e2", "nope"])
+    assert set(fetched) == {"z1", "e2"} and fetched["z1"].content == CORPUS[3][3]
+    assert [c.id for c in remote.knowledge_chunks("kzh", 10)] == ["z1", "z2", "z3"]
+    assert remote.chunks_at({"kzh": [0, 2], "ken": [1]}) == local.chunks_at({"kzh": [0, 2], "ken": [1]})
+    stored = remote.vectors(["e1", "z2", "nope"], SPACE)
+    assert set(stored) == {"e1", "z2"}
+    assert stored["z2"] == pytest.approx(local.vectors(["z2"], SPACE)["z2"], abs=1e-6)
+    stats = remote.stats()
+    assert (stats.chunks, stats.knowledge_items, stats.vector_spaces) == (6, 2, {SPACE: 6})
+
+
+@live
+@pytest.mark.live
+def test_live_replace_disable_and_delete(live_pair: tuple[OSIndex, LocalSearchIndex, np.ndarray]) -> None:
+    remote, _local, _vectors = live_pair
+    settle = 5.0 if remote.flavour == "es" else 120.0
+    new = [
+        chunk("z4", "新的向量检索段落。", kid="kzh", kb="kb-zh"),
+        chunk("z1", "向量检索的第二个版本。", kid="kzh", kb="kb-zh"),
+    ]
+    remote.replace_knowledge("kzh", new, unit_vectors(2, seed=5), SPACE)
+    # The new chunks are searchable when replace returns; the old version goes (at once on a managed domain).
+    assert {"z4", "z1"} <= {h.chunk_id for h in remote.keyword_search(query_terms("向量检索"), ALL, 10, 0.0)}
+    assert eventually(lambda: set(remote.fetch(["z1", "z2", "z3", "z4"])) == {"z1", "z4"}, settle)
+    assert remote.fetch(["z1"])["z1"].content == "向量检索的第二个版本。"
+
+    assert remote.set_enabled(["e1", "nope"], False) == 1
+    enabled = SearchFilter()
+    assert eventually(
+        lambda: "e1" not in {h.chunk_id for h in remote.keyword_search(query_terms("vector"), enabled, 10, 0.0)},
+        settle,
+    )
+    assert remote.fetch(["e1"])["e1"].enabled is False
+
+    assert remote.delete_knowledge(["ken"]) == 3
+    assert eventually(lambda: remote.keyword_search(query_terms("search"), ALL, 10, 0.0) == [], settle)
+    assert remote.delete_knowledge_base("kb-zh") == 2
+    assert eventually(lambda: remote.stats().chunks == 0, settle)

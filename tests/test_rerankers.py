@@ -1,0 +1,745 @@
+"""Rerankers: providers against a real HTTP server on 127.0.0.1 (httpx and botocore send real requests), and the
+local token/vector reranker on hand-built cases.
+
+Nothing of ours is mocked; the scripted server plays Cohere, Jina, SiliconFlow, TEI or Bedrock and records what
+arrived, so the tests check the wire format as well as the behaviour on failures.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import socket
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ragstep.adapters.rerankers import (
+    DEFAULT_URLS,
+    BedrockReranker,
+    HttpReranker,
+    RerankCandidate,
+    TokenVectorReranker,
+    make_reranker,
+    scale_scores,
+)
+from ragstep.errors import InputError, ProviderError
+from ragstep.models import Chunk
+from ragstep.ports import Reranker
+from ragstep.services import Services
+from ragstep.settings import Settings
+from ragstep.text import query_terms, tokenize
+from support.scripted_http import RecordedRequest, ScriptedHTTPServer, ScriptedResponse
+
+AMAZON = "amazon.rerank-v1:0"
+COHERE = "cohere.rerank-v3-5:0"
+
+MakeHttp = Callable[..., HttpReranker]
+MakeBedrock = Callable[..., BedrockReranker]
+
+
+def doc_score(text: str) -> float:
+    """A deterministic relevance in (0, 1) that depends on the text, so misplaced results are visible."""
+    return round(0.01 + (sum(map(ord, text)) % 97) / 100, 4)
+
+
+def results_echo(request: RecordedRequest) -> ScriptedResponse:
+    """A Cohere/Jina/SiliconFlow answer: every document scored, listed best first (not in input order)."""
+    docs = request.json["documents"]
+    results = [{"index": i, "relevance_score": doc_score(d), "document": {"text": d}} for i, d in enumerate(docs)]
+    results.sort(key=lambda r: -r["relevance_score"])
+    return ScriptedResponse(200, {"id": "r-1", "results": results[: request.json["top_n"]]})
+
+
+def tei_echo(request: RecordedRequest) -> ScriptedResponse:
+    texts = request.json["texts"]
+    return ScriptedResponse(200, sorted(({"index": i, "score": doc_score(t)} for i, t in enumerate(texts)), key=str))
+
+
+def bedrock_echo(request: RecordedRequest) -> ScriptedResponse:
+    texts = [s["inlineDocumentSource"]["textDocument"]["text"] for s in request.json["sources"]]
+    results = [{"index": i, "relevanceScore": doc_score(t)} for i, t in enumerate(texts)]
+    return ScriptedResponse(200, {"results": results[::-1]})
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedHTTPServer]:
+    with ScriptedHTTPServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def http(server: ScriptedHTTPServer) -> Iterator[MakeHttp]:
+    """Builds HttpRerankers aimed at the scripted server with millisecond backoff; closes them after."""
+    made: list[HttpReranker] = []
+
+    def build(**kwargs: Any) -> HttpReranker:
+        kwargs.setdefault("flavour", "cohere")
+        kwargs.setdefault("url", f"{server.url}/v2/rerank")
+        kwargs.setdefault("backoff_base_s", 0.001)
+        kwargs.setdefault("timeout_s", 5.0)
+        reranker = HttpReranker(kwargs.pop("model", "rerank-v3.5"), **kwargs)
+        made.append(reranker)
+        return reranker
+
+    yield build
+    for reranker in made:
+        reranker.close()
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """Dummy credentials, and nothing from the developer's own AWS set-up (profiles, bearer tokens, IMDS)."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_BEARER_TOKEN_BEDROCK", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def bedrock(server: ScriptedHTTPServer, aws_env: None) -> Iterator[MakeBedrock]:
+    made: list[BedrockReranker] = []
+
+    def build(model: str = AMAZON, **kwargs: Any) -> BedrockReranker:
+        kwargs.setdefault("endpoint_url", server.url)
+        kwargs.setdefault("region", "us-west-2")
+        kwargs.setdefault("timeout_s", 5.0)
+        reranker = BedrockReranker(model, **kwargs)
+        made.append(reranker)
+        return reranker
+
+    yield build
+    for reranker in made:
+        reranker.close()
+
+
+# ------------------------------------------------------------------------------------------------ HTTP /rerank
+
+
+def test_cohere_request_shape_auth_and_results_placed_by_index(server: ScriptedHTTPServer, http: MakeHttp):
+    server.add(results_echo)
+    docs = ["alpha", "beta", "gamma"]
+    reranker = http(api_key="co-test")
+
+    scores = reranker.rerank("which letter?", docs)
+
+    assert reranker.name == "cohere:rerank-v3.5"
+    assert scores == [doc_score(d) for d in docs]
+    (request,) = server.requests
+    assert request.method == "POST" and request.path == "/v2/rerank"
+    assert request.headers["authorization"] == "Bearer co-test"
+    assert request.json == {"model": "rerank-v3.5", "query": "which letter?", "documents": docs, "top_n": 3}
+
+
+@pytest.mark.parametrize("flavour", ["jina", "siliconflow", "xinference"])
+def test_flavours_that_can_skip_returning_documents_ask_for_scores_only(
+    server: ScriptedHTTPServer, http: MakeHttp, flavour: str
+):
+    server.add(results_echo)
+    scores = http(flavour=flavour, model="bge-reranker-v2-m3", url=f"{server.url}/v1/rerank").rerank("q", ["a", "b"])
+    assert scores == [doc_score("a"), doc_score("b")]
+    assert server.requests[0].json == {
+        "model": "bge-reranker-v2-m3",
+        "query": "q",
+        "documents": ["a", "b"],
+        "top_n": 2,
+        "return_documents": False,
+    }
+
+
+def test_vllm_sends_the_plain_shape_without_a_key(server: ScriptedHTTPServer, http: MakeHttp):
+    server.add(results_echo)
+    http(flavour="vllm", model="BAAI/bge-reranker-base", url=f"{server.url}/v1/rerank").rerank("q", ["a"])
+    (request,) = server.requests
+    assert request.path == "/v1/rerank" and "authorization" not in request.headers
+    assert set(request.json) == {"model", "query", "documents", "top_n"}
+
+
+def test_tei_takes_texts_and_answers_a_bare_list(server: ScriptedHTTPServer, http: MakeHttp):
+    server.add(tei_echo)
+    reranker = http(flavour="tei", model="", url=f"{server.url}/rerank")
+
+    scores = reranker.rerank("q", ["one", "two", "three"])
+
+    assert reranker.name == "tei"
+    assert scores == [doc_score("one"), doc_score("two"), doc_score("three")]
+    assert server.requests[0].path == "/rerank"
+    assert server.requests[0].json == {
+        "query": "q",
+        "texts": ["one", "two", "three"],
+        "raw_scores": False,
+        "return_text": False,
+        "truncate": True,
+    }
+
+
+def test_logit_scores_are_min_max_scaled_over_the_whole_call(server: ScriptedHTTPServer, http: MakeHttp):
+    # Two batches of logits: the scaling spans both, so scores stay comparable across batches.
+    server.add(
+        ScriptedResponse(200, {"results": [{"index": 0, "relevance_score": -3.0}, {"index": 1, "relevance_score": 1}]}),
+        ScriptedResponse(200, {"results": [{"index": 0, "relevance_score": 5.0}]}),
+    )
+    scores = http(max_documents_per_call=2).rerank("q", ["a", "b", "c"])
+    assert scores == [0.0, 0.5, 1.0]
+
+
+def test_scale_scores_follows_ragflows_rule():
+    assert scale_scores([0.2, 0.9, 1.0, 0.0]) == [0.2, 0.9, 1.0, 0.0]  # already probabilities: kept
+    assert scale_scores([-2.0, 0.0, 2.0]) == [0.0, 0.5, 1.0]
+    assert scale_scores([3.0, 3.0]) == [1.0, 1.0]  # all equal and positive
+    assert scale_scores([-1.5, -1.5]) == [0.0, 0.0]  # all equal and not positive
+    assert scale_scores([]) == []
+
+
+def test_fewer_results_than_documents_score_zero(server: ScriptedHTTPServer, http: MakeHttp):
+    # A server that caps top_n below what was asked answers only its best few.
+    server.add(
+        ScriptedResponse(200, {"results": [{"index": 3, "relevance_score": 0.9}, {"index": 1, "relevance_score": 0.4}]})
+    )
+    assert http().rerank("q", ["a", "b", "c", "d"]) == [0.0, 0.4, 0.0, 0.9]
+
+
+def test_batches_of_64_by_default(server: ScriptedHTTPServer, http: MakeHttp):
+    server.set_fallback(results_echo)
+    docs = [f"document number {i}" for i in range(150)]
+
+    scores = http().rerank("q", docs)
+
+    assert [len(r.json["documents"]) for r in server.requests] == [64, 64, 22]
+    assert [r.json["top_n"] for r in server.requests] == [64, 64, 22]
+    assert [d for r in server.requests for d in r.json["documents"]] == docs
+    assert scores == [doc_score(d) for d in docs]
+
+
+def test_tei_batches_of_32_by_default_and_the_limit_is_configurable(server: ScriptedHTTPServer, http: MakeHttp):
+    server.set_fallback(tei_echo)
+    http(flavour="tei", model="", url=f"{server.url}/rerank").rerank("q", [f"t{i}" for i in range(40)])
+    http(flavour="tei", model="", url=f"{server.url}/rerank", max_documents_per_call=7).rerank("q", ["x"] * 10)
+    assert [len(r.json["texts"]) for r in server.requests] == [32, 8, 7, 3]
+
+
+def test_long_documents_are_cut_and_empty_ones_not_sent(server: ScriptedHTTPServer, http: MakeHttp):
+    server.add(results_echo)
+    scores = http(max_chars=10).rerank("q", ["x" * 50, "", "   ", "short"])
+    (request,) = server.requests
+    assert request.json["documents"] == ["x" * 10, "short"]
+    assert scores == [doc_score("x" * 10), 0.0, 0.0, doc_score("short")]
+
+
+def test_nothing_to_rank_makes_no_call(server: ScriptedHTTPServer, http: MakeHttp):
+    reranker = http()
+    assert reranker.rerank("q", []) == []
+    assert reranker.rerank("  ", ["a", "b"]) == [0.0, 0.0]
+    assert reranker.rerank("q", ["", " "]) == [0.0, 0.0]
+    assert server.requests == []
+    with pytest.raises(InputError, match="list of documents"):
+        reranker.rerank("q", "a single string")
+
+
+def test_retries_429_then_succeeds(server: ScriptedHTTPServer, http: MakeHttp):
+    server.add(ScriptedResponse(429, {"message": "rate limited"}, headers={"Retry-After": "0"}), results_echo)
+    started = time.monotonic()
+    # A long exponential backoff shows Retry-After is what decided the wait.
+    scores = http(backoff_base_s=10.0).rerank("q", ["a"])
+    assert time.monotonic() - started < 2.0
+    assert len(server.requests) == 2 and scores == [doc_score("a")]
+
+
+def test_5xx_exhausted_gives_one_clear_line(server: ScriptedHTTPServer, http: MakeHttp):
+    server.set_fallback(ScriptedResponse(500, "<html>\n <h1>reranker\n crashed</h1></html>"))
+    with pytest.raises(ProviderError) as caught:
+        http(max_retries=2).rerank("q", ["a"])
+    message = caught.value.message
+    assert len(server.requests) == 3
+    assert f"rerank provider {server.url}/v2/rerank (cohere, model rerank-v3.5)" in message
+    assert "failed after 3 attempts: HTTP 500: <html> <h1>reranker crashed</h1></html>" in message
+    assert "\n" not in message
+
+
+def test_timeout_is_retried(server: ScriptedHTTPServer, http: MakeHttp):
+    server.add(ScriptedResponse(200, {"results": []}, delay_s=3.0), results_echo)
+    scores = http(timeout_s=0.3).rerank("q", ["a", "b"])
+    assert len(server.requests) == 2 and scores == [doc_score("a"), doc_score("b")]
+
+
+def test_timeouts_exhausted(server: ScriptedHTTPServer, http: MakeHttp):
+    server.set_fallback(ScriptedResponse(200, {"results": []}, delay_s=3.0))
+    with pytest.raises(ProviderError, match=r"failed after 2 attempts: timed out after 0\.2s"):
+        http(timeout_s=0.2, max_retries=1).rerank("q", ["a"])
+
+
+def test_connection_refused_is_reported(http: MakeHttp):
+    url = f"http://127.0.0.1:{closed_port()}/v1/rerank"
+    with pytest.raises(ProviderError, match="failed after 2 attempts: connection failed") as caught:
+        http(url=url, max_retries=1).rerank("q", ["a"])
+    assert url in caught.value.message
+
+
+def test_400_fails_at_once(server: ScriptedHTTPServer, http: MakeHttp):
+    server.set_fallback(ScriptedResponse(400, {"message": "invalid model"}))
+    with pytest.raises(ProviderError, match=r"rejected the request: HTTP 400: .*invalid model"):
+        http(max_retries=4).rerank("q", ["a"])
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ({"results": [{"index": 2, "relevance_score": 0.5}]}, r"result index 2: not in 0\.\.1 or repeated"),
+        ({"results": [{"index": 0, "relevance_score": 0.5}] * 2}, "result index 0: not in 0..1 or repeated"),
+        ({"results": [{"index": "0", "relevance_score": 0.5}]}, "result index '0'"),
+        ({"results": [{"index": 0, "relevance_score": "high"}]}, "no finite relevance_score for document 0"),
+        ({"results": [{"index": 0, "relevance_score": None}]}, "no finite relevance_score for document 0"),
+        ({"results": [{"index": 0}]}, "no finite relevance_score"),
+        ({"results": ["0.5"]}, "a result that is not an object"),
+        ({"error": "model not loaded"}, "without a 'results' list: .*model not loaded"),
+        ("<html>gateway</html>", "not JSON: <html>gateway</html>"),
+    ],
+)
+def test_bad_answers_fail_without_retry(server: ScriptedHTTPServer, http: MakeHttp, body: Any, expected: str):
+    server.add(ScriptedResponse(200, body))
+    with pytest.raises(ProviderError, match=expected):
+        http().rerank("q", ["a", "b"])
+    assert len(server.requests) == 1
+
+
+def test_nan_scores_are_refused(server: ScriptedHTTPServer, http: MakeHttp):
+    # json.dumps writes NaN as a bare token; httpx's JSON decoder accepts it, so the check has to be ours.
+    server.add(ScriptedResponse(200, b'{"results": [{"index": 0, "relevance_score": NaN}]}'))
+    with pytest.raises(ProviderError, match="no finite relevance_score"):
+        http().rerank("q", ["a"])
+
+
+def test_default_urls_and_configuration_errors():
+    assert HttpReranker("m", flavour="Cohere").url == "https://api.cohere.com/v2/rerank"
+    assert HttpReranker("m", flavour="jina").url == DEFAULT_URLS["jina"] == "https://api.jina.ai/v1/rerank"
+    assert HttpReranker(flavour="tei").url == "http://localhost:8080/rerank"
+    assert HttpReranker("m", flavour="vllm", url="  ").url.endswith(":8000/v1/rerank")
+    with pytest.raises(InputError, match="unknown rerank API flavour 'openai'"):
+        HttpReranker("m", flavour="openai")
+    with pytest.raises(InputError, match="jina rerank API needs a model name"):
+        HttpReranker(" ", flavour="jina")
+    with pytest.raises(InputError, match="max_chars must be >= 1"):
+        HttpReranker("m", max_chars=0)
+
+
+def test_reuses_one_client(server: ScriptedHTTPServer, http: MakeHttp):
+    server.set_fallback(results_echo)
+    reranker = http()
+    reranker.rerank("q", ["a"])
+    client = reranker._endpoint.client
+    reranker.rerank("q", ["b"])
+    assert client is not None and reranker._endpoint.client is client
+
+
+# ------------------------------------------------------------------------------------------------- Bedrock
+
+
+def test_bedrock_request_shape_arn_and_signature(server: ScriptedHTTPServer, bedrock: MakeBedrock):
+    server.add(bedrock_echo)
+    reranker = bedrock()
+
+    scores = reranker.rerank("what is ragstep?", ["first doc", "second doc"])
+
+    assert reranker.name == f"bedrock:{AMAZON}"
+    assert scores == [doc_score("first doc"), doc_score("second doc")]
+    (request,) = server.requests
+    assert request.method == "POST" and request.path == "/rerank"
+    assert request.headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=testing/")
+    assert "/us-west-2/bedrock/aws4_request" in request.headers["authorization"]
+    assert request.json == {
+        "queries": [{"type": "TEXT", "textQuery": {"text": "what is ragstep?"}}],
+        "sources": [
+            {"type": "INLINE", "inlineDocumentSource": {"type": "TEXT", "textDocument": {"text": "first doc"}}},
+            {"type": "INLINE", "inlineDocumentSource": {"type": "TEXT", "textDocument": {"text": "second doc"}}},
+        ],
+        "rerankingConfiguration": {
+            "type": "BEDROCK_RERANKING_MODEL",
+            "bedrockRerankingConfiguration": {
+                "numberOfResults": 2,
+                "modelConfiguration": {"modelArn": f"arn:aws:bedrock:us-west-2::foundation-model/{AMAZON}"},
+            },
+        },
+    }
+
+
+def test_bedrock_cohere_model_and_explicit_arn(server: ScriptedHTTPServer, bedrock: MakeBedrock):
+    server.set_fallback(bedrock_echo)
+    bedrock(COHERE, region="eu-central-1").rerank("q", ["a"])
+    arn = "arn:aws:bedrock:ca-central-1::foundation-model/amazon.rerank-v1:0"
+    bedrock(arn).rerank("q", ["a"])
+    configs = [r.json["rerankingConfiguration"]["bedrockRerankingConfiguration"] for r in server.requests]
+    arns = [c["modelConfiguration"]["modelArn"] for c in configs]
+    assert arns == [f"arn:aws:bedrock:eu-central-1::foundation-model/{COHERE}", arn]
+
+
+def test_bedrock_batches_at_the_api_limit_of_1000(server: ScriptedHTTPServer, bedrock: MakeBedrock):
+    server.set_fallback(bedrock_echo)
+    docs = [f"d{i}" for i in range(1001)]
+
+    scores = bedrock(max_documents_per_call=5000).rerank("q", docs)
+
+    assert [len(r.json["sources"]) for r in server.requests] == [1000, 1]
+    assert [
+        r.json["rerankingConfiguration"]["bedrockRerankingConfiguration"]["numberOfResults"] for r in server.requests
+    ] == [1000, 1]
+    assert scores == [doc_score(d) for d in docs]
+
+
+def test_bedrock_smaller_batches_cut_texts_and_skip_empty_ones(server: ScriptedHTTPServer, bedrock: MakeBedrock):
+    server.set_fallback(bedrock_echo)
+    scores = bedrock(max_documents_per_call=2, max_chars=5).rerank("q", ["abcdefgh", "", "b", "c"])
+    sent = [[s["inlineDocumentSource"]["textDocument"]["text"] for s in r.json["sources"]] for r in server.requests]
+    assert sent == [["abcde", "b"], ["c"]]
+    assert scores == [doc_score("abcde"), 0.0, doc_score("b"), doc_score("c")]
+
+
+def test_bedrock_follows_next_token(server: ScriptedHTTPServer, bedrock: MakeBedrock):
+    server.add(
+        ScriptedResponse(200, {"results": [{"index": 2, "relevanceScore": 0.9}], "nextToken": "page-2"}),
+        ScriptedResponse(200, {"results": [{"index": 0, "relevanceScore": 0.5}, {"index": 1, "relevanceScore": 0.1}]}),
+    )
+    assert bedrock().rerank("q", ["a", "b", "c"]) == [0.5, 0.1, 0.9]
+    first, second = server.requests
+    assert "nextToken" not in first.json and second.json["nextToken"] == "page-2"
+    assert second.json["sources"] == first.json["sources"]
+
+
+def bedrock_error(status: int, code: str, message: str) -> ScriptedResponse:
+    return ScriptedResponse(status, {"message": message}, headers={"x-amzn-ErrorType": code})
+
+
+def test_bedrock_validation_error_fails_at_once(server: ScriptedHTTPServer, bedrock: MakeBedrock):
+    server.set_fallback(bedrock_error(400, "ValidationException", "numberOfResults is too large"))
+    with pytest.raises(ProviderError) as caught:
+        bedrock().rerank("q", ["a"])
+    message = caught.value.message
+    assert len(server.requests) == 1
+    assert f"Bedrock rerank model {AMAZON} at {server.url}" in message
+    assert "ValidationException (HTTP 400): numberOfResults is too large" in message
+
+
+def test_bedrock_access_denied_hints_at_model_access(server: ScriptedHTTPServer, bedrock: MakeBedrock):
+    server.add(bedrock_error(403, "AccessDeniedException", "not authorized"))
+    with pytest.raises(ProviderError, match="is access to this model enabled"):
+        bedrock().rerank("q", ["a"])
+
+
+def test_bedrock_retries_throttling_then_succeeds(server: ScriptedHTTPServer, bedrock: MakeBedrock):
+    server.add(bedrock_error(429, "ThrottlingException", "slow down"), bedrock_echo)
+    assert bedrock().rerank("q", ["a"]) == [doc_score("a")]
+    assert len(server.requests) == 2
+
+
+def test_bedrock_retries_exhausted(server: ScriptedHTTPServer, bedrock: MakeBedrock):
+    server.set_fallback(bedrock_error(503, "ServiceUnavailableException", "try later"))
+    with pytest.raises(ProviderError, match="failed after 2 retries: ServiceUnavailableException"):
+        bedrock(max_retries=2).rerank("q", ["a"])
+    assert len(server.requests) == 3
+
+
+def test_bedrock_bad_answer(server: ScriptedHTTPServer, bedrock: MakeBedrock):
+    server.add(ScriptedResponse(200, {"results": [{"index": 5, "relevanceScore": 0.5}]}))
+    with pytest.raises(ProviderError, match=r"result index 5: not in 0\.\.1"):
+        bedrock().rerank("q", ["a", "b"])
+
+
+def test_bedrock_unreachable_endpoint_and_client_reuse(aws_env: None):
+    reranker = BedrockReranker(
+        AMAZON, region="us-west-2", max_retries=0, endpoint_url=f"http://127.0.0.1:{closed_port()}"
+    )
+    with pytest.raises(ProviderError, match="could not be called: Could not connect"):
+        reranker.rerank("q", ["a"])
+    client = reranker._bedrock()
+    assert reranker._bedrock() is client
+    reranker.close()
+
+
+def test_bedrock_needs_a_model():
+    with pytest.raises(InputError, match=r"amazon\.rerank-v1:0 or cohere\.rerank-v3-5:0"):
+        BedrockReranker(" ")
+
+
+# ------------------------------------------------------------------------------------- local token / vector
+
+
+def ragflow_token_similarity(query: str, items: list[RerankCandidate]) -> list[float]:
+    """RAGFlow's original token similarity (rag/nlp/query.py ``similarity``), written out for comparison.
+
+    The chunk's tokens are its de-duplicated content tokens + title tokens x2 + important keywords x5, but only
+    membership is checked: ``sum of w(t) for query terms t in the chunk / sum of w(t)``. RAGFlow takes w(t)
+    from its term-weight dictionary; any weights show the ties, so the candidate-set IDF stands in for them.
+    """
+    terms = query_terms(query)
+    bags = [
+        set(dict.fromkeys(tokenize(it.content)))
+        | set(tokenize(it.title))
+        | {t for keyword in it.important_keywords for t in tokenize(keyword)}
+        for it in items
+    ]
+    n = len(items)
+    weights = {}
+    for t in terms:
+        df = max(1, sum(t in bag for bag in bags))
+        weights[t] = math.log1p((n - df + 0.5) / (df + 0.5))
+    total = sum(weights.values())
+    return [sum(w for t, w in weights.items() if t in bag) / total for bag in bags]
+
+
+def test_exact_phrase_breaks_ragflows_tie():
+    query = "reset password"
+    items = [
+        RerankCandidate("Enter your password first; an administrator can reset it later."),
+        RerankCandidate("An administrator can reset password settings for every user."),
+    ]
+    original = ragflow_token_similarity(query, items)
+    assert original[0] == original[1] == pytest.approx(1.0)  # both contain both words: a tie
+
+    scores = TokenVectorReranker().rerank_candidates(query, items)
+
+    assert scores[1] > scores[0]
+
+
+def test_term_frequency_breaks_ragflows_tie():
+    # RAGFlow issue #11759: "What need to do in DVT" -- the chunk about DVT ties with one that mentions it once.
+    query = "What need to do in DVT"
+    items = [
+        RerankCandidate("Schedule: EVT in spring, DVT in summer, then the launch."),
+        RerankCandidate("DVT checklist. During DVT, run the DVT reliability tests and log every DVT failure."),
+        RerankCandidate("Nothing about the topic at all."),
+    ]
+    original = ragflow_token_similarity(query, items)
+    assert original[0] == original[1] > original[2]
+
+    scores = TokenVectorReranker().rerank(query, [it.content for it in items])
+
+    assert scores[1] > scores[0] > scores[2] == 0.0
+
+
+def test_important_keyword_typed_in_full_wins():
+    # RAGFlow issue #12013: the chunk whose important keyword is the whole query ranked below one that merely
+    # repeats a word of it.
+    query = "产品维度 指标口径"
+    items = [
+        RerankCandidate("本文介绍维度建模：维度表、维度属性和维度层级。", important_keywords=["数据仓库"]),
+        RerankCandidate("销售报表的说明。", important_keywords=["产品维度 指标口径", "销售"]),
+    ]
+    scores = TokenVectorReranker().rerank_candidates(query, items)
+    assert scores[1] > scores[0]
+
+
+def test_chinese_phrase_after_question_words():
+    query = "如何重置密码"
+    items = [RerankCandidate("密码可以在设置页面里重置。"), RerankCandidate("重置密码的步骤如下：打开设置。")]
+    original = ragflow_token_similarity(query, items)
+    assert original[0] == original[1]
+    scores = TokenVectorReranker().rerank_candidates(query, items)
+    assert scores[1] > scores[0]
+
+
+def test_title_counts_twice_and_important_keywords_five_times():
+    reranker = TokenVectorReranker()
+    filler = "some unrelated words"
+    items = [
+        RerankCandidate(f"{filler} password"),
+        RerankCandidate(filler, title="Password"),
+        RerankCandidate(f"{filler} password password"),
+        RerankCandidate(filler, important_keywords=["password"]),
+        RerankCandidate(f"{filler} " + "password " * 5),
+    ]
+    once, title, twice, keyword, five = reranker.token_similarity("password", items)
+    assert title == pytest.approx(twice) and title > once
+    assert keyword == pytest.approx(five) and keyword > twice
+    # One term, present everywhere: token = 0.5 + 0.5 f / (f + 1.2).
+    assert once == pytest.approx(0.5 + 0.5 / 2.2)
+    assert keyword == pytest.approx(0.5 + 0.5 * 5 / 6.2)
+
+
+def test_coverage_beats_repetition_and_rare_terms_weigh_more():
+    items = [
+        RerankCandidate("kubernetes kubernetes kubernetes kubernetes"),
+        RerankCandidate("kubernetes operator"),
+        RerankCandidate("kubernetes"),
+    ]
+    scores = TokenVectorReranker().rerank_candidates("kubernetes operator", items)
+    # Covering both terms beats repeating one; "operator" (1 candidate of 3) outweighs "kubernetes" (3 of 3).
+    assert scores[1] > scores[0] > scores[2]
+
+
+def test_quoted_phrase_is_the_phrase():
+    docs = ["the password reset page", "reset the password page"]
+    reranker = TokenVectorReranker()
+    with_phrase, without = reranker.rerank('"password reset" page', docs)
+    assert with_phrase > without
+    # Only the quoted words form the phrase; both documents have each term once: 0.8 x (0.5 + 0.5 x 1/2.2) + 0.2.
+    assert reranker.rerank("“reset the password”", docs) == pytest.approx(
+        [0.8 * (0.5 + 0.5 / 2.2), 0.8 * (0.5 + 0.5 / 2.2) + 0.2]
+    )
+
+
+def test_words_match_as_tokenize_cuts_them():
+    reranker = TokenVectorReranker()
+    docs = ["the api文档 is here", "rapid progress", "ＡＰＩ reference", "apis"]
+    assert [s > 0 for s in reranker.rerank("api", docs)] == [True, False, True, False]
+
+
+def test_vector_weight_is_0_7_and_missing_vectors_fall_back_to_tokens():
+    reranker = TokenVectorReranker()
+    items = [
+        RerankCandidate("alpha beta", vector=[0.6, 0.8]),  # cosine 0.6 with [1, 0]
+        RerankCandidate("alpha beta"),  # no vector: tokens alone
+        RerankCandidate("alpha beta", vector=[0.0, 0.0, 1.0]),  # another vector space: tokens alone
+        RerankCandidate("alpha beta", vector=[-1.0, 0.0]),  # opposite: cosine clipped to 0
+        RerankCandidate("gamma", vector=np.array([3.0, 0.0])),  # no shared term, same direction
+    ]
+    token = reranker.token_similarity("alpha beta", items)
+    scores = reranker.rerank_candidates("alpha beta", items, query_vector=np.array([2.0, 0.0]))
+    assert scores[0] == pytest.approx(0.3 * token[0] + 0.7 * 0.6)
+    assert scores[1] == pytest.approx(token[1]) and scores[2] == pytest.approx(token[2])
+    assert scores[3] == pytest.approx(0.3 * token[3])
+    assert scores[4] == pytest.approx(0.7) and token[4] == 0.0
+    # Without a query vector every candidate is scored on tokens.
+    assert reranker.rerank_candidates("alpha beta", items) == pytest.approx(list(token))
+
+
+def test_scores_stay_in_unit_interval():
+    rng = random.Random(7)
+    words = ["alpha", "beta", "gamma", "delta", "密码", "重置", "the", "of"]
+    items = [
+        RerankCandidate(
+            " ".join(rng.choices(words, k=rng.randint(0, 30))),
+            title=" ".join(rng.choices(words, k=3)),
+            important_keywords=rng.choices(words, k=2),
+            vector=[rng.uniform(-1, 1) for _ in range(4)],
+        )
+        for _ in range(200)
+    ]
+    for query in ["alpha beta", "重置密码", '"gamma delta" alpha', "the of", "alpha"]:
+        scores = TokenVectorReranker().rerank_candidates(query, items, query_vector=[1.0, 0.5, -0.2, 0.1])
+        assert len(scores) == len(items) and all(0.0 <= s <= 1.0 for s in scores)
+
+
+def test_empty_inputs():
+    reranker = TokenVectorReranker()
+    assert reranker.rerank("alpha", []) == []
+    assert reranker.rerank("", ["alpha", ""]) == [0.0, 0.0]
+    assert reranker.rerank("the of and", ["the of and"]) == [0.0]  # stopwords only: no terms
+    assert reranker.rerank("alpha", ["", "alpha"])[0] == 0.0
+    one_string = reranker.rerank_candidates("word", [RerankCandidate("x", important_keywords="word")])
+    assert one_string == pytest.approx([0.5 + 0.5 * 5 / 6.2])  # a bare string is one keyword, not letters
+    assert reranker.rerank_candidates("", [RerankCandidate("x", vector=[1.0])], query_vector=[1.0]) == [0.7]
+    with pytest.raises(InputError, match="list of documents"):
+        reranker.rerank("alpha", "alpha")
+
+
+def test_candidate_from_chunk():
+    chunk = Chunk(
+        id="c1",
+        knowledge_id="k1",
+        knowledge_base_id="kb",
+        content="body",
+        knowledge_title="Title",
+        metadata={"important_keywords": "one keyword"},
+    )
+    candidate = RerankCandidate.from_chunk(chunk, vector=[1.0, 0.0])
+    assert candidate == RerankCandidate("body", "Title", ("one keyword",), [1.0, 0.0])
+    assert RerankCandidate.from_chunk(chunk.model_copy(update={"metadata": {}})).important_keywords == ()
+
+
+def test_100_candidates_rerank_in_about_a_millisecond():
+    rng = random.Random(1)
+    vocabulary = [f"word{i}" for i in range(300)] + ["reset", "password", "重置", "密码", "设置"]
+    items = [
+        RerankCandidate(
+            " ".join(rng.choices(vocabulary, k=80)) + "，重置密码。",
+            title="Account settings",
+            important_keywords=["password", "安全"],
+            vector=np.asarray([rng.random() for _ in range(384)]),
+        )
+        for _ in range(100)
+    ]
+    reranker = TokenVectorReranker()
+    query_vector = np.ones(384)
+    reranker.rerank_candidates("how to reset the password 重置密码", items, query_vector)  # query jieba warm-up
+    best = min(
+        _timed(lambda: reranker.rerank_candidates("how to reset the password 重置密码", items, query_vector))
+        for _ in range(5)
+    )
+    # ~1 ms on a laptop; the bound only catches an accidental per-candidate tokenization (~30 ms with jieba).
+    assert best < 0.015
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+# ------------------------------------------------------------------------------------------------- factory
+
+
+def test_make_reranker_default_is_local():
+    reranker = make_reranker(Settings())
+    assert isinstance(reranker, TokenVectorReranker) and reranker.name == "none"
+    for made in (reranker, HttpReranker("m"), BedrockReranker(AMAZON)):
+        assert isinstance(made, Reranker)
+
+
+def test_make_http_reranker_from_settings_end_to_end(server: ScriptedHTTPServer):
+    server.set_fallback(results_echo)
+    settings = Settings(
+        reranker="http",
+        rerank_model="jina-reranker-v2-base-multilingual",
+        rerank_flavour="jina",
+        rerank_url=f"{server.url}/v1/rerank",
+        rerank_api_key="jina-key",
+        rerank_max_documents_per_call=2,
+        rerank_max_chars=3,
+        provider_max_retries=0,
+    )
+    reranker = make_reranker(settings)
+    assert isinstance(reranker, HttpReranker) and reranker.name == "jina:jina-reranker-v2-base-multilingual"
+    assert reranker.rerank("q", ["aaaa", "b", "c"]) == [doc_score("aaa"), doc_score("b"), doc_score("c")]
+    assert [r.json["documents"] for r in server.requests] == [["aaa", "b"], ["c"]]
+    assert server.requests[0].headers["authorization"] == "Bearer jina-key"
+    reranker.close()
+
+
+def test_make_bedrock_reranker_from_settings(server: ScriptedHTTPServer, aws_env: None):
+    settings = Settings(reranker="bedrock", rerank_model=COHERE, aws_region="ap-northeast-1")
+    reranker = make_reranker(settings)
+    assert isinstance(reranker, BedrockReranker) and reranker.name == f"bedrock:{COHERE}"
+    assert reranker.model_arn == f"arn:aws:bedrock:ap-northeast-1::foundation-model/{COHERE}"
+    reranker.close()
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        (Settings(reranker="cohere"), "unknown reranker 'cohere'.*none, http, bedrock"),
+        (Settings(reranker="bedrock"), "RAGSTEP_RERANK_MODEL"),
+        (Settings(reranker="http", rerank_flavour="jina"), r"needs a model name \(RAGSTEP_RERANK_MODEL\)"),
+        (Settings(reranker="http", rerank_model="m", rerank_flavour="bge"), "unknown rerank API flavour 'bge'"),
+    ],
+)
+def test_make_reranker_errors_name_the_settings(settings: Settings, expected: str):
+    with pytest.raises(InputError, match=expected):
+        make_reranker(settings)
+
+
+def test_services_build_the_reranker_once(tmp_path: Any):
+    services = Services(Settings(data_dir=tmp_path))
+    assert isinstance(services.reranker, TokenVectorReranker)
+    assert services.reranker is services.reranker
