@@ -113,15 +113,21 @@ def query_terms(text: str) -> list[str]:
     return list(dict.fromkeys(tokenize(text)))
 
 
+@functools.lru_cache(maxsize=4096)
 def token_set(text: str) -> frozenset[str]:
-    """Distinct tokens of ``text``: what Jaccard and overlap measures compare."""
+    """Distinct tokens of ``text``: what Jaccard and overlap measures compare.
+
+    Memoised (a pure function of the text): rerank's MMR and merge's duplicate check look at the same chunks, and
+    popular chunks recur across requests.
+    """
     return frozenset(tokenize(text))
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     if not a or not b:
         return 0.0
-    return len(a & b) / len(a | b)
+    common = len(a & b)  # |A ∪ B| = |A| + |B| - |A ∩ B|: no union set to build
+    return common / (len(a) + len(b) - common)
 
 
 def overlap_coefficient(a: frozenset[str], b: frozenset[str]) -> float:

@@ -43,10 +43,15 @@ _LINE_MARKERS = re.compile(r"^\s{0,3}(?:#{1,6}\s+|[-*+]\s+|\d{1,3}[.)]\s+|>\s?)"
 _EMPHASIS = re.compile(r"(\*\*|__|~~|`)")
 _SINGLE_EMPHASIS = re.compile(r"(?<![\w*])[*_](?=\S)([^*_\n]+?)(?<=\S)[*_](?![\w*])")
 _BLANKS = re.compile(r"[ \t]+")
+# Any character or pattern that one of the rules above could act on; plain prose skips them all.
+_MARKUP = re.compile(r"[#*_|\[\]<>`~!]|https?://|www\.|^\s*(?:[-+]|\d{1,3}[.)])\s", re.MULTILINE)
 
 
 def clean_markdown(text: str) -> str:
     """What a reranker should read: the words, without Markdown's punctuation. Code bodies stay."""
+    if not _MARKUP.search(text):
+        lines = (_BLANKS.sub(" ", line).strip() for line in text.splitlines())
+        return "\n".join(line for line in lines if line)
     text = _FENCE.sub("", text)
     text = _IMAGE.sub(lambda m: m.group(1), text)
     text = _LINK.sub(lambda m: m.group(1), text)
@@ -130,7 +135,7 @@ def model_scores(state: PipelineState, services: Services, texts: list[str]) -> 
     from ..adapters.rerankers import RerankCandidate
 
     candidates = state.search_results
-    models = {r.knowledge_base_id: _kb_model(services, r.knowledge_base_id) for r in candidates}
+    models = {kb_id: _kb_model(services, kb_id) for kb_id in {r.knowledge_base_id for r in candidates}}
     by_model: dict[str, list[int]] = {}
     for i, r in enumerate(candidates):
         by_model.setdefault(models[r.knowledge_base_id], []).append(i)
@@ -185,7 +190,8 @@ def run(state: PipelineState, services: Services) -> PipelineState:
         relevance.append(value)
         meta = {**r.metadata, "rerank": {"model": round(scores[i], 6), "base": round(base[i], 6)}}
         chosen.append(r.model_copy(update={"score": value, "metadata": meta}))
-    token_sets = [token_set(texts[i]) for i in keep]
+    # Token sets of the content (Markdown punctuation is never a token), shared with the merge stage's cache.
+    token_sets = [token_set(candidates[i].content) for i in keep]
     order = mmr(relevance, token_sets, min(len(chosen), cfg.rerank_top_k), cfg.mmr_lambda)
     results = [chosen[i] for i in order]
     event = TraceEvent(
