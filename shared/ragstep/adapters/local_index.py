@@ -42,6 +42,7 @@ from ..errors import ConflictError, InputError, StorageError
 from ..models import Chunk
 from ..ports import Hit, IndexStats, SearchFilter
 from ..text import tokenize
+from ._replace import checked_replacement
 
 BM25_K1 = 1.5
 BM25_B = 0.75
@@ -227,24 +228,9 @@ class LocalSearchIndex:
         vectors: np.ndarray | None = None,
         space: str | None = None,
     ) -> None:
-        if not knowledge_id:
-            raise InputError("knowledge_id is empty")
-        for c in chunks:
-            if c.knowledge_id != knowledge_id:
-                raise InputError(f"chunk {c.id} belongs to knowledge {c.knowledge_id}, not {knowledge_id}")
-        if len({c.id for c in chunks}) != len(chunks):
-            raise InputError(f"duplicate chunk ids in knowledge {knowledge_id}")
+        vecs = checked_replacement(knowledge_id, chunks, vectors, space)
         blobs: list[bytes | None] = [None] * len(chunks)
-        if vectors is not None:
-            if not space:
-                raise InputError("vectors given without the embedding space (model id) they belong to")
-            vecs = np.asarray(vectors, dtype=np.float32)
-            if vecs.ndim != 2 or vecs.shape[0] != len(chunks):
-                raise InputError(f"expected {len(chunks)} vectors, got an array of shape {vecs.shape}")
-            if not np.isfinite(vecs).all():
-                raise InputError(f"embedding of knowledge {knowledge_id} contains NaN or infinity")
-            norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-            vecs = vecs / np.where(norms == 0, 1, norms)
+        if vecs is not None and space:
             blobs = [row.astype("<f4").tobytes() for row in vecs]
             self._check_dimension(space, vecs.shape[1])
         rows = [

@@ -114,6 +114,7 @@ from ..errors import ConflictError, InputError, StorageError
 from ..models import Chunk
 from ..ports import Hit, IndexStats, SearchFilter
 from ..text import tokenize
+from ._replace import checked_replacement
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -1027,28 +1028,14 @@ class OpenSearchIndex:
     ) -> None:
         """Write the new chunks under a new version, then delete the item's other versions (not atomic: readers see
         the old chunks, or old and new, never none; see the module docstring)."""
-        if not knowledge_id:
-            raise InputError("knowledge_id is empty")
-        for c in chunks:
-            if c.knowledge_id != knowledge_id:
-                raise InputError(f"chunk {c.id} belongs to knowledge {c.knowledge_id}, not {knowledge_id}")
-        if len({c.id for c in chunks}) != len(chunks):
-            raise InputError(f"duplicate chunk ids in knowledge {knowledge_id}")
+        vecs = checked_replacement(knowledge_id, chunks, vectors, space)
         rows: list[list[float] | None] = [None] * len(chunks)
         dims: dict[str, int] = {}
-        if vectors is not None:
-            if not space:
-                raise InputError("vectors given without the embedding space (model id) they belong to")
-            vecs = np.asarray(vectors, dtype=np.float32)
-            if vecs.ndim != 2 or vecs.shape[0] != len(chunks):
-                raise InputError(f"expected {len(chunks)} vectors, got an array of shape {vecs.shape}")
-            if not np.isfinite(vecs).all():
-                raise InputError(f"embedding of knowledge {knowledge_id} contains NaN or infinity")
-            norms = np.linalg.norm(vecs, axis=1)
-            for i, norm in enumerate(norms):
+        if vecs is not None and space:
+            for i, row in enumerate(vecs):
                 # cosinesimil rejects zero vectors; such a chunk is kept (keyword-searchable) without a vector.
-                if norm > 0:
-                    rows[i] = vector_values(vecs[i] / norm)
+                if row.any():
+                    rows[i] = vector_values(row)
             dims[space] = int(vecs.shape[1])
         else:
             space = None
