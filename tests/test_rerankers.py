@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import random
-import socket
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import test_embedders
 from ragstep.adapters.rerankers import (
     DEFAULT_URLS,
     BedrockReranker,
@@ -33,6 +33,11 @@ from ragstep.services import Services
 from ragstep.settings import Settings
 from ragstep.text import query_terms, tokenize
 from support.scripted_http import RecordedRequest, ScriptedHTTPServer, ScriptedResponse
+
+# The provider tests share the embedder tests' scripted server, AWS sandbox and closed port.
+server = test_embedders.server
+aws_env = test_embedders.aws_env
+closed_port = test_embedders.closed_port
 
 AMAZON = "amazon.rerank-v1:0"
 COHERE = "cohere.rerank-v3-5:0"
@@ -65,18 +70,6 @@ def bedrock_echo(request: RecordedRequest) -> ScriptedResponse:
     return ScriptedResponse(200, {"results": results[::-1]})
 
 
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedHTTPServer]:
-    with ScriptedHTTPServer() as srv:
-        yield srv
-
-
 @pytest.fixture
 def http(server: ScriptedHTTPServer) -> Iterator[MakeHttp]:
     """Builds HttpRerankers aimed at the scripted server with millisecond backoff; closes them after."""
@@ -94,18 +87,6 @@ def http(server: ScriptedHTTPServer) -> Iterator[MakeHttp]:
     yield build
     for reranker in made:
         reranker.close()
-
-
-@pytest.fixture
-def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
-    """Dummy credentials, and nothing from the developer's own AWS set-up (profiles, bearer tokens, IMDS)."""
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_BEARER_TOKEN_BEDROCK", "AWS_ENDPOINT_URL"):
-        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture
@@ -462,8 +443,8 @@ def test_bedrock_unreachable_endpoint_and_client_reuse(aws_env: None):
     )
     with pytest.raises(ProviderError, match="could not be called: Could not connect"):
         reranker.rerank("q", ["a"])
-    client = reranker._bedrock()
-    assert reranker._bedrock() is client
+    client = reranker._boto.get()
+    assert reranker._boto.get() is client
     reranker.close()
 
 
@@ -743,3 +724,11 @@ def test_services_build_the_reranker_once(tmp_path: Any):
     services = Services(Settings(data_dir=tmp_path))
     assert isinstance(services.reranker, TokenVectorReranker)
     assert services.reranker is services.reranker
+
+
+def test_tei_model_only_names_the_reranker(server: ScriptedHTTPServer, http: MakeHttp):
+    server.add(tei_echo)
+    reranker = http(flavour="tei", model="BAAI/bge-reranker-large", url=f"{server.url}/rerank")
+    reranker.rerank("q", ["a"])
+    assert reranker.name == "tei:BAAI/bge-reranker-large"
+    assert "model" not in server.requests[0].json

@@ -66,10 +66,33 @@ def retry_after_s(headers: Mapping[str, str]) -> float | None:
     return max(0.0, seconds) if not math.isnan(seconds) else None
 
 
+class _LazyClient:
+    """A client (httpx or botocore) created on first use -- once, even when threads race to it -- then reused."""
+
+    def __init__(self) -> None:
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def _create(self) -> Any:
+        raise NotImplementedError
+
+    def get(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                self._client = self._create()
+            return self._client
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+
 # ------------------------------------------------------------------------------------------------------ httpx
 
 
-class JSONEndpoint:
+class JSONEndpoint(_LazyClient):
     """``POST`` JSON to one URL and decode the JSON answer, retrying what a retry can fix.
 
     Retried: HTTP 429 and 5xx (honouring ``Retry-After``, capped at ``backoff_max_s``), timeouts, connection
@@ -97,24 +120,17 @@ class JSONEndpoint:
         self._max_retries = max_retries
         self._backoff_base_s = backoff_base_s
         self._backoff_max_s = backoff_max_s
-        self._client: httpx.Client | None = None
-        self._lock = threading.Lock()
+        super().__init__()
 
     @property
     def client(self) -> httpx.Client | None:
         """The pooled client, None until the first call (or after :meth:`close`)."""
         return self._client
 
-    def close(self) -> None:
-        with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
-
     def post(self, payload: Any) -> Any:
         import httpx
 
-        client = self._http()
+        client: httpx.Client = self.get()
         attempts = self._max_retries + 1
         last = ""
         for attempt in range(attempts):
@@ -141,16 +157,13 @@ class JSONEndpoint:
 
     # -- internals -------------------------------------------------------------------------------------------
 
-    def _http(self) -> httpx.Client:
-        with self._lock:
-            if self._client is None:
-                import httpx
+    def _create(self) -> httpx.Client:
+        import httpx
 
-                headers = {"Accept": "application/json", "User-Agent": f"ragstep/{__version__}"}
-                if self._api_key:
-                    headers["Authorization"] = f"Bearer {self._api_key}"
-                self._client = httpx.Client(timeout=httpx.Timeout(self.timeout_s), headers=headers)
-            return self._client
+        headers = {"Accept": "application/json", "User-Agent": f"ragstep/{__version__}"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        return httpx.Client(timeout=httpx.Timeout(self.timeout_s), headers=headers)
 
     def _decode(self, response: httpx.Response) -> Any:
         try:
@@ -238,23 +251,13 @@ def boto_provider_error(source: str, exc: Exception) -> ProviderError:
     )
 
 
-class LazyBotoClient:
-    """One :func:`boto_client`, created on first use (once, even when threads race to it) and then reused."""
+class LazyBotoClient(_LazyClient):
+    """One :func:`boto_client` (``options`` are its keyword arguments), created on first use and reused."""
 
     def __init__(self, service: str, **options: Any) -> None:
+        super().__init__()
         self._service = service
         self._options = options
-        self._client: Any = None
-        self._lock = threading.Lock()
 
-    def get(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                self._client = boto_client(self._service, **self._options)
-            return self._client
-
-    def close(self) -> None:
-        with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+    def _create(self) -> Any:
+        return boto_client(self._service, **self._options)

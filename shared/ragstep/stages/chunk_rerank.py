@@ -147,7 +147,7 @@ def model_scores(state: PipelineState, services: Services, texts: list[str]) -> 
             RerankCandidate(
                 content=texts[i],
                 title=candidates[i].knowledge_title,
-                important_keywords=tuple(candidates[i].metadata.get("important_keywords") or ()),
+                important_keywords=_keywords(candidates[i].metadata.get("important_keywords")),
                 vector=vecs.get(candidates[i].id),
             )
             for i in idxs
@@ -155,6 +155,15 @@ def model_scores(state: PipelineState, services: Services, texts: list[str]) -> 
         for i, s in zip(idxs, rich(query, items, qvec), strict=True):
             scores[i] = s
     return scores
+
+
+def _keywords(value: object) -> tuple[str, ...]:
+    """``important_keywords`` as a tuple, whether stored as a list or as one string."""
+    if not value:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    return tuple(str(k) for k in value)  # type: ignore[attr-defined]
 
 
 def _kb_model(services: Services, kb_id: str) -> str:
