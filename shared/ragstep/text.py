@@ -81,10 +81,14 @@ def jieba_tokenizer() -> Any:
             if not cache.is_file():
                 build_jieba_cache(cache)
             with open(cache, "rb") as fh:
-                tk.FREQ, tk.total = pickle.load(fh)
+                freq, total = pickle.load(fh)
+            if not isinstance(freq, dict) or not isinstance(total, int):
+                raise ValueError(f"unexpected jieba cache layout in {cache}")
+            tk.FREQ, tk.total = freq, total
             tk.initialized = True
-        except (OSError, pickle.UnpicklingError, EOFError, ValueError):
-            # A read-only home or a damaged cache only costs speed: let jieba build the table itself.
+        except Exception:
+            # A read-only home, a damaged cache or one written by another ragstep version only costs speed:
+            # let jieba build the table itself. Tokenization never depends on the cache.
             tk.initialize()
         return tk
 
