@@ -294,3 +294,75 @@ def test_cfn_lint_passes() -> None:
     )
     run = subprocess.run([*command, str(TEMPLATE)], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_template_api_runs_the_search_state_machine_synchronously() -> None:
+    resources = load_template()["Resources"]
+    api = resources["ApiFunction"]["Properties"]
+    env = api["Environment"]["Variables"]
+    assert env["RAGSTEP_EXECUTOR"] == {"Ref": "Executor"}
+    assert env["RAGSTEP_STATE_MACHINE_ARN"] == {"Ref": "KnowledgeSearchStateMachine"}
+    statements = [s for p in api["Policies"] if isinstance(p, dict) for s in p.get("Statement", [])]
+    (start,) = [s for s in statements if "states:StartSyncExecution" in s["Action"]]
+    assert start["Action"] == ["states:StartSyncExecution"]
+    assert start["Resource"] == {"Ref": "KnowledgeSearchStateMachine"}, "only the search state machine"
+    assert load_template()["Parameters"]["Executor"]["AllowedValues"] == ["stepfunctions", "inprocess"]
+
+
+def test_template_uploads_start_the_ingest_state_machine() -> None:
+    from ragstep.handlers import UPLOADS_PREFIX
+
+    resources = load_template()["Resources"]
+    bucket = resources["BlobBucket"]["Properties"]
+    assert bucket["NotificationConfiguration"] == {"EventBridgeConfiguration": {"EventBridgeEnabled": True}}
+    machine = resources["IngestStateMachine"]["Properties"]
+    assert machine["Type"] == "STANDARD"
+    (event,) = machine["Events"].values()
+    pattern = event["Properties"]["Pattern"]
+    assert (event["Type"], pattern["source"], pattern["detail-type"]) == (
+        "EventBridgeRule",
+        ["aws.s3"],
+        ["Object Created"],
+    )
+    assert pattern["detail"]["bucket"]["name"] == [{"Ref": "BlobBucket"}]
+    assert pattern["detail"]["object"]["key"] == [{"prefix": UPLOADS_PREFIX}]
+    # Ingestion's own products never match: none of its prefixes is under uploads/.
+    rules = {r["Id"]: r for r in bucket["LifecycleConfiguration"]["Rules"]}
+    assert not any(r.get("Prefix", "").startswith(UPLOADS_PREFIX) for r in rules.values()), "uploads never expire"
+    # Only ingest_parse carries the parsers' layer.
+    with_parsers = [
+        name
+        for name, r in resources.items()
+        if r["Type"] == "AWS::Serverless::Function" and {"Ref": "ParserLayer"} in r["Properties"].get("Layers", [])
+    ]
+    assert with_parsers == ["IngestParseFunction"]
+
+
+def test_template_opensearch_access_is_scoped_and_optional() -> None:
+    template = load_template()
+    params, resources = template["Parameters"], template["Resources"]
+    assert params["CreateOpenSearchDomain"]["Default"] == "false"
+    assert params["OpenSearchEndpoint"]["Default"] == "" and params["OpenSearchArn"]["Default"] == ""
+    assert resources["OpenSearchDomain"]["Condition"] == "CreateDomain"
+    created = resources["CreatedDomainAccessPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert created[0]["Resource"] == [
+        {"Fn::GetAtt": ["OpenSearchDomain", "Arn"]},
+        {"Fn::Sub": "${OpenSearchDomain.Arn}/*"},
+    ]
+    (existing,) = resources["ExistingOpenSearchAccessPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    _, aoss, es = existing["Fn::If"]
+    assert (aoss["Action"], aoss["Resource"]) == ("aoss:APIAccessAll", {"Ref": "OpenSearchArn"})
+    assert all(a.startswith("es:ESHttp") for a in es["Action"])
+    assert es["Resource"] == [{"Ref": "OpenSearchArn"}, {"Fn::Sub": "${OpenSearchArn}/*"}]
+
+
+def test_template_api_keys_are_references_readable_only_under_the_stack_name() -> None:
+    template = load_template()
+    for name in ("EmbeddingApiKey", "RerankApiKey"):
+        assert template["Parameters"][name]["AllowedPattern"] == "^$|^(ssm:|secretsmanager:).+$"
+    statements = template["Resources"]["SecretsReadPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    for statement in statements:
+        assert "${AWS::StackName}/*" in statement["Resource"]["Fn::Sub"]
+    for name, resource in template["Resources"].items():
+        if resource["Type"] == "AWS::Serverless::Function":
+            assert {"Ref": "SecretsReadPolicy"} in resource["Properties"]["Policies"], name

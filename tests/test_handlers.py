@@ -78,6 +78,9 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     data = tmp_path / "data"
     monkeypatch.setenv("RAGSTEP_DATA_DIR", str(data))
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "ragstep-test")
+    # X-Ray is off outside Lambda anyway; say so, as the test environment of a deployment would.
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "ragstep-test")
     handlers.reset()
     # Powertools configures the standard logger of a service once per process, with the stdout of that moment:
     # point it at this test's stdout.
@@ -193,7 +196,8 @@ def test_services_are_created_once_per_execution_environment_and_logs_are_struct
 
     expected = run_stage("chunk_search", PipelineState.model_validate(event), demo_docs).search_results
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
-    finished = [line for line in lines if line["message"] == "stage finished"]
+    # stdout also carries each invocation's metrics (EMF documents, without a "message").
+    finished = [line for line in lines if line.get("message") == "stage finished"]
     assert [line["function_request_id"] for line in finished] == [first.aws_request_id, second.aws_request_id]
     for line in finished:
         assert line["service"] == "ragstep-test"

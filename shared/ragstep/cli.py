@@ -95,11 +95,79 @@ def cmd_kb_delete(args: argparse.Namespace) -> int:
 # -- ingest / delete ----------------------------------------------------------------------------------------------
 
 
+def ingest_options(args: argparse.Namespace) -> Any:
+    """The chunking flags as validated :class:`IngestOptions`; a bad value is one error line naming the flag."""
+    from .models import IngestOptions
+
+    given = {k: v for k, v in (("chunk_size", args.chunk_size), ("chunk_overlap", args.chunk_overlap)) if v is not None}
+    if "chunk_size" in given and "chunk_overlap" not in given:
+        # The default overlap (80), capped as the chunker caps it (half the size): --chunk-size 64 alone is valid.
+        default = IngestOptions.model_fields["chunk_overlap"].default
+        given["chunk_overlap"] = max(0, min(default, given["chunk_size"] // 2))
+    try:
+        return IngestOptions(**given, parent_child=args.parent_child)
+    except ValidationError as exc:
+        message = validation_message(exc)
+        for field in ("chunk_size", "chunk_overlap"):
+            message = message.replace(field, "--" + field.replace("_", "-"))
+        raise InputError(message) from None
+
+
+class Progress:
+    """``[#####-----] 3/10 files, 42 chunks`` redrawn in place on stderr; nothing at all when it is not a terminal."""
+
+    WIDTH = 30
+
+    def __init__(self, total: int, stream: Any = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.total = total
+        self.done = 0
+        self.chunks = 0
+        self.enabled = bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def draw(self, current: str = "") -> None:
+        if not self.enabled:
+            return
+        filled = self.WIDTH * self.done // max(self.total, 1)
+        bar = "#" * filled + "-" * (self.WIDTH - filled)
+        line = f"[{bar}] {self.done}/{self.total} files, {self.chunks} chunks"
+        if current:
+            line += f"  {clip_name(current, 40)}"
+        # \r back to the start, \x1b[K clears what a longer previous line left behind.
+        self.stream.write(f"\r{line}\x1b[K")
+        self.stream.flush()
+
+    def advance(self, chunks: int) -> None:
+        self.done += 1
+        self.chunks += chunks
+        self.draw()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def clip_name(name: str, width: int) -> str:
+    from .console import clip
+
+    return clip(name, width)
+
+
+def ingest_summary(results: Sequence[Any], kb_name: str) -> str:
+    """``3 of 4 files ingested into docs, 12 chunks``: files not failed (indexed, unchanged or duplicate) and the
+    chunks they have in the index (the table above says, per file, which status and which error)."""
+    failed = sum(r.status == "failed" for r in results)
+    chunks = sum(r.chunks for r in results)
+    return f"{len(results) - failed} of {len(results)} files ingested into {kb_name}, {chunks} chunks"
+
+
 def cmd_ingest(args: argparse.Namespace) -> int:
     from .console import table
     from .ingest import DOCUMENT_SUFFIXES, FAQ_SUFFIXES, expand_paths, ingest_file
     from .models import KnowledgeBaseType
 
+    options = ingest_options(args)  # before anything is read or written
     services = _services(args)
     kb = services.require_kb(args.kb)
     suffixes = FAQ_SUFFIXES if kb.type == KnowledgeBaseType.FAQ else DOCUMENT_SUFFIXES
@@ -109,25 +177,34 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     files = list(expand_paths(args.paths, suffixes))
     if not files:
         raise InputError(f"no supported files under {' '.join(args.paths)} (supported: {', '.join(suffixes)})")
-    results = [ingest_file(path, kb, services) for path in files]
+    progress = Progress(len(files))
+    results = []
+    try:
+        for path in files:
+            progress.draw(path.name)
+            result = ingest_file(path, kb, services, options)
+            results.append(result)
+            progress.advance(result.chunks if result.status == "indexed" else 0)
+    finally:
+        progress.close()
     failed = [r for r in results if r.status == "failed"]
     if args.json:
         _print_json([dataclasses.asdict(r) for r in results])
     else:
         rows = [(r.path, r.status, r.chunks, r.error) for r in results]
         print(table(("file", "status", "chunks", "error"), rows))
-        done = len(results) - len(failed)
-        print(f"{done} of {len(results)} files ingested into {kb.name}, {sum(r.chunks for r in results)} chunks")
+        print(ingest_summary(results, kb.name))
     return EXIT_USER_ERROR if failed else 0
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
+    from .ingest import delete_knowledge
+
     services = _services(args)
     item = services.catalog.get_knowledge(args.knowledge_id)
     if item is None:
         raise InputError(f"unknown knowledge id {args.knowledge_id!r}")
-    removed = services.index.delete_knowledge([item.id])
-    services.catalog.delete_knowledge(item.id)
+    removed = delete_knowledge(item, services)
     print(f"deleted {item.filename or item.id} ({removed} chunks)")
     return 0
 
@@ -236,6 +313,99 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- bench ---------------------------------------------------------------------------------------------------------
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _bench_output(args: argparse.Namespace, result: dict[str, Any], render: Any) -> int:
+    if args.json:
+        _print_json(result)
+    else:
+        print(render(result))
+    return 0
+
+
+def _say(args: argparse.Namespace) -> Any:
+    """Progress lines on stderr, for the table output only (``--json`` keeps both streams clean)."""
+    return None if args.json else (lambda msg: print(f"ragstep bench: {msg}", file=sys.stderr, flush=True))
+
+
+def cmd_bench_quality(args: argparse.Namespace) -> int:
+    from .bench.quality import render, run_quality
+
+    return _bench_output(args, run_quality(Path(args.set_dir)), render)
+
+
+def cmd_bench_latency(args: argparse.Namespace) -> int:
+    from .bench.latency import render, run_latency
+
+    result = run_latency(
+        args.docs,
+        args.queries,
+        bench_dir=args.bench_dir,
+        batch=args.batch,
+        rank_bm25_queries=args.rank_bm25_queries,
+        seed=args.seed,
+        progress=_say(args),
+    )
+    return _bench_output(args, result, render)
+
+
+def cmd_bench_coldstart(args: argparse.Namespace) -> int:
+    from .bench.coldstart import render, run_coldstart
+
+    return _bench_output(args, run_coldstart(args.runs), render)
+
+
+def cmd_bench_package(args: argparse.Namespace) -> int:
+    from .bench.package import render, run_package
+
+    return _bench_output(args, run_package(args.layer_dir, rebuild=args.rebuild), render)
+
+
+def add_bench_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``ragstep bench quality|latency|coldstart|package`` (each prints a table, or JSON with ``--json``)."""
+    bench = sub.add_parser("bench", help="benchmarks: quality, latency, cold start, package size", parents=[common])
+    bench_sub = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCHMARK")
+
+    p = bench_sub.add_parser("quality", help="nDCG@10 / Recall on a BEIR-layout set", parents=[common])
+    p.add_argument("--set", required=True, dest="set_dir", metavar="DIR", help="corpus.jsonl, queries.jsonl, qrels.tsv")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=cmd_bench_quality)
+
+    p = bench_sub.add_parser("latency", help="indexing and query latency at scale, against peers", parents=[common])
+    p.add_argument("--docs", type=_positive_int, default=100_000, metavar="N", help="chunks to index (100000)")
+    p.add_argument("--queries", type=_positive_int, default=200, metavar="Q", help="timed queries (200)")
+    p.add_argument("--bench-dir", metavar="DIR", help="benchmark sets folder (default ../shared/bench)")
+    p.add_argument("--batch", type=_positive_int, default=1000, metavar="N", help="chunks per replace_knowledge")
+    p.add_argument(
+        "--rank-bm25-queries", type=_positive_int, default=30, metavar="N", help="queries for the slow rank_bm25 peer"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the random vectors and shuffles")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=cmd_bench_latency)
+
+    p = bench_sub.add_parser("coldstart", help="fresh-process cold start of the search function", parents=[common])
+    p.add_argument("--runs", type=_positive_int, default=5, metavar="N", help="fresh processes per query (5)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=cmd_bench_coldstart)
+
+    p = bench_sub.add_parser("package", help="unzipped size of the Lambda layers", parents=[common])
+    p.add_argument("--layer-dir", metavar="DIR", help="where the layers are built (default layers/build)")
+    p.add_argument("--rebuild", action="store_true", help="build the layers again (needs PyPI, about a minute)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=cmd_bench_package)
+
+
 # -- parser --------------------------------------------------------------------------------------------------------
 
 
@@ -267,9 +437,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--kb", required=True, help="knowledge base name or id")
     p.add_argument("--json", action="store_true", help="print per-file results as JSON")
+    p.add_argument("--chunk-size", type=int, metavar="N", help="characters per chunk, 64-7500 (default 512)")
+    p.add_argument("--chunk-overlap", type=int, metavar="N", help="characters shared by neighbours (default 80)")
+    p.add_argument(
+        "--parent-child",
+        action="store_true",
+        help="index small chunks (--chunk-size) but return their parent section (up to 4096 characters)",
+    )
     p.set_defaults(func=cmd_ingest)
 
-    p = sub.add_parser("delete", help="delete one ingested document (knowledge id) and its chunks", parents=[common])
+    p = sub.add_parser(
+        "delete", help="delete one ingested document (knowledge id): its chunks and stored files", parents=[common]
+    )
     p.add_argument("knowledge_id")
     p.set_defaults(func=cmd_delete)
 
@@ -291,6 +470,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.set_defaults(func=cmd_serve)
+
+    add_bench_commands(sub, common)
     return parser
 
 

@@ -7,13 +7,29 @@ Each ``functions/<name>/app.py`` is a few lines that pick a handler from here::
     handler = stage_handler("chunk_search")
 
 * :func:`stage_handler` -- one pipeline stage: decode the state (restoring results a previous stage offloaded to the
-  blob store), run the stage, encode the state again under the Step Functions payload limit.
+  blob store), run the stage, encode the state again under the Step Functions payload limit. The stage's pipeline
+  decides the state model (:func:`ragstep.pipeline.definitions.state_model`): a ``PipelineState`` for the query
+  stages, an ``IngestState`` for the ingest stages. The first ingest stage also accepts the S3 ``Object Created``
+  event EventBridge starts the ingest state machine with (:func:`ingest_state_from_s3_event`).
 * :func:`join_handler` -- the task after a ``Parallel`` state: joins the branch states (see ``pipeline/asl.py``).
 * :func:`api_handler` -- the HTTP API (FastAPI through Mangum).
 
 Importing this module costs only the standard library. The :class:`~ragstep.services.Services`, the Powertools
-logger, the stage module and (for the API) the FastAPI app are created on the first invocation and kept for the life
-of the execution environment, so a warm invocation pays for none of them.
+logger, tracer and metrics, the stage module and (for the API) the FastAPI app are created on the first invocation
+and kept for the life of the execution environment, so a warm invocation pays for none of them.
+
+Observability (Powertools): every invocation logs as JSON with the Lambda context and the pipeline request id as
+correlation id; it is traced (a ``## <stage>`` X-Ray subsegment per stage, annotated with stage, pipeline and
+request id; the tracer is off outside Lambda, when ``POWERTOOLS_TRACE_DISABLED`` is true, and a no-op when
+aws-xray-sdk is not installed); and it flushes its metrics as one EMF document on stdout (namespace
+``POWERTOOLS_METRICS_NAMESPACE``, dimensions ``service`` and ``stage``): ``StageLatency`` (ms, the stage itself),
+``Results`` (results, or chunks for an ingest stage), ``Degradations`` (``degrade`` rows the stage added to the
+trace), ``StateBytes`` (the state as Lambda sends it), ``StageErrors``, ``ColdStart``; the API reports
+``ApiLatency``, ``ApiClientErrors`` and ``ApiServerErrors`` by ``executor``.
+
+Secrets given as references (``ssm:...``, ``secretsmanager:...``; see :mod:`ragstep.settings`) are resolved when the
+services are built and looked up again on every invocation (a cache hit for ``RAGSTEP_SECRETS_MAX_AGE_S``): when
+one has changed, the services are built again with the new value.
 
 Errors: a :class:`~ragstep.errors.RagstepError` propagates unchanged, and the Lambda runtime reports its class name
 as the error type, which is the ``Error`` Step Functions matches on (``InputError``, ``NotFoundError``,
@@ -24,32 +40,54 @@ the same way.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from aws_lambda_powertools import Logger
+    from aws_lambda_powertools import Logger, Metrics
+    from pydantic import BaseModel
 
-    from .models import PipelineState
+    from .models import IngestState
     from .services import Services
+    from .settings import Settings
 
 LambdaHandler = Callable[[Any, Any], Any]
 
 SERVICE_NAME_ENV = "POWERTOOLS_SERVICE_NAME"
 DEFAULT_SERVICE_NAME = "ragstep"
+METRICS_NAMESPACE_ENV = "POWERTOOLS_METRICS_NAMESPACE"
+DEFAULT_METRICS_NAMESPACE = "ragstep"
+#: Where uploads start the ingest state machine: ``<RAGSTEP_BLOB_PREFIX>uploads/<knowledge base>/<path>``.
+UPLOADS_PREFIX = "uploads/"
+#: The result list each query stage fills (the ``Results`` metric).
+STAGE_RESULTS = {
+    "chunk_search": "search_results",
+    "chunk_rerank": "rerank_results",
+    "chunk_merge": "merge_results",
+    "filter_top_k": "final_results",
+}
 
 _lock = threading.RLock()
 _services: Services | None = None
 _logger: Logger | None = None
+_tracer: Any = None
+_metrics: Metrics | None = None
 _mangum: Any = None
 
 
 def get_services() -> Services:
-    """The execution environment's :class:`Services` (built from ``RAGSTEP_*`` settings on first use)."""
+    """The execution environment's :class:`Services` (built from ``RAGSTEP_*`` settings on first use, and again when
+    a secret reference now resolves to another value)."""
     global _services
+    if _services is not None and not _secrets_current(_services.settings):
+        with _lock:
+            logger().info("a secret changed: building the services again")
+            _services = None
     if _services is None:
         with _lock:
             if _services is None:
@@ -59,14 +97,34 @@ def get_services() -> Services:
     return _services
 
 
+def _secrets_current(settings: Settings) -> bool:
+    """Whether every secret given by reference still resolves to the value the services were built with."""
+    refs = {}
+    for field in ("EMBEDDING_API_KEY", "RERANK_API_KEY", "OPENSEARCH_PASSWORD"):
+        raw = os.environ.get(f"RAGSTEP_{field}", "")
+        if raw.startswith(("ssm:", "secretsmanager:")):
+            refs[field.lower()] = raw
+    if not refs:
+        return True
+    from .settings import resolve_secret
+
+    for field, raw in refs.items():
+        current = getattr(settings, field)
+        value = resolve_secret(raw, max_age=settings.secrets_max_age_s, setting=f"RAGSTEP_{field.upper()}")
+        if current is None or current.get_secret_value() != value:
+            return False
+    return True
+
+
 def reset() -> None:
-    """Forget the cached services, logger and API app, so the next invocation reads the environment again.
+    """Forget the cached services, logger, tracer, metrics and API app, so the next invocation reads the environment
+    again.
 
     A Lambda execution environment never needs this; tests that change ``RAGSTEP_*`` variables do.
     """
-    global _services, _logger, _mangum
+    global _services, _logger, _tracer, _metrics, _mangum
     with _lock:
-        _services = _logger = _mangum = None
+        _services = _logger = _tracer = _metrics = _mangum = None
 
 
 def logger() -> Logger:
@@ -81,16 +139,84 @@ def logger() -> Logger:
     return _logger
 
 
-def _with_lambda_context(fn: LambdaHandler, correlation_id_path: str | None = None) -> LambdaHandler:
-    """``fn`` wrapped so that its logs carry the Lambda context (function name, request id, cold start).
+class _NullSubsegment:
+    def put_annotation(self, key: str, value: Any) -> None:
+        pass
 
-    The Powertools decorator is applied per call rather than at import, so that importing a handler module stays
-    cheap; applying it costs microseconds.
+    def put_metadata(self, key: str, value: Any, namespace: str = "default") -> None:
+        pass
+
+
+class _NullProvider:
+    @contextlib.contextmanager
+    def in_subsegment(self, name: str, **kwargs: Any) -> Iterator[_NullSubsegment]:
+        yield _NullSubsegment()
+
+
+class NullTracer:
+    """Stands in for the Powertools Tracer where aws-xray-sdk is not installed (the layer has it; a laptop may not)."""
+
+    disabled = True
+    provider = _NullProvider()
+
+    def capture_lambda_handler(self, fn: LambdaHandler, **kwargs: Any) -> LambdaHandler:
+        return fn
+
+
+def tracer() -> Any:
+    """The Powertools Tracer, created on first use.
+
+    Powertools turns it off outside Lambda and when ``POWERTOOLS_TRACE_DISABLED`` is true; without aws-xray-sdk it
+    is a :class:`NullTracer`.
+    """
+    global _tracer
+    if _tracer is None:
+        with _lock:
+            if _tracer is None:
+                try:
+                    import aws_xray_sdk  # noqa: F401
+                except ImportError:
+                    _tracer = NullTracer()
+                else:
+                    from aws_lambda_powertools import Tracer
+
+                    _tracer = Tracer(service=os.environ.get(SERVICE_NAME_ENV) or DEFAULT_SERVICE_NAME)
+    return _tracer
+
+
+def metrics() -> Metrics:
+    """The Powertools metrics (CloudWatch EMF), created on first use; flushed at the end of every invocation."""
+    global _metrics
+    if _metrics is None:
+        with _lock:
+            if _metrics is None:
+                from aws_lambda_powertools import Metrics
+
+                _metrics = Metrics(
+                    namespace=os.environ.get(METRICS_NAMESPACE_ENV) or DEFAULT_METRICS_NAMESPACE,
+                    service=os.environ.get(SERVICE_NAME_ENV) or DEFAULT_SERVICE_NAME,
+                )
+    return _metrics
+
+
+def _with_lambda_context(fn: LambdaHandler, correlation_id_path: str | None = None) -> LambdaHandler:
+    """``fn`` wrapped so that its logs carry the Lambda context (function name, request id, cold start), it is
+    traced, and its metrics are flushed (with ``ColdStart`` on the first invocation) when it returns or raises.
+
+    The Powertools decorators are applied per call rather than at import, so that importing a handler module stays
+    cheap; applying them costs microseconds.
     """
 
     def handler(event: Any, context: Any) -> Any:
-        wrapped = logger().inject_lambda_context(fn, correlation_id_path=correlation_id_path, clear_state=True)
-        return wrapped(event, context)
+        with warnings.catch_warnings():
+            # An invocation that failed before recording a metric has nothing to flush; that is not worth a warning.
+            warnings.filterwarnings("ignore", message="No application metrics to publish")
+            traced = tracer().capture_lambda_handler(fn, capture_response=False)
+            measured = metrics().log_metrics(traced, capture_cold_start_metric=True)
+            wrapped = logger().inject_lambda_context(
+                measured, correlation_id_path=correlation_id_path, clear_state=True
+            )
+            return wrapped(event, context)
 
     handler.__name__ = handler.__qualname__ = getattr(fn, "__name__", "handler")
     handler.__doc__ = fn.__doc__
@@ -111,19 +237,85 @@ def _validation_message(exc: Exception) -> str:
     return (f"{where}: {msg}" if where else msg) + more
 
 
-def decode_state(payload: Any, services: Services) -> PipelineState:
-    """The pipeline state in ``payload``, with offloaded results loaded back; :class:`InputError` if it is not one."""
+def decode_state(payload: Any, services: Services, model: type[BaseModel] | None = None) -> Any:
+    """The state in ``payload`` (a ``PipelineState`` unless ``model`` says otherwise), with offloaded results loaded
+    back; :class:`InputError` if it is not one."""
     from pydantic import ValidationError
 
     from .errors import InputError
+    from .models import PipelineState
     from .pipeline import transport
 
+    model = model or PipelineState
     if not isinstance(payload, (dict, str, bytes)):
         raise InputError(f"the event must be a pipeline state (a JSON object), not {type(payload).__name__}")
     try:
-        return transport.decode(payload, services.blobs)
+        if model is PipelineState:
+            return transport.decode(payload, services.blobs)
+        return transport.decode(payload, services.blobs, model)
     except ValidationError as exc:
         raise InputError(f"the event is not a valid pipeline state: {_validation_message(exc)}") from exc
+
+
+# -- the ingest starter -------------------------------------------------------------------------------------------
+
+
+def is_s3_object_created(event: Any) -> bool:
+    """``event`` is an S3 ``Object Created`` event as EventBridge delivers it."""
+    return (
+        isinstance(event, dict)
+        and event.get("source") == "aws.s3"
+        and event.get("detail-type") == "Object Created"
+        and isinstance(event.get("detail"), dict)
+    )
+
+
+def ingest_state_from_s3_event(event: dict[str, Any], services: Services) -> IngestState:
+    """The :class:`~ragstep.models.IngestState` the ingest pipeline starts from, for an upload to
+    ``<RAGSTEP_BLOB_PREFIX>uploads/<knowledge base>/<path>`` in the blob store's bucket.
+
+    ``<knowledge base>`` is the id or the name of an existing knowledge base; ``<path>`` may have folders, and its
+    last part is the file name. The knowledge id comes from the knowledge base id and the path, so uploading the same
+    path again replaces that document (or skips it when the content is unchanged). EventBridge gives the object key
+    as it is (not URL-encoded, unlike S3 event notifications).
+    """
+    from pathlib import PurePosixPath
+
+    from .errors import InputError
+    from .ingest import knowledge_id_for, new_ingest_state
+
+    detail = event["detail"]
+    bucket = str((detail.get("bucket") or {}).get("name") or "")
+    obj = detail.get("object") or {}
+    key = str(obj.get("key") or "")
+    where = f"s3://{bucket}/{key}"
+    settings = services.settings
+    if settings.blob_backend == "s3" and bucket != settings.blob_bucket:
+        raise InputError(
+            f"{where}: uploads are read from the blob store's bucket {settings.blob_bucket!r}, not {bucket!r}"
+        )
+    prefix = settings.blob_prefix.strip("/") + "/" if settings.blob_prefix.strip("/") else ""
+    layout = f"{prefix}{UPLOADS_PREFIX}<knowledge base id or name>/<file>"
+    if not key.startswith(prefix + UPLOADS_PREFIX):
+        raise InputError(f"{where}: uploads to ingest go under {layout}")
+    blob_key = key.removeprefix(prefix)
+    kb_ref, _, path = blob_key.removeprefix(UPLOADS_PREFIX).partition("/")
+    if not kb_ref or not path or path.endswith("/"):
+        raise InputError(f"{where}: not a file under {layout}")
+    kb = services.require_kb(kb_ref)
+    size = obj.get("size")
+    state = new_ingest_state(
+        kb,
+        # Canonical (knowledge base id, not the name the upload used), so both spellings are the same document.
+        knowledge_id=knowledge_id_for(kb, f"s3://{bucket}/{prefix}{UPLOADS_PREFIX}{kb.id}/{path}"),
+        blob_key=blob_key,
+        filename=PurePosixPath(path).name,
+        uri=where,
+        size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+    )
+    event_id = str(event.get("id") or "").replace("-", "")
+    # The EventBridge event id is the request id: the stages' logs and the event share it.
+    return state.model_copy(update={"request_id": event_id}) if event_id else state
 
 
 # Runtimes whose interface client writes non-ASCII characters as they are (awslambdaric checks AWS_EXECUTION_ENV);
@@ -141,7 +333,7 @@ def wire_size(payload: dict[str, Any]) -> int:
     return len(json.dumps(payload, ensure_ascii=ensure_ascii).encode("utf-8"))
 
 
-def encode_state(state: PipelineState, services: Services) -> dict[str, Any]:
+def encode_state(state: BaseModel, services: Services) -> dict[str, Any]:
     """The state as the handler returns it: at most ``state_limit_bytes`` on the wire, offloading results if needed.
 
     :func:`ragstep.pipeline.transport.encode` measures compact UTF-8 JSON; what the runtime sends is a little larger
@@ -166,7 +358,7 @@ def encode_state(state: PipelineState, services: Services) -> dict[str, Any]:
     )
 
 
-def _log_state(message: str, state: PipelineState, payload: dict[str, Any], **keys: Any) -> None:
+def _log_state(message: str, state: Any, payload: dict[str, Any], **keys: Any) -> None:
     from .pipeline.executor import result_counts
 
     last = state.trace[-1] if state.trace else None
@@ -199,28 +391,74 @@ def _log_error(exc: BaseException, **keys: Any) -> None:
 # -- handlers -----------------------------------------------------------------------------------------------------
 
 
+def _stage_metrics(stage_name: str, state: Any, before: int, payload: dict[str, Any]) -> None:
+    """The stage's metrics (added to this invocation's EMF document): latency, results, degradations, state size."""
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    from .models import IngestState
+
+    m = metrics()
+    m.add_dimension(name="stage", value=stage_name)
+    added = state.trace[before:]
+    runs = [t for t in added if t.stage == stage_name and t.action == "run"]
+    if runs:
+        m.add_metric(name="StageLatency", unit=MetricUnit.Milliseconds, value=runs[-1].duration_ms)
+    m.add_metric(name="Degradations", unit=MetricUnit.Count, value=sum(t.action == "degrade" for t in added))
+    if isinstance(state, IngestState):
+        if "chunks" in state.counts:
+            m.add_metric(name="Results", unit=MetricUnit.Count, value=state.counts["chunks"])
+    elif stage_name in STAGE_RESULTS:
+        m.add_metric(name="Results", unit=MetricUnit.Count, value=len(getattr(state, STAGE_RESULTS[stage_name])))
+    m.add_metric(name="StateBytes", unit=MetricUnit.Bytes, value=wire_size(payload))
+
+
+def _error_metric(stage_name: str, exc: BaseException) -> None:
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    m = metrics()
+    m.add_dimension(name="stage", value=stage_name)
+    m.add_metric(name="StageErrors", unit=MetricUnit.Count, value=1)
+    m.add_metadata(key="error", value=type(exc).__name__)
+
+
 def stage_handler(stage_name: str) -> LambdaHandler:
-    """The Lambda handler of one pipeline stage (event and result: a pipeline state as JSON).
+    """The Lambda handler of one pipeline stage (event and result: the state of the stage's pipeline as JSON).
 
     The stage name is checked against :data:`ragstep.pipeline.definitions.STAGES` on the first invocation (the
     tests import every ``functions/*/app.py``, so a misspelt name never reaches a deployment).
     """
 
     def run(event: Any, context: Any) -> dict[str, Any]:
+        from .models import IngestState
+        from .pipeline.definitions import get_pipeline, state_model
         from .pipeline.executor import run_stage
 
         log = logger()
         log.append_keys(stage=stage_name)
         try:
             services = get_services()
-            state = decode_state(event, services)
-            # The pipeline request id is the same in every stage of one search: the key to follow it across functions.
+            model = state_model(stage_name)
+            if model is IngestState and is_s3_object_created(event):
+                if stage_name != get_pipeline("ingest").stage_names()[0]:
+                    raise _input_error(f"{stage_name} takes an ingest state; an S3 event starts the first stage")
+                state = ingest_state_from_s3_event(event, services)
+            else:
+                state = decode_state(event, services, model)
+            # The pipeline request id is the same in every stage of one run: the key to follow it across functions.
             log.set_correlation_id(state.request_id)
-            state = run_stage(stage_name, state, services)
+            before = len(state.trace)
+            with tracer().provider.in_subsegment(f"## {stage_name}") as subsegment:
+                subsegment.put_annotation("stage", stage_name)
+                subsegment.put_annotation("pipeline", state.pipeline)
+                subsegment.put_annotation("request_id", state.request_id)
+                state = run_stage(stage_name, state, services)
+                subsegment.put_metadata("trace", [t.model_dump(mode="json") for t in state.trace[before:]])
             payload = encode_state(state, services)
         except Exception as exc:
             _log_error(exc, stage=stage_name)
+            _error_metric(stage_name, exc)
             raise
+        _stage_metrics(stage_name, state, before, payload)
         _log_state("stage finished", state, payload, stage=stage_name)
         return payload
 
@@ -229,12 +467,23 @@ def stage_handler(stage_name: str) -> LambdaHandler:
     return _with_lambda_context(run)
 
 
+def _input_error(message: str) -> Exception:
+    from .errors import InputError
+
+    return InputError(message)
+
+
 def _join(event: Any, context: Any) -> dict[str, Any]:
+    import time
+
+    from aws_lambda_powertools.metrics import MetricUnit
+
     from .errors import InputError
     from .pipeline.executor import join_branches
 
     log = logger()
     log.append_keys(stage="join")
+    started = time.perf_counter()
     try:
         if not isinstance(event, list) or len(event) < 2:
             raise InputError(
@@ -251,7 +500,12 @@ def _join(event: Any, context: Any) -> dict[str, Any]:
         payload = encode_state(state, services)
     except Exception as exc:
         _log_error(exc, stage="join")
+        _error_metric("join", exc)
         raise
+    m = metrics()
+    m.add_dimension(name="stage", value="join")
+    m.add_metric(name="StageLatency", unit=MetricUnit.Milliseconds, value=(time.perf_counter() - started) * 1000.0)
+    m.add_metric(name="StateBytes", unit=MetricUnit.Bytes, value=wire_size(payload))
     _log_state("branches joined", state, payload, stage="join", branches=len(outputs))
     return payload
 
@@ -279,7 +533,20 @@ def _app() -> Any:
 
 
 def _serve_api(event: Any, context: Any) -> dict[str, Any]:
-    return _app()(event, context)
+    import time
+
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    started = time.perf_counter()
+    app = _app()
+    response = app(event, context)
+    status = int(response.get("statusCode") or 0) if isinstance(response, dict) else 0
+    m = metrics()
+    m.add_dimension(name="executor", value=get_services().settings.executor)
+    m.add_metric(name="ApiLatency", unit=MetricUnit.Milliseconds, value=(time.perf_counter() - started) * 1000.0)
+    m.add_metric(name="ApiClientErrors", unit=MetricUnit.Count, value=int(400 <= status < 500))
+    m.add_metric(name="ApiServerErrors", unit=MetricUnit.Count, value=int(status >= 500))
+    return response
 
 
 # The API Gateway request id (HTTP API payload 2.0) is the correlation id of an API call.

@@ -22,8 +22,15 @@ def resolve_kb_refs(request: SearchRequest, services: Services) -> SearchRequest
 
 
 def knowledge_search(request: SearchRequest, services: Services) -> PipelineState:
+    """Run ``knowledge_search`` with the configured executor (``RAGSTEP_EXECUTOR``): in this process, or on the
+    Step Functions state machine (:mod:`ragstep.pipeline.remote`). Both return the same final state."""
     request = resolve_kb_refs(request, services)
-    return run_pipeline("knowledge_search", new_state(request, services), services)
+    state = new_state(request, services)
+    if services.settings.executor == "stepfunctions":
+        from .pipeline.remote import run_remote
+
+        return run_remote(state, services, "knowledge_search")
+    return run_pipeline("knowledge_search", state, services)
 
 
 def search_response(state: PipelineState) -> dict[str, Any]:

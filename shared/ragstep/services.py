@@ -11,7 +11,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import InputError, NotFoundError, StorageError
 from .models import KnowledgeBase
@@ -91,6 +91,21 @@ class Services:
     def executor(self) -> ThreadPoolExecutor:
         """Threads for concurrent retrievers, created once per process (a request does not pay for thread start-up)."""
         return ThreadPoolExecutor(max_workers=self.settings.search_concurrency, thread_name_prefix="ragstep-search")
+
+    @cached_property
+    def stepfunctions(self) -> Any:
+        """boto3 Step Functions client of ``RAGSTEP_EXECUTOR=stepfunctions`` (in the region of the state machine).
+
+        A synchronous Express execution may run for up to five minutes, so reads wait that long; throttling and
+        transient errors are retried (a search is read-only, so running it again is harmless).
+        """
+        import boto3
+        from botocore.config import Config
+
+        parts = self.settings.state_machine_arn.split(":")
+        region = parts[3] if len(parts) > 3 and parts[3] else None
+        config = Config(connect_timeout=5, read_timeout=310, retries={"mode": "standard", "max_attempts": 3})
+        return boto3.session.Session().client("stepfunctions", region_name=region, config=config)
 
     @cached_property
     def reranker(self) -> Reranker:

@@ -2,6 +2,13 @@
 
 The retrieval knobs are flat (``RAGSTEP_EMBEDDING_TOP_K=20``) and are the defaults that each request may override
 (see :class:`ragstep.models.RetrievalOverrides`). Everything else picks adapters and their connection details.
+
+Secrets (:data:`SECRET_FIELDS`: the model providers' API keys and the OpenSearch password) may be given as a
+reference instead of the value: ``ssm:/path/to/parameter`` (an SSM parameter, SecureString decrypted) or
+``secretsmanager:name`` (a Secrets Manager secret; ``secretsmanager:name#field`` picks one field of a JSON secret).
+:func:`resolve_secret` is the one place they are resolved, through Powertools Parameters, which caches each value
+for ``secrets_max_age_s``; the Lambda handlers ask again on every invocation (a cache hit until then), so a rotated
+key reaches a warm function within that time.
 """
 
 from __future__ import annotations
@@ -9,10 +16,64 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .errors import StorageError
 from .models import RetrievalSettings
+
+#: Settings that may be references to a secret instead of the secret itself.
+SECRET_FIELDS = ("embedding_api_key", "rerank_api_key", "opensearch_password")
+SSM_PREFIX = "ssm:"
+SECRETS_MANAGER_PREFIX = "secretsmanager:"
+DEFAULT_SECRETS_MAX_AGE_S = 300
+
+
+def is_secret_ref(value: str | None) -> bool:
+    """``value`` names a secret (``ssm:...`` or ``secretsmanager:...``) rather than being one."""
+    return bool(value) and value.startswith((SSM_PREFIX, SECRETS_MANAGER_PREFIX))  # type: ignore[union-attr]
+
+
+def resolve_secret(value: str, *, max_age: int = DEFAULT_SECRETS_MAX_AGE_S, setting: str = "secret") -> str:
+    """The secret ``value`` refers to (``value`` itself when it is not a reference; see the module docstring).
+
+    Values come through Powertools Parameters and are cached in the process for ``max_age`` seconds. A reference
+    that cannot be read raises :class:`~ragstep.errors.StorageError` naming the setting, the reference and the
+    reason (missing, access denied ...), never the value.
+    """
+    if not is_secret_ref(value):
+        return value
+    from aws_lambda_powertools.utilities import parameters
+
+    if value.startswith(SSM_PREFIX):
+        kind, name, field = "SSM parameter", value.removeprefix(SSM_PREFIX), ""
+    else:
+        kind, ref = "Secrets Manager secret", value.removeprefix(SECRETS_MANAGER_PREFIX)
+        name, _, field = ref.partition("#")
+    if not name:
+        raise StorageError(f"{setting}: {value!r} names no {kind}; write {value}<name>")
+    try:
+        if kind == "SSM parameter":
+            secret: str | bytes = parameters.get_parameter(name, decrypt=True, max_age=max_age)
+        else:
+            secret = parameters.get_secret(name, max_age=max_age)
+    except Exception as exc:  # GetParameterError wraps the botocore error; credentials/region problems are others
+        cause = exc.__cause__ or exc.__context__ or exc
+        reason = getattr(cause, "response", {}).get("Error", {}).get("Code") or type(cause).__name__
+        raise StorageError(
+            f"{setting}: cannot read the {kind} {name!r} ({reason}); check that it exists in this region and that "
+            "the function's role may read it"
+        ) from exc
+    text = secret.decode("utf-8") if isinstance(secret, bytes) else str(secret)
+    if not field:
+        return text
+    import json
+
+    try:
+        picked = json.loads(text)[field]
+    except (ValueError, TypeError, KeyError):
+        raise StorageError(f"{setting}: the {kind} {name!r} is not a JSON object with the field {field!r}") from None
+    return picked if isinstance(picked, str) else json.dumps(picked)
 
 
 class Settings(RetrievalSettings, BaseSettings):
@@ -37,6 +98,9 @@ class Settings(RetrievalSettings, BaseSettings):
     history_ttl_seconds: Annotated[int, Field(ge=0)] = 30 * 86400
     # SSE-KMS key (id, ARN or alias) for blobs; unset = SSE-S3 (AES256).
     s3_kms_key_id: str | None = None
+
+    # Secret references (ssm:/path, secretsmanager:name) are cached this long before they are read again.
+    secrets_max_age_s: Annotated[int, Field(ge=0, le=86400)] = DEFAULT_SECRETS_MAX_AGE_S
 
     # Embedding provider for new knowledge bases: none | openai | bedrock (| precomputed, for benchmarks).
     embedder: str = "none"
@@ -90,6 +154,21 @@ class Settings(RetrievalSettings, BaseSettings):
 
     # Transport limit of the state between stages (Step Functions allows 256 KiB per payload).
     state_limit_bytes: Annotated[int, Field(ge=4096)] = 256 * 1024
+
+    # Who runs knowledge_search for the API (and the CLI): "inprocess" runs the stages in this process (the local
+    # default, and the low-latency option on Lambda); "stepfunctions" starts the EXPRESS state machine
+    # state_machine_arn synchronously (StartSyncExecution), one Lambda function per stage (ragstep.pipeline.remote).
+    executor: Literal["inprocess", "stepfunctions"] = "inprocess"
+    state_machine_arn: str = ""
+
+    @field_validator(*SECRET_FIELDS, mode="after")
+    @classmethod
+    def _resolve_secret_refs(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        if value is None or not is_secret_ref(value.get_secret_value()):
+            return value
+        max_age = info.data.get("secrets_max_age_s", DEFAULT_SECRETS_MAX_AGE_S)
+        setting = f"RAGSTEP_{info.field_name.upper()}" if info.field_name else "secret"
+        return SecretStr(resolve_secret(value.get_secret_value(), max_age=max_age, setting=setting))
 
     def retrieval_defaults(self) -> RetrievalSettings:
         return RetrievalSettings.model_validate(self.model_dump(include=set(RetrievalSettings.model_fields)))

@@ -58,9 +58,19 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
 
 def load_beir(folder: Path) -> BeirSet:
     folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError(f"{folder}: not a folder; expected a BEIR-layout set (corpus.jsonl, queries.jsonl, qrels.tsv)")
     for required in ("corpus.jsonl", "queries.jsonl", "qrels.tsv"):
         if not (folder / required).is_file():
             raise InputError(f"{folder}: missing {required}; expected a BEIR-layout folder")
+    try:
+        return _read_beir(folder)
+    except (ValueError, KeyError, TypeError) as exc:  # bad JSON, a missing field, a bad score, bad UTF-8 ...
+        detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+        raise InputError(f"{folder}: not a valid BEIR set ({type(exc).__name__}: {detail})") from exc
+
+
+def _read_beir(folder: Path) -> BeirSet:
     corpus = [(str(d["_id"]), d.get("title") or "", d.get("text") or "") for d in _jsonl(folder / "corpus.jsonl")]
     queries = [(str(q["_id"]), q["text"]) for q in _jsonl(folder / "queries.jsonl")]
     qrels: dict[str, dict[str, int]] = {}
@@ -212,3 +222,37 @@ def run_quality(folder: Path, *, runs: tuple[str, ...] = ALL_RUNS) -> dict[str, 
         "ingest_s": round(ingest_s, 2),
         "ms_per_query": timings,
     }
+
+
+RUN_LABELS = {
+    "bm25": "bm25 (keyword retriever alone)",
+    "dense": "dense (vector retriever alone)",
+    "hybrid": "hybrid (chunk_search stage)",
+    "pipeline": "pipeline (folded sources credited)",
+    "pipeline_strict": "pipeline_strict (kept results only)",
+}
+
+
+def render(r: dict[str, Any]) -> str:
+    from ..console import table
+
+    rows = [
+        (
+            RUN_LABELS.get(name, name),
+            f"{m['ndcg@10']:.4f}",
+            f"{m['recall@10']:.4f}",
+            f"{m['recall@100']:.4f}",
+            r["ms_per_query"].get(name, ""),
+        )
+        for name, m in r["runs"].items()
+    ]
+    head = (
+        f"{r['set']}: {r['queries']} judged queries, {r['documents']:,} documents -> {r['chunks']:,} chunks "
+        f"(ingest {r['ingest_s']} s)"
+    )
+    lines = [head, "", table(("run", "nDCG@10", "Recall@10", "Recall@100", "ms/query"), rows)]
+    if "dense" not in r["runs"]:
+        lines.append("no precomputed embeddings (corpus.emb.npy, queries.emb.npy): dense run omitted, BM25 only")
+    if r["refused_queries"]:
+        lines.append(f"{r['refused_queries']} queries refused by the API (scored as empty rankings)")
+    return "\n".join(lines)

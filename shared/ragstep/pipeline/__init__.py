@@ -1,6 +1,6 @@
 """Pipeline declarations, the in-process executor and the state transport (claim check)."""
 
-from .definitions import PIPELINES, STAGES, Parallel, Pipeline, Stage, get_pipeline, load_stage
+from .definitions import PIPELINES, STAGES, Parallel, Pipeline, Stage, get_pipeline, load_stage, state_model
 from .executor import join_branches, run_pipeline, run_stage
 
 __all__ = [
@@ -14,4 +14,5 @@ __all__ = [
     "load_stage",
     "run_pipeline",
     "run_stage",
+    "state_model",
 ]

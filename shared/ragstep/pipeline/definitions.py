@@ -17,6 +17,10 @@ STAGES: dict[str, str] = {
     "chunk_rerank": "ragstep.stages.chunk_rerank:run",
     "chunk_merge": "ragstep.stages.chunk_merge:run",
     "filter_top_k": "ragstep.stages.filter_top_k:run",
+    "ingest_parse": "ragstep.stages.ingest_parse:run",
+    "ingest_chunk": "ragstep.stages.ingest_chunk:run",
+    "ingest_embed": "ragstep.stages.ingest_embed:run",
+    "ingest_index": "ragstep.stages.ingest_index:run",
 }
 
 
@@ -42,6 +46,8 @@ class Pipeline:
     steps: tuple[Step, ...]
     # EXPRESS for request/response (synchronous, short), STANDARD for long-running ingestion.
     kind: Literal["EXPRESS", "STANDARD"] = "EXPRESS"
+    # The state model its stages read and return: a class name in ragstep.models (see :func:`state_model`).
+    state: Literal["PipelineState", "IngestState"] = "PipelineState"
 
     def stage_names(self) -> list[str]:
         names: list[str] = []
@@ -63,7 +69,15 @@ KNOWLEDGE_SEARCH = Pipeline(
     (Stage("chunk_search"), Stage("chunk_rerank"), Stage("chunk_merge"), Stage("filter_top_k")),
 )
 
-PIPELINES: dict[str, Pipeline] = {p.name: p for p in (KNOWLEDGE_SEARCH,)}
+# One file: S3 upload (or the CLI) -> parse -> chunk -> embed -> index. Products pass through the blob store.
+INGEST = Pipeline(
+    "ingest",
+    (Stage("ingest_parse"), Stage("ingest_chunk"), Stage("ingest_embed"), Stage("ingest_index")),
+    kind="STANDARD",
+    state="IngestState",
+)
+
+PIPELINES: dict[str, Pipeline] = {p.name: p for p in (KNOWLEDGE_SEARCH, INGEST)}
 
 
 def get_pipeline(name: str) -> Pipeline:
@@ -73,6 +87,18 @@ def get_pipeline(name: str) -> Pipeline:
         from ..errors import InputError
 
         raise InputError(f"unknown pipeline {name!r}; known: {', '.join(sorted(PIPELINES))}") from None
+
+
+def state_model(name: str) -> type[Any]:
+    """The state class of a pipeline, or of the pipeline a stage belongs to (what a stage's handler decodes)."""
+    from .. import models
+
+    for pipeline in PIPELINES.values():
+        if name == pipeline.name or name in pipeline.stage_names():
+            return getattr(models, pipeline.state)
+    from ..errors import InputError
+
+    raise InputError(f"unknown pipeline or stage {name!r}; known: {', '.join(sorted([*PIPELINES, *STAGES]))}")
 
 
 def load_stage(name: str) -> Callable[..., Any]:

@@ -3,16 +3,19 @@
 On AWS, Step Functions plays this role; locally (and on Lambda with ``RAGSTEP_EXECUTOR=inprocess``) this does.
 With ``check_transport=True`` the state is encoded and decoded between stages exactly as it would be between Lambda
 functions, so tests catch a stage that depends on something the JSON does not carry.
+
+Any state model runs here: the query pipeline's :class:`~ragstep.models.PipelineState` and the ingest pipeline's
+:class:`~ragstep.models.IngestState` (each stage returns the type it was given).
 """
 
 from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import RagstepError
-from ..models import ErrorInfo, PipelineState, SearchResult, TraceEvent
+from ..models import ErrorInfo, IngestState, PipelineState, SearchResult, TraceEvent
 from . import transport
 from .definitions import Parallel, Pipeline, Stage, Step, get_pipeline, load_stage
 
@@ -21,17 +24,22 @@ if TYPE_CHECKING:
 
 RESULT_FIELDS = ("search_results", "rerank_results", "merge_results", "final_results")
 
+State = TypeVar("State", PipelineState, IngestState)
 
-def result_counts(state: PipelineState) -> dict[str, int]:
+
+def result_counts(state: Any) -> dict[str, int]:
+    """Result list sizes of a query state; an ingest state's own ``counts``."""
+    if isinstance(state, IngestState):
+        return dict(state.counts)
     return {f: len(getattr(state, f)) for f in RESULT_FIELDS if getattr(state, f)}
 
 
-def run_stage(name: str, state: PipelineState, services: Services) -> PipelineState:
+def run_stage(name: str, state: State, services: Services) -> State:
     """Run one stage and append its ``run`` trace event (what a Lambda handler does around the stage)."""
     fn = load_stage(name)
     before = len(state.trace)
     started = time.perf_counter()
-    out: PipelineState = fn(state, services)
+    out: State = fn(state, services)
     elapsed = round((time.perf_counter() - started) * 1000.0, 3)
     # A stage may log its own ``run`` event with counts and details; it gets the timing, so each stage is one row.
     trace = list(out.trace)
@@ -42,9 +50,7 @@ def run_stage(name: str, state: PipelineState, services: Services) -> PipelineSt
     return out.with_trace(TraceEvent(stage=name, duration_ms=elapsed, counts=result_counts(out)))
 
 
-def run_pipeline(
-    pipeline: Pipeline | str, state: PipelineState, services: Services, *, check_transport: bool = False
-) -> PipelineState:
+def run_pipeline(pipeline: Pipeline | str, state: State, services: Services, *, check_transport: bool = False) -> State:
     """Run every step; a :class:`RagstepError` from a stage is re-raised after being recorded on the state."""
     pipe = get_pipeline(pipeline) if isinstance(pipeline, str) else pipeline
     for step in pipe.steps:
@@ -52,7 +58,7 @@ def run_pipeline(
     return state
 
 
-def _run_step(step: Step, state: PipelineState, services: Services, check: bool) -> PipelineState:
+def _run_step(step: Step, state: State, services: Services, check: bool) -> State:
     if isinstance(step, Stage):
         try:
             state = run_stage(step.name, state, services)
@@ -63,13 +69,13 @@ def _run_step(step: Step, state: PipelineState, services: Services, check: bool)
             raise
         if check:
             limit = services.settings.state_limit_bytes
-            state = transport.decode(transport.encode(state, services.blobs, limit), services.blobs)
+            state = transport.decode(transport.encode(state, services.blobs, limit), services.blobs, type(state))
         return state
     return _run_parallel(step, state, services, check)
 
 
-def _run_parallel(step: Parallel, state: PipelineState, services: Services, check: bool) -> PipelineState:
-    def branch(steps: tuple[Step, ...]) -> PipelineState:
+def _run_parallel(step: Parallel, state: State, services: Services, check: bool) -> State:
+    def branch(steps: tuple[Step, ...]) -> State:
         out = state
         for s in steps:
             out = _run_step(s, out, services, check)
@@ -77,7 +83,7 @@ def _run_parallel(step: Parallel, state: PipelineState, services: Services, chec
 
     with ThreadPoolExecutor(max_workers=len(step.branches), thread_name_prefix=f"ragstep-{step.name}") as pool:
         outputs = list(pool.map(branch, step.branches))
-    return join_branches(state, outputs)
+    return join_branches(state, outputs)  # type: ignore[arg-type,return-value]  # query pipelines only
 
 
 def join_branches(base: PipelineState, outputs: list[PipelineState]) -> PipelineState:

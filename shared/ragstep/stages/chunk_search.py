@@ -276,7 +276,11 @@ def hydrate(fused: Sequence[Fused], services: Services, limit: int) -> list[Sear
         chunk = chunks.get(f.chunk_id)
         if chunk is None:  # deleted between search and fetch
             continue
-        key = content_key(chunk.content)
+        # Parent-child ingestion: the child matched, its parent's text is what the result carries (children of one
+        # parent then fold into one result here, as content duplicates).
+        parent = chunk.metadata.get("parent_content")
+        content = parent if isinstance(parent, str) and parent else chunk.content
+        key = content_key(content)
         if key in seen:
             continue
         seen.add(key)
@@ -290,23 +294,32 @@ def hydrate(fused: Sequence[Fused], services: Services, limit: int) -> list[Sear
             )
             if v is not None
         }
+        metadata = {**chunk.metadata, "retrieval": retrieval}
+        start_at, end_at, match_type = chunk.start_at, chunk.end_at, f.match_type
+        if content is not chunk.content:
+            # The parent's span, so merge stitches and contains by the text the result shows; the child's is kept.
+            del metadata["parent_content"]
+            metadata.update(child_start_at=chunk.start_at, child_end_at=chunk.end_at)
+            start_at = int(metadata.get("parent_start_at", start_at))
+            end_at = int(metadata.get("parent_end_at", end_at))
+            match_type = MatchType.PARENT
         out.append(
             SearchResult(
                 id=chunk.parent_id if chunk.chunk_type == ChunkType.FAQ and chunk.parent_id else chunk.id,
-                content=chunk.content,
+                content=content,
                 knowledge_id=chunk.knowledge_id,
                 knowledge_base_id=chunk.knowledge_base_id,
                 knowledge_title=chunk.knowledge_title,
                 knowledge_filename=chunk.knowledge_filename,
                 chunk_index=chunk.chunk_index,
-                start_at=chunk.start_at,
-                end_at=chunk.end_at,
+                start_at=start_at,
+                end_at=end_at,
                 score=f.score,
-                match_type=MatchType.FAQ if chunk.chunk_type == ChunkType.FAQ else f.match_type,
+                match_type=MatchType.FAQ if chunk.chunk_type == ChunkType.FAQ else match_type,
                 chunk_type=chunk.chunk_type,
                 tag_id=chunk.tag_id,
                 sub_chunk_ids=list(chunk.sub_chunk_ids),
-                metadata={**chunk.metadata, "retrieval": retrieval},
+                metadata=metadata,
                 image_info=list(chunk.image_info),
             )
         )

@@ -1,0 +1,174 @@
+"""``ragstep bench package``: unzipped size of the two Lambda layers, and their largest packages.
+
+Sizes are the sum of file sizes (what Lambda counts against its 250 MB unzipped limit for a function and its layers),
+in MiB. The layers are those of a ``sam build``, built into ``--layer-dir`` (default ``layers/build``):
+
+* dependency layer: ``<layer-dir>/python``, built by ``layers/build.sh --out <layer-dir>`` (downloads Linux wheels
+  from PyPI, about a minute);
+* shared layer: ``<layer-dir>/shared/python``, built by ``make -C shared build-SharedLayer`` (the ``ragstep``
+  package and its prebuilt jieba table).
+
+An existing build is reused unless ``--rebuild``; one whose installed versions differ from
+``layers/dependencies/requirements.txt`` is reported as stale. A package is a top-level folder or module together
+with its ``*.dist-info`` and ``*.libs`` folders (numpy's bundled OpenBLAS lives in ``numpy.libs``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from .common import repo_root
+
+MIB = 1024 * 1024
+_DIST_INFO = re.compile(r"^(?P<name>.+?)-(?P<version>[^-]+)\.(dist|egg)-info$")
+_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9_.\-]+)\s*==\s*([^\s;#]+)")
+
+
+def tree_bytes(path: Path) -> int:
+    if path.is_file() or path.is_symlink():
+        return path.lstat().st_size
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            total += os.lstat(os.path.join(root, name)).st_size
+    return total
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def package_sizes(layer_python: Path) -> dict[str, int]:
+    """Bytes per package at the top of a layer's ``python/`` folder (``X``, ``X.py``, ``X-*.dist-info``, ``X.libs``)."""
+    sizes: dict[str, int] = defaultdict(int)
+    for entry in sorted(layer_python.iterdir()):
+        name = entry.name
+        match = _DIST_INFO.match(name)
+        if match:
+            key = match.group("name")
+        elif name.endswith(".libs"):
+            key = name.removesuffix(".libs")
+        elif entry.is_file() and name.endswith(".py"):
+            key = name.removesuffix(".py")
+        elif entry.is_file() or name == "__pycache__":
+            sizes[name] += tree_bytes(entry)  # a data file at the top (jieba.pfdict.pkl), bytecode of a module
+            continue
+        else:
+            key = name
+        sizes[_canonical(key)] += tree_bytes(entry)
+    return dict(sizes)
+
+
+def installed_versions(layer_python: Path) -> dict[str, str]:
+    out = {}
+    for entry in layer_python.glob("*.dist-info"):
+        match = _DIST_INFO.match(entry.name)
+        if match:
+            out[_canonical(match.group("name"))] = match.group("version")
+    return out
+
+
+def pinned_versions(requirements: Path) -> dict[str, str]:
+    if not requirements.is_file():
+        return {}
+    out = {}
+    for line in requirements.read_text(encoding="utf-8").splitlines():
+        match = _REQUIREMENT.match(line)
+        if match:
+            out[_canonical(match.group(1))] = match.group(2)
+    return out
+
+
+def stale_packages(layer_python: Path, requirements: Path) -> list[str]:
+    """Pins of requirements.txt that the built layer does not satisfy (``name: wanted, built``)."""
+    built = installed_versions(layer_python)
+    return [
+        f"{name}: wants {want}, layer has {built.get(name, 'none')}"
+        for name, want in sorted(pinned_versions(requirements).items())
+        if built.get(name) != want
+    ]
+
+
+def build_dependency_layer(layer_dir: Path) -> None:
+    script = repo_root() / "layers" / "build.sh"
+    if not script.is_file():
+        raise InputError(f"cannot build the dependency layer: {script} not found (run from a ragstep checkout)")
+    env = {**os.environ, "PYTHON": os.environ.get("PYTHON") or sys.executable}
+    proc = subprocess.run([str(script), "--out", str(layer_dir)], env=env, stdout=sys.stderr)
+    if proc.returncode != 0:
+        raise InputError(f"layers/build.sh failed (exit {proc.returncode}); see its output above")
+
+
+def build_shared_layer(layer_dir: Path) -> None:
+    shared = repo_root() / "shared"
+    if not (shared / "Makefile").is_file():
+        raise InputError(f"cannot build the shared layer: no {shared / 'Makefile'} (run from a ragstep checkout)")
+    if shutil.which("make") is None:
+        raise InputError("cannot build the shared layer: `make` is not installed")
+    target = layer_dir / "shared"
+    shutil.rmtree(target, ignore_errors=True)
+    env = {**os.environ, "PYTHON": os.environ.get("PYTHON") or sys.executable}
+    cmd = ["make", "--no-print-directory", "-C", str(shared), "build-SharedLayer", f"ARTIFACTS_DIR={target}"]
+    proc = subprocess.run(cmd, env=env, stdout=sys.stderr)
+    if proc.returncode != 0:
+        raise InputError(f"`make build-SharedLayer` failed (exit {proc.returncode}); see its output above")
+
+
+def run_package(layer_dir: str | Path | None = None, *, rebuild: bool = False) -> dict[str, Any]:
+    explicit = layer_dir is not None
+    layers = Path(layer_dir) if explicit else repo_root() / "layers" / "build"
+    dep, shared = layers / "python", layers / "shared" / "python"
+    built = []
+    if rebuild or not dep.is_dir():
+        if explicit and not rebuild:
+            raise InputError(f"{layers}: no dependency layer (python/) here; pass --rebuild to build one")
+        build_dependency_layer(layers)
+        built.append("dependency")
+    if rebuild or not shared.is_dir():
+        if explicit and not rebuild:
+            raise InputError(f"{layers}: no shared layer (shared/python/) here; pass --rebuild to build one")
+        build_shared_layer(layers)
+        built.append("shared")
+
+    dep_sizes = package_sizes(dep)
+    shared_sizes = package_sizes(shared)
+    dep_bytes, shared_bytes = sum(dep_sizes.values()), sum(shared_sizes.values())
+    entries = [(name, size, "dependency") for name, size in dep_sizes.items()]
+    entries += [(name, size, "shared") for name, size in shared_sizes.items()]
+    entries.sort(key=lambda e: -e[1])
+    requirements = repo_root() / "layers" / "dependencies" / "requirements.txt"
+    return {
+        "dependency_layer_mb": round(dep_bytes / MIB, 1),
+        "shared_layer_mb": round(shared_bytes / MIB, 1),
+        "total_mb": round((dep_bytes + shared_bytes) / MIB, 1),
+        "largest": [{"name": n, "mb": round(size / MIB, 1), "layer": layer} for n, size, layer in entries[:10]],
+        "layer_dir": str(layers),
+        "built_now": built,
+        "bytecode_files": sum(1 for _ in dep.rglob("*.pyc")),
+        "stale": [] if explicit else stale_packages(dep, requirements),
+    }
+
+
+def render(r: dict[str, Any]) -> str:
+    from ..console import table
+
+    lines = [
+        f"Lambda layers in {r['layer_dir']} (unzipped, MiB; Lambda's limit: 250 for a function and its layers)",
+        f"dependency layer {r['dependency_layer_mb']}  +  shared layer {r['shared_layer_mb']}  =  {r['total_mb']}"
+        f"  ({r['bytecode_files']} bytecode files in the dependency layer)",
+        "",
+        table(("package", "MiB", "layer"), [(e["name"], e["mb"], e["layer"]) for e in r["largest"]]),
+    ]
+    if r["built_now"]:
+        lines.append(f"built now: {', '.join(r['built_now'])} layer")
+    if r["stale"]:
+        lines.append("stale build (rebuild with --rebuild): " + "; ".join(r["stale"]))
+    return "\n".join(lines)

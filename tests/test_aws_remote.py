@@ -1,0 +1,391 @@
+"""``RAGSTEP_EXECUTOR=stepfunctions``: knowledge_search on the EXPRESS state machine (ragstep.pipeline.remote).
+
+What moto can and cannot do here (moto 5.2):
+
+* moto does not implement ``StartSyncExecution`` (it answers 404 "Not yet implemented"). The call itself is tested
+  with botocore's Stubber on a real client: the request is checked against the Step Functions API model (parameters
+  and types) and the responses are shaped as the model says, for every status.
+* moto's state machine interpreter (``execute_state_machine``) runs the generated definition, asynchronously
+  (``StartExecution`` + ``DescribeExecution``). moto cannot run a Python Lambda function without Docker: its
+  Docker-less Lambda answers each invocation from a queue of responses. The queue holds what our handlers returned
+  when invoked in order on the same state, so the test shows that the definition calls the four functions in the
+  declared order, hands each one exactly the previous one's output (no envelope, no ResultPath), and ends with the
+  last one's output; ``execution_result`` then decodes that output (claim check included) into the same final
+  state as the in-process executor.
+* Not tested anywhere: a stage failure going through the generated Catch/Fail states in moto (its Docker-less Lambda
+  cannot raise), so the FAILED responses below are written as the Step Functions and Lambda documentation
+  describe them (Error = exception class, Cause = the runtime's JSON), with the exceptions our handlers raise.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+import time
+import traceback
+import uuid
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragstep import handlers
+from ragstep.errors import InputError, NotFoundError, ProviderError, RagstepError, StateTooLargeError
+from ragstep.ingest import expand_paths, ingest_file
+from ragstep.models import KnowledgeBase, PipelineState, SearchRequest
+from ragstep.pipeline import asl, get_pipeline, run_pipeline, transport
+from ragstep.pipeline.remote import ExecutionFailedError, execution_result, failure_error, run_remote
+from ragstep.search import knowledge_search, new_state, resolve_kb_refs, search_response
+from ragstep.services import Services
+from test_asl import STATEMACHINE
+from test_aws_stores import CATALOG_SCHEMA
+from test_handlers import invoke, load_event
+
+boto3 = pytest.importorskip("boto3")
+pytest.importorskip("moto")
+from botocore.stub import ANY, Stubber  # noqa: E402
+from moto import mock_aws  # noqa: E402
+
+pytestmark = pytest.mark.aws
+
+REGION = "eu-west-1"
+ACCOUNT = "123456789012"
+BUCKET = "ragstep-remote-blobs"
+CATALOG_TABLE = "ragstep-remote-catalog"
+STATE_MACHINE_ARN = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:ragstep-knowledge-search"
+STAGES = get_pipeline("knowledge_search").stage_names()
+SMALL_LIMIT = 4096  # small enough that the search results travel through the bucket (claim check)
+
+
+@pytest.fixture
+def aws_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Services]:
+    """The API function's environment: catalog in DynamoDB, blobs in S3 (moto), the embedded index, the demo
+    documents ingested into "demo-docs", and RAGSTEP_EXECUTOR=stepfunctions."""
+    for name in [k for k in os.environ if k.startswith(("RAGSTEP_", "POWERTOOLS_", "AWS_"))]:
+        monkeypatch.delenv(name)
+    env = {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": REGION,
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_CONFIG_FILE": "/dev/null",
+        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+        "POWERTOOLS_SERVICE_NAME": "ragstep-test",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_METRICS_NAMESPACE": "ragstep-test",
+        "RAGSTEP_DATA_DIR": str(tmp_path / "data"),
+        "RAGSTEP_CATALOG_BACKEND": "dynamodb",
+        "RAGSTEP_CATALOG_TABLE": CATALOG_TABLE,
+        "RAGSTEP_BLOB_BACKEND": "s3",
+        "RAGSTEP_BLOB_BUCKET": BUCKET,
+        "RAGSTEP_STATE_LIMIT_BYTES": str(SMALL_LIMIT),
+        "RAGSTEP_EXECUTOR": "stepfunctions",
+        "RAGSTEP_STATE_MACHINE_ARN": STATE_MACHINE_ARN,
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    config = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+    with mock_aws(config=config):  # type: ignore[arg-type]
+        session = boto3.session.Session()
+        session.client("s3", region_name=REGION).create_bucket(
+            Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION}
+        )
+        session.client("dynamodb", region_name=REGION).create_table(
+            TableName=CATALOG_TABLE, BillingMode="PAY_PER_REQUEST", **CATALOG_SCHEMA
+        )
+        handlers.reset()
+        handlers.logger().registered_handler.stream = sys.stdout
+        services = handlers.get_services()
+        kb = services.catalog.create_kb(KnowledgeBase(id=uuid.uuid4().hex, name="demo-docs", created_at=time.time()))
+        with resources.as_file(resources.files("ragstep").joinpath("data", "demo", "docs")) as folder:
+            results = [ingest_file(path, kb, services) for path in expand_paths([folder], (".md",))]
+        assert results and all(r.status == "indexed" for r in results), results
+        yield services
+        handlers.reset()
+
+
+def first_state(services: Services, query: str = "How are keyword and vector results fused?") -> PipelineState:
+    request = resolve_kb_refs(SearchRequest(query=query, knowledge_base_ids=["demo-docs"]), services)
+    return new_state(request, services)
+
+
+def handler_outputs(state: PipelineState, services: Services) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The state machine's input for ``state``, and what each stage's Lambda handler returns on the previous one's
+    output (what the state machine's tasks return, one after the other)."""
+    payload = transport.encode(state, services.blobs, services.settings.state_limit_bytes)
+    outputs, current = [], payload
+    for stage in STAGES:
+        current = invoke(stage, current)
+        outputs.append(current)
+    return payload, outputs
+
+
+def stubbed_client(services: Services) -> tuple[Any, Stubber]:
+    """A real Step Functions client whose answers come from a Stubber, used by ``services`` from now on."""
+    client = boto3.session.Session().client("stepfunctions", region_name=REGION)
+    stubber = Stubber(client)
+    stubber.activate()
+    services.__dict__["stepfunctions"] = client  # the cached property, set as it would be on first use
+    return client, stubber
+
+
+def sync_response(status: str, **fields: Any) -> dict[str, Any]:
+    """A StartSyncExecution response (the fields the API model requires, plus ``fields``)."""
+    now = datetime.datetime.now(datetime.UTC)
+    return {
+        "executionArn": f"arn:aws:states:{REGION}:{ACCOUNT}:express:ragstep-knowledge-search:x:y",
+        "stateMachineArn": STATE_MACHINE_ARN,
+        "startDate": now,
+        "stopDate": now,
+        "status": status,
+        **fields,
+    }
+
+
+def runtime_cause(exc: BaseException) -> str:
+    """The ``Cause`` of a Lambda task whose handler raised ``exc``: the Python runtime's error JSON."""
+    return json.dumps(
+        {
+            "errorMessage": str(exc),
+            "errorType": type(exc).__name__,
+            "requestId": str(uuid.uuid4()),
+            "stackTrace": traceback.format_tb(exc.__traceback__) or ['  File "/var/task/app.py", line 5, in handler\n'],
+        }
+    )
+
+
+def without_durations(body: dict[str, Any]) -> dict[str, Any]:
+    return {**body, "trace": [{**t, "duration_ms": 0.0} for t in body["trace"]]}
+
+
+# -- the generated definition, executed by moto ------------------------------------------------------------------------
+
+
+def test_the_generated_definition_chains_the_handlers_on_moto(aws_env: Services) -> None:
+    services = aws_env
+    state = first_state(services)
+    payload, outputs = handler_outputs(state, services)
+    assert outputs[0]["offloaded"], "the search results must travel through the bucket for this test"
+
+    # moto's Docker-less Lambda answers the four invocations, in order, with what the handlers returned.
+    import requests
+
+    queued = {"results": [json.dumps(o, ensure_ascii=False) for o in outputs], "region": REGION}
+    answer = requests.post("http://motoapi.amazonaws.com/moto-api/static/lambda-simple/response", json=queued)
+    assert answer.status_code == 201
+
+    pipeline = get_pipeline("knowledge_search")
+    arns = {
+        asl.function_arn_placeholder(stage): f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:ragstep-{stage}"
+        for stage in STAGES
+    }
+    definition = (STATEMACHINE / asl.file_name(pipeline)).read_text(encoding="utf-8")
+    for placeholder, arn in arns.items():  # what DefinitionSubstitutions does
+        definition = definition.replace("${" + placeholder + "}", arn)
+    sfn = boto3.session.Session().client("stepfunctions", region_name=REGION)
+    machine = sfn.create_state_machine(
+        name="ragstep-knowledge-search",
+        definition=definition,
+        roleArn=f"arn:aws:iam::{ACCOUNT}:role/ragstep-knowledge-search",
+        type="EXPRESS",
+    )
+    started = sfn.start_execution(
+        stateMachineArn=machine["stateMachineArn"],
+        name=state.request_id,
+        input=json.dumps(payload, ensure_ascii=False),
+    )
+    deadline = time.monotonic() + 30
+    while (described := sfn.describe_execution(executionArn=started["executionArn"]))["status"] == "RUNNING":
+        assert time.monotonic() < deadline, "the execution did not finish"
+        time.sleep(0.05)
+    assert described["status"] == "SUCCEEDED", described
+
+    events = sfn.get_execution_history(executionArn=started["executionArn"])["events"]
+    scheduled = [e["lambdaFunctionScheduledEventDetails"] for e in events if e["type"] == "LambdaFunctionScheduled"]
+    assert [s["resource"] for s in scheduled] == list(arns.values()), "one task per stage, in declared order"
+    # Each task gets exactly the previous task's output: the state, with nothing wrapped around it.
+    assert [json.loads(s["input"]) for s in scheduled] == [payload, *outputs[:-1]]
+    assert json.loads(described["output"]) == outputs[-1]
+
+    final = execution_result(described, services)
+    local = run_pipeline("knowledge_search", state, services)
+    assert final.offloaded == {} and final.final_results, "offloaded results are read back from the bucket"
+    assert [r.id for r in final.final_results] == [r.id for r in local.final_results]
+    assert without_durations(search_response(final)) == without_durations(search_response(local))
+
+
+# -- StartSyncExecution (botocore Stubber: requests and responses checked against the API model) -----------------
+
+
+def test_run_remote_starts_a_sync_execution_and_decodes_its_output(aws_env: Services) -> None:
+    services = aws_env
+    state = first_state(services)
+    payload, outputs = handler_outputs(state, services)
+    _, stubber = stubbed_client(services)
+    stubber.add_response(
+        "start_sync_execution",
+        sync_response("SUCCEEDED", output=json.dumps(outputs[-1]), input=json.dumps(payload)),
+        expected_params={
+            "stateMachineArn": STATE_MACHINE_ARN,
+            "name": state.request_id,
+            "input": json.dumps(payload, ensure_ascii=False, separators=(",", ":")),
+        },
+    )
+    final = run_remote(state, services)
+    stubber.assert_no_pending_responses()
+    assert final.model_dump(mode="json") == transport.decode(outputs[-1], services.blobs).model_dump(mode="json")
+    assert final.offloaded == {} and final.final_results
+
+
+def test_the_api_answers_with_the_state_machine_output(aws_env: Services, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAGSTEP_STATE_LIMIT_BYTES")  # the Chinese query's trace alone is over the small limit
+    handlers.reset()
+    services = handlers.get_services()
+    _, outputs = handler_outputs(first_state(services, "Lambda 冷启动 词典加载"), services)
+    _, stubber = stubbed_client(services)
+    stubber.add_response(
+        "start_sync_execution",
+        sync_response("SUCCEEDED", output=json.dumps(outputs[-1], ensure_ascii=False)),
+        expected_params={"stateMachineArn": STATE_MACHINE_ARN, "name": ANY, "input": ANY},
+    )
+    response = invoke("api", load_event("api_search"))
+    stubber.assert_no_pending_responses()
+    assert response["statusCode"] == 200, response["body"]
+    expected = search_response(transport.decode(outputs[-1], services.blobs))
+    assert json.loads(response["body"]) == expected
+    assert [t["stage"] for t in expected["trace"] if t["action"] == "run"] == STAGES
+
+
+def _stage_exception(kind: str, services: Services) -> BaseException:
+    """An exception as a stage's handler raises it (so its Cause is the one the runtime would report)."""
+    try:
+        if kind == "input":
+            invoke("chunk_search", {"request": {"query": "   ", "knowledge_base_ids": ["demo-docs"]}})
+        elif kind == "not_found":
+            event = load_event("chunk_search")
+            event["request"]["knowledge_base_ids"] = ["deleted-meanwhile"]
+            invoke("chunk_search", event)
+        elif kind == "too_large":
+            raise StateTooLargeError("pipeline state is 300000 bytes after offloading results, over the limit")
+        elif kind == "provider":
+            raise ProviderError("rerank provider cohere failed after 4 retries: HTTP 503")
+        else:
+            {}["missing"]  # an unexpected exception
+    except Exception as exc:
+        return exc
+    raise AssertionError("the stage did not fail")
+
+
+@pytest.mark.parametrize(
+    ("kind", "status", "code"),
+    [
+        ("input", 400, "invalid_input"),
+        ("not_found", 404, "not_found"),
+        ("too_large", 413, "state_too_large"),
+        ("provider", 502, "pipeline_failed"),
+        ("unexpected", 502, "pipeline_failed"),
+    ],
+)
+def test_a_failed_execution_answers_like_the_in_process_path(
+    aws_env: Services, kind: str, status: int, code: str
+) -> None:
+    services = aws_env
+    exc = _stage_exception(kind, services)
+    _, stubber = stubbed_client(services)
+    # StartSyncExecution answers 200 with status FAILED; the Fail state passes the caught Error and Cause on.
+    stubber.add_response(
+        "start_sync_execution", sync_response("FAILED", error=type(exc).__name__, cause=runtime_cause(exc))
+    )
+    response = invoke("api", load_event("api_search"))
+    body = json.loads(response["body"])
+    assert (response["statusCode"], body["error"]) == (status, code)
+    if isinstance(exc, RagstepError) and exc.http_status < 500:
+        # The same status and body as the in-process path gives for the same error.
+        assert body == type(exc)(exc.message).to_dict()
+    elif isinstance(exc, RagstepError):
+        assert exc.message in body["message"] and type(exc).__name__ in body["message"]
+    else:
+        assert body["message"].startswith("knowledge_search failed on Step Functions")
+        assert "KeyError" in body["message"] and "missing" not in body["message"], "no internal text leaks"
+
+
+@pytest.mark.parametrize(
+    ("response", "expected"),
+    [
+        pytest.param(sync_response("TIMED_OUT"), "timed out", id="timed-out"),
+        pytest.param(
+            sync_response("FAILED", error="States.Timeout", cause="The execution timed out."),
+            "States.Timeout: The execution timed out.",
+            id="states-error",
+        ),
+        pytest.param(
+            sync_response(
+                "FAILED",
+                error="Sandbox.Timedout",
+                cause=json.dumps({"errorMessage": "Task timed out after 30.03 seconds", "errorType": "Sandbox"}),
+            ),
+            "Sandbox.Timedout; the state machine's execution log has the details",
+            id="lambda-timeout",
+        ),
+    ],
+)
+def test_other_outcomes_are_502(aws_env: Services, response: dict[str, Any], expected: str) -> None:
+    _, stubber = stubbed_client(aws_env)
+    stubber.add_response("start_sync_execution", response)
+    with pytest.raises(ExecutionFailedError, match=expected) as caught:
+        run_remote(first_state(aws_env), aws_env)
+    assert caught.value.http_status == 502 and response["executionArn"] in caught.value.message
+
+
+def test_a_state_machine_that_cannot_be_started_is_a_clear_502(aws_env: Services) -> None:
+    _, stubber = stubbed_client(aws_env)
+    stubber.add_client_error(
+        "start_sync_execution",
+        service_error_code="AccessDeniedException",
+        service_message="User is not authorized to perform: states:StartSyncExecution",
+        http_status_code=400,
+    )
+    response = invoke("api", load_event("api_search"))
+    assert response["statusCode"] == 502
+    message = json.loads(response["body"])["message"]
+    assert STATE_MACHINE_ARN in message and "states:StartSyncExecution" in message
+
+
+def test_the_executor_needs_the_state_machine_arn(aws_env: Services, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAGSTEP_STATE_MACHINE_ARN")
+    handlers.reset()
+    with pytest.raises(RagstepError, match="RAGSTEP_STATE_MACHINE_ARN"):
+        knowledge_search(SearchRequest(query="cold start", knowledge_base_ids=["demo-docs"]), handlers.get_services())
+
+
+def test_knowledge_bases_are_resolved_before_the_execution_starts(aws_env: Services) -> None:
+    _, stubber = stubbed_client(aws_env)  # no response queued: a call would fail the test
+    with pytest.raises(NotFoundError, match="no-such-kb"):
+        knowledge_search(SearchRequest(query="cold start", knowledge_base_ids=["no-such-kb"]), aws_env)
+    stubber.assert_no_pending_responses()
+
+
+def test_the_client_is_in_the_state_machine_region(aws_env: Services, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGSTEP_STATE_MACHINE_ARN", STATE_MACHINE_ARN.replace(REGION, "ap-southeast-2"))
+    handlers.reset()
+    assert handlers.get_services().stepfunctions.meta.region_name == "ap-southeast-2"
+
+
+@pytest.mark.parametrize(
+    ("error", "cause", "expected"),
+    [
+        ("InputError", json.dumps({"errorMessage": "query is empty", "errorType": "InputError"}), InputError),
+        ("NotFoundError", json.dumps({"errorMessage": "unknown kb", "errorType": "NotFoundError"}), NotFoundError),
+        ("InputError", "not the runtime's JSON", ExecutionFailedError),
+        ("", "", ExecutionFailedError),
+    ],
+)
+def test_failure_error_maps_only_what_it_can_read(error: str, cause: str, expected: type[RagstepError]) -> None:
+    exc = failure_error(error, cause)
+    assert type(exc) is expected
+    if expected is not ExecutionFailedError:
+        assert exc.message == json.loads(cause)["errorMessage"]
