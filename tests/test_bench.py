@@ -347,7 +347,8 @@ def test_tokens_are_identical_with_the_table(
         with corpus.open(encoding="utf-8") as fh:
             docs = [json.loads(line)["text"] for _, line in zip(range(40), fh, strict=False)]
     else:
-        docs = ["大熊猫生活在四川的竹林里，主要以竹子为食。高速铁路连接北京和上海，时速可以达到三百五十公里。"] * 3
+        # enough text to pass the promotion threshold below (1000 lookups) without the benchmark sets
+        docs = ["大熊猫生活在四川的竹林里，主要以竹子为食。高速铁路连接北京和上海，时速可以达到三百五十公里。"] * 40
     freq, total = jieba_dict
     reference = jieba.Tokenizer()
     reference.FREQ, reference.total, reference.initialized = freq, total, True

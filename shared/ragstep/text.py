@@ -294,8 +294,9 @@ def jieba_tokenizer() -> Any:
             freq, tk.total = _load_table(cache, rebuild_old=not explicit and cache == _user_cache_path())
             tk.FREQ = freq.bind(tk) if isinstance(freq, PrefixFreq) else freq
             tk.initialized = True
-        except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError):
-            # A read-only home or a damaged cache only costs speed: let jieba build the table itself.
+        except Exception:
+            # A read-only home, a damaged cache or one written by another ragstep version only costs speed:
+            # let jieba build the table itself. Tokenization never depends on the cache.
             tk.initialize()
         return tk
 
