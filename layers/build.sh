@@ -107,15 +107,14 @@ find "$TARGET" -type f -name '*.pyi' -delete
 
 # Bytecode for the runtime's Python: /opt is read-only, so without it every cold start compiles the dependencies
 # again. unchecked-hash: the .pyc files are used as they are, whatever the file times in the zip.
-RUNTIME_PY="${RAGSTEP_LAYER_PYTHON:-python$PYVER}"
 HAVE_RUNTIME_PY=0
-if "$RUNTIME_PY" -c "import sys; assert sys.version.startswith('$PYVER.')" 2>/dev/null; then HAVE_RUNTIME_PY=1; fi
+if RUNTIME_PY="$("$ROOT/layers/runtime-python.sh" "$PYVER")"; then HAVE_RUNTIME_PY=1; fi
 if [ "$COMPILE" = 1 ]; then
   if [ "$HAVE_RUNTIME_PY" = 1 ]; then
     "$RUNTIME_PY" -W ignore -m compileall -q -j 0 --invalidation-mode unchecked-hash "$TARGET" >/dev/null
     echo "bytecode: compiled with $("$RUNTIME_PY" -V 2>&1)"
   else
-    echo "bytecode: none ($RUNTIME_PY not found; set RAGSTEP_LAYER_PYTHON to a Python $PYVER): cold starts compile instead"
+    echo "bytecode: none (no Python $PYVER found; set RAGSTEP_LAYER_PYTHON to one): cold starts compile instead"
   fi
 fi
 

@@ -41,3 +41,23 @@ def bench_dir() -> Path:
     if not SHARED_BENCH.is_dir():
         pytest.skip(f"benchmark sets not found at {SHARED_BENCH} (../shared/bench beside the repo)")
     return SHARED_BENCH
+
+
+@pytest.fixture
+def plain_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Defaults only: no embedder or jieba table from the developer's shell, no RAGSTEP_DEBUG re-raising."""
+    import os
+
+    for key in list(os.environ):
+        if key.startswith("RAGSTEP_"):
+            monkeypatch.delenv(key)
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``ragstep ARGS`` in-process: (exit status, stdout, stderr)."""
+    from ragstep.cli import main
+
+    capsys.readouterr()
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err

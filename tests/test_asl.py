@@ -281,6 +281,22 @@ def test_template_functions_exist_and_the_api_has_outputs() -> None:
     assert template["Globals"]["Function"]["Runtime"] == "python3.12"
 
 
+def test_xray_tracing_is_one_parameter_for_functions_powertools_and_state_machines() -> None:
+    template = load_template()
+    assert template["Parameters"]["XRayTracing"]["Default"] == "true"
+    assert template["Conditions"]["TraceWithXRay"] == {"Fn::Equals": [{"Ref": "XRayTracing"}, "true"]}
+    function = template["Globals"]["Function"]
+    assert function["Tracing"] == {"Fn::If": ["TraceWithXRay", "Active", "PassThrough"]}
+    # Off, the handlers never build the Powertools Tracer (ragstep.handlers.tracing_active), saving its import
+    assert function["Environment"]["Variables"]["POWERTOOLS_TRACE_DISABLED"] == {
+        "Fn::If": ["TraceWithXRay", "false", "true"]
+    }
+    machines = [r for r in template["Resources"].values() if r["Type"] == "AWS::Serverless::StateMachine"]
+    assert len(machines) == 2
+    for machine in machines:
+        assert machine["Properties"]["Tracing"] == {"Enabled": {"Fn::If": ["TraceWithXRay", True, False]}}
+
+
 def test_cfn_lint_passes() -> None:
     try:
         import cfnlint  # noqa: F401

@@ -3,6 +3,7 @@ and API keys given as SSM / Secrets Manager references (moto), resolved in one p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -166,13 +167,79 @@ def test_the_api_reports_latency_and_errors_by_executor(
 
 
 def test_the_tracer_is_off_outside_lambda_and_the_handlers_run(demo_docs: Services) -> None:
-    tracer = handlers.tracer()
-    pytest.importorskip("aws_xray_sdk", reason="aws-xray-sdk is in the layer; without it the tracer is a NullTracer")
-    assert tracer.disabled is True
-    assert type(tracer).__name__ == "Tracer"
+    # Outside Lambda nothing would be recorded, so aws_xray_sdk (~200 ms of a cold start) is never imported for it.
+    assert handlers.tracing_active() is False
+    assert isinstance(handlers.tracer(), handlers.NullTracer)
     handler = function_handler("chunk_search")
     out = handler(load_event("chunk_search"), LambdaContext("ragstep-chunk_search"))
     assert PipelineState.model_validate(out).search_results
+
+
+@pytest.mark.parametrize(
+    ("environ", "active"),
+    [
+        ({"LAMBDA_TASK_ROOT": "/var/task"}, True),
+        ({"LAMBDA_TASK_ROOT": "/var/task", "POWERTOOLS_TRACE_DISABLED": "true"}, False),
+        ({"LAMBDA_TASK_ROOT": "/var/task", "POWERTOOLS_TRACE_DISABLED": "0"}, True),
+        ({"LAMBDA_TASK_ROOT": "/var/task", "AWS_SAM_LOCAL": "true"}, False),
+        ({"LAMBDA_TASK_ROOT": "/var/task", "AWS_CHALICE_CLI_MODE": "true"}, False),
+        ({}, False),
+    ],
+)
+def test_tracing_is_active_by_powertools_rule(environ: dict[str, str], active: bool) -> None:
+    assert handlers.tracing_active(environ) is active
+
+
+# Run in a fresh interpreter: patching botocore/httpx/requests for X-Ray is process-wide and permanent, as in Lambda.
+XRAY_CHILD = """
+import json, runpy, sys
+sys.path[:0] = sys.argv[2].split(":")
+from test_handlers import LambdaContext, load_event
+from ragstep import handlers
+handler = runpy.run_path(sys.argv[1], run_name="app")["handler"]
+out = handler(load_event("chunk_search"), LambdaContext("ragstep-chunk_search"))
+tracer = handlers.tracer()
+print(json.dumps({"tracer": type(tracer).__name__, "disabled": tracer.disabled,
+                  "results": len(out["search_results"]), "patched": sorted(__import__("aws_xray_sdk.core.patcher",
+                  fromlist=["_PATCHED_MODULES"])._PATCHED_MODULES)}))
+"""
+
+
+def test_in_lambda_the_stage_subsegment_reaches_the_xray_daemon(demo_docs: Services) -> None:
+    """With tracing active (a Lambda environment) the handler sends its segments to the daemon address Lambda sets:
+    here a UDP socket on 127.0.0.1 standing in for the X-Ray daemon."""
+    pytest.importorskip("aws_xray_sdk", reason="the dev extra installs aws-xray-sdk, as the dependency layer does")
+    import socket
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as daemon:
+        daemon.bind(("127.0.0.1", 0))
+        daemon.settimeout(5)
+        env = {k: v for k, v in os.environ.items() if k != "POWERTOOLS_TRACE_DISABLED"}
+        env |= {
+            "LAMBDA_TASK_ROOT": str(root / "functions" / "chunk_search"),
+            "AWS_LAMBDA_FUNCTION_NAME": "ragstep-chunk_search",
+            "AWS_XRAY_DAEMON_ADDRESS": f"127.0.0.1:{daemon.getsockname()[1]}",
+            "_X_AMZN_TRACE_ID": "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1",
+        }
+        paths = f"{root / 'shared'}:{root / 'tests'}"
+        app = str(root / "functions" / "chunk_search" / "app.py")
+        run = subprocess.run(
+            [sys.executable, "-c", XRAY_CHILD, app, paths], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert run.returncode == 0, run.stderr[-3000:]
+        documents = []
+        with contextlib.suppress(TimeoutError):
+            while not any("## chunk_search" in d for d in documents):
+                documents.append(daemon.recv(65536).decode("utf-8"))
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["tracer"] == "Tracer" and report["disabled"] is False and report["results"] > 0
+    # Only the clients that leave the process: AWS, HTTP model providers, OpenSearch; never sqlite3 (the local index)
+    assert report["patched"] == ["botocore", "httpx", "requests"]
+    stage = [json.loads(d.split("\n", 1)[1]) for d in documents if "## chunk_search" in d]
+    assert stage, f"no ## chunk_search subsegment among {len(documents)} datagrams"
+    assert stage[0]["annotations"]["stage"] == "chunk_search"
 
 
 def test_without_aws_xray_sdk_the_tracer_is_a_no_op() -> None:

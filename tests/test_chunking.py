@@ -443,6 +443,26 @@ def test_giant_span_without_newline_falls_back_to_space_then_hard_cut() -> None:
     assert [len(c.content) for c in chunks] == [7500, 7500, 5002]
 
 
+def test_a_protected_span_is_force_split_only_above_7500_characters() -> None:
+    def fence(size: int) -> str:
+        lines = [f"line {i:04d} " + "c" * 60 for i in range(size // 71 + 1)]
+        body = "\n".join(lines)[: size - 8]
+        return "```\n" + body + "\n```"
+
+    whole = fence(7500)
+    assert len(whole) == 7500
+    assert [c.content for c in split_text("Intro.\n\n" + whole + "\n\nOutro.")] == ["Intro.", whole, "Outro."]
+    over = fence(7501)
+    assert len(over) == 7501
+    spans, _ = find_protected_spans(over)
+    assert len(spans) == 2
+    cut = spans[0][1]
+    assert over[cut - 1] == "\n" and 7500 - 750 <= cut <= 7500, "at a newline near the end of the window"
+    chunks = split_text(over)
+    assert [c.content for c in chunks] == [over[: cut - 1], over[cut:]]
+    check_invariants(over, chunks, ChunkerConfig())
+
+
 def test_max_protected_is_configurable() -> None:
     config = ChunkerConfig(chunk_size=256, chunk_overlap=0, max_protected=1000)
     text = "`" + "q" * 2500 + "`"
@@ -543,6 +563,16 @@ def test_overlap_starts_at_the_best_boundary_in_the_window() -> None:
     # "\n" (line) beats "。" (sentence) even though the sentence end would give a longer tail.
     assert second.start_at == text.index("\n") + 1
     assert second.content.startswith("cccc")
+
+
+def test_overlap_prefers_a_paragraph_boundary_to_a_longer_line_tail() -> None:
+    config = ChunkerConfig(chunk_size=100, chunk_overlap=40)
+    text = "a" * 50 + "\n" + "b" * 10 + "\n\n" + "c" * 10 + "\n\n" + "d" * 100
+    first, second = split_text(text, config)[:2]
+    assert first.end_at == text.index("c") + 10
+    # The "\n" before the b's would give a longer tail; the paragraph break after them wins.
+    assert second.start_at == text.index("c")
+    assert second.content.startswith("c" * 10 + "\n\nddd")
 
 
 def test_overlap_prefers_the_earliest_boundary_of_the_best_kind() -> None:

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -299,6 +300,52 @@ def test_faq_files_go_through_the_same_stages(services: Services, make_kb: Calla
     ]
 
 
+def test_faq_entries_keep_every_field_and_only_questions_are_embedded(
+    services: Services, make_kb: Callable[..., KnowledgeBase], server: ScriptedHTTPServer, tmp_path: Path
+) -> None:
+    services.register_embedder(embedder_at(server.url))
+    kb = make_kb("faq", kb_type="faq", embedding_model=SPACE)
+    entries = [
+        {
+            "id": "pw-1",
+            "standard_question": "How do I reset my password?",
+            "similar_questions": ["I forgot my password", "Lost password"],
+            "negative_questions": ["How do I reset my router?"],
+            "answers": ["Open Settings, then Security.", "Or ask the help desk."],
+            "tag_id": "account",
+        },
+        {"standard_question": "When is the shop open?", "answers": "Nine to five."},  # one answer as a string
+    ]
+    result = ingest_file(write(tmp_path, "faq.json", json.dumps(entries)), kb, services)
+    assert (result.status, result.chunks) == ("indexed", 4)
+    embedded = [text for request in server.requests for text in request.json["input"]]
+    # The questions are what is embedded and matched, never the answers.
+    assert embedded == [
+        "How do I reset my password?",
+        "I forgot my password",
+        "Lost password",
+        "When is the shop open?",
+    ]
+    rows = stored(services, result.knowledge_id)
+    kid = result.knowledge_id
+    assert [(r.id, r.parent_id, r.index_text) for r in rows] == [
+        (f"{kid}-pw-1", f"{kid}-pw-1", "How do I reset my password?"),
+        (f"{kid}-pw-1-q1", f"{kid}-pw-1", "I forgot my password"),
+        (f"{kid}-pw-1-q2", f"{kid}-pw-1", "Lost password"),
+        (f"{kid}-1", f"{kid}-1", "When is the shop open?"),
+    ]
+    first = rows[0]
+    assert first.tag_id == "account" and rows[3].tag_id == ""
+    assert first.metadata["negative_questions"] == ["How do I reset my router?"]
+    assert first.metadata["similar_questions"] == ["I forgot my password", "Lost password"]
+    assert first.metadata["answers"] == ["Open Settings, then Security.", "Or ask the help desk."]
+    # What a hit returns: the entry with its answers.
+    assert first.content == (
+        "Q: How do I reset my password?\nAnswer:\n- Open Settings, then Security.\n- Or ask the help desk."
+    )
+    assert len(services.index.vectors([r.id for r in rows], SPACE)) == 4
+
+
 def test_the_parse_stage_computes_a_missing_hash(services: Services, make_kb: Callable[..., KnowledgeBase]) -> None:
     """The AWS starter knows only the upload's key: the parse stage hashes the bytes itself."""
     kb = make_kb("docs")
@@ -362,6 +409,46 @@ def test_a_failed_batch_fails_the_file_and_indexes_nothing(
     assert stored(services, result.knowledge_id) == []
     assert services.catalog.get_knowledge(result.knowledge_id) is None
     assert blobs_under(services) == []  # the staged original and the products are discarded
+
+
+def test_heading_breadcrumbs_go_to_the_embedder_but_not_into_the_content(
+    services: Services, make_kb: Callable[..., KnowledgeBase], server: ScriptedHTTPServer, tmp_path: Path
+) -> None:
+    services.register_embedder(embedder_at(server.url))
+    kb = make_kb("docs", embedding_model=SPACE)
+    body = "Unpack the archive and run the installer script from a terminal window. " * 5
+    text = f"# Guide\n\n## Install\n\n### Linux\n\n{body}\n\n### Windows\n\n{body}\n"
+    path = write(tmp_path, "guide.md", text)
+    result = ingest_file(path, kb, services, IngestOptions(chunk_size=512, chunk_overlap=0))
+    assert result.status == "indexed", result.error
+    chunks = stored(services, result.knowledge_id)
+    embedded = [t for r in server.requests for t in r.json["input"]]
+    assert len(chunks) == len(embedded) == 2
+    assert [c.content for c in chunks] == [f"# Guide\n\n## Install\n\n### Linux\n\n{body.strip()}",
+                                           f"### Windows\n\n{body.strip()}"]  # fmt: skip
+    assert [c.metadata["context_header"] for c in chunks] == ["Guide", "Guide > Install > Windows"]
+    # The embedder reads breadcrumb + content; the stored content (what is returned and what BM25 indexes) has
+    # no breadcrumb, and its offsets still point into the parsed text.
+    assert embedded == [f"Guide\n{chunks[0].content}", f"Guide > Install > Windows\n{chunks[1].content}"]
+    assert all(text[c.start_at : c.end_at] == c.content for c in chunks)
+    assert services.index.keyword_search(["install"], SearchFilter((kb.id,)), 5, 0.0)[0].chunk_id == chunks[0].id
+    assert len(services.index.keyword_search(["install"], SearchFilter((kb.id,)), 5, 0.0)) == 1
+
+
+def test_a_transient_embedding_error_is_retried_and_the_file_indexed(
+    services: Services, make_kb: Callable[..., KnowledgeBase], tmp_path: Path
+) -> None:
+    answers = [ScriptedResponse(503, {"error": {"message": "overloaded"}}), ScriptedResponse(429, {"error": "slow"})]
+    with ScriptedHTTPServer(*answers, fallback=embeddings_answer) as srv:
+        services.register_embedder(embedder_at(srv.url, max_retries=2))
+        kb = make_kb("docs", embedding_model=SPACE)
+        result = ingest_file(write(tmp_path, "big.md", long_markdown(200, 40)), kb, services)
+        statuses = len(srv.requests)
+    assert result.status == "indexed", result.error
+    batches = -(-result.chunks // 64)
+    assert batches >= 3 and statuses == batches + 2  # two batches were answered with errors, then retried
+    ids = [c.id for c in stored(services, result.knowledge_id)]
+    assert len(ids) == result.chunks and len(services.index.vectors(ids, SPACE)) == result.chunks
 
 
 # -- idempotence ---------------------------------------------------------------------------------------------------
@@ -582,6 +669,30 @@ def test_bad_files_fail_alone_and_the_summary_says_why(
     assert [k.split("/")[0] for k in blobs_under(services)] == ["hashes", "sources"]
 
 
+def test_the_size_limit_is_50_mb_by_default_and_checked_before_reading(
+    services: Services, make_kb: Callable[..., KnowledgeBase], tmp_path: Path
+) -> None:
+    assert services.settings.max_file_bytes == 50 * 1024 * 1024
+    kb = make_kb("docs")
+    big = tmp_path / "big.md"
+    with big.open("wb") as fh:  # sparse: 50 MiB + 1 byte on paper, nothing on disk
+        fh.truncate(50 * 1024 * 1024 + 1)
+    result = ingest_file(big, kb, services)
+    assert (result.status, result.error) == (
+        "failed",
+        "big.md: 52428801 bytes is over the 52428800-byte limit (RAGSTEP_MAX_FILE_BYTES)",
+    )
+    assert blobs_under(services) == []
+    # At the limit is fine (a smaller limit keeps the test quick).
+    small = Services(Settings(data_dir=tmp_path / "small", max_file_bytes=40))
+    small_kb = small.catalog.create_kb(kb)
+    exact = write(tmp_path, "exact.md", "# Forty\n\n" + "x" * 30 + "\n")
+    assert exact.stat().st_size == 40
+    assert ingest_file(exact, small_kb, small).status == "indexed"
+    write(tmp_path, "exact.md", "# Forty\n\n" + "x" * 31 + "\n")
+    assert "41 bytes is over the 40-byte limit" in ingest_file(exact, small_kb, small).error
+
+
 # -- progress and summary ------------------------------------------------------------------------------------------
 
 
@@ -717,6 +828,44 @@ def test_parent_child_indexes_children_and_returns_parents(cli: Cli, tmp_path: P
         hit_child.start_at,
         hit_child.end_at,
     )
+
+
+def test_parent_child_defaults_are_384_character_children_overlapping_by_a_fifth(cli: Cli, tmp_path: Path) -> None:
+    text = "\n".join(f"Sentence number {i} of the manual, about topic {i % 7}." for i in range(600))
+    path = write(tmp_path / "docs", "manual.md", text)
+    cli.ok("kb", "create", "docs")
+    (result,) = cli.json("ingest", str(path), "--kb", "docs", "--parent-child")
+    assert result["status"] == "indexed"
+    services = cli.services()
+    record = services.catalog.get_knowledge(result["knowledge_id"])
+    assert record is not None
+    assert (record.options["chunk_size"], record.options["chunk_overlap"]) == (384, 384 // 5)
+    children = stored(services, result["knowledge_id"])
+    parents = {c.parent_id: c.metadata for c in children}
+    assert len(parents) >= -(-len(text) // 4096) > 1
+    assert all(3500 < len(m["parent_content"]) <= 4096 for m in list(parents.values())[:-1])
+    assert all(len(c.content) <= 384 for c in children)
+    siblings = [(a, b) for a, b in pairwise(children) if a.parent_id == b.parent_id]
+    overlaps = [a.end_at - b.start_at for a, b in siblings]
+    assert 0 < max(overlaps) <= 76
+    # --chunk-size alone: the overlap is a fifth of it.
+    (small,) = cli.json("ingest", str(path), "--kb", "docs", "--parent-child", "--chunk-size", "128")
+    record = cli.services().catalog.get_knowledge(small["knowledge_id"])
+    assert record is not None and (record.options["chunk_size"], record.options["chunk_overlap"]) == (128, 25)
+    assert small["chunks"] > result["chunks"]
+    # Same flags again: unchanged. Without --parent-child the defaults are 512 / 80 again.
+    (same,) = cli.json("ingest", str(path), "--kb", "docs", "--parent-child", "--chunk-size", "128")
+    assert same["status"] == "unchanged"
+    assert IngestOptions(parent_child=True).model_dump() == {
+        "chunk_size": 384,
+        "chunk_overlap": 76,
+        "parent_child": True,
+        "parent_size": None,
+    }
+    assert IngestOptions(parent_child=True, chunk_overlap=0).chunk_size == 384
+    assert (IngestOptions().chunk_size, IngestOptions().chunk_overlap) == (512, 80)
+    with pytest.raises(ValueError, match="chunk_overlap 384 must be smaller than chunk_size 384"):
+        IngestOptions(parent_child=True, chunk_overlap=384)
 
 
 def test_ingest_options_are_validated_in_the_state_too() -> None:

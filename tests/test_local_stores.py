@@ -95,6 +95,33 @@ class TestLocalBlobStore(BlobStoreContract):
         assert blob_store.get("doc.json") == b"old"
         assert os.listdir(blob_store.root) == ["doc.json"]  # the temp file was removed
 
+    def test_scratch_blobs_skip_fsync_and_stay_atomic(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Keys under a scratch prefix (the ingest stages' hand-overs) are renamed into place without fsync: a
+        failing fsync (the fault injected here) fails a durable write, never a scratch one."""
+        store = LocalBlobStore(tmp_path / "blobs", scratch_prefixes=("ingest/",))
+        store.put("ingest/k1/h1/chunks.jsonl", b"old")
+        calls: list[int] = []
+
+        def failing_fsync(fd: int) -> None:
+            calls.append(fd)
+            raise OSError(errno.EIO, "Input/output error")
+
+        monkeypatch.setattr(local_blobs.os, "fsync", failing_fsync)
+        store.put("ingest/k1/h1/chunks.jsonl", b"new")
+        assert store.get("ingest/k1/h1/chunks.jsonl") == b"new" and calls == []
+        with pytest.raises(StorageError, match="Input/output error"):
+            store.put("sources/kb/k1/h1.md", b"an original")
+        assert calls, "a durable write syncs"
+        assert store.list() == ["ingest/k1/h1/chunks.jsonl"]
+
+    def test_services_treat_ingest_products_as_scratch(self, tmp_path: Path) -> None:
+        from ragstep.ingest import INGEST_PREFIX
+        from ragstep.services import Services
+        from ragstep.settings import Settings
+
+        blobs = Services(Settings(data_dir=tmp_path)).blobs
+        assert isinstance(blobs, LocalBlobStore) and blobs.scratch_prefixes == (INGEST_PREFIX,)
+
     def test_blob_and_folder_with_one_name_conflict(self, blob_store: LocalBlobStore) -> None:
         blob_store.put("a", b"file")
         with pytest.raises(ConflictError, match="'a'"):

@@ -144,6 +144,20 @@ def test_defaults_are_weknoras() -> None:
     assert (s.rrf_vector_weight, s.rrf_keyword_weight) == (0.7, 0.3)
 
 
+def test_the_model_free_reranker_defaults_to_ragflows_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragstep.settings import MODEL_FREE_RERANK_THRESHOLD, Settings
+
+    monkeypatch.delenv("RAGSTEP_RERANK_THRESHOLD", raising=False)
+    monkeypatch.delenv("RAGSTEP_RERANKER", raising=False)
+    assert MODEL_FREE_RERANK_THRESHOLD == 0.2
+    assert Settings().rerank_threshold == 0.2  # reranker "none": RAGFlow's scale and cut-off
+    assert Settings().retrieval_defaults().rerank_threshold == 0.2
+    assert Settings(reranker="http").rerank_threshold == 0.3  # a rerank model: WeKnora's
+    assert Settings(reranker="bedrock").rerank_threshold == 0.3
+    monkeypatch.setenv("RAGSTEP_RERANK_THRESHOLD", "0.3")
+    assert Settings().rerank_threshold == 0.3, "a threshold the user sets is kept"
+
+
 def test_overrides_apply_only_what_is_set() -> None:
     base = RetrievalSettings()
     eff = RetrievalOverrides(rerank_top_k=3, vector_threshold=0.0).apply(base)

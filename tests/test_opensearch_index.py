@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,7 +22,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
+from ragstep.adapters.embedders import PrecomputedEmbedder
 from ragstep.adapters.local_index import LocalSearchIndex
 from ragstep.adapters.opensearch_index import OpenSearchIndex as OSIndex
 from ragstep.adapters.opensearch_index import (
@@ -47,14 +50,17 @@ from ragstep.adapters.opensearch_index import (
     parse_mapping_response,
     parse_search_response,
     parse_stats_response,
+    search_pipeline_name,
     space_field,
     vector_hits,
 )
 from ragstep.errors import ConflictError, InputError, StorageError
-from ragstep.models import Chunk, ChunkType
+from ragstep.models import Chunk, ChunkType, Knowledge, KnowledgeBase, KnowledgeBaseType, MatchType, SearchRequest
 from ragstep.ports import SearchFilter, SearchIndex
+from ragstep.search import new_state
 from ragstep.services import Services
 from ragstep.settings import Settings
+from ragstep.stages import chunk_search
 from ragstep.text import query_terms, tokenize
 from support.scripted_http import RecordedRequest, ScriptedHTTPServer, ScriptedResponse
 
@@ -823,22 +829,395 @@ def test_aoss_set_enabled_reindexes_a_copy(server: ScriptedHTTPServer, make_inde
     assert bulk_lines(reqs[3]) == [{"delete": {"_id": "Gen1"}}]
 
 
+def test_search_pipeline_names_follow_the_normalised_weights() -> None:
+    assert search_pipeline_name("t") == "t-hybrid-k300000-v700000"
+    assert search_pipeline_name("t", 3, 7) == search_pipeline_name("t", 0.3, 0.7)  # same weights after normalising
+    assert search_pipeline_name("t", 1, 2) == "t-hybrid-k333333-v666667"
+    assert search_pipeline_name("t", 0.5, 0.5) != search_pipeline_name("t", 0.3, 0.7)
+    with pytest.raises(InputError, match="not both zero"):
+        search_pipeline_name("t", 0, 0)
+
+
+def hits_of(*pairs: tuple[str, float]) -> ScriptedResponse:
+    return ok(
+        {"hits": {"hits": [{"_id": c, "_score": sc, "_source": {"chunk_id": c, "version": "v"}} for c, sc in pairs]}}
+    )
+
+
+PIPE = "t-hybrid-k300000-v700000"
+
+
 def test_hybrid_search_over_http(server: ScriptedHTTPServer, make_index: Callable[..., OSIndex]) -> None:
+    server.add(mapping_of({SPACE: 2}), ok({"acknowledged": True}), hits_of(("c1", 0.7), ("c2", 0.1)), hits_of())
+    idx = make_index(server_hybrid=True)
+    vec = np.array([2.0, 0.0], dtype=np.float32)
+    hits = idx.hybrid_search(["apple"], vec, SPACE, ALL, 3)
+    assert [(h.chunk_id, h.score, h.raw_score) for h in hits] == [("c1", 0.7, 0.7), ("c2", 0.1, 0.1)]
+    assert idx.hybrid_search(["apple"], vec, SPACE, ALL, 3) == []
+    # The pipeline is created on first use, once per adapter: mapping, PUT, search, then the second search alone.
+    reqs = server.requests
+    assert [(r.method, r.path) for r in reqs] == [
+        ("GET", "/t/_mapping"),
+        ("PUT", f"/_search/pipeline/{PIPE}"),
+        ("POST", "/t/_search"),
+        ("POST", "/t/_search"),
+    ]
+    assert reqs[1].json == build_search_pipeline(0.3, 0.7)
+    for search in reqs[2:]:
+        assert search.query == {"search_pipeline": [PIPE]}
+        assert search.json == build_hybrid_query(["apple"], [1.0, 0.0], FIELD, ALL, 3)  # unit query vector
+
+    # Other weights: their own pipeline (created once too); the same weights scaled: the existing one.
+    server.add(ok({"acknowledged": True}), hits_of(), hits_of(), hits_of())
+    idx.hybrid_search(["apple"], vec, SPACE, ALL, 3, w_keyword=0.5, w_vector=0.5)
+    idx.hybrid_search(["apple"], vec, SPACE, ALL, 3, w_keyword=1, w_vector=1)
+    idx.hybrid_search(["apple"], vec, SPACE, ALL, 3, w_keyword=3, w_vector=7)
+    more = server.requests[4:]
+    assert [(r.method, r.path, r.query) for r in more] == [
+        ("PUT", "/_search/pipeline/t-hybrid-k500000-v500000", {}),
+        ("POST", "/t/_search", {"search_pipeline": ["t-hybrid-k500000-v500000"]}),
+        ("POST", "/t/_search", {"search_pipeline": ["t-hybrid-k500000-v500000"]}),
+        ("POST", "/t/_search", {"search_pipeline": [PIPE]}),
+    ]
+    assert more[0].json == build_search_pipeline(0.5, 0.5)
+
+    # Nothing embedded in the space (the mapping is read again to be sure): a plain keyword search, no pipeline.
     server.add(
-        ok({"acknowledged": True}),
         mapping_of({SPACE: 2}),
-        ok({"hits": {"hits": [{"_id": "c1", "_score": 0.7, "_source": {"chunk_id": "c1", "version": "v"}}]}}),
+        ok({"hits": {"hits": [{"_id": "c1", "_score": 2.0, "_source": {"chunk_id": "c1", "version": "v"}}]}}),
+    )
+    assert [h.chunk_id for h in idx.hybrid_search(["apple"], np.ones(3), "other:model", ALL, 3)] == ["c1"]
+    assert server.requests[-1].json == build_keyword_query(["apple"], ALL, 3) and server.requests[-1].query == {}
+
+
+def test_hybrid_pipeline_is_created_once_under_concurrency(
+    server: ScriptedHTTPServer, make_index: Callable[..., OSIndex]
+) -> None:
+    # A slow PUT: every thread reaches the pipeline check while the first creation is still in flight.
+    server.add(mapping_of({SPACE: 2}))
+    server.set_fallback(
+        lambda r: (
+            ScriptedResponse(200, {"acknowledged": True}, delay_s=0.3) if r.method == "PUT" else hits_of(("c1", 1.0))
+        )
     )
     idx = make_index(server_hybrid=True)
-    idx.ensure_search_pipeline(0.3, 0.7)
-    hits = idx.hybrid_search(["apple"], np.array([1.0, 0.0], dtype=np.float32), SPACE, ALL, 3)
-    assert [(h.chunk_id, h.score) for h in hits] == [("c1", 0.7)]
-    put, search = server.requests[0], server.requests[2]
-    assert (put.method, put.path, put.json) == ("PUT", "/_search/pipeline/t-hybrid", build_search_pipeline(0.3, 0.7))
-    assert search.query == {"search_pipeline": ["t-hybrid"]}
-    assert search.json == build_hybrid_query(["apple"], [1.0, 0.0], FIELD, ALL, 3)
+    idx.ensure_index()  # the mapping is read once, before the threads start
+    results: list[list[str]] = []
+    errors: list[BaseException] = []
+
+    def search() -> None:
+        try:
+            results.append([h.chunk_id for h in idx.hybrid_search(["apple"], np.ones(2), SPACE, ALL, 3)])
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=search) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert errors == [] and results == [["c1"]] * 8
+    puts = [r for r in server.requests if r.method == "PUT"]
+    assert [r.path for r in puts] == [f"/_search/pipeline/{PIPE}"]
+    assert sum(1 for r in server.requests if r.query == {"search_pipeline": [PIPE]}) == 8
+
+
+def test_hybrid_pipeline_gone_from_the_cluster_is_created_again(
+    server: ScriptedHTTPServer, make_index: Callable[..., OSIndex]
+) -> None:
+    server.add(mapping_of({SPACE: 2}), ok({"acknowledged": True}), hits_of(("c1", 1.0)))
+    idx = make_index(server_hybrid=True)
+    idx.hybrid_search(["apple"], np.ones(2), SPACE, ALL, 3)
+    # OpenSearch's answer to a search through an unknown pipeline (SearchPipelineService.resolvePipeline).
+    server.add(
+        error(400, "illegal_argument_exception", f"Pipeline {PIPE} is not defined"),
+        ok({"acknowledged": True}),
+        hits_of(("c2", 1.0)),
+    )
+    assert [h.chunk_id for h in idx.hybrid_search(["apple"], np.ones(2), SPACE, ALL, 3)] == ["c2"]
+    assert [(r.method, r.path) for r in server.requests[3:]] == [
+        ("POST", "/t/_search"),
+        ("PUT", f"/_search/pipeline/{PIPE}"),
+        ("POST", "/t/_search"),
+    ]
+    # Other client errors are not retried, and the pipeline stays known (no PUT).
+    server.add(error(400, "parsing_exception", "unknown query [hybrid]"))
+    with pytest.raises(StorageError, match="unknown query"):
+        idx.hybrid_search(["apple"], np.ones(2), SPACE, ALL, 3)
+    assert len(server.requests) == 7
+    # The index deleted behind the cached mapping: nothing found, as for the other searches.
+    server.add(NO_INDEX)
+    assert idx.hybrid_search(["apple"], np.ones(2), SPACE, ALL, 3) == []
+
+
+def test_server_hybrid_is_refused_on_aoss(server: ScriptedHTTPServer, make_index: Callable[..., OSIndex]) -> None:
+    with pytest.raises(InputError, match=r"OpenSearch Serverless.*unset RAGSTEP_OPENSEARCH_SERVER_HYBRID"):
+        make_index(flavour="aoss", server_hybrid=True)
     with pytest.raises(InputError, match="Serverless"):
         make_index(flavour="aoss").hybrid_search(["apple"], np.ones(2), SPACE, ALL, 3)
+    # At configuration time: the settings themselves do not validate (the CLI prints "field: message").
+    with pytest.raises(ValidationError) as err:
+        Settings(opensearch_url=server.url, opensearch_flavour="aoss", opensearch_server_hybrid=True)
+    first = err.value.errors()[0]
+    assert first["loc"] == ("opensearch_server_hybrid",)
+    assert "RAGSTEP_OPENSEARCH_FLAVOUR=es" in first["msg"] and "unset RAGSTEP_OPENSEARCH_SERVER_HYBRID" in first["msg"]
+    assert Settings(opensearch_flavour="es", opensearch_server_hybrid=True).opensearch_server_hybrid is True
+    assert server.requests == []
+
+
+# ------------------------------------------------------------ the search stage with server-side fusion (scripted)
+
+MODEL = "precomputed:hybrid-test"
+MFIELD = space_field(MODEL)
+QVEC = [1.0, 0.0, 0.0, 0.0]
+
+
+def find_terms(obj: Any, name: str) -> list[Any] | None:
+    """The values of the first ``{"terms": {name: [...]}}`` anywhere in a query."""
+    if isinstance(obj, dict):
+        terms = obj.get("terms")
+        if isinstance(terms, dict) and name in terms:
+            return terms[name]
+        obj = list(obj.values())
+    if isinstance(obj, list):
+        for value in obj:
+            found = find_terms(value, name)
+            if found is not None:
+                return found
+    return None
+
+
+class StageCluster:
+    """Answers the search stage's requests by what they are (concurrent retrievers arrive in any order): the mapping,
+    pipeline creation, hybrid searches (``hybrid``), k-NN and keyword searches by knowledge base, and fetches."""
+
+    def __init__(self, chunks: list[Chunk]) -> None:
+        self.docs = {c.id: build_document(c, version="v") for c in chunks}
+        self.hybrid: Callable[[RecordedRequest], ScriptedResponse] = lambda _r: hits_of()
+        self.knn: dict[str, list[tuple[str, float]]] = {}
+        self.keyword: Callable[[str, list[str]], list[tuple[str, float]]] = lambda _kb, _terms: []
+
+    def __call__(self, req: RecordedRequest) -> ScriptedResponse:
+        if (req.method, req.path) == ("GET", "/t/_mapping"):
+            return mapping_of({MODEL: len(QVEC)})
+        if req.method == "PUT" and req.path.startswith("/_search/pipeline/"):
+            return ok({"acknowledged": True})
+        query = (req.json or {}).get("query", {})
+        kb = (find_terms(query, "knowledge_base_id") or [""])[0]
+        if "search_pipeline" in req.query:
+            return self.hybrid(req)
+        if "knn" in query:
+            return hits_of(*self.knn.get(kb, []))
+        ids = find_terms(query, "chunk_id")
+        if ids is not None:
+            found = [{"_id": i, "_score": 0.0, "_source": self.docs[i]} for i in ids if i in self.docs]
+            return ok({"hits": {"hits": found}})
+        should = query.get("bool", {}).get("should")
+        if should:
+            return hits_of(*self.keyword(kb, [c["term"]["tokens"] for c in should]))
+        return error(400, "unexpected_request", f"{req.method} {req.path} {req.json}")
+
+
+def kind(req: RecordedRequest) -> str:
+    query = (req.json or {}).get("query", {})
+    if req.method != "POST":
+        return req.method
+    if "search_pipeline" in req.query:
+        return "hybrid"
+    if "knn" in query:
+        return "knn"
+    return "keyword" if query.get("bool", {}).get("should") else "fetch"
+
+
+@pytest.fixture
+def stage_services(server: ScriptedHTTPServer, tmp_path: Path) -> Services:
+    """The search stage on OpenSearch with RAGSTEP_OPENSEARCH_SERVER_HYBRID, built from settings as on Lambda."""
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        index_backend="opensearch",
+        opensearch_url=server.url,
+        opensearch_index="t",
+        opensearch_auth="none",
+        opensearch_max_retries=0,
+        opensearch_server_hybrid=True,
+    )
+    services = Services(settings)
+    services.register_embedder(
+        PrecomputedEmbedder(MODEL, {"vector search": QVEC, "what is vector search?": QVEC, "zzz": [0.0, 1.0, 0, 0]})
+    )
+    for kb_id, kb_type in (("kb-doc", KnowledgeBaseType.DOCUMENT), ("kb-faq", KnowledgeBaseType.FAQ)):
+        services.catalog.create_kb(
+            KnowledgeBase(id=kb_id, name=kb_id, type=kb_type, embedding_model=MODEL, created_at=time.time())
+        )
+    return services
+
+
+DOCS = [
+    chunk("c1", "Vector search finds neighbours.", kid="kd", kb="kb-doc"),
+    chunk("c2", "Keyword search ranks with BM25.", kid="kd", kb="kb-doc", chunk_index=1),
+    chunk("c3", "Hybrid search combines both.", kid="kd", kb="kb-doc", chunk_index=2),
+    chunk("c4", "Search engines index text.", kid="kd", kb="kb-doc", chunk_index=3),
+    chunk("f1", "What is vector search?", kid="kf", kb="kb-faq", chunk_type=ChunkType.FAQ, parent_id="entry-1"),
+]
+
+
+def search(services: Services, **request: Any):
+    return chunk_search.run(new_state(SearchRequest(**request), services), services)
+
+
+def run_row(state: Any) -> Any:
+    return next(t for t in state.trace if t.stage == "chunk_search" and t.action == "run")
+
+
+def test_stage_runs_one_hybrid_query_per_target_through_a_lazily_created_pipeline(
+    server: ScriptedHTTPServer, stage_services: Services
+) -> None:
+    cluster = StageCluster(DOCS)
+    cluster.hybrid = lambda _r: hits_of(("c2", 0.9), ("c1", 0.6), ("c3", 0.001))
+    server.set_fallback(cluster)
+    state = search(
+        stage_services, query="vector search", knowledge_base_ids=["kb-doc"], overrides={"embedding_top_k": 2}
+    )
+
+    flt = SearchFilter(knowledge_base_ids=("kb-doc",))
+    pool = chunk_search.candidate_pool(2, 1)
+    reqs = server.requests
+    # Mapping, the pipeline (once), ONE hybrid search for the target (no separate k-NN or keyword search), the fetch.
+    assert [(r.method, r.path, r.query) for r in reqs] == [
+        ("GET", "/t/_mapping", {}),
+        ("PUT", f"/_search/pipeline/{PIPE}", {}),
+        ("POST", "/t/_search", {"search_pipeline": [PIPE]}),
+        ("POST", "/t/_search", {}),
+    ]
+    assert reqs[1].json == build_search_pipeline(0.3, 0.7)
+    assert reqs[2].json == build_hybrid_query(query_terms("vector search"), QVEC, MFIELD, flt, pool)
+    assert find_terms(reqs[3].json["query"], "chunk_id") == ["c2", "c1", "c3"]
+
+    # The server's order and combined scores, no client-side fusion; hybrid match type.
+    assert [(r.id, r.score, r.match_type) for r in state.search_results] == [
+        ("c2", 0.9, MatchType.HYBRID),
+        ("c1", 0.6, MatchType.HYBRID),
+    ]
+    assert state.search_results[0].metadata["retrieval"] == {"fusion": "server", "hybrid_score": 0.9, "hybrid_rank": 1}
+    assert state.query_embeddings[MODEL] == QVEC
+    row = run_row(state)
+    assert row.counts == {"vector_hits": 0, "keyword_hits": 0, "hybrid_hits": 3, "results": 2}
+    assert row.detail["server_fusion"] == {
+        "targets": 1,
+        "normalization": "min_max",
+        "combination": "arithmetic_mean",
+        "pipeline": PIPE,
+        "thresholds_applied": False,
+    }
+    assert not [t for t in state.trace if t.action in ("degrade", "expand", "fallback")]
+
+    # Other weights (a per-request override): a second pipeline, created once; back to the defaults: no PUT at all.
+    weights = {"embedding_top_k": 2, "rrf_keyword_weight": 0.5, "rrf_vector_weight": 0.5}
+    search(stage_services, query="vector search", knowledge_base_ids=["kb-doc"], overrides=weights)
+    search(stage_services, query="vector search", knowledge_base_ids=["kb-doc"], overrides=weights)
+    search(stage_services, query="vector search", knowledge_base_ids=["kb-doc"], overrides={"embedding_top_k": 2})
+    later = [(r.method, r.path, r.query) for r in server.requests[4:] if kind(r) != "fetch"]
+    other = "t-hybrid-k500000-v500000"
+    assert later == [
+        ("PUT", f"/_search/pipeline/{other}", {}),
+        ("POST", "/t/_search", {"search_pipeline": [other]}),
+        ("POST", "/t/_search", {"search_pipeline": [other]}),
+        ("POST", "/t/_search", {"search_pipeline": [PIPE]}),
+    ]
+    assert server.requests[4].json == build_search_pipeline(0.5, 0.5)
+
+
+def test_stage_merges_server_fused_and_client_fused_targets(
+    server: ScriptedHTTPServer, stage_services: Services
+) -> None:
+    # A FAQ knowledge base keeps the k-NN + keyword pair (fused here); the document one runs the hybrid query.
+    cluster = StageCluster(DOCS)
+    cluster.hybrid = lambda _r: hits_of(("c1", 0.95), ("c2", 0.4))
+    cluster.knn = {"kb-faq": [("f1", 0.95)]}  # cosine 0.9
+    cluster.keyword = lambda kb, _terms: [("f1", 5.0)] if kb == "kb-faq" else [("c4", 9.0)]
+    server.set_fallback(cluster)
+    state = search(
+        stage_services, query="vector search", knowledge_base_ids=["kb-doc", "kb-faq"], overrides={"embedding_top_k": 3}
+    )
+    assert [(r.id, r.score, r.match_type) for r in state.search_results] == [
+        ("entry-1", 1.0, MatchType.FAQ),  # min-max fusion of its two lists (one hit each): 0.7 + 0.3
+        ("c1", 0.95, MatchType.HYBRID),
+        ("c2", 0.4, MatchType.HYBRID),
+    ]
+    by_kind: dict[str, list[list[str]]] = {}
+    for r in server.requests:
+        by_kind.setdefault(kind(r), []).append(find_terms((r.json or {}).get("query"), "knowledge_base_id") or [])
+    assert by_kind["hybrid"] == [["kb-doc"]]
+    assert by_kind["knn"] == [["kb-faq"]] and by_kind["keyword"] == [["kb-faq"]]  # none for the hybrid target
+    row = run_row(state)
+    assert row.counts == {"vector_hits": 1, "keyword_hits": 1, "hybrid_hits": 2, "results": 3, "faq_rounds": 1}
+    assert row.detail["server_fusion"]["targets"] == 1 and row.detail["targets"] == 2
+
+
+def test_failing_hybrid_call_degrades_and_keyword_expansion_still_runs(
+    server: ScriptedHTTPServer, stage_services: Services
+) -> None:
+    cluster = StageCluster(DOCS)
+    cluster.hybrid = lambda _r: error(400, "parsing_exception", "unknown query [hybrid]")  # no neural-search plugin
+    found = {("vector",): [("c3", 4.0)], ("search",): [("c3", 2.0), ("c4", 1.0)]}
+    cluster.keyword = lambda _kb, terms: found.get(tuple(terms), [])
+    server.set_fallback(cluster)
+    state = search(stage_services, query="vector search", knowledge_base_ids=["kb-doc"])
+
+    degrade = [t for t in state.trace if t.action == "degrade"]
+    assert len(degrade) == 1
+    assert "hybrid search #0 failed, dropped" in degrade[0].reason and "unknown query [hybrid]" in degrade[0].reason
+    # Expansion's keyword-only variants ("vector", "search") still search the target, as plain keyword queries.
+    keyword = [r.json["query"] for r in server.requests if kind(r) == "keyword"]
+    assert all(find_terms(q, "knowledge_base_id") == ["kb-doc"] for q in keyword)
+    assert sorted([c["term"]["tokens"] for c in q["bool"]["should"]] for q in keyword) == [["search"], ["vector"]]
+    assert [kind(r) for r in server.requests].count("hybrid") == 1  # no retry: the hybrid path has no thresholds
+    # New chunks score as the pipeline scores keyword-only hits: keyword weight 0.3 x BM25 normalised to the best.
+    assert [(r.id, r.score, r.match_type) for r in state.search_results] == [
+        ("c3", pytest.approx(0.3), MatchType.KEYWORD),
+        ("c4", pytest.approx(0.15), MatchType.KEYWORD),
+    ]
+    expand = next(t for t in state.trace if t.action == "expand")
+    assert expand.counts == {"variants": 2, "new_candidates": 2, "results": 2}
+    assert run_row(state).counts["hybrid_hits"] == 0 and run_row(state).detail["server_fusion"]["targets"] == 1
+    assert not [t for t in state.trace if t.action == "fallback"]
+
+
+def test_zero_result_fallback_still_retries_the_targets_with_thresholds(
+    server: ScriptedHTTPServer, stage_services: Services
+) -> None:
+    cluster = StageCluster(DOCS)
+    cluster.knn = {"kb-faq": [("f1", 0.575)]}  # cosine 0.15: below vector_threshold 0.2, above the relaxed 0.1
+    server.set_fallback(cluster)
+    state = search(stage_services, query="zzz", knowledge_base_ids=["kb-doc", "kb-faq"])
+
+    fallback = [t for t in state.trace if t.action == "fallback"]
+    assert len(fallback) == 1 and "vector threshold 0.1" in fallback[0].reason
+    assert [(r.id, r.match_type) for r in state.search_results] == [("entry-1", MatchType.FAQ)]
+    assert state.search_results[0].score == pytest.approx(0.15)
+    kinds = [kind(r) for r in server.requests]
+    assert kinds.count("hybrid") == 2 and kinds.count("knn") == 2  # first pass and the relaxed retry
+    assert kinds.count("PUT") == 1  # one pipeline for both passes
+    assert not [t for t in state.trace if t.action == "degrade"]
+
+
+def test_scoped_search_with_server_hybrid_falls_back_to_the_items_chunks(
+    server: ScriptedHTTPServer, stage_services: Services
+) -> None:
+    stage_services.catalog.put_knowledge(Knowledge(id="kd", knowledge_base_id="kb-doc", filename="kd.md"))
+    cluster = StageCluster(DOCS)
+    chunks_in_order = {
+        "hits": {"hits": [{"_id": c.id, "_score": None, "_source": cluster.docs[c.id]} for c in DOCS[:2]]}
+    }
+    server.set_fallback(lambda r: ok(chunks_in_order) if (r.json or {}).get("sort") else cluster(r))
+    state = search(stage_services, query="zzz", knowledge_ids=["kd"], overrides={"embedding_top_k": 2})
+    hybrid = [r for r in server.requests if kind(r) == "hybrid"]
+    assert len(hybrid) == 1
+    assert hybrid[0].json == build_hybrid_query(
+        query_terms("zzz"), [0.0, 1.0, 0.0, 0.0], MFIELD, SearchFilter(knowledge_ids=("kd",)), 50
+    )
+    assert [r.id for r in state.search_results] == ["c1", "c2"]
+    assert [t.action for t in state.trace if t.action == "fallback"] == ["fallback"]
 
 
 def test_services_build_the_opensearch_index_lazily(server: ScriptedHTTPServer, tmp_path: Path) -> None:
@@ -968,18 +1347,23 @@ def eventually(check: Callable[[], bool], timeout_s: float) -> bool:
         time.sleep(2)
 
 
-@pytest.fixture
-def live_pair(tmp_path: Path) -> Iterator[tuple[OSIndex, LocalSearchIndex, np.ndarray]]:
+def live_index(index: str, **kw: Any) -> OSIndex:
     assert LIVE_URL
-    remote = OSIndex(
+    return OSIndex(
         LIVE_URL,
-        index=f"ragstep-test-{uuid.uuid4().hex[:12]}",
+        index=index,
         flavour=os.environ.get("RAGSTEP_TEST_OPENSEARCH_FLAVOUR", "es"),  # type: ignore[arg-type]
         username=os.environ.get("RAGSTEP_TEST_OPENSEARCH_USERNAME"),
         password=os.environ.get("RAGSTEP_TEST_OPENSEARCH_PASSWORD"),
         verify_certs=os.environ.get("RAGSTEP_TEST_OPENSEARCH_VERIFY_CERTS", "1") not in ("0", "false"),
         engine=os.environ.get("RAGSTEP_TEST_OPENSEARCH_ENGINE", "faiss"),  # type: ignore[arg-type]
+        **kw,
     )
+
+
+@pytest.fixture
+def live_pair(tmp_path: Path) -> Iterator[tuple[OSIndex, LocalSearchIndex, np.ndarray]]:
+    remote = live_index(f"ragstep-test-{uuid.uuid4().hex[:12]}")
     local = LocalSearchIndex(tmp_path / "local", persist_snapshots=False)
     vectors = unit_vectors(len(CORPUS))
     by_knowledge: dict[str, list[int]] = {}
@@ -1065,3 +1449,54 @@ def test_live_replace_disable_and_delete(live_pair: tuple[OSIndex, LocalSearchIn
     assert eventually(lambda: remote.keyword_search(query_terms("search"), ALL, 10, 0.0) == [], settle)
     assert remote.delete_knowledge_base("kb-zh") == 2
     assert eventually(lambda: remote.stats().chunks == 0, settle)
+
+
+@live
+@pytest.mark.live
+def test_live_server_hybrid_through_the_search_stage(
+    live_pair: tuple[OSIndex, LocalSearchIndex, np.ndarray], tmp_path: Path
+) -> None:
+    remote, _local, vectors = live_pair
+    if remote.flavour == "aoss":
+        pytest.skip("OpenSearch Serverless has no hybrid query (server hybrid is refused there)")
+    hybrid = live_index(remote.index, server_hybrid=True)
+    services = Services(Settings(data_dir=tmp_path / "stage"))
+    services.index = hybrid  # in place of the adapter Services would build from RAGSTEP_OPENSEARCH_* settings
+    q = vectors[0] + 0.3 * vectors[3]
+    services.register_embedder(PrecomputedEmbedder(SPACE, {"vector search": q}))
+    for kb in ("kb-en", "kb-zh"):
+        services.catalog.create_kb(KnowledgeBase(id=kb, name=kb, embedding_model=SPACE, created_at=time.time()))
+    try:
+        # The adapter alone: one hybrid query, the union of both clauses ranked by the pipeline's combined score.
+        terms = query_terms("vector search")
+        hits = hybrid.hybrid_search(terms, q, SPACE, ALL, 10)
+        ids = [h.chunk_id for h in hits]
+        keyword = {h.chunk_id for h in remote.keyword_search(terms, ALL, 10, 0.0)}
+        vector = {h.chunk_id for h in remote.vector_search(q, SPACE, ALL, 10, -1.0)}
+        assert ids and len(ids) == len(set(ids)) and set(ids) <= keyword | vector
+        scores = [h.score for h in hits]
+        assert scores == sorted(scores, reverse=True) and all(0.0 <= s <= 1.0 + 1e-6 for s in scores)
+        zh = hybrid.hybrid_search(terms, q, SPACE, SearchFilter(knowledge_base_ids=("kb-zh",)), 10)
+        assert {h.chunk_id for h in zh} <= {"z1", "z2", "z3"}
+
+        # The stage: server-side fusion for both knowledge bases, a second pipeline for other weights.
+        state = chunk_search.run(
+            new_state(SearchRequest(query="vector search", knowledge_base_ids=["kb-en", "kb-zh"]), services), services
+        )
+        assert not [t for t in state.trace if t.action == "degrade"]
+        assert state.search_results and {r.id for r in state.search_results} <= {row[0] for row in CORPUS}
+        assert all(r.metadata["retrieval"].get("fusion") == "server" for r in state.search_results)
+        row = next(t for t in state.trace if t.action == "run")
+        assert row.detail["server_fusion"]["targets"] == 1 and row.counts["hybrid_hits"] >= len(state.search_results)
+        request = SearchRequest(
+            query="vector search",
+            knowledge_base_ids=["kb-en"],
+            overrides={"rrf_keyword_weight": 0.5, "rrf_vector_weight": 0.5},
+        )
+        other = chunk_search.run(new_state(request, services), services)
+        assert not [t for t in other.trace if t.action == "degrade"]
+        assert {r.knowledge_base_id for r in other.search_results} == {"kb-en"}
+        for name in (hybrid.pipeline_name(0.3, 0.7), hybrid.pipeline_name(0.5, 0.5)):
+            assert name in hybrid._request("GET", f"/_search/pipeline/{name}", what="pipeline read")
+    finally:
+        hybrid.drop_search_pipelines()

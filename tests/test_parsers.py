@@ -18,7 +18,7 @@ import pytest
 
 from ragstep.errors import InputError
 from ragstep.ingest import data_blob_key, data_file_chunks, ingest_file, knowledge_id_for
-from ragstep.models import Chunk, ChunkType, Knowledge, KnowledgeBase
+from ragstep.models import Chunk, ChunkType, IngestOptions, Knowledge, KnowledgeBase
 from ragstep.parsers import SUPPORTED_EXTENSIONS, decode_text, parse
 from ragstep.parsers.data import connect, load_excel
 from ragstep.parsers.faq import parse_faq, split_values
@@ -550,6 +550,45 @@ def test_ingest_every_document_format(
     assert stored_chunks(services, knowledge_id_for(kb, str((tmp_path / "guide.md").resolve())))[0].content.startswith(
         "# Guide"
     )
+
+
+def test_a_long_docx_table_repeats_its_header_in_every_chunk_it_continues_into(
+    services: Services, make_kb: Callable[..., KnowledgeBase], tmp_path: Path
+) -> None:
+    document = docx.Document()
+    document.add_heading("Price list", level=1)
+    document.add_paragraph("Every drink we sell, in the order of the menu.")
+    table = document.add_table(rows=61, cols=3)
+    for c, name in enumerate(("Drink", "Size", "Price")):
+        table.cell(0, c).text = name
+    for r in range(1, 61):
+        for c, value in enumerate((f"Drink number {r:02d}", "large", f"{r}.50")):
+            table.cell(r, c).text = value
+    document.add_paragraph("Prices include tax.")
+    path = tmp_path / "prices.docx"
+    document.save(str(path))
+
+    kb = make_kb("docs")
+    result = ingest_file(path, kb, services, IngestOptions(chunk_size=256, chunk_overlap=0))
+    assert result.status == "indexed", result.error
+    chunks = stored_chunks(services, result.knowledge_id)
+    text = parse(path.read_bytes(), "prices.docx").text
+    header = "| Drink | Size | Price |\n| --- | --- | --- |\n"
+    assert text.count(header) == 1
+    continued = [c for c in chunks if c.content.startswith(header) and text[c.start_at : c.end_at] != c.content]
+    assert len(continued) >= 5
+    for chunk in chunks:
+        if chunk in continued:
+            assert text[chunk.start_at : chunk.end_at] == chunk.content[len(header) :]
+            assert chunk.content[len(header) :].startswith("| Drink number ")
+        else:
+            assert text[chunk.start_at : chunk.end_at] == chunk.content
+    # Every row is in exactly one chunk, rows in document order, chunks numbered in order.
+    rows = [f"| Drink number {r:02d} | large | {r}.50 |" for r in range(1, 61)]
+    assert all(sum(row in c.content for c in chunks) == 1 for row in rows)
+    assert [c.chunk_index for c in chunks] == list(range(len(chunks)))
+    assert [c.start_at for c in chunks] == sorted(c.start_at for c in chunks)
+    assert chunks[-1].content.endswith("Prices include tax.")
 
 
 def test_ingest_data_files_store_the_raw_file(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -23,6 +24,9 @@ from ragstep.adapters.rerankers import (
     HttpReranker,
     RerankCandidate,
     TokenVectorReranker,
+    _is_latin,
+    _normalise,
+    _QueryMatcher,
     make_reranker,
     scale_scores,
 )
@@ -574,6 +578,171 @@ def test_words_match_as_tokenize_cuts_them():
     reranker = TokenVectorReranker()
     docs = ["the api文档 is here", "rapid progress", "ＡＰＩ reference", "apis"]
     assert [s > 0 for s in reranker.rerank("api", docs)] == [True, False, True, False]
+
+
+# Matching, pinned against the regular expressions it replaced: a non-Han term or phrase end may not touch a
+# letter or digit that is not Han. As a regex class that is LATIN below, which takes ``re`` ~2 ms to compile, so
+# _QueryMatcher checks the two neighbouring characters of each occurrence instead.
+LATIN = "[^\\W_\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"
+HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+def reference_counts(matcher: _QueryMatcher, text: str) -> list[int]:
+    """Han terms as substrings, others by ``re.findall`` with boundary lookarounds (the previous implementation)."""
+    return [
+        text.count(term) if HAN.search(term) else len(re.findall(f"(?<!{LATIN}){re.escape(term)}(?!{LATIN})", text))
+        for term in matcher.terms
+    ]
+
+
+def reference_found(matcher: _QueryMatcher, text: str) -> list[bool]:
+    """Each phrase's words and separators with the lookarounds inside the pattern (the previous implementation)."""
+    return [
+        re.search(
+            (f"(?<!{LATIN})" if p.check_start else "") + p.core.pattern + (f"(?!{LATIN})" if p.check_end else ""), text
+        )
+        is not None
+        for p in matcher.phrases
+    ]
+
+
+def match(query: str, text: str) -> tuple[list[int], list[bool]]:
+    """Term counts and phrase hits of ``query`` in ``text`` (normalised as the reranker does), checked against the
+    reference on the way."""
+    matcher = _QueryMatcher(query)
+    normalised = _normalise(text, matcher.fold_case)
+    counts, found = matcher.counts(normalised), matcher.found([normalised])
+    assert counts == reference_counts(matcher, normalised), (query, text)
+    assert found == reference_found(matcher, normalised), (query, text)
+    return counts, found
+
+
+def test_the_latin_test_is_the_regex_class_for_every_code_point():
+    latin = re.compile(LATIN).match
+    assert [cp for cp in range(0x110000) if _is_latin(chr(cp)) != (latin(chr(cp)) is not None)] == []
+
+
+@pytest.mark.parametrize(
+    ("query", "text", "counts", "found"),
+    [
+        # Latin words next to Han characters are whole words (tokenize() cuts at Han); inside longer words not.
+        ("api", "the api文档, 文档api文档 and 文档 api", [3], []),
+        ("api", "rapid apis api2 2api apié ǅapi", [0], []),
+        # An underscore separates words, as it does for tokenize().
+        ("api", "api_key _api_ __api", [3], []),
+        ("reset password", "reset_password", [1, 1], [True]),
+        # Digits are word characters: "3" is not inside "33" or "31", but "3.0" holds "3" and "0".
+        ("version 3.0", "version 3.0 of 33 and 3.01", [1, 2, 1], [True]),
+        ("version 3.0", "version 3.01", [1, 1, 0], [False]),
+        # An occurrence inside a word is skipped and the scan goes on from the next character.
+        ("ana", "banana ana", [1], []),
+        ("ana", "bananas", [0], []),
+        # Case and width fold as in tokenize(): NFKC, then lower case.
+        ("API", "ＡＰＩ and Api", [2], []),
+        ("Reset PASSWORD", "RESET-Password now", [1, 1], [True]),
+        ("reset password", "RESET-Password now", [1, 1], [True]),
+        # Phrase ends on word boundaries; a rejected start is followed by later ones.
+        ("reset password", "preset password; reset passwords", [1, 1], [False]),
+        ("reset password", "preset password; reset passwords; reset, password.", [2, 2], [True]),
+        ("how to reset the password", "To reset the password, open settings.", [1, 1], [True]),
+        # Han terms count as substrings; between Han words a separator is optional, between Latin and Han not.
+        ("重置密码", "请重置密码后再登录，密码重置", [2, 2], [True]),
+        ("如何重置密码", "密码可以在设置页面里重置。", [1, 1], [False]),
+        ("api 文档", "api文档", [1, 1], [False]),
+        ("api 文档", "xapi 文档 and api-文档", [1, 2], [True]),
+        ("文档 api", "文档api2 and 文档 apis", [2, 0], [False]),
+        ("文档 api", "文档 api2, 文档_api", [2, 1], [True]),
+        ('"reset password" page', "the password reset page", [1, 1, 1], [False]),
+        ('"reset password" page', "reset  password page", [1, 1, 1], [True]),
+    ],
+)
+def test_matching_is_unchanged_on_tricky_cases(query: str, text: str, counts: list[int], found: list[bool]):
+    assert match(query, text) == (counts, found)
+
+
+def test_matching_is_unchanged_on_random_texts():
+    rng = random.Random(11)
+    pieces = [
+        "api", "API", "ＡＰＩ", "rapid", "reset", "password", "the", "ana", "3", "0", "x2", "é", "ß", "_", "__", " ",
+        "  ", ",", "-", ".", "\n", "文档", "重置", "密码", "的", "²", "١", "Ω", "\u3400", "\uf900", "\U00020000", "《",
+    ]  # fmt: skip
+    inside_words = phrase_hits = 0
+    for _ in range(600):
+        query = "".join(rng.choices(pieces, k=rng.randint(1, 6)))
+        if rng.random() < 0.2:
+            query = f'"{query}" ' + "".join(rng.choices(pieces, k=3))
+        terms = query_terms(query)
+        for _ in range(5):
+            text = "".join(rng.choices(pieces, k=rng.randint(0, 20)))
+            if rng.random() < 0.5:  # the query itself, its separators changed: phrases have a chance
+                text += re.sub(r'[\s"]+', lambda _m: rng.choice([" ", "", "_", ", ", "x"]), query)
+            counts, found = match(query, text)
+            normalised = _normalise(text, _QueryMatcher(query).fold_case)
+            inside_words += counts != [normalised.count(t) for t in terms]
+            phrase_hits += any(found)
+    # The texts exercised both rules: occurrences inside longer words, and phrases found.
+    assert inside_words > 100 and phrase_hits > 100
+
+
+def test_a_new_query_compiles_no_pattern_per_term(monkeypatch: pytest.MonkeyPatch):
+    query_terms("重置密码")  # jieba loaded before the spy
+    compiled: list[str] = []
+    real = re.compile
+
+    def spy(pattern: Any, flags: int = 0) -> re.Pattern[str]:
+        compiled.append(pattern)
+        return real(pattern, flags)
+
+    monkeypatch.setattr(re, "compile", spy)
+    items = [RerankCandidate("Reset the admin password in the account settings; api 文档 重置密码.")] * 3
+    TokenVectorReranker().rerank_candidates("reset admin password api 文档 重置密码", items)
+    # One pattern for the phrase (the whole query), none with the big character class.
+    assert len(compiled) == 1 and "\u3400" not in compiled[0]
+
+
+# RAGFlow's formula, for comparison (``formula="ragflow"``; ``ragstep bench quality`` runs both).
+
+
+@pytest.mark.parametrize(
+    ("query", "items"),
+    [
+        ("reset password", [RerankCandidate("reset it: the password"), RerankCandidate("reset password")]),
+        ("dvt", [RerankCandidate("EVT, DVT, launch"), RerankCandidate("DVT checklist: DVT tests, DVT log")]),
+        ("password", [RerankCandidate("x password"), RerankCandidate("x", title="Password"), RerankCandidate("x")]),
+        ("password", [RerankCandidate("x", important_keywords=["password"]), RerankCandidate("password password")]),
+        ("如何重置密码", [RerankCandidate("密码可以在设置页面里重置。"), RerankCandidate("重置密码的步骤如下。")]),
+        ("alpha beta gamma", [RerankCandidate("alpha"), RerankCandidate("beta gamma"), RerankCandidate("delta")]),
+    ],
+)
+def test_ragflow_formula_is_presence_only(query: str, items: list[RerankCandidate]):
+    ragflow = TokenVectorReranker(formula="ragflow")
+    assert ragflow.token_similarity(query, items) == pytest.approx(ragflow_token_similarity(query, items))
+
+
+def test_ragflow_formula_ties_where_ours_does_not():
+    query = "reset password"
+    items = [
+        RerankCandidate("Enter your password first; an administrator can reset it later."),
+        RerankCandidate("An administrator can reset password settings for every user. Reset password again."),
+    ]
+    ours = TokenVectorReranker().rerank_candidates(query, items)
+    theirs = TokenVectorReranker(formula="ragflow").rerank_candidates(query, items)
+    assert theirs == pytest.approx([1.0, 1.0])
+    assert ours[1] > ours[0]
+
+
+def test_ragflow_formula_shares_the_vector_part_and_weights():
+    ragflow = TokenVectorReranker(formula="ragflow")
+    assert ragflow.name == "none:ragflow" and ragflow.formula == "ragflow"
+    assert TokenVectorReranker().name == "none" and TokenVectorReranker().formula == "ragstep"
+    items = [RerankCandidate("alpha gamma", vector=[0.6, 0.8]), RerankCandidate("beta", vector=[1.0, 0.0])]
+    # Both terms present in one candidate each: df = 1 for both, equal weights.
+    assert ragflow.rerank_candidates("alpha beta", items, query_vector=[1.0, 0.0]) == pytest.approx(
+        [0.3 * 0.5 + 0.7 * 0.6, 0.3 * 0.5 + 0.7 * 1.0]
+    )
+    assert ragflow.rerank("the of", ["the of"]) == [0.0]  # no terms: nothing to score, as with ours
+    with pytest.raises(InputError, match="unknown formula 'bm25'; supported: ragstep, ragflow"):
+        TokenVectorReranker(formula="bm25")
 
 
 def test_vector_weight_is_0_7_and_missing_vectors_fall_back_to_tokens():

@@ -100,8 +100,9 @@ def ingest_options(args: argparse.Namespace) -> Any:
     from .models import IngestOptions
 
     given = {k: v for k, v in (("chunk_size", args.chunk_size), ("chunk_overlap", args.chunk_overlap)) if v is not None}
-    if "chunk_size" in given and "chunk_overlap" not in given:
+    if "chunk_size" in given and "chunk_overlap" not in given and not args.parent_child:
         # The default overlap (80), capped as the chunker caps it (half the size): --chunk-size 64 alone is valid.
+        # (With --parent-child, IngestOptions picks its own defaults: 384-character children overlapping by a fifth.)
         default = IngestOptions.model_fields["chunk_overlap"].default
         given["chunk_overlap"] = max(0, min(default, given["chunk_size"] // 2))
     try:
@@ -363,7 +364,14 @@ def cmd_bench_latency(args: argparse.Namespace) -> int:
 def cmd_bench_coldstart(args: argparse.Namespace) -> int:
     from .bench.coldstart import render, run_coldstart
 
-    return _bench_output(args, run_coldstart(args.runs), render)
+    return _bench_output(args, run_coldstart(args.runs, xray=False if args.no_xray else None), render)
+
+
+def cmd_bench_ingest(args: argparse.Namespace) -> int:
+    from .bench.ingest_bench import render, run
+
+    result = run(markdown_mb=args.markdown_mb, corpus=args.corpus, repeat=args.repeat, progress=_say(args))
+    return _bench_output(args, result, render)
 
 
 def cmd_bench_package(args: argparse.Namespace) -> int:
@@ -373,8 +381,10 @@ def cmd_bench_package(args: argparse.Namespace) -> int:
 
 
 def add_bench_commands(sub: Any, common: argparse.ArgumentParser) -> None:
-    """``ragstep bench quality|latency|coldstart|package`` (each prints a table, or JSON with ``--json``)."""
-    bench = sub.add_parser("bench", help="benchmarks: quality, latency, cold start, package size", parents=[common])
+    """``ragstep bench quality|latency|coldstart|package|ingest`` (each prints a table, or JSON with ``--json``)."""
+    bench = sub.add_parser(
+        "bench", help="benchmarks: quality, latency, cold start, package size, ingestion", parents=[common]
+    )
     bench_sub = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCHMARK")
 
     p = bench_sub.add_parser("quality", help="nDCG@10 / Recall on a BEIR-layout set", parents=[common])
@@ -396,8 +406,22 @@ def add_bench_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
     p = bench_sub.add_parser("coldstart", help="fresh-process cold start of the search function", parents=[common])
     p.add_argument("--runs", type=_positive_int, default=5, metavar="N", help="fresh processes per query (5)")
+    p.add_argument(
+        "--no-xray",
+        action="store_true",
+        help="skip the run with X-Ray tracing active (made by default when aws-xray-sdk is installed)",
+    )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=cmd_bench_coldstart)
+
+    p = bench_sub.add_parser("ingest", help="chunking MB/s and ingestion chunks/s, no embedding", parents=[common])
+    p.add_argument(
+        "--markdown-mb", type=float, default=5.0, metavar="MB", help="generated Markdown to measure (5; 0 skips it)"
+    )
+    p.add_argument("--corpus", metavar="PATH", help="also a BEIR corpus.jsonl (or its folder), e.g. msmarco-5k")
+    p.add_argument("--repeat", type=_positive_int, default=3, metavar="N", help="runs per figure, medians shown (3)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=cmd_bench_ingest)
 
     p = bench_sub.add_parser("package", help="unzipped size of the Lambda layers", parents=[common])
     p.add_argument("--layer-dir", metavar="DIR", help="where the layers are built (default layers/build)")
@@ -442,7 +466,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--parent-child",
         action="store_true",
-        help="index small chunks (--chunk-size) but return their parent section (up to 4096 characters)",
+        help="index small chunks (--chunk-size, default 384; overlap default a fifth of it) but return their parent "
+        "section (up to 4096 characters)",
     )
     p.set_defaults(func=cmd_ingest)
 

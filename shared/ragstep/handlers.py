@@ -45,7 +45,7 @@ import json
 import os
 import threading
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -99,18 +99,14 @@ def get_services() -> Services:
 
 def _secrets_current(settings: Settings) -> bool:
     """Whether every secret given by reference still resolves to the value the services were built with."""
-    refs = {}
-    for field in ("EMBEDDING_API_KEY", "RERANK_API_KEY", "OPENSEARCH_PASSWORD"):
-        raw = os.environ.get(f"RAGSTEP_{field}", "")
-        if raw.startswith(("ssm:", "secretsmanager:")):
-            refs[field.lower()] = raw
-    if not refs:
-        return True
-    from .settings import resolve_secret
+    from .settings import SECRET_FIELDS, is_secret_ref, resolve_secret
 
-    for field, raw in refs.items():
-        current = getattr(settings, field)
+    for field in SECRET_FIELDS:
+        raw = os.environ.get(f"RAGSTEP_{field.upper()}", "")
+        if not is_secret_ref(raw):
+            continue
         value = resolve_secret(raw, max_age=settings.secrets_max_age_s, setting=f"RAGSTEP_{field.upper()}")
+        current = getattr(settings, field)
         if current is None or current.get_secret_value() != value:
             return False
     return True
@@ -154,7 +150,7 @@ class _NullProvider:
 
 
 class NullTracer:
-    """Stands in for the Powertools Tracer where aws-xray-sdk is not installed (the layer has it; a laptop may not)."""
+    """Stands in for the Powertools Tracer where tracing is off or aws-xray-sdk is not installed."""
 
     disabled = True
     provider = _NullProvider()
@@ -163,25 +159,45 @@ class NullTracer:
         return fn
 
 
-def tracer() -> Any:
-    """The Powertools Tracer, created on first use.
+def tracing_active(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether X-Ray would record anything: Powertools' own rule (inside Lambda, not under SAM local or Chalice, and
+    ``POWERTOOLS_TRACE_DISABLED`` not true), checked without importing the tracer.
 
-    Powertools turns it off outside Lambda and when ``POWERTOOLS_TRACE_DISABLED`` is true; without aws-xray-sdk it
-    is a :class:`NullTracer`.
+    Asked first because a Powertools ``Tracer`` imports aws_xray_sdk, whose sampler builds a botocore client:
+    ~200 ms of a cold start (BENCHMARKS.md, Cold start), paid even where the tracer then stays off.
     """
+    env = os.environ if environ is None else environ
+    if env.get("POWERTOOLS_TRACE_DISABLED", "false").strip().lower() in ("1", "y", "yes", "t", "true", "on"):
+        return False
+    return bool(env.get("LAMBDA_TASK_ROOT")) and not (env.get("AWS_SAM_LOCAL") or env.get("AWS_CHALICE_CLI_MODE"))
+
+
+def tracer() -> Any:
+    """The Powertools Tracer, created on first use when tracing is active (:func:`tracing_active`); otherwise, and
+    where aws-xray-sdk is not installed, a :class:`NullTracer`."""
     global _tracer
     if _tracer is None:
         with _lock:
             if _tracer is None:
-                try:
-                    import aws_xray_sdk  # noqa: F401
-                except ImportError:
-                    _tracer = NullTracer()
-                else:
-                    from aws_lambda_powertools import Tracer
-
-                    _tracer = Tracer(service=os.environ.get(SERVICE_NAME_ENV) or DEFAULT_SERVICE_NAME)
+                _tracer = _make_tracer()
     return _tracer
+
+
+def _make_tracer() -> Any:
+    if not tracing_active():
+        return NullTracer()
+    try:
+        import aws_xray_sdk  # noqa: F401
+    except ImportError:
+        return NullTracer()
+    from aws_lambda_powertools import Tracer
+
+    # Patch only the clients whose calls leave the process (AWS services, HTTP model providers, OpenSearch);
+    # Powertools' default patches sqlite3 too, which would make every local index query a subsegment.
+    return Tracer(
+        service=os.environ.get(SERVICE_NAME_ENV) or DEFAULT_SERVICE_NAME,
+        patch_modules=("botocore", "httpx", "requests"),
+    )
 
 
 def metrics() -> Metrics:

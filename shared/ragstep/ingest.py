@@ -27,6 +27,12 @@ Blob store layout (keys are the same on a laptop and in S3):
   or skipped, and by :func:`discard_products` when a stage fails (on AWS, a lifecycle rule on ``ingest/`` can
   sweep what a failed execution leaves).
 * ``data/<kb id>/<knowledge id>/<file name>``: data files, written by ``ingest_index`` just before the index swap.
+* ``hashes/<kb id>/<sha256>``: the id of the knowledge item that indexed this content, so duplicate detection is
+  one read however large the knowledge base is (a hint, checked against the catalog; items indexed before these
+  markers existed are not found by it).
+
+``ragstep delete`` (:func:`delete_knowledge`) removes the chunks, every blob above of the item (and its original
+wherever it is, e.g. the S3 upload), then the catalog record.
 
 Idempotent: a file's knowledge id is derived from its knowledge base and path, so ingesting it again replaces its
 chunks in one index transaction (``replace_knowledge``: the previous version stays searchable until the new one is
@@ -53,8 +59,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from .chunking import ChunkerConfig, split_parent_child, split_text
 from .errors import InputError, RagstepError
 from .models import (
@@ -73,6 +77,8 @@ from .parsers.faq import FaqEntry, parse_faq
 from .services import Services
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from .ports import BlobStore, Embedder
 
 #: What a document knowledge base ingests (text documents and data files); the CLI expands folders with it.
@@ -255,12 +261,16 @@ def get_chunks(blobs: BlobStore, key: str) -> list[Chunk]:
 
 
 def put_vectors(blobs: BlobStore, key: str, vectors: np.ndarray) -> None:
+    import numpy as np
+
     out = io.BytesIO()
     np.save(out, np.ascontiguousarray(vectors, dtype=np.float32), allow_pickle=False)
     blobs.put(key, out.getvalue(), "application/octet-stream")
 
 
 def get_vectors(blobs: BlobStore, key: str) -> np.ndarray:
+    import numpy as np
+
     return np.load(io.BytesIO(blobs.get(key)), allow_pickle=False)
 
 
@@ -504,6 +514,8 @@ def embed_texts(
     The embedders retry transient failures themselves; a batch that still fails fails the whole call (the other
     batches are cancelled), so a document is never indexed with some of its vectors missing.
     """
+    import numpy as np
+
     batches = [list(texts[i : i + batch_size]) for i in range(0, len(texts), batch_size)]
     if len(batches) <= 1 or concurrency <= 1:
         parts = [embedder.embed(b) for b in batches]

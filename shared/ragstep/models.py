@@ -101,6 +101,28 @@ class SearchResult(_Model):
     metadata: dict[str, Any] = Field(default_factory=dict)
     image_info: list[ImageInfo] = Field(default_factory=list)
 
+    @classmethod
+    def from_chunk(cls, chunk: Chunk, **fields: Any) -> SearchResult:
+        """The stored ``chunk`` as a result: its identity, text, place and metadata, then ``fields`` on top
+        (``score`` and ``match_type`` at least, which a chunk does not have)."""
+        values: dict[str, Any] = {
+            "id": chunk.id,
+            "content": chunk.content,
+            "knowledge_id": chunk.knowledge_id,
+            "knowledge_base_id": chunk.knowledge_base_id,
+            "knowledge_title": chunk.knowledge_title,
+            "knowledge_filename": chunk.knowledge_filename,
+            "chunk_index": chunk.chunk_index,
+            "start_at": chunk.start_at,
+            "end_at": chunk.end_at,
+            "chunk_type": chunk.chunk_type,
+            "tag_id": chunk.tag_id,
+            "sub_chunk_ids": list(chunk.sub_chunk_ids),
+            "metadata": dict(chunk.metadata),
+            "image_info": list(chunk.image_info),
+        }
+        return cls(**(values | fields))
+
 
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
 Fusion = Literal["rrf", "minmax"]
@@ -339,6 +361,9 @@ class Knowledge(_Model):
 
 INGEST_SCHEMA_VERSION: Literal["1"] = "1"
 DEFAULT_PARENT_SIZE = 4096
+#: Parent-child mode's own defaults (WeKnora's): children of 384 characters overlapping by a fifth of that.
+DEFAULT_CHILD_SIZE = 384
+CHILD_OVERLAP_DIVISOR = 5
 
 IngestStatus = Literal["pending", "parsed", "chunked", "embedded", "indexed", "unchanged", "duplicate"]
 #: Statuses after which the remaining ingest stages have nothing to do.
@@ -347,7 +372,8 @@ INGEST_SKIPPED: tuple[str, ...] = ("unchanged", "duplicate")
 
 class IngestOptions(_Model):
     """How a document is chunked. In parent-child mode ``chunk_size`` / ``chunk_overlap`` are the children's (what
-    is indexed and searched) and ``parent_size`` (default: the larger of 4096 and ``chunk_size``) the parents'."""
+    is indexed and searched; when not given, 384 and a fifth of ``chunk_size``) and ``parent_size`` (default: the
+    larger of 4096 and ``chunk_size``) the parents'."""
 
     chunk_size: Annotated[int, Field(strict=True)] = 512
     chunk_overlap: Annotated[int, Field(strict=True)] = 80
@@ -360,6 +386,13 @@ class IngestOptions(_Model):
         from .chunking import ChunkerConfig
         from .errors import InputError
 
+        if self.parent_child:
+            # Sizes not given take parent-child mode's defaults (a dumped state gives both, so this is stable).
+            given = self.model_fields_set
+            if "chunk_size" not in given:
+                self.chunk_size = DEFAULT_CHILD_SIZE
+            if "chunk_overlap" not in given and isinstance(self.chunk_size, int):
+                self.chunk_overlap = self.chunk_size // CHILD_OVERLAP_DIVISOR
         try:
             ChunkerConfig(self.chunk_size, 0)
             if self.chunk_overlap >= self.chunk_size:

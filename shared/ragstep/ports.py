@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
-
-import numpy as np
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .models import Chunk, ChunkType, Knowledge, KnowledgeBase, Turn
+
+if TYPE_CHECKING:  # annotations only: stages that never touch vectors (ingest_parse) load no numpy
+    import numpy as np
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,8 +77,9 @@ class Services:
     def blobs(self) -> BlobStore:
         if self.settings.blob_backend == "local":
             from .adapters.local_blobs import LocalBlobStore
+            from .ingest import INGEST_PREFIX
 
-            return LocalBlobStore(self.data_dir / "blobs")
+            return LocalBlobStore(self.data_dir / "blobs", scratch_prefixes=(INGEST_PREFIX,))
         if self.settings.blob_backend == "s3":
             from .adapters.s3_blobs import S3BlobStore
 

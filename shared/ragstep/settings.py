@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import StorageError
@@ -27,6 +27,19 @@ SECRET_FIELDS = ("embedding_api_key", "rerank_api_key", "opensearch_password")
 SSM_PREFIX = "ssm:"
 SECRETS_MANAGER_PREFIX = "secretsmanager:"
 DEFAULT_SECRETS_MAX_AGE_S = 300
+#: Why server-side hybrid search is refused on OpenSearch Serverless, and what to change.
+# The default rerank_threshold (0.3, WeKnora's) is for rerank models, whose scores are relevance probabilities. The
+# model-free reranker (RAGSTEP_RERANKER=none) scores on RAGFlow's token/vector scale, where RAGFlow's own cut-off is
+# 0.2 (similarity_threshold): with 0.3 its pipeline kept half as many results on cmrc2018-zh and scored below the
+# search stage alone (BENCHMARKS.md, Retrieval quality). Used when RAGSTEP_RERANK_THRESHOLD is not set.
+MODEL_FREE_RERANK_THRESHOLD = 0.2
+
+SERVER_HYBRID_ON_AOSS = (
+    "RAGSTEP_OPENSEARCH_SERVER_HYBRID needs the neural-search plugin (the hybrid query and the normalization "
+    "processor), which OpenSearch Serverless (RAGSTEP_OPENSEARCH_FLAVOUR=aoss) lacks: unset "
+    "RAGSTEP_OPENSEARCH_SERVER_HYBRID (the search stage then fuses the keyword and vector lists itself), or use a "
+    "managed domain or self-hosted cluster with RAGSTEP_OPENSEARCH_FLAVOUR=es"
+)
 
 
 def is_secret_ref(value: str | None) -> bool:
@@ -145,8 +158,9 @@ class Settings(RetrievalSettings, BaseSettings):
     # AOSS has no refresh parameter: a replace waits up to this long for its new chunks to become searchable
     # before it deletes the previous version (so readers never see the item vanish).
     opensearch_visibility_timeout_s: Annotated[float, Field(ge=0, le=900)] = 120.0
-    # One `hybrid` query + a normalization-processor search pipeline instead of two queries fused client-side.
-    # Not available on AOSS (no neural-search plugin); the search stage fuses client-side by default.
+    # One `hybrid` query + a normalization-processor search pipeline (one per weight pair, created on first use)
+    # instead of two queries fused client-side. Not available on AOSS (no neural-search plugin): refused with that
+    # flavour. The search stage fuses client-side by default.
     opensearch_server_hybrid: bool = False
 
     # Ingestion: files above this size are refused (per file, with a clear error; the batch goes on).
@@ -161,6 +175,14 @@ class Settings(RetrievalSettings, BaseSettings):
     executor: Literal["inprocess", "stepfunctions"] = "inprocess"
     state_machine_arn: str = ""
 
+    @field_validator("opensearch_server_hybrid", mode="after")
+    @classmethod
+    def _no_server_hybrid_on_aoss(cls, value: bool, info: ValidationInfo) -> bool:
+        # opensearch_flavour is declared (so validated) before this field.
+        if value and info.data.get("opensearch_flavour") == "aoss":
+            raise ValueError(SERVER_HYBRID_ON_AOSS)
+        return value
+
     @field_validator(*SECRET_FIELDS, mode="after")
     @classmethod
     def _resolve_secret_refs(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
@@ -169,6 +191,12 @@ class Settings(RetrievalSettings, BaseSettings):
         max_age = info.data.get("secrets_max_age_s", DEFAULT_SECRETS_MAX_AGE_S)
         setting = f"RAGSTEP_{info.field_name.upper()}" if info.field_name else "secret"
         return SecretStr(resolve_secret(value.get_secret_value(), max_age=max_age, setting=setting))
+
+    @model_validator(mode="after")
+    def _threshold_for_the_reranker(self) -> Settings:
+        if self.reranker == "none" and "rerank_threshold" not in self.model_fields_set:
+            self.rerank_threshold = MODEL_FREE_RERANK_THRESHOLD
+        return self
 
     def retrieval_defaults(self) -> RetrievalSettings:
         return RetrievalSettings.model_validate(self.model_dump(include=set(RetrievalSettings.model_fields)))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import tempfile
 from contextlib import suppress
 from pathlib import Path
@@ -18,6 +19,7 @@ MAX_KEY_BYTES = 1024  # S3's limit, so a key that works here works on AWS too
 # In-progress writes are named like this; list() hides them and keys may not use the prefix.
 TMP_PREFIX = ".tmp-ragstep-"
 _HINT = "pass --data-dir to a writable folder"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _check_segments(what: str, value: str, segments: list[str]) -> None:
@@ -37,10 +39,11 @@ def _check_text(what: str, value: str) -> None:
         raise InputError(f"{what} {value!r} is absolute; use a relative path such as 'docs/a.pdf'")
     if "\\" in value:
         raise InputError(f"{what} {value!r} contains a backslash; separate folders with '/'")
-    for ch in value:
-        if ord(ch) < 0x20 or ord(ch) == 0x7F:
-            name = "NUL" if ch == "\0" else f"U+{ord(ch):04X}"
-            raise InputError(f"{what} {value!r} contains the control character {name}; remove it")
+    control = _CONTROL.search(value)
+    if control:
+        ch = control.group()
+        name = "NUL" if ch == "\0" else f"U+{ord(ch):04X}"
+        raise InputError(f"{what} {value!r} contains the control character {name}; remove it")
     try:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
@@ -63,10 +66,16 @@ class LocalBlobStore:
 
     ``content_type`` is accepted for parity with S3 but not kept: a file has nowhere to store it, and readers
     here know what they stored. Files get mode 0600 (``mkstemp``'s default): blobs are user documents.
+
+    Keys under one of ``scratch_prefixes`` (what the ingest stages hand to each other, rebuilt by running the
+    ingestion again) are written with the same atomic rename but without the two fsyncs, which were half the time
+    of ingesting a folder of small files (BENCHMARKS.md, Ingestion): after a crash such a blob may be missing or
+    empty, never torn in a way a reader would take for whole.
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, scratch_prefixes: tuple[str, ...] = ()) -> None:
         self.root = Path(root).resolve()
+        self.scratch_prefixes = tuple(scratch_prefixes)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -89,7 +98,7 @@ class LocalBlobStore:
         # A concurrent delete may prune the folder between mkdir and mkstemp; trying again recreates it.
         for attempt in range(3):
             try:
-                self._write(path, data)
+                self._write(path, data, durable=not key.startswith(self.scratch_prefixes))
                 break
             except FileNotFoundError:
                 if attempt == 2:
@@ -111,21 +120,24 @@ class LocalBlobStore:
         return path.as_uri()
 
     @staticmethod
-    def _write(path: Path, data: bytes | bytearray | memoryview) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    def _write(path: Path, data: bytes | bytearray | memoryview, *, durable: bool = True) -> None:
+        if not path.parent.is_dir():  # a stat, where mkdir(exist_ok=True) on an existing folder costs a failed mkdir
+            path.parent.mkdir(parents=True, exist_ok=True)
         # Same folder as the target: os.replace is only atomic within one file system.
         fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())  # the bytes are on disk before the name points at them
+                if durable:
+                    fh.flush()
+                    os.fsync(fh.fileno())  # the bytes are on disk before the name points at them
             os.replace(tmp, path)
         except BaseException:
             with suppress(OSError):
                 os.unlink(tmp)
             raise
-        _fsync_dir(path.parent)
+        if durable:
+            _fsync_dir(path.parent)
 
     def _file_above(self, path: Path) -> str:
         """The key of the blob that sits where ``path`` needs a folder (for the conflict message)."""

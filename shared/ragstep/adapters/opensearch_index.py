@@ -31,8 +31,14 @@ Scores
   allowed documents, so ``k`` results come back whenever ``k`` documents pass the filter). For ``cosinesimil``
   OpenSearch's ``_score`` is ``(2 - d) / 2`` with ``d = 1 - cos``, i.e. ``(1 + cos) / 2``; it is converted back to
   the cosine (``2 * score - 1``) before the threshold, so ``vector_threshold`` means what it means locally.
-* Fusion of the two lists happens client-side in the search stage, for every backend. :meth:`hybrid_search` is the
-  optional server-side alternative (``hybrid`` query + ``normalization-processor`` search pipeline); AOSS lacks it.
+* Fusion of the two lists happens client-side in the search stage by default, for every backend.
+  :meth:`hybrid_search` is the optional server-side alternative (``RAGSTEP_OPENSEARCH_SERVER_HYBRID``; AOSS lacks
+  it): one ``hybrid`` query (keyword clause, then k-NN clause) run through a ``normalization-processor`` search
+  pipeline that min-max normalises each clause's scores and takes their weighted arithmetic mean. The weights are
+  the request's (``rrf_keyword_weight``, ``rrf_vector_weight``, normalised to sum to 1), so there is one pipeline
+  per weight pair, named after the weights (:func:`search_pipeline_name`) and created by the adapter on first use
+  (once per adapter instance; again if it disappears from the cluster). Only the combined score comes back, so
+  ``vector_threshold`` and ``keyword_threshold`` do not apply on that path (see :meth:`hybrid_search`).
 
 Replacing a knowledge item is not atomic
 ----------------------------------------
@@ -113,6 +119,7 @@ import numpy as np
 from ..errors import ConflictError, InputError, StorageError
 from ..models import Chunk
 from ..ports import Hit, IndexStats, SearchFilter
+from ..settings import SERVER_HYBRID_ON_AOSS
 from ..text import tokenize
 from ._replace import checked_replacement
 
@@ -269,13 +276,25 @@ def build_hybrid_query(
     return {"size": top_k, "_source": HIT_FIELDS, "query": {"hybrid": {"queries": queries}}}
 
 
-def build_search_pipeline(w_keyword: float = 0.3, w_vector: float = 0.7) -> dict[str, Any]:
-    """``PUT /_search/pipeline/<name>``: min-max normalisation, then a weighted arithmetic mean (weights sum to 1)."""
+def hybrid_weights(w_keyword: float, w_vector: float) -> tuple[float, float]:
+    """The pipeline's weights, keyword first: normalised to sum to 1 (the processor requires it), 6 decimals."""
     total = w_keyword + w_vector
     if not (w_keyword >= 0 and w_vector >= 0 and total > 0):
         raise InputError("hybrid weights must be non-negative and not both zero")
     wk = round(w_keyword / total, 6)
-    wv = round(1.0 - wk, 6)
+    return wk, round(1.0 - wk, 6)
+
+
+def search_pipeline_name(index: str, w_keyword: float = 0.3, w_vector: float = 0.7) -> str:
+    """The search pipeline of one weight pair: ``<index>-hybrid-k<keyword>-v<vector>``, weights in millionths after
+    normalisation (0.3/0.7 and 3/7 share ``<index>-hybrid-k300000-v700000``)."""
+    wk, wv = hybrid_weights(w_keyword, w_vector)
+    return f"{index}-hybrid-k{round(wk * 1_000_000)}-v{round(wv * 1_000_000)}"
+
+
+def build_search_pipeline(w_keyword: float = 0.3, w_vector: float = 0.7) -> dict[str, Any]:
+    """``PUT /_search/pipeline/<name>``: min-max normalisation, then a weighted arithmetic mean (weights sum to 1)."""
+    wk, wv = hybrid_weights(w_keyword, w_vector)
     return {
         "description": "ragstep: min-max normalised BM25 and k-NN scores, weighted arithmetic mean",
         "phase_results_processors": [
@@ -614,11 +633,12 @@ class OpenSearchIndex:
             raise InputError(f"opensearch flavour must be 'es' or 'aoss', not {flavour!r}")
         if not index or index != index.lower() or index.startswith(("_", "-", "+")):
             raise InputError(f"OpenSearch index name {index!r} must be lower case and not start with _, - or +")
+        if server_hybrid and flavour == "aoss":
+            raise InputError(SERVER_HYBRID_ON_AOSS)
         self.url = url.rstrip("/")
         self.index = index
         self.flavour: Flavour = flavour
         self.server_hybrid = server_hybrid
-        self.pipeline = f"{index}-hybrid"
         self._auth_mode = auth
         self._username = username
         self._password = password
@@ -634,6 +654,10 @@ class OpenSearchIndex:
         self._os = client
         self._lock = threading.Lock()
         self._fields: dict[str, int] | None = None  # vector field -> dimension, None until the mapping is read
+        # Search pipelines this instance has created (one per weight pair). Its own lock, held across the PUT so
+        # concurrent first searches send one request; never self._lock, which _client() takes.
+        self._pipelines: set[str] = set()
+        self._pipeline_lock = threading.Lock()
         self._path = "/" + quote(index, safe="")
 
     @classmethod
@@ -1242,22 +1266,70 @@ class OpenSearchIndex:
 
     # -- optional server-side hybrid --------------------------------------------------------------------------
 
-    def ensure_search_pipeline(self, w_keyword: float = 0.3, w_vector: float = 0.7) -> None:
-        """Create (or overwrite) the normalization-processor pipeline :meth:`hybrid_search` uses."""
+    def pipeline_name(self, w_keyword: float = 0.3, w_vector: float = 0.7) -> str:
+        """The search pipeline :meth:`hybrid_search` uses for these weights (see :func:`search_pipeline_name`)."""
+        return search_pipeline_name(self.index, w_keyword, w_vector)
+
+    def ensure_search_pipeline(self, w_keyword: float = 0.3, w_vector: float = 0.7) -> str:
+        """Create the normalization-processor pipeline of these weights unless this instance already did; returns
+        its name. :meth:`hybrid_search` calls it, so there is no set-up step.
+
+        Thread-safe: concurrent first calls wait for a single ``PUT``. The ``PUT`` creates or overwrites, and the
+        name is derived from the weights, so other processes writing the same pipeline write the same body. A
+        failed ``PUT`` is not remembered: the next call tries again.
+        """
         self._require_hybrid()
-        self._request(
-            "PUT",
-            "/_search/pipeline/" + quote(self.pipeline, safe=""),
-            what="search pipeline creation",
-            body=build_search_pipeline(w_keyword, w_vector),
-        )
+        name = self.pipeline_name(w_keyword, w_vector)
+        if name in self._pipelines:
+            return name
+        with self._pipeline_lock:
+            if name not in self._pipelines:
+                self._request(
+                    "PUT",
+                    "/_search/pipeline/" + quote(name, safe=""),
+                    what="search pipeline creation",
+                    body=build_search_pipeline(w_keyword, w_vector),
+                )
+                self._pipelines.add(name)
+        return name
+
+    def drop_search_pipelines(self) -> None:
+        """Delete the search pipelines this instance created (used by the live tests; missing ones are fine)."""
+        with self._pipeline_lock:
+            names, self._pipelines = sorted(self._pipelines), set()
+        for name in names:
+            with contextlib.suppress(_Missing):
+                self._request(
+                    "DELETE",
+                    "/_search/pipeline/" + quote(name, safe=""),
+                    what="search pipeline deletion",
+                    missing_ok=True,
+                )
 
     def hybrid_search(
-        self, tokens: Sequence[str], vector: np.ndarray, space: str, flt: SearchFilter, top_k: int
+        self,
+        tokens: Sequence[str],
+        vector: np.ndarray,
+        space: str,
+        flt: SearchFilter,
+        top_k: int,
+        *,
+        w_keyword: float = 0.3,
+        w_vector: float = 0.7,
     ) -> list[Hit]:
-        """One ``hybrid`` query scored by the search pipeline (min-max, weighted mean): already fused hits, best
-        first, with the combined score in both ``score`` and ``raw_score``. Needs :meth:`ensure_search_pipeline`
-        (and the neural-search plugin, OpenSearch 2.10+). Nothing embedded in ``space`` yet: keyword hits only."""
+        """One ``hybrid`` query scored by the search pipeline of ``(w_keyword, w_vector)`` (min-max per clause, then
+        the weighted mean): already fused hits, best first, with the combined score in both ``score`` and
+        ``raw_score``. The pipeline is created on first use (:meth:`ensure_search_pipeline`), and created again
+        if the cluster no longer has it. Needs the neural-search plugin (OpenSearch 2.10+).
+
+        No thresholds: only the combined score comes back, and min-max normalisation is relative to each result
+        set (its best hit is 1, its worst near 0), so neither ``vector_threshold`` (a cosine) nor
+        ``keyword_threshold`` (BM25 relative to the best hit) can be applied to it. The candidates are the best
+        ``top_k`` of the union of both clauses.
+
+        Nothing embedded in ``space`` yet: keyword hits only (BM25 normalised to the best, no threshold). No index
+        yet: nothing found.
+        """
         self._require_hybrid()
         if top_k <= 0:
             return []
@@ -1265,25 +1337,33 @@ class OpenSearchIndex:
         if target is None:
             return self.keyword_search(tokens, flt, top_k, 0.0)
         body = build_hybrid_query(tokens, target[1], target[0], flt, min(top_k, MAX_WINDOW))
+        name = self.ensure_search_pipeline(w_keyword, w_vector)
         try:
-            resp = self._request(
-                "POST",
-                f"{self._path}/_search",
-                what="hybrid search",
-                params={"search_pipeline": self.pipeline},
-                body=body,
-                missing_ok=True,
-            )
-        except _Missing as exc:
-            raise StorageError(
-                f"OpenSearch hybrid search: index {self.index} or search pipeline {self.pipeline} is missing ({exc}); "
-                "call ensure_search_pipeline() once"
-            ) from exc
+            try:
+                resp = self._hybrid_request(body, name)
+            except StorageError as exc:
+                # OpenSearch answers a search through an unknown pipeline with HTTP 400 "Pipeline <name> is not
+                # defined": someone deleted it (or the endpoint now points at another cluster). Create it again.
+                if f"Pipeline {name} is not defined" not in exc.message:
+                    raise
+                log.warning("search pipeline %s vanished from %s; creating it again", name, _display(self.url))
+                with self._pipeline_lock:
+                    self._pipelines.discard(name)
+                resp = self._hybrid_request(body, self.ensure_search_pipeline(w_keyword, w_vector))
+        except _Missing:
+            return []  # the index went away after its mapping was read: nothing indexed, nothing found
         return [Hit(h.chunk_id, h.score, h.score) for h in first_per_chunk(parse_search_response(resp))]
+
+    def _hybrid_request(self, body: Mapping[str, Any], pipeline: str) -> Any:
+        return self._request(
+            "POST",
+            f"{self._path}/_search",
+            what="hybrid search",
+            params={"search_pipeline": pipeline},
+            body=body,
+            missing_ok=True,
+        )
 
     def _require_hybrid(self) -> None:
         if self.flavour == "aoss":
-            raise InputError(
-                "server-side hybrid search needs the neural-search plugin, which OpenSearch Serverless lacks; "
-                "unset RAGSTEP_OPENSEARCH_SERVER_HYBRID (the search stage fuses the two lists itself)"
-            )
+            raise InputError(SERVER_HYBRID_ON_AOSS)

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
 #: Values of ``RAGSTEP_RERANKER``.
 SUPPORTED_RERANKERS = ("none", "http", "bedrock")
+#: Token similarities of the local reranker: ours (the default) and RAGFlow's presence-only original.
+TOKEN_FORMULAS = ("ragstep", "ragflow")
 
 #: ``flavour`` -> the URL used when none is configured. Cohere's v2 API; Jina and SiliconFlow's clouds; vLLM
 #: (``vllm serve --task score``; it also answers ``/rerank`` and ``/v2/rerank``), Xinference and Hugging Face
@@ -335,22 +337,40 @@ class BedrockReranker:
 _HAN_CHARS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # the ranges ragstep.text hands to jieba
 _HAN = re.compile(f"[{_HAN_CHARS}]")
 # A letter or digit that is not Han: what a non-Han token may not be preceded or followed by (tokenize() cuts
-# words at Han characters, so "api文档" holds the token "api").
-_LATIN = f"[^\\W_{_HAN_CHARS}]"
-_NOT_BEFORE = f"(?!{_LATIN})"
+# words at Han characters, so "api文档" holds the token "api"). As a regex this is the class
+# f"[^\\W_{_HAN_CHARS}]", which ``re`` takes ~2 ms to compile, so it is never compiled: _is_latin() is the same
+# test in Python (``re``'s Unicode \w is str.isalnum() or "_"), applied at the few places a term occurs.
 _WORD = re.compile(r"[^\W_]+")
 _QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”|「([^」]+)」|『([^』]+)』')
 
 
-def _literal(piece: str) -> str:
-    """A regex for ``piece`` that a non-Han first character keeps from matching inside a longer word.
+def _is_latin(ch: str) -> bool:
+    """Whether the character ``ch`` is a letter or digit that is not Han (the class above)."""
+    return ch.isalnum() and not ("\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf" or "\uf900" <= ch <= "\ufaff")
 
-    The boundary check is a lookbehind placed *after* the literal ("word(?<!Xword)", equivalent to "(?<!X)word"):
-    a pattern that starts with a literal lets ``re`` jump between occurrences of it instead of trying the
-    lookbehind at every position, ~40x faster on a chunk.
+
+def _bounded(text: str, start: int, end: int, check_start: bool = True, check_end: bool = True) -> bool:
+    """Whether ``text[start:end]`` stands as a whole word: no non-Han letter or digit just before or after it."""
+    return (not check_start or start == 0 or not _is_latin(text[start - 1])) and (
+        not check_end or end == len(text) or not _is_latin(text[end])
+    )
+
+
+def _count_words(text: str, word: str) -> int:
+    """Non-overlapping occurrences of ``word`` in ``text`` that are whole words (see :func:`_bounded`).
+
+    Scans like ``re.findall`` would: after a hit the search resumes at its end, after an occurrence inside a
+    longer word at the next character.
     """
-    escaped = re.escape(piece)
-    return escaped if _HAN.match(piece) else f"{escaped}(?<!{_LATIN}{escaped})"
+    n, hits = len(word), 0
+    pos = text.find(word)
+    while pos >= 0:
+        if _bounded(text, pos, pos + n):
+            hits += 1
+            pos = text.find(word, pos + n)
+        else:
+            pos = text.find(word, pos + 1)
+    return hits
 
 
 # Characters NFKC leaves alone, or changes only from one punctuation mark or space to another (full-width
@@ -411,40 +431,44 @@ class _QueryMatcher:
 
     Han terms, which jieba may segment differently inside a chunk than in the query, count as substrings
     (``str.count``); other terms as whole words, as :func:`ragstep.text.tokenize` would cut them (``str.count``
-    first: most terms are absent from most chunks, and then no regex runs). Everything runs in C, so a candidate
-    costs a normalisation and a few scans instead of a jieba segmentation (~1 ms per Chinese chunk).
+    first: most terms are absent from most chunks; then each occurrence's two neighbouring characters are checked).
+    The scans run in C, so a candidate costs a normalisation and a few scans instead of a jieba segmentation (~1 ms
+    per Chinese chunk). Nothing here compiles a regex per term, so a query new to the process costs no more than
+    one seen before: each phrase is one small pattern without lookarounds (~0.05 ms to compile).
     """
 
-    def __init__(self, query: str) -> None:
+    def __init__(self, query: str, *, phrases: bool = True) -> None:
         self.terms = query_terms(query)
         folded = _normalise(query)
         self.fold_case = folded != folded.upper()
-        self._counters = [
-            (term, None if _HAN.search(term) else re.compile(_literal(term) + _NOT_BEFORE)) for term in self.terms
-        ]
+        # (term, whether it counts as a whole word only); Han terms count as substrings.
+        self._counters = [(term, _HAN.search(term) is None) for term in self.terms]
+        self.phrases: list[_Phrase] = []
+        if not phrases:
+            return
         quoted = ["".join(groups) for groups in _QUOTED.findall(query)]
         if quoted:
-            phrases = quoted
+            texts = quoted
         elif len(self.terms) >= 2:
-            phrases = [query]
+            texts = [query]
         else:
-            phrases = []  # a one-term query: "the whole query occurs" is just "the term occurs"
-        self.phrases = [p for p in map(_phrase_pattern, phrases) if p is not None]
+            texts = []  # a one-term query: "the whole query occurs" is just "the term occurs"
+        self.phrases = [p for p in map(_phrase_pattern, texts) if p is not None]
 
     def counts(self, text: str) -> list[int]:
         """Occurrences of each term in the normalised ``text``."""
         out = []
-        for term, word in self._counters:
+        for term, whole_word in self._counters:
             hits = text.count(term)
-            if hits and word is not None:
-                hits = len(word.findall(text))
+            if hits and whole_word:
+                hits = _count_words(text, term)
             out.append(hits)
         return out
 
     def found(self, texts: Iterable[str]) -> list[bool]:
         """For each phrase, whether it occurs in one of the normalised ``texts``."""
         texts = list(texts)
-        return [any(p.search(t) for t in texts) for p in self.phrases]
+        return [any(p.occurs(t) for t in texts) for p in self.phrases]
 
 
 def _trim_han_stopwords(piece: str, stop: frozenset[str], *, leading: bool) -> str:
@@ -458,8 +482,34 @@ def _trim_han_stopwords(piece: str, stop: frozenset[str], *, leading: bool) -> s
     return "".join(words)
 
 
-def _phrase_pattern(phrase: str) -> re.Pattern[str] | None:
-    """A regex finding ``phrase`` in normalised text: its words in order, separated by any punctuation/space.
+@dataclass(frozen=True, slots=True)
+class _Phrase:
+    """A phrase's words in order (``core``: literals and separators), and which of its ends must be a word
+    boundary (the non-Han ones, checked with :func:`_bounded` rather than by lookarounds in the pattern)."""
+
+    core: re.Pattern[str]
+    check_start: bool
+    check_end: bool
+
+    def occurs(self, text: str) -> bool:
+        """Whether the phrase occurs in ``text`` with its ends on word boundaries.
+
+        Each piece of ``core`` starts and ends with a letter or digit and every separator matches only
+        non-word characters, so a match is fixed by where it starts; trying the start positions of ``core``'s
+        matches in order is what ``re.search`` with the boundary lookarounds inside the pattern would do.
+        """
+        search = self.core.search
+        match = search(text)
+        while match is not None:
+            start, end = match.span()
+            if _bounded(text, start, end, self.check_start, self.check_end):
+                return True
+            match = search(text, start + 1)
+        return False
+
+
+def _phrase_pattern(phrase: str) -> _Phrase | None:
+    """What finds ``phrase`` in normalised text: its words in order, separated by any punctuation/space.
 
     Stopwords at the ends are dropped ("how to reset the password" -> "reset the password"), so question words
     do not stop the phrase from matching the sentence that answers it; non-Han ends must be word boundaries.
@@ -477,13 +527,16 @@ def _phrase_pattern(phrase: str) -> re.Pattern[str] | None:
     pieces = [p for p in pieces if p]
     if not pieces:
         return None
-    parts = [_literal(pieces[0])]
+    parts = [re.escape(pieces[0])]
     for previous, piece in itertools.pairwise(pieces):
         # Between two Han characters a separator is optional (Chinese is written without spaces).
         joined_han = _HAN.match(previous[-1]) and _HAN.match(piece[0])
         parts += [r"[\W_]*" if joined_han else r"[\W_]+", re.escape(piece)]
-    parts.append("" if _HAN.match(pieces[-1][-1]) else _NOT_BEFORE)
-    return re.compile("".join(parts))
+    return _Phrase(
+        re.compile("".join(parts)),
+        check_start=_HAN.match(pieces[0][0]) is None,
+        check_end=_HAN.match(pieces[-1][-1]) is None,
+    )
 
 
 class _FieldCache:
@@ -543,6 +596,12 @@ class TokenVectorReranker:
     over the candidates themselves needs no corpus statistics. Terms are counted in each text without
     tokenizing it (see :class:`_QueryMatcher`): 100 candidates of ~500 characters take ~0.5 ms for an English
     query and ~1.5 ms for a ten-term Chinese one, where jieba on every candidate would take ~2 ms and ~180 ms.
+
+    ``formula="ragflow"`` scores with RAGFlow's presence-only token similarity instead, for comparison (``ragstep
+    bench quality`` runs both): ``token(d) = sum_{t: f(t, d) > 0} w(t) / sum_t w(t)``, no frequency, no phrase.
+    Everything else is shared: the same terms and matching (so a term found only in the title or a keyword counts
+    as present, as it does in RAGFlow's token bag), the candidate-set IDF standing in for RAGFlow's term-weight
+    dictionary, and the same vector part and weights.
     """
 
     name = "none"
@@ -556,7 +615,11 @@ class TokenVectorReranker:
         keyword_weight: float = 5.0,
         phrase_weight: float = 0.2,
         k1: float = 1.2,
+        formula: str = "ragstep",
     ) -> None:
+        if formula not in TOKEN_FORMULAS:
+            supported = ", ".join(TOKEN_FORMULAS)
+            raise InputError(f"TokenVectorReranker: unknown formula {formula!r}; supported: {supported}")
         if min(token_weight, vector_weight, title_weight, keyword_weight) < 0 or token_weight + vector_weight <= 0:
             raise InputError("TokenVectorReranker: weights must be >= 0 and token_weight + vector_weight > 0")
         if not 0 <= phrase_weight <= 1 or k1 <= 0:
@@ -568,6 +631,10 @@ class TokenVectorReranker:
         self._keyword_weight = keyword_weight
         self._phrase_weight = phrase_weight
         self._k1 = k1
+        self.formula = formula
+        self._presence_only = formula == "ragflow"
+        if self._presence_only:
+            self.name = "none:ragflow"
 
     def rerank(self, query: str, documents: Sequence[str]) -> list[float]:
         return self.rerank_candidates(query, [RerankCandidate(doc) for doc in _documents(documents)])
@@ -589,7 +656,7 @@ class TokenVectorReranker:
 
     def token_similarity(self, query: str, items: Sequence[RerankCandidate]) -> np.ndarray:
         """``token(d)`` of the formula for each candidate, as a float array."""
-        matcher = _QueryMatcher(query)
+        matcher = _QueryMatcher(query, phrases=not self._presence_only)
         n, n_terms = len(items), len(matcher.terms)
         if n == 0 or (n_terms == 0 and not matcher.phrases):
             return np.zeros(n)
@@ -618,6 +685,8 @@ class TokenVectorReranker:
             present = f > 0
             df = np.maximum(present.sum(axis=0), 1)
             w = np.log1p((n - df + 0.5) / (df + 0.5))
+            if self._presence_only:  # RAGFlow: membership only (and no phrases: the matcher has none)
+                return present.astype(np.float64) @ w / w.sum()
             terms = (0.5 * present + 0.5 * f / (f + self._k1)) @ w / w.sum()
         if not phrases:
             return terms

@@ -20,8 +20,10 @@ fills first so that no run builds it.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -89,7 +91,7 @@ t3 = time.perf_counter()
 ms = lambda a, b: round((b - a) * 1000.0, 3)
 print(mark + json.dumps({
     "import_ms": ms(t0, t1), "init_ms": ms(t1, t2), "first_query_ms": ms(t2, t3), "total_ms": ms(t0, t3),
-    "results": len(out.get("search_results") or []),
+    "results": len(out.get("search_results") or []), "tracer": type(handlers.tracer()).__name__,
     "init": {name: ms(a, b) for (_, a), (name, b) in zip(marks, marks[1:])},
 }), flush=True)
 """
@@ -168,10 +170,25 @@ def one_run(app: Path | None, event_file: Path, env: dict[str, str]) -> dict[str
     return result
 
 
-def run_coldstart(runs: int = 5, *, queries: dict[str, str] | None = None) -> dict[str, Any]:
+def xray_env(env: dict[str, str], daemon_port: int) -> dict[str, str]:
+    """``env`` as a Lambda function with active tracing sees it: the Powertools Tracer is real and sends its
+    segments to the daemon address (a UDP socket of this process, read by no one)."""
+    return env | {
+        "LAMBDA_TASK_ROOT": str(repo_root() / "functions" / "chunk_search"),
+        "AWS_LAMBDA_FUNCTION_NAME": "ragstep-chunk_search",
+        "AWS_XRAY_DAEMON_ADDRESS": f"127.0.0.1:{daemon_port}",
+        "_X_AMZN_TRACE_ID": "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1",
+    }
+
+
+def run_coldstart(runs: int = 5, *, queries: dict[str, str] | None = None, xray: bool | None = None) -> dict[str, Any]:
+    """Cold starts for each query, and (``xray``; by default when aws-xray-sdk is installed) the Chinese one again
+    with X-Ray tracing active, as in a function deployed with ``Tracing: Active``."""
     if runs < 1:
         raise InputError("--runs must be at least 1")
     queries = queries or QUERIES
+    if xray is None:
+        xray = importlib.util.find_spec("aws_xray_sdk") is not None
     app = handler_app()
     out: dict[str, Any] = {
         "runs": runs,
@@ -179,19 +196,28 @@ def run_coldstart(runs: int = 5, *, queries: dict[str, str] | None = None) -> di
         "jieba_table": jieba_table(),
         "python": sys.version.split()[0],
     }
-    with tempfile.TemporaryDirectory(prefix="ragstep-bench-coldstart-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="ragstep-bench-coldstart-") as tmp,
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as daemon,
+    ):
+        daemon.bind(("127.0.0.1", 0))
         data_dir = Path(tmp) / "data"
         kb_id = build_demo_index(data_dir)
         env = child_env(data_dir)
-        for name, query in queries.items():
+        settings = [(name, query, env) for name, query in queries.items()]
+        if xray:
+            name, query = list(queries.items())[-1]
+            settings.append((f"{name}_xray", query, xray_env(env, daemon.getsockname()[1])))
+        for name, query, run_env in settings:
             event_file = Path(tmp) / f"{name}.json"
             event_file.write_text(json.dumps(event_for(query, kb_id), ensure_ascii=False), encoding="utf-8")
-            one_run(app, event_file, env)  # warm-up: bytecode, file cache
-            samples = [one_run(app, event_file, env) for _ in range(runs)]
+            one_run(app, event_file, run_env)  # warm-up: bytecode, file cache
+            samples = [one_run(app, event_file, run_env) for _ in range(runs)]
             out[name] = {
                 "query": query,
                 **{phase: round(median([s[phase] for s in samples]), 1) for phase in PHASES},
                 "results": samples[-1]["results"],
+                "tracer": samples[-1]["tracer"],
                 "init_parts_ms": {part: round(median([s["init"][part] for s in samples]), 1) for part in INIT_PARTS},
             }
     return out
@@ -203,7 +229,7 @@ def render(r: dict[str, Any]) -> str:
     names = [k for k in r if isinstance(r[k], dict)]
     rows = [
         (name, r[name]["import_ms"], r[name]["init_ms"], r[name]["first_query_ms"], r[name]["total_ms"],
-         r[name]["process_ms"], r[name]["results"])
+         r[name]["process_ms"], r[name]["results"], r[name]["tracer"])
         for name in names
     ]  # fmt: skip
     return "\n".join(
@@ -212,7 +238,19 @@ def render(r: dict[str, Any]) -> str:
             f"handler: {r['handler']}",
             f"jieba table: {r['jieba_table']}",
             "",
-            table(("first query", "import ms", "init ms", "first query ms", "total ms", "process ms", "results"), rows),
+            table(
+                (
+                    "first query",
+                    "import ms",
+                    "init ms",
+                    "first query ms",
+                    "total ms",
+                    "process ms",
+                    "results",
+                    "tracer",
+                ),
+                rows,
+            ),
             "",
             "init, in parts (ms): "
             + "; ".join(

@@ -1,7 +1,8 @@
-"""Ingestion throughput: chunking in MB/s of Markdown, ingestion in chunks/s without embedding.
+"""``ragstep bench ingest``: chunking in MB/s of Markdown, ingestion in chunks/s without embedding.
 
 :func:`run` measures, on generated Markdown (deterministic: headings, paragraphs, lists, code blocks, tables) and
-optionally on a BEIR-layout corpus (``corpus.jsonl``, e.g. msmarco-5k):
+optionally on a BEIR-layout corpus (``corpus.jsonl``, e.g. msmarco-5k), each measurement ``repeat`` times (the
+median is reported, with every run's seconds for the spread):
 
 * ``chunking``: :func:`ragstep.chunking.split_text` alone, default settings -- MB/s of UTF-8 input.
 * ``pipeline``: every document as a file through :func:`ragstep.ingest.ingest_file`, i.e. the ``ingest`` pipeline
@@ -11,29 +12,39 @@ optionally on a BEIR-layout corpus (``corpus.jsonl``, e.g. msmarco-5k):
   benchmark does) -- chunks/s, for comparison.
 * ``snapshot_s``: building the in-memory BM25 snapshot once afterwards (the first search pays it).
 
-Everything goes into a fresh temporary data dir, removed afterwards. No embedding: the figure is the cost of
-ragstep itself, not of a model provider.
+Every run goes into a fresh temporary data dir, removed afterwards. No embedding: the figure is the cost of
+ragstep itself, not of a model provider. MB are MiB of UTF-8 text.
+
+JSON shape: ``{"repeat", "python", "markdown" | "corpus": {"documents", "bytes", "mb", ["name"], "chunking": {"chunks",
+"seconds", "runs_s", "mb_per_s", "chunks_per_s"}, "pipeline": {"chunks", "seconds", "runs_s", "chunks_per_s",
+"mb_per_s", "files_per_s", "duplicates", "snapshot_s"}, "direct": {"chunks", "seconds", "runs_s", "chunks_per_s",
+"mb_per_s", "snapshot_s"}}}``.
 """
 
 from __future__ import annotations
 
 import json
+import platform
 import random
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..chunking import split_text
+from ..errors import InputError
 from ..ingest import index_document, ingest_file, text_chunks
 from ..models import Knowledge, KnowledgeBase
 from ..ports import SearchFilter
 from ..services import Services
 from ..settings import Settings
+from .common import median
 
 MB = 1024 * 1024
+#: Generated Markdown above this is refused (it is built in memory, and written to disk once).
+MAX_MARKDOWN_MB = 1024
 _WORDS = [
     "retrieval",
     "augmented",
@@ -124,14 +135,25 @@ def generate_markdown(total_bytes: int, doc_bytes: int = 50_000, seed: int = 7) 
 def load_corpus(path: Path) -> list[str]:
     """Texts of a BEIR ``corpus.jsonl`` (title and text joined, as the quality benchmark does)."""
     texts = []
-    with Path(path).open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                doc = json.loads(line)
-                title, text = doc.get("title") or "", doc.get("text") or ""
+    try:
+        with Path(path).open(encoding="utf-8") as fh:
+            for number, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    doc = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"{path}: line {number} is not JSON ({exc.msg})") from None
+                if not isinstance(doc, dict):
+                    raise InputError(f"{path}: line {number} is not a JSON object")
+                title, text = str(doc.get("title") or ""), str(doc.get("text") or "")
                 body = f"{title} {text}".strip() if title else text
                 if body.strip():
                     texts.append(body)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read the corpus {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    if not texts:
+        raise InputError(f"{path}: no documents with text")
     return texts
 
 
@@ -146,15 +168,64 @@ def _snapshot(services: Services) -> float:
     return time.perf_counter() - started
 
 
-def measure(texts: Sequence[str], workdir: Path, *, pipeline: bool = True, direct: bool = True) -> dict[str, Any]:
-    """The figures for one set of documents (see the module docstring)."""
-    size = sum(len(t.encode("utf-8")) for t in texts)
-    out: dict[str, Any] = {"documents": len(texts), "mb": round(size / MB, 3)}
+def _figures(chunks: int, runs: list[float], size: int, **extra: Any) -> dict[str, Any]:
+    seconds = max(median(runs), 1e-9)
+    return {
+        "chunks": chunks,
+        "seconds": round(seconds, 6),
+        "runs_s": [round(r, 6) for r in runs],
+        "chunks_per_s": round(chunks / seconds, 1),
+        "mb_per_s": round(size / MB / seconds, 2),
+        **extra,
+    }
 
+
+def _pipeline_once(paths: Sequence[Path], data_dir: Path) -> tuple[float, int, int, float]:
+    """(seconds, chunks, duplicates, snapshot seconds) of ``ragstep ingest`` on ``paths`` into a fresh data dir."""
+    services = Services(Settings(data_dir=data_dir))
+    kb = _kb(services, "bench-pipeline")
     started = time.perf_counter()
-    chunks = sum(len(split_text(t)) for t in texts)
+    results = [ingest_file(p, kb, services) for p in paths]
     elapsed = time.perf_counter() - started
-    out["chunking"] = {"chunks": chunks, "seconds": round(elapsed, 3), "mb_per_s": round(size / MB / elapsed, 2)}
+    failed = [r for r in results if r.status == "failed"]
+    if failed:
+        raise RuntimeError(f"{len(failed)} documents failed to ingest, e.g. {failed[0].error}")
+    duplicates = sum(r.status == "duplicate" for r in results)
+    return elapsed, sum(r.chunks for r in results), duplicates, _snapshot(services)
+
+
+def _direct_once(texts: Sequence[str], data_dir: Path) -> tuple[float, int, float]:
+    services = Services(Settings(data_dir=data_dir))
+    kb = _kb(services, "bench-direct")
+    started = time.perf_counter()
+    indexed = 0
+    for i, text in enumerate(texts):
+        knowledge = Knowledge(id=f"doc-{i}", knowledge_base_id=kb.id, filename=f"doc-{i}")
+        indexed += index_document(knowledge, text_chunks(kb, knowledge, text), kb, services).chunk_count
+    return time.perf_counter() - started, indexed, _snapshot(services)
+
+
+def measure(
+    texts: Sequence[str],
+    workdir: Path,
+    *,
+    repeat: int = 3,
+    pipeline: bool = True,
+    direct: bool = True,
+    say: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """The figures for one set of documents (see the module docstring); medians of ``repeat`` runs."""
+    say = say or (lambda _msg: None)
+    size = sum(len(t.encode("utf-8")) for t in texts)
+    out: dict[str, Any] = {"documents": len(texts), "bytes": size, "mb": round(size / MB, 3)}
+
+    runs = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        chunks = sum(len(split_text(t)) for t in texts)
+        runs.append(time.perf_counter() - started)
+    out["chunking"] = _figures(chunks, runs, size)
+    say(f"chunking: {out['chunking']['mb_per_s']} MB/s")
 
     if pipeline:
         files = workdir / "files"
@@ -165,43 +236,30 @@ def measure(texts: Sequence[str], workdir: Path, *, pipeline: bool = True, direc
             path = files / f"doc-{i:0{width}d}.md"
             path.write_text(text, encoding="utf-8")
             paths.append(path)
-        services = Services(Settings(data_dir=workdir / "pipeline"))
-        kb = _kb(services, "bench-pipeline")
-        started = time.perf_counter()
-        results = [ingest_file(p, kb, services) for p in paths]
-        elapsed = time.perf_counter() - started
-        failed = [r for r in results if r.status == "failed"]
-        if failed:
-            raise RuntimeError(f"{len(failed)} documents failed to ingest, e.g. {failed[0].error}")
-        indexed = sum(r.chunks for r in results)
-        out["pipeline"] = {
-            "chunks": indexed,
-            "seconds": round(elapsed, 3),
-            "chunks_per_s": round(indexed / elapsed, 1),
-            "mb_per_s": round(size / MB / elapsed, 2),
-            "files_per_s": round(len(texts) / elapsed, 1),
+        runs, snapshots = [], []
+        for r in range(repeat):
+            elapsed, chunks, duplicates, snapshot = _pipeline_once(paths, workdir / f"pipeline-{r}")
+            runs.append(elapsed)
+            snapshots.append(snapshot)
+            say(f"pipeline run {r + 1}/{repeat}: {chunks / elapsed:,.0f} chunks/s")
+        out["pipeline"] = _figures(
+            chunks,
+            runs,
+            size,
+            files_per_s=round(len(texts) / median(runs), 1),
             # Same text as an earlier document: skipped (a knowledge base holds each content once).
-            "duplicates": sum(r.status == "duplicate" for r in results),
-            "snapshot_s": round(_snapshot(services), 3),
-        }
+            duplicates=duplicates,
+            snapshot_s=round(median(snapshots), 6),
+        )
 
     if direct:
-        services = Services(Settings(data_dir=workdir / "direct"))
-        kb = _kb(services, "bench-direct")
-        started = time.perf_counter()
-        indexed = 0
-        for i, text in enumerate(texts):
-            knowledge = Knowledge(id=f"doc-{i}", knowledge_base_id=kb.id, filename=f"doc-{i}")
-            done = index_document(knowledge, text_chunks(kb, knowledge, text), kb, services)
-            indexed += done.chunk_count
-        elapsed = time.perf_counter() - started
-        out["direct"] = {
-            "chunks": indexed,
-            "seconds": round(elapsed, 3),
-            "chunks_per_s": round(indexed / elapsed, 1),
-            "mb_per_s": round(size / MB / elapsed, 2),
-            "snapshot_s": round(_snapshot(services), 3),
-        }
+        runs, snapshots = [], []
+        for r in range(repeat):
+            elapsed, chunks, snapshot = _direct_once(texts, workdir / f"direct-{r}")
+            runs.append(elapsed)
+            snapshots.append(snapshot)
+            say(f"direct run {r + 1}/{repeat}: {chunks / elapsed:,.0f} chunks/s")
+        out["direct"] = _figures(chunks, runs, size, snapshot_s=round(median(snapshots), 6))
     return out
 
 
@@ -209,22 +267,69 @@ def run(
     *,
     markdown_mb: float = 5.0,
     corpus: Path | str | None = None,
+    repeat: int = 3,
     pipeline: bool = True,
     direct: bool = True,
     workdir: Path | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Ingestion figures on ``markdown_mb`` MB of generated Markdown (0 skips it) and, when given, on the BEIR
-    ``corpus.jsonl`` at ``corpus``. Returns ``{"markdown": {...}, "corpus": {...}}``; each part has ``chunking``
-    (MB/s), ``pipeline`` and ``direct`` (chunks/s). Temporary files go to ``workdir`` (default: a temp dir)."""
-    results: dict[str, Any] = {}
+    ``corpus.jsonl`` at ``corpus`` (the file or its folder). Temporary files go to ``workdir`` (default: a temp
+    dir). See the module docstring for the shape."""
+    if not 0 <= markdown_mb <= MAX_MARKDOWN_MB:
+        raise InputError(f"--markdown-mb must be between 0 and {MAX_MARKDOWN_MB}, got {markdown_mb:g}")
+    if markdown_mb == 0 and corpus is None:
+        raise InputError("nothing to measure: --markdown-mb is 0 and no --corpus was given")
+    if repeat < 1:
+        raise InputError(f"--repeat must be at least 1, got {repeat}")
+    corpus_file: Path | None = None
+    if corpus is not None:
+        corpus_file = Path(corpus) / "corpus.jsonl" if Path(corpus).is_dir() else Path(corpus)
+        if not corpus_file.is_file():
+            raise InputError(f"corpus not found: {corpus_file} (a BEIR corpus.jsonl, or the folder holding it)")
+    say = progress or (lambda _msg: None)
+    results: dict[str, Any] = {"repeat": repeat, "python": platform.python_version()}
     with tempfile.TemporaryDirectory(prefix="ragstep-ingest-bench-", dir=workdir) as tmp:
         root = Path(tmp)
         if markdown_mb > 0:
             docs = generate_markdown(int(markdown_mb * MB))
-            results["markdown"] = measure(docs, root / "markdown", pipeline=pipeline, direct=direct)
-        if corpus is not None:
-            path = Path(corpus)
-            texts = load_corpus(path / "corpus.jsonl" if path.is_dir() else path)
-            part = measure(texts, root / "corpus", pipeline=pipeline, direct=direct)
-            results["corpus"] = {"name": path.parent.name if path.is_file() else path.name, **part}
+            say(f"generated Markdown: {len(docs)} documents, {markdown_mb:g} MB")
+            results["markdown"] = measure(
+                docs, root / "markdown", repeat=repeat, pipeline=pipeline, direct=direct, say=say
+            )
+        if corpus_file is not None:
+            texts = load_corpus(corpus_file)
+            say(f"corpus {corpus_file}: {len(texts)} documents")
+            part = measure(texts, root / "corpus", repeat=repeat, pipeline=pipeline, direct=direct, say=say)
+            results["corpus"] = {"name": corpus_file.parent.name, **part}
     return results
+
+
+def render(r: dict[str, Any]) -> str:
+    from ..console import table
+
+    lines = [f"ingestion throughput, no embedding: median of {r['repeat']} runs (Python {r['python']})", ""]
+    rows = []
+    for key in ("markdown", "corpus"):
+        part = r.get(key)
+        if not part:
+            continue
+        name = "generated Markdown" if key == "markdown" else part["name"]
+        label = f"{name} ({part['documents']:,} docs, {part['mb']} MB)"
+        for stage, what in (
+            ("chunking", "split_text"),
+            ("pipeline", "ragstep ingest (4 stages, blobs)"),
+            ("direct", "text_chunks + index_document"),
+        ):
+            f = part.get(stage)
+            if f is None:
+                continue
+            spread = f"{min(f['runs_s']):.3f}-{max(f['runs_s']):.3f}" if len(f["runs_s"]) > 1 else ""
+            rows.append(
+                (label, what, f"{f['chunks']:,}", f"{f['seconds']:.3f}", spread, f"{f['mb_per_s']:.2f}",
+                 f"{f['chunks_per_s']:,.0f}", f.get("files_per_s", ""))
+            )  # fmt: skip
+            label = ""
+    headers = ("set", "what", "chunks", "median s", "runs s", "MB/s", "chunks/s", "files/s")
+    lines.append(table(headers, rows))
+    return "\n".join(lines)

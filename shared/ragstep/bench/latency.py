@@ -110,9 +110,9 @@ def forget_token_sets() -> None:
 def forget_query() -> None:
     """Make the next query new to the process: no memoised token sets and no compiled regular expressions.
 
-    The 50 msmarco queries repeat when cycled; the rerank stage compiles per-term patterns with ``re``, whose cache
-    would otherwise serve every query after its first round. ``re.purge`` also drops our own ``re.sub(str, ...)``
-    patterns (a few, cheap to compile), so this slightly overstates the cost of a new query.
+    The 50 msmarco queries repeat when cycled; the rerank stage compiles a pattern per query phrase with ``re``,
+    whose cache would otherwise serve every query after its first round. ``re.purge`` also drops our own
+    ``re.sub(str, ...)`` patterns (a few, cheap to compile), so this slightly overstates the cost of a new query.
     """
     forget_token_sets()
     re.purge()

@@ -1,4 +1,4 @@
-"""``ragstep bench package``: unzipped size of the two Lambda layers, and their largest packages.
+"""``ragstep bench package``: unzipped size of the Lambda layers, and their largest packages.
 
 Sizes are the sum of file sizes (what Lambda counts against its 250 MB unzipped limit for a function and its layers),
 in MiB. The layers are those of a ``sam build``, built into ``--layer-dir`` (default ``layers/build``):
@@ -6,7 +6,9 @@ in MiB. The layers are those of a ``sam build``, built into ``--layer-dir`` (def
 * dependency layer: ``<layer-dir>/python``, built by ``layers/build.sh --out <layer-dir>`` (downloads Linux wheels
   from PyPI, about a minute);
 * shared layer: ``<layer-dir>/shared/python``, built by ``make -C shared build-SharedLayer`` (the ``ragstep``
-  package and its prebuilt jieba table).
+  package and its prebuilt jieba table);
+* parser layer: ``<layer-dir>/parsers/python`` (``layers/parsers/requirements.txt``), which the ``ingest_parse``
+  function has instead of the dependency layer: reported with the shared layer as that function's total.
 
 An existing build is reused unless ``--rebuild``; one whose installed versions differ from
 ``layers/dependencies/requirements.txt`` is reported as stale. A package is a top-level folder or module together
@@ -97,12 +99,14 @@ def stale_packages(layer_python: Path, requirements: Path) -> list[str]:
     ]
 
 
-def build_dependency_layer(layer_dir: Path) -> None:
+def build_dependency_layer(layer_dir: Path, requirements: Path | None = None) -> None:
+    """``layers/build.sh --out layer_dir`` (the DependencyLayer, or the layer of ``requirements``)."""
     script = repo_root() / "layers" / "build.sh"
     if not script.is_file():
         raise InputError(f"cannot build the dependency layer: {script} not found (run from a ragstep checkout)")
     env = {**os.environ, "PYTHON": os.environ.get("PYTHON") or sys.executable}
-    proc = subprocess.run([str(script), "--out", str(layer_dir)], env=env, stdout=sys.stderr)
+    extra = ["--requirements", str(requirements)] if requirements else []
+    proc = subprocess.run([str(script), *extra, "--out", str(layer_dir)], env=env, stdout=sys.stderr)
     if proc.returncode != 0:
         raise InputError(f"layers/build.sh failed (exit {proc.returncode}); see its output above")
 
@@ -138,6 +142,14 @@ def run_package(layer_dir: str | Path | None = None, *, rebuild: bool = False) -
         build_shared_layer(layers)
         built.append("shared")
 
+    # The ParserLayer (only ingest_parse has it, with the shared layer): built with the others unless --layer-dir
+    # names a tree without it, which is then reported without it.
+    parsers = layers / "parsers" / "python"
+    parser_requirements = repo_root() / "layers" / "parsers" / "requirements.txt"
+    if (rebuild or not parsers.is_dir()) and not (explicit and not rebuild) and parser_requirements.is_file():
+        build_dependency_layer(layers / "parsers", parser_requirements)
+        built.append("parser")
+
     dep_sizes = package_sizes(dep)
     shared_sizes = package_sizes(shared)
     dep_bytes, shared_bytes = sum(dep_sizes.values()), sum(shared_sizes.values())
@@ -145,7 +157,7 @@ def run_package(layer_dir: str | Path | None = None, *, rebuild: bool = False) -
     entries += [(name, size, "shared") for name, size in shared_sizes.items()]
     entries.sort(key=lambda e: -e[1])
     requirements = repo_root() / "layers" / "dependencies" / "requirements.txt"
-    return {
+    out: dict[str, Any] = {
         "dependency_layer_mb": round(dep_bytes / MIB, 1),
         "shared_layer_mb": round(shared_bytes / MIB, 1),
         "total_mb": round((dep_bytes + shared_bytes) / MIB, 1),
@@ -155,6 +167,15 @@ def run_package(layer_dir: str | Path | None = None, *, rebuild: bool = False) -
         "bytecode_files": sum(1 for _ in dep.rglob("*.pyc")),
         "stale": [] if explicit else stale_packages(dep, requirements),
     }
+    if parsers.is_dir():
+        parser_sizes = package_sizes(parsers)
+        parser_bytes = sum(parser_sizes.values())
+        out["parser_layer_mb"] = round(parser_bytes / MIB, 1)
+        out["ingest_parse_total_mb"] = round((parser_bytes + shared_bytes) / MIB, 1)
+        out["parser_largest"] = [
+            {"name": n, "mb": round(size / MIB, 1)} for n, size in sorted(parser_sizes.items(), key=lambda e: -e[1])[:5]
+        ]
+    return out
 
 
 def render(r: dict[str, Any]) -> str:
@@ -167,6 +188,13 @@ def render(r: dict[str, Any]) -> str:
         "",
         table(("package", "MiB", "layer"), [(e["name"], e["mb"], e["layer"]) for e in r["largest"]]),
     ]
+    if "parser_layer_mb" in r:
+        largest = ", ".join(f"{e['name']} {e['mb']}" for e in r["parser_largest"])
+        lines += [
+            "",
+            f"ingest_parse: parser layer {r['parser_layer_mb']}  +  shared layer {r['shared_layer_mb']}  =  "
+            f"{r['ingest_parse_total_mb']}  (largest: {largest})",
+        ]
     if r["built_now"]:
         lines.append(f"built now: {', '.join(r['built_now'])} layer")
     if r["stale"]:

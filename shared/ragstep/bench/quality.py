@@ -10,16 +10,25 @@ Runs: ``bm25`` (the keyword retriever alone, no threshold), ``dense`` (the vecto
 ``hybrid`` and ``pipeline`` keep their thresholds; only their result counts are raised to 100 so Recall@100 can be
 measured. The merge stage folds duplicate passages into one result and records the sources it folded; ``pipeline``
 credits a result with those sources (at its rank), ``pipeline_strict`` counts only the kept result's own document.
+
+The local reranker against RAGFlow's original (RAGFlow issues #11759, #12013: its token similarity counts each query
+term's presence only, so term frequency, the x2/x5 field weights and exact phrases change nothing):
+``pipeline_ragflow_rerank`` is ``pipeline`` with the rerank stage's local reranker scoring by RAGFlow's presence-only
+formula (``TokenVectorReranker(formula="ragflow")``, same tk 0.3 / vt 0.7 weights); it compares with ``pipeline`` when
+``RAGSTEP_RERANKER`` is ``none`` (the default). ``rerank_ragstep`` and ``rerank_ragflow`` isolate the reranker: the
+``hybrid`` candidates (100 chunks) sorted by the local reranker's score alone, ours and RAGFlow's formula (no
+composite score, threshold, MMR or merge; equal scores keep the search order).
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..adapters.embedders import PrecomputedEmbedder
+from ..adapters.rerankers import TokenVectorReranker
 from ..errors import InputError
 from ..ingest import index_document, text_chunks
 from ..models import Knowledge, KnowledgeBase, SearchRequest, check_query
@@ -35,6 +45,7 @@ from ..ports import SearchFilter
 from ..search import new_state
 from ..services import Services
 from ..settings import Settings
+from ..stages.chunk_rerank import model_scores, rerank_text
 from ..text import query_terms
 from .metrics import evaluate
 
@@ -148,7 +159,27 @@ def _docs(chunk_ids: list[str]) -> list[str]:
     return [cid.rsplit("-", 1)[0] for cid in chunk_ids]
 
 
-ALL_RUNS = ("bm25", "dense", "hybrid", "pipeline", "pipeline_strict")
+@contextlib.contextmanager
+def _reranker(services: Services, reranker: Any) -> Iterator[None]:
+    """``services.reranker`` (a cached property) replaced by ``reranker`` for the duration."""
+    previous = services.reranker
+    services.reranker = reranker
+    try:
+        yield
+    finally:
+        services.reranker = previous
+
+
+ALL_RUNS = (
+    "bm25",
+    "dense",
+    "hybrid",
+    "rerank_ragstep",
+    "rerank_ragflow",
+    "pipeline",
+    "pipeline_strict",
+    "pipeline_ragflow_rerank",
+)
 
 
 def run_quality(folder: Path, *, runs: tuple[str, ...] = ALL_RUNS) -> dict[str, Any]:
@@ -170,10 +201,26 @@ def run_quality(folder: Path, *, runs: tuple[str, ...] = ALL_RUNS) -> dict[str, 
             hits = services.index.vector_search(qvec[qid], kb.embedding_model, flt, DEPTH, -1.0)
             return _docs([h.chunk_id for h in hits])
 
-        def hybrid(qid: str, text: str) -> list[str]:
+        def search_state(text: str) -> Any:
             req = SearchRequest(query=text, knowledge_base_ids=[kb.id], overrides={"embedding_top_k": DEPTH})
-            state = run_stage("chunk_search", new_state(req, services), services)
-            return [r.knowledge_id for r in state.search_results]
+            return run_stage("chunk_search", new_state(req, services), services)
+
+        def hybrid(qid: str, text: str) -> list[str]:
+            return [r.knowledge_id for r in search_state(text).search_results]
+
+        def rerank_only(reranker: TokenVectorReranker) -> Callable[[str, str], list[str]]:
+            def run(qid: str, text: str) -> list[str]:
+                state = search_state(text)
+                candidates = state.search_results
+                if not candidates:
+                    return []
+                # What the rerank stage hands its reranker: cleaned texts, titles, keywords, vectors, the query.
+                with _reranker(services, reranker):
+                    scores = model_scores(state, services, [rerank_text(r) for r in candidates])
+                order = sorted(range(len(candidates)), key=lambda i: -scores[i])  # stable: ties keep search order
+                return [candidates[i].knowledge_id for i in order]
+
+            return run
 
         def pipeline(qid: str, text: str) -> list[str]:
             req = SearchRequest(
@@ -183,6 +230,12 @@ def run_quality(folder: Path, *, runs: tuple[str, ...] = ALL_RUNS) -> dict[str, 
             )
             state = run_pipeline("knowledge_search", new_state(req, services), services)
             return sources(state.final_results)
+
+        ragflow = TokenVectorReranker(formula="ragflow")
+
+        def pipeline_ragflow_rerank(qid: str, text: str) -> list[str]:
+            with _reranker(services, ragflow):
+                return pipeline(qid, text)
 
         def pipeline_strict(qid: str, text: str) -> list[str]:
             req = SearchRequest(
@@ -194,8 +247,11 @@ def run_quality(folder: Path, *, runs: tuple[str, ...] = ALL_RUNS) -> dict[str, 
         available: dict[str, Callable[[str, str], list[str]]] = {
             "bm25": bm25,
             "hybrid": hybrid,
+            "rerank_ragstep": rerank_only(TokenVectorReranker()),
+            "rerank_ragflow": rerank_only(ragflow),
             "pipeline": pipeline,
             "pipeline_strict": pipeline_strict,
+            "pipeline_ragflow_rerank": pipeline_ragflow_rerank,
         }
         if qvec:
             available["dense"] = dense
@@ -228,8 +284,11 @@ RUN_LABELS = {
     "bm25": "bm25 (keyword retriever alone)",
     "dense": "dense (vector retriever alone)",
     "hybrid": "hybrid (chunk_search stage)",
+    "rerank_ragstep": "rerank_ragstep (hybrid candidates by local reranker score)",
+    "rerank_ragflow": "rerank_ragflow (same, RAGFlow's presence-only formula)",
     "pipeline": "pipeline (folded sources credited)",
     "pipeline_strict": "pipeline_strict (kept results only)",
+    "pipeline_ragflow_rerank": "pipeline_ragflow_rerank (pipeline, RAGFlow's formula)",
 }
 
 

@@ -148,21 +148,11 @@ def expand_short(r: SearchResult, near: dict[int, Chunk], cfg: RetrievalSettings
 
 
 def _as_result(chunk: Chunk, like: SearchResult) -> SearchResult:
-    return SearchResult(
-        id=chunk.id,
-        content=chunk.content,
-        knowledge_id=chunk.knowledge_id,
-        knowledge_base_id=chunk.knowledge_base_id,
-        knowledge_title=chunk.knowledge_title,
-        knowledge_filename=chunk.knowledge_filename,
-        chunk_index=chunk.chunk_index,
-        start_at=chunk.start_at,
-        end_at=chunk.end_at,
+    return SearchResult.from_chunk(
+        chunk,
         score=0.0,
         match_type=MatchType.NEARBY,
-        chunk_type=chunk.chunk_type,
-        tag_id=chunk.tag_id,
-        image_info=list(chunk.image_info),
+        sub_chunk_ids=[],
         metadata={k: v for k, v in like.metadata.items() if k != _LAST_INDEX},
     )
 

@@ -43,15 +43,33 @@ _LINE_MARKERS = re.compile(r"^\s{0,3}(?:#{1,6}\s+|[-*+]\s+|\d{1,3}[.)]\s+|>\s?)"
 _EMPHASIS = re.compile(r"(\*\*|__|~~|`)")
 _SINGLE_EMPHASIS = re.compile(r"(?<![\w*])[*_](?=\S)([^*_\n]+?)(?<=\S)[*_](?![\w*])")
 _BLANKS = re.compile(r"[ \t]+")
-# Any character or pattern that one of the rules above could act on; plain prose skips them all.
-_MARKUP = re.compile(r"[#*_|\[\]<>`~!]|https?://|www\.|^\s*(?:[-+]|\d{1,3}[.)])\s", re.MULTILINE)
+# Any character or pattern that one of the rules above could act on; plain prose skips them all. Checked as a
+# character class, three substrings and a line-start pattern: one alternation of them all scans ~2x slower.
+_MARKUP_CHARS = re.compile(r"[#*_|\[\]<>`~!]")
+_MARKUP_LINE_START = re.compile(r"^\s*(?:[-+]|\d{1,3}[.)])\s", re.MULTILINE)
+
+
+def _has_markup(text: str) -> bool:
+    return (
+        _MARKUP_CHARS.search(text) is not None
+        or "http://" in text
+        or "https://" in text
+        or "www." in text
+        or _MARKUP_LINE_START.search(text) is not None
+    )
+
+
+def _tidy_lines(text: str) -> str:
+    """Runs of spaces and tabs as one space, lines stripped, empty lines dropped."""
+    # A line without a tab or two spaces in a row has nothing to collapse: skip the substitution (~10 us a chunk).
+    lines = ((_BLANKS.sub(" ", line) if "  " in line or "\t" in line else line).strip() for line in text.splitlines())
+    return "\n".join(line for line in lines if line)
 
 
 def clean_markdown(text: str) -> str:
     """What a reranker should read: the words, without Markdown's punctuation. Code bodies stay."""
-    if not _MARKUP.search(text):
-        lines = (_BLANKS.sub(" ", line).strip() for line in text.splitlines())
-        return "\n".join(line for line in lines if line)
+    if not _has_markup(text):
+        return _tidy_lines(text)
     text = _FENCE.sub("", text)
     text = _IMAGE.sub(lambda m: m.group(1), text)
     text = _LINK.sub(lambda m: m.group(1), text)
@@ -62,8 +80,7 @@ def clean_markdown(text: str) -> str:
     text = _LINE_MARKERS.sub("", text)
     text = _EMPHASIS.sub("", text)
     text = _SINGLE_EMPHASIS.sub(lambda m: m.group(1), text)
-    lines = (_BLANKS.sub(" ", line).strip() for line in text.splitlines())
-    return "\n".join(line for line in lines if line)
+    return _tidy_lines(text)
 
 
 def rerank_text(r: SearchResult) -> str:

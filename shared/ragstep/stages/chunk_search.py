@@ -13,14 +13,25 @@ WeKnora's search stage (v0.7) plus RAGFlow's zero-result fallback:
   ``min(3 x embedding_top_k, 500)`` and doubling). A hit whose negative question equals the query is dropped; with FAQ
   priority on, FAQ scores are boosted and near-certain hits are flagged as direct answers.
 * Fusion (min-max or weighted RRF), then deduplication by chunk id and by a hash of the normalised content.
+* Server-side fusion (an OpenSearch index with ``RAGSTEP_OPENSEARCH_SERVER_HYBRID``): a non-FAQ target with a query
+  vector runs one ``hybrid`` query instead of the keyword + vector pair. Its hits come back fused by the search
+  pipeline (min-max per clause, then the mean weighted by the request's ``rrf_keyword_weight`` /
+  ``rrf_vector_weight``), join the fused list as they are (match type hybrid) and are merged with the other targets'
+  client-fused lists, each chunk at its best score. The server returns only the combined score, so
+  ``vector_threshold`` and ``keyword_threshold`` do not apply on that path (a target's candidates are the best
+  ``pool`` of both clauses); FAQ targets and targets without a vector keep the pair and their thresholds. With
+  ``fusion=minmax`` (the default) both sides compute the same weighted mean of min-max normalised scores, so merged
+  scores compare; with ``rrf`` the client-fused scores are on RRF's far smaller scale.
 * Expansion: fewer than ``embedding_top_k`` results -> up to 5 keyword-only variants of the query widen the keyword
-  list (new chunks join at its tail, so the first pass's ranking is kept).
+  list (new chunks join at its tail, so the first pass's ranking is kept). On a server-hybrid target new chunks are
+  scored as the pipeline scores a keyword-only hit (normalised keyword weight x BM25 normalised to the best).
 * Nothing at all -> a scoped search returns the chosen knowledge items' chunks in document order; otherwise one retry
-  with relaxed thresholds (vector min(0.17, threshold / 2), keyword 0.1).
+  with relaxed thresholds (vector min(0.17, threshold / 2), keyword 0.1), when some target had thresholds to relax.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import time
@@ -29,11 +40,11 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import NotFoundError, ProviderError
+from ..errors import InputError, NotFoundError, ProviderError
 from ..expansion import expansion_variants
 from ..fusion import Fused, fuse_minmax, fuse_rrf
 from ..models import (
@@ -72,8 +83,19 @@ class Pass:
 
     vector: list[Hit] = field(default_factory=list)
     keyword: list[Hit] = field(default_factory=list)
+    #: Hits of the server-side hybrid queries, already fused (best first), and the targets that ran one.
+    hybrid: list[Hit] = field(default_factory=list)
+    hybrid_targets: frozenset[int] = frozenset()
     events: list[TraceEvent] = field(default_factory=list)
     faq_rounds: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ServerFused(Fused):
+    """A hit of a server-side ``hybrid`` query: fused by the OpenSearch search pipeline, only the combined score and
+    the rank in its list are known."""
+
+    hybrid_rank: int = 0
 
 
 def candidate_pool(match_count: int, n_kbs: int, cfg: RetrievalSettings | None = None) -> int:
@@ -130,6 +152,58 @@ def fuse(vector: Sequence[Hit], keyword: Sequence[Hit], cfg: RetrievalSettings) 
     if cfg.fusion == "minmax":
         return fuse_minmax(vector, keyword, w_vector=cfg.rrf_vector_weight, w_keyword=cfg.rrf_keyword_weight)
     return fuse_rrf(vector, keyword, k=cfg.rrf_k, w_vector=cfg.rrf_vector_weight, w_keyword=cfg.rrf_keyword_weight)
+
+
+def uses_server_hybrid(services: Services) -> bool:
+    """The index fuses on the server: an OpenSearch index with ``RAGSTEP_OPENSEARCH_SERVER_HYBRID`` on."""
+    index = services.index
+    return bool(getattr(index, "server_hybrid", False)) and callable(getattr(index, "hybrid_search", None))
+
+
+def server_fused(hits: Sequence[Hit]) -> list[Fused]:
+    """Hybrid-query hits as fused candidates: their combined score as is, no client-side fusion."""
+    return [ServerFused(h.chunk_id, h.score, MatchType.HYBRID, hybrid_rank=i + 1) for i, h in enumerate(hits)]
+
+
+def keyword_only_fused(hits: Sequence[Hit], cfg: RetrievalSettings) -> list[Fused]:
+    """Expansion hits of a server-hybrid target, scored as the search pipeline scores a chunk that only the keyword
+    clause found: the normalised keyword weight x its BM25 normalised to the best hit (never above the hits that
+    both clauses found strongly, as an unweighted keyword list would be)."""
+    total = cfg.rrf_keyword_weight + cfg.rrf_vector_weight
+    wk = cfg.rrf_keyword_weight / total if total > 0 else 0.0
+    return [
+        Fused(h.chunk_id, wk * h.score, MatchType.KEYWORD, keyword_score=h.score, keyword_rank=i + 1)
+        for i, h in enumerate(hits)
+    ]
+
+
+def merge_fused(*lists: Sequence[Fused]) -> list[Fused]:
+    """Several fused rankings (client-side and server-side) as one: each chunk at its best score, best first; equal
+    scores keep their lists' order. One list comes back as it is."""
+    filled = [lst for lst in lists if lst]
+    if len(filled) <= 1:
+        return list(filled[0]) if filled else []
+    best: dict[str, Fused] = {}
+    for lst in filled:
+        for f in lst:
+            if f.chunk_id not in best or f.score > best[f.chunk_id].score:
+                best[f.chunk_id] = f
+    return sorted(best.values(), key=lambda f: -f.score)
+
+
+def rank(vector: Sequence[Hit], keyword: Sequence[Hit], server: Sequence[Fused], cfg: RetrievalSettings) -> list[Fused]:
+    """The stage's ranking: the client-fused vector and keyword lists merged with the server-fused candidates."""
+    return merge_fused(fuse(vector, keyword, cfg), server)
+
+
+def server_fusion_detail(services: Services, cfg: RetrievalSettings, targets: int) -> dict[str, object]:
+    """What the trace says about server-side fusion: how many targets used it, through which search pipeline."""
+    detail: dict[str, object] = {"targets": targets, "normalization": "min_max", "combination": "arithmetic_mean"}
+    with contextlib.suppress(InputError):  # weights both 0: the hybrid calls failed and say why in degrade rows
+        index: Any = services.index
+        detail["pipeline"] = index.pipeline_name(cfg.rrf_keyword_weight, cfg.rrf_vector_weight)
+    detail["thresholds_applied"] = False
+    return detail
 
 
 # -- running retrievers ---------------------------------------------------------------------------------------------
@@ -204,10 +278,22 @@ def search_pass(
     keyword_threshold: float,
 ) -> Pass:
     tasks: list[Task] = []
+    server_hybrid = uses_server_hybrid(services)
+    hybrid_targets: set[int] = set()
     for i, t in enumerate(targets):
+        vec = vectors.get(t.model)
+        if server_hybrid and vec is not None and not t.faq:
+            # One query fused on the server replaces the keyword + vector pair; no thresholds (module docstring).
+            index: Any = services.index
+            fn = partial(
+                index.hybrid_search, terms, vec, t.model, t.flt, pool,
+                w_keyword=cfg.rrf_keyword_weight, w_vector=cfg.rrf_vector_weight,
+            )  # fmt: skip
+            tasks.append((f"hybrid search #{i}", fn))
+            hybrid_targets.add(i)
+            continue
         kthr = 0.0 if t.scoped else keyword_threshold
         tasks.append((f"keyword search #{i}", partial(services.index.keyword_search, terms, t.flt, pool, kthr)))
-        vec = vectors.get(t.model)
         if vec is None:
             continue
         vthr = 0.0 if t.scoped else vector_threshold
@@ -217,10 +303,12 @@ def search_pass(
             fn = partial(services.index.vector_search, vec, t.model, t.flt, pool, vthr)
         tasks.append((f"vector search #{i}", fn))
     found, events = run_concurrently(services, tasks, cfg)
-    out = Pass(events=events)
-    vector_lists, keyword_lists = [], []
+    out = Pass(events=events, hybrid_targets=frozenset(hybrid_targets))
+    vector_lists, keyword_lists, hybrid_lists = [], [], []
     for name, value in found.items():
-        if name.startswith("keyword"):
+        if name.startswith("hybrid"):
+            hybrid_lists.append(value)
+        elif name.startswith("keyword"):
             keyword_lists.append(value)
         elif isinstance(value, tuple):  # FAQ search: (hits, rounds)
             vector_lists.append(value[0])
@@ -229,6 +317,7 @@ def search_pass(
             vector_lists.append(value)
     out.vector = best_per_chunk(vector_lists) if vector_lists else []
     out.keyword = best_per_chunk(keyword_lists) if keyword_lists else []
+    out.hybrid = best_per_chunk(hybrid_lists) if hybrid_lists else []
     return out
 
 
@@ -294,6 +383,8 @@ def hydrate(fused: Sequence[Fused], services: Services, limit: int) -> list[Sear
             )
             if v is not None
         }
+        if isinstance(f, ServerFused):  # fused by the OpenSearch search pipeline: only the combined score exists
+            retrieval.update(fusion="server", hybrid_score=f.score, hybrid_rank=f.hybrid_rank)
         metadata = {**chunk.metadata, "retrieval": retrieval}
         start_at, end_at, match_type = chunk.start_at, chunk.end_at, f.match_type
         if content is not chunk.content:
@@ -304,23 +395,15 @@ def hydrate(fused: Sequence[Fused], services: Services, limit: int) -> list[Sear
             end_at = int(metadata.get("parent_end_at", end_at))
             match_type = MatchType.PARENT
         out.append(
-            SearchResult(
+            SearchResult.from_chunk(
+                chunk,
                 id=chunk.parent_id if chunk.chunk_type == ChunkType.FAQ and chunk.parent_id else chunk.id,
                 content=content,
-                knowledge_id=chunk.knowledge_id,
-                knowledge_base_id=chunk.knowledge_base_id,
-                knowledge_title=chunk.knowledge_title,
-                knowledge_filename=chunk.knowledge_filename,
-                chunk_index=chunk.chunk_index,
                 start_at=start_at,
                 end_at=end_at,
                 score=f.score,
                 match_type=MatchType.FAQ if chunk.chunk_type == ChunkType.FAQ else match_type,
-                chunk_type=chunk.chunk_type,
-                tag_id=chunk.tag_id,
-                sub_chunk_ids=list(chunk.sub_chunk_ids),
                 metadata=metadata,
-                image_info=list(chunk.image_info),
             )
         )
         if len(out) >= limit:
@@ -363,22 +446,12 @@ def scoped_fallback(request: SearchRequest, services: Services, limit: int) -> l
     for kid in request.knowledge_ids:
         for chunk in services.index.knowledge_chunks(kid, limit - len(out)):
             out.append(
-                SearchResult(
-                    id=chunk.id,
-                    content=chunk.content,
-                    knowledge_id=chunk.knowledge_id,
-                    knowledge_base_id=chunk.knowledge_base_id,
-                    knowledge_title=chunk.knowledge_title,
-                    knowledge_filename=chunk.knowledge_filename,
-                    chunk_index=chunk.chunk_index,
-                    start_at=chunk.start_at,
-                    end_at=chunk.end_at,
+                SearchResult.from_chunk(
+                    chunk,
                     score=0.0,
                     match_type=MatchType.KEYWORD,
-                    chunk_type=chunk.chunk_type,
-                    tag_id=chunk.tag_id,
+                    sub_chunk_ids=[],
                     metadata={**chunk.metadata, "retrieval": {"fallback": "scoped_knowledge"}},
-                    image_info=list(chunk.image_info),
                 )
             )
         if len(out) >= limit:
@@ -403,9 +476,9 @@ def run(state: PipelineState, services: Services) -> PipelineState:
         vector_threshold=cfg.vector_threshold, keyword_threshold=cfg.keyword_threshold,
     )  # fmt: skip
     events += first.events
-    vector_hits, keyword_hits = first.vector, first.keyword
-    fused = fuse(vector_hits, keyword_hits, cfg)
-    results = hydrate(fused, services, cfg.embedding_top_k)
+    vector_hits, keyword_hits, hybrid_hits = first.vector, first.keyword, first.hybrid
+    server = server_fused(hybrid_hits)
+    results = hydrate(rank(vector_hits, keyword_hits, server, cfg), services, cfg.embedding_top_k)
     detail: dict[str, object] = {}
 
     if cfg.enable_query_expansion and len(results) < cfg.embedding_top_k:
@@ -421,17 +494,28 @@ def run(state: PipelineState, services: Services) -> PipelineState:
             ]  # fmt: skip
             found, more_events = run_concurrently(services, tasks, cfg)
             events += more_events
+            # Client-fused targets: new chunks join the keyword list's tail. Server-hybrid targets have no keyword
+            # list: new chunks join the server-fused candidates, scored as a keyword-only hit of the pipeline.
+            on_server = {f"expansion {v!r} #{i}" for v in variants for i in first.hybrid_targets}
+            client_found = [hits for name, hits in found.items() if name not in on_server]
+            server_found = [hits for name, hits in found.items() if name in on_server]
             known = {h.chunk_id for h in keyword_hits}
-            added = [h for h in best_per_chunk(list(found.values())) if h.chunk_id not in known] if found else []
-            if added:
+            added = [h for h in best_per_chunk(client_found) if h.chunk_id not in known] if client_found else []
+            seen = known | {h.chunk_id for h in vector_hits} | {h.chunk_id for h in hybrid_hits}
+            added_server = [h for h in best_per_chunk(server_found) if h.chunk_id not in seen] if server_found else []
+            if added or added_server:
                 keyword_hits = [*keyword_hits, *added]
-                fused = fuse(vector_hits, keyword_hits, cfg)
-                results = hydrate(fused, services, cfg.embedding_top_k)
+                server = [*server, *keyword_only_fused(added_server, cfg)]
+                results = hydrate(rank(vector_hits, keyword_hits, server, cfg), services, cfg.embedding_top_k)
             events.append(
                 TraceEvent(
                     stage=STAGE,
                     action="expand",
-                    counts={"variants": len(variants), "new_candidates": len(added), "results": len(results)},
+                    counts={
+                        "variants": len(variants),
+                        "new_candidates": len(added) + len(added_server),
+                        "results": len(results),
+                    },
                     detail={"variants": variants},
                 )
             )
@@ -451,16 +535,18 @@ def run(state: PipelineState, services: Services) -> PipelineState:
                     counts={"results": len(results)},
                 )
             )
-        elif not all(t.scoped for t in targets):
+        elif any(not t.scoped and i not in first.hybrid_targets for i, t in enumerate(targets)):
+            # Only targets searched with thresholds can find more (scoped ones have none, nor do server-hybrid ones).
             relaxed_v = min(cfg.fallback_vector_threshold, cfg.vector_threshold / 2)
             retry = search_pass(
                 services, cfg, targets, terms, vectors, pool,
                 vector_threshold=relaxed_v, keyword_threshold=cfg.fallback_keyword_threshold,
             )  # fmt: skip
             events += retry.events
-            vector_hits, keyword_hits = retry.vector, retry.keyword
-            results, _ = apply_faq_rules(hydrate(fuse(vector_hits, keyword_hits, cfg), services, cfg.embedding_top_k),
-                                         query, cfg)  # fmt: skip
+            vector_hits, keyword_hits, hybrid_hits = retry.vector, retry.keyword, retry.hybrid
+            server = server_fused(hybrid_hits)
+            results, _ = apply_faq_rules(hydrate(rank(vector_hits, keyword_hits, server, cfg), services,
+                                                 cfg.embedding_top_k), query, cfg)  # fmt: skip
             events.append(
                 TraceEvent(
                     stage=STAGE,
@@ -477,6 +563,7 @@ def run(state: PipelineState, services: Services) -> PipelineState:
             counts={
                 "vector_hits": len(vector_hits),
                 "keyword_hits": len(keyword_hits),
+                **({"hybrid_hits": len(hybrid_hits)} if first.hybrid_targets else {}),
                 "results": len(results),
                 **({"faq_rounds": first.faq_rounds} if first.faq_rounds else {}),
             },
@@ -487,6 +574,11 @@ def run(state: PipelineState, services: Services) -> PipelineState:
                 "pool": pool,
                 "targets": len(targets),
                 "fusion": cfg.fusion,
+                **(
+                    {"server_fusion": server_fusion_detail(services, cfg, len(first.hybrid_targets))}
+                    if first.hybrid_targets
+                    else {}
+                ),
                 **detail,
             },
         )

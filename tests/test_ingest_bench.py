@@ -1,0 +1,137 @@
+"""``ragstep bench ingest``: its ``--json`` shape and table on tiny inputs, and its errors.
+
+No timing is asserted (the machines are noisy): what is checked is the shape, that the three measurements agree on
+the chunk count, that the rates are the counts over the median seconds, and that nothing is left on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import run_cli
+from ragstep.bench.ingest_bench import MB, generate_markdown
+from ragstep.chunking import split_text
+
+PARTS = {"documents", "bytes", "mb", "chunking", "pipeline", "direct"}
+FIGURES = {"chunks", "seconds", "runs_s", "chunks_per_s", "mb_per_s"}
+
+
+@pytest.fixture(autouse=True)
+def _plain_environment(plain_environment: None) -> None:
+    pass
+
+
+def run_bench(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    return run_cli(capsys, "bench", "ingest", *args)
+
+
+def tiny_corpus(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    docs = [
+        {"_id": "d1", "title": "Espresso", "text": "Espresso is brewed by forcing hot water through coffee."},
+        {"_id": "d2", "title": "", "text": "Glaciers carve valleys as ice flows downhill."},
+        {"_id": "d3", "title": "Empty", "text": ""},  # a title alone is still a document
+        {"_id": "d4", "text": "Glaciers carve valleys as ice flows downhill."},  # a duplicate of d2
+        {"_id": "d5", "title": "", "text": "   "},  # no text at all: left out
+    ]
+    (folder / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in docs) + "\n\n", encoding="utf-8")
+    return folder
+
+
+def check_figures(part: dict[str, Any], repeat: int) -> None:
+    size_mb = part["bytes"] / MB
+    assert math.isclose(part["mb"], size_mb, abs_tol=0.001)
+    for stage in ("chunking", "pipeline", "direct"):
+        f = part[stage]
+        assert set(f) >= FIGURES, stage
+        assert len(f["runs_s"]) == repeat and all(s >= 0 for s in f["runs_s"])
+        assert min(f["runs_s"]) <= f["seconds"] <= max(f["runs_s"])
+        assert f["seconds"] > 0
+        assert math.isclose(f["chunks_per_s"], f["chunks"] / f["seconds"], rel_tol=0.01, abs_tol=0.1)
+        assert math.isclose(f["mb_per_s"], size_mb / f["seconds"], rel_tol=0.02, abs_tol=0.01)
+    assert {"files_per_s", "duplicates", "snapshot_s"} <= set(part["pipeline"])
+    assert part["direct"]["snapshot_s"] >= 0
+
+
+def test_json_shape_on_generated_markdown_and_a_corpus(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    before = set(Path(tempfile.gettempdir()).glob("ragstep-ingest-bench-*"))
+    corpus = tiny_corpus(tmp_path / "tiny")
+    code, out, err = run_bench(capsys, "--markdown-mb", "0.05", "--corpus", str(corpus), "--repeat", "2", "--json")
+    assert code == 0, err
+    assert err == ""  # --json keeps stderr clean
+    report = json.loads(out)
+    assert set(report) == {"repeat", "python", "markdown", "corpus"}
+    assert report["repeat"] == 2
+
+    markdown = report["markdown"]
+    assert set(markdown) == PARTS
+    check_figures(markdown, 2)
+    docs = generate_markdown(int(0.05 * MB))
+    assert markdown["documents"] == len(docs)
+    expected_chunks = sum(len(split_text(d)) for d in docs)
+    assert markdown["chunking"]["chunks"] == markdown["pipeline"]["chunks"] == expected_chunks
+    assert markdown["direct"]["chunks"] == expected_chunks
+    assert markdown["pipeline"]["duplicates"] == 0
+
+    part = report["corpus"]
+    assert set(part) == PARTS | {"name"}
+    texts = ["Espresso Espresso is brewed by forcing hot water through coffee.", "Empty"]
+    texts += ["Glaciers carve valleys as ice flows downhill."] * 2
+    assert (part["name"], part["documents"], part["bytes"]) == ("tiny", 4, sum(len(t) for t in texts))
+    check_figures(part, 2)
+    # The duplicate passage is skipped by the pipeline (one content per knowledge base), not by the others.
+    assert part["pipeline"]["duplicates"] == 1
+    assert (part["chunking"]["chunks"], part["pipeline"]["chunks"], part["direct"]["chunks"]) == (4, 3, 4)
+    assert set(Path(tempfile.gettempdir()).glob("ragstep-ingest-bench-*")) == before, "temporary files left behind"
+
+
+def test_table_output_and_progress(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    corpus = tiny_corpus(tmp_path / "tiny") / "corpus.jsonl"
+    code, out, err = run_bench(capsys, "--markdown-mb", "0", "--corpus", str(corpus), "--repeat", "1")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("ingestion throughput, no embedding: median of 1 runs")
+    assert lines[2].split()[:4] == ["set", "what", "chunks", "median"]
+    assert "tiny (4 docs," in lines[4] and "split_text" in lines[4]
+    assert "ragstep ingest (4 stages, blobs)" in lines[5] and "text_chunks + index_document" in lines[6]
+    assert len(lines) == 7, "no generated Markdown with --markdown-mb 0"
+    assert "ragstep bench: corpus" in err and "ragstep bench: pipeline run 1/1" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--markdown-mb", "0"), "nothing to measure: --markdown-mb is 0 and no --corpus was given"),
+        (("--markdown-mb", "-1"), "--markdown-mb must be between 0 and 1024, got -1"),
+        (("--corpus", "/nonexistent/set"), "corpus not found: /nonexistent/set (a BEIR corpus.jsonl, or the folder"),
+    ],
+)
+def test_bad_arguments_are_one_line(capsys: pytest.CaptureFixture[str], args: tuple[str, ...], message: str) -> None:
+    code, out, err = run_bench(capsys, *args)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"ragstep: error: {message}") and err.count("\n") == 1
+
+
+def test_a_corpus_that_is_not_json_lines(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = tmp_path / "corpus.jsonl"
+    bad.write_text('{"_id": "d1", "text": "fine"}\nnot json\n', encoding="utf-8")
+    code, _, err = run_bench(capsys, "--markdown-mb", "0", "--corpus", str(bad))
+    assert code == 2
+    assert err == f"ragstep: error: {bad}: line 2 is not JSON (Expecting value)\n"
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "corpus.jsonl").write_text('{"_id": "d1", "text": ""}\n', encoding="utf-8")
+    code, _, err = run_bench(capsys, "--markdown-mb", "0", "--corpus", str(tmp_path / "empty"))
+    assert code == 2 and err.endswith("corpus.jsonl: no documents with text\n")
+
+
+def test_repeat_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        run_bench(capsys, "--repeat", "0")
+    assert exc.value.code == 2
+    assert "must be at least 1, got 0" in capsys.readouterr().err
