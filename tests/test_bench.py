@@ -289,7 +289,8 @@ def test_package_json_on_a_layer_tree(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_package_reports_ingest_parse_with_the_parser_layer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     layers = fake_layers(tmp_path / "layers")
     mib = 1024 * 1024
-    write_file(layers / "parsers" / "python" / "duckdb" / "duckdb.so", 6 * mib)
+    write_file(layers / "parsers" / "python" / "duckdb" / "__init__.py", mib)
+    write_file(layers / "parsers" / "python" / "_duckdb.cpython-312-x86_64-linux-gnu.so", 5 * mib)  # counts as duckdb
     write_file(layers / "parsers" / "python" / "pypdf" / "__init__.py", mib // 2)
     report = bench_json(capsys, "package", "--layer-dir", str(layers))
     assert report["parser_layer_mb"] == 6.5

@@ -77,9 +77,10 @@ class Services:
     def blobs(self) -> BlobStore:
         if self.settings.blob_backend == "local":
             from .adapters.local_blobs import LocalBlobStore
-            from .ingest import INGEST_PREFIX
 
-            return LocalBlobStore(self.data_dir / "blobs", scratch_prefixes=(INGEST_PREFIX,))
+            # ragstep.ingest.INGEST_PREFIX, spelled out: importing ragstep.ingest (parsers, chunker) here would cost
+            # every search function's cold start ~100 ms (tests/test_local_stores.py checks that the two agree).
+            return LocalBlobStore(self.data_dir / "blobs", scratch_prefixes=("ingest/",))
         if self.settings.blob_backend == "s3":
             from .adapters.s3_blobs import S3BlobStore
 

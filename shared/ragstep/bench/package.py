@@ -49,7 +49,8 @@ def _canonical(name: str) -> str:
 
 
 def package_sizes(layer_python: Path) -> dict[str, int]:
-    """Bytes per package at the top of a layer's ``python/`` folder (``X``, ``X.py``, ``X-*.dist-info``, ``X.libs``)."""
+    """Bytes per package at the top of a layer's ``python/`` folder (``X``, ``X.py``, ``_X.<tag>.so``,
+    ``X-*.dist-info``, ``X.libs``)."""
     sizes: dict[str, int] = defaultdict(int)
     for entry in sorted(layer_python.iterdir()):
         name = entry.name
@@ -60,6 +61,10 @@ def package_sizes(layer_python: Path) -> dict[str, int]:
             key = name.removesuffix(".libs")
         elif entry.is_file() and name.endswith(".py"):
             key = name.removesuffix(".py")
+        elif entry.is_file() and name.endswith((".so", ".pyd")):
+            # A compiled module at the top (duckdb's _duckdb.cpython-312-x86_64-linux-gnu.so): its distribution's
+            # package, named without the underscore and platform tag.
+            key = name.split(".", 1)[0].lstrip("_")
         elif entry.is_file() or name == "__pycache__":
             sizes[name] += tree_bytes(entry)  # a data file at the top (jieba.pfdict.pkl), bytecode of a module
             continue
