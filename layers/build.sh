@@ -158,4 +158,6 @@ fi
 echo "layer of $(basename "$(dirname "$REQS")") for python$PYVER/$ARCH in $TARGET"
 du -sk "$TARGET" | awk '{printf "unzipped size: %.1f MB\n", $1 / 1024}'
 echo "largest packages:"
-du -sk "$TARGET"/* | sort -rn | head -n 8 | awk '{n = split($2, p, "/"); printf "  %6.1f MB  %s\n", $1 / 1024, p[n]}'
+# awk reads the whole list (NR <= 8) rather than head closing the pipe early: with pipefail, sort killed by SIGPIPE
+# would fail the build (exit 141).
+du -sk "$TARGET"/* | sort -rn | awk 'NR <= 8 {n = split($2, p, "/"); printf "  %6.1f MB  %s\n", $1 / 1024, p[n]}'

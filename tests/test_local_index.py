@@ -317,3 +317,41 @@ def test_stored_vectors_are_served_by_chunk_id(tmp_path: Path) -> None:
     assert set(got) == {"a", "b"}
     assert got["a"] == pytest.approx([0.6, 0.8])  # stored normalised
     assert idx.vectors(["a"], "other") == {}
+
+
+def test_two_vector_spaces_and_unembedded_rows_in_one_snapshot(tmp_path: Path) -> None:
+    """The snapshot is built by streaming rows: each space gets its own matrix, in row order, beside chunks that
+    have no vector at all, and every search sees the same rows after a rebuild from SQLite."""
+    rng = np.random.default_rng(7)
+    idx = LocalSearchIndex(tmp_path, persist_snapshots=False)
+    small, large = random_unit(rng, 6, 4), random_unit(rng, 5, 16)
+    idx.replace_knowledge("ka", [chunk(f"a{i}", f"alpha words {i}", kid="ka") for i in range(6)], small, "small")
+    idx.replace_knowledge("kn", [chunk(f"n{i}", f"alpha plain {i}", kid="kn") for i in range(3)], None, None)
+    idx.replace_knowledge("kb", [chunk(f"b{i}", f"beta words {i}", kid="kb") for i in range(5)], large, "large")
+    for i in range(6):
+        assert idx.vector_search(small[i], "small", ALL, 1, 0.0)[0].chunk_id == f"a{i}"
+    for i in range(5):
+        assert idx.vector_search(large[i], "large", ALL, 1, 0.0)[0].chunk_id == f"b{i}"
+    assert {h.chunk_id for h in idx.keyword_search(["alpha"], ALL, 20, 0.0)} == {f"a{i}" for i in range(6)} | {
+        "n0",
+        "n1",
+        "n2",
+    }
+    assert set(idx.vectors(["a2", "b4", "n1"], "small")) == {"a2"}
+    np.testing.assert_array_equal(idx.vectors(["b4"], "large")["b4"], large[4].astype(np.float32))
+    reopened = LocalSearchIndex(tmp_path, persist_snapshots=False)
+    assert reopened.keyword_search(["words"], ALL, 20, 0.0) == idx.keyword_search(["words"], ALL, 20, 0.0)
+
+
+def test_a_stored_vector_of_the_wrong_width_is_a_clear_error(tmp_path: Path) -> None:
+    import sqlite3
+
+    rng = np.random.default_rng(8)
+    LocalSearchIndex(tmp_path).replace_knowledge(
+        "k1", [chunk("c0", "one"), chunk("c1", "two")], random_unit(rng, 2, 4), "s"
+    )
+    with sqlite3.connect(tmp_path / "index.sqlite") as conn:  # damage one row behind the index's back
+        conn.execute("UPDATE chunks SET vector = ? WHERE id = 'c1'", (np.zeros(3, dtype="<f4").tobytes(),))
+    shutil.rmtree(tmp_path / "snapshots", ignore_errors=True)
+    with pytest.raises(StorageError, match="'c1' has a 3-dimension vector in space 's', whose others have 4"):
+        LocalSearchIndex(tmp_path).keyword_search(["one"], ALL, 5, 0.0)

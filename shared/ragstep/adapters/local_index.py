@@ -30,6 +30,8 @@ import shutil
 import sqlite3
 import tempfile
 import threading
+from array import array
+from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -444,46 +446,79 @@ class LocalSearchIndex:
             return snap
 
     def _build_snapshot(self) -> _Snapshot:
+        # Rows are streamed from one read transaction into arrays sized up front, rather than fetched all at once:
+        # at 100k chunks, fetchall() held every 1.5 kB vector blob as bytes, a Python list held every token id,
+        # and np.vstack + astype copied the matrix twice (683 MiB peak for the build; BENCHMARKS.md).
         conn = self._conn()
         conn.execute("BEGIN")  # one read transaction: generation and rows from the same committed state
         try:
             gen = self._generation()
+            # Per space: the vectors' bytes back to back (one memcpy a row), their width, the rows holding them
+            widths: dict[str, int] = {}
+            blobs: dict[str, bytearray] = {}
+            positions: dict[str, array[int]] = {}
+            for name, width in conn.execute(
+                "SELECT space, max(length(vector)) FROM chunks WHERE space IS NOT NULL GROUP BY space"
+            ):
+                widths[name], blobs[name], positions[name] = width, bytearray(), array("i")
+            ids: list[str] = []
+            kbs: list[str] = []
+            knowledge: list[str] = []
+            tags: list[str] = []
+            ctypes: list[str] = []
+            enabled = bytearray()
+            # term -> id, a new term getting the next id, all in C (map + defaultdict + count): 3x the listcomp
+            vocab_ids: defaultdict[str, int] = defaultdict(itertools.count().__next__)
+            term_id = vocab_ids.__getitem__
+            term_ids = array("q")
+            lengths = array("q")
             rows = conn.execute(
                 "SELECT id, knowledge_id, knowledge_base_id, tag_id, chunk_type, enabled, tokens, space, vector"
                 " FROM chunks ORDER BY row"
-            ).fetchall()
+            )
+            for pos, (cid, kid, kb, tag, ctype, on, tokens, space, vector) in enumerate(rows):
+                ids.append(cid)
+                knowledge.append(kid)
+                kbs.append(kb)
+                tags.append(tag)
+                ctypes.append(ctype)
+                enabled.append(1 if on else 0)
+                toks = tokens.split()
+                lengths.append(len(toks))
+                term_ids.extend(map(term_id, toks))
+                if space is not None:
+                    if len(vector) != widths[space]:
+                        raise StorageError(
+                            f"chunk {cid!r} has a {len(vector) // 4}-dimension vector in space {space!r}, whose "
+                            f"others have {widths[space] // 4}; re-ingest its knowledge item"
+                        )
+                    blobs[space] += vector
+                    positions[space].append(pos)
         finally:
             conn.execute("COMMIT")
-        n = len(rows)
-        ids = [r[0] for r in rows]
-        vocab: dict[str, int] = {}
-        term_ids: list[int] = []
-        lengths = np.zeros(n, dtype=np.int64)
-        for pos, r in enumerate(rows):
-            toks = r[6].split()
-            lengths[pos] = len(toks)
-            term_ids.extend([vocab.setdefault(t, len(vocab)) for t in toks])
-        indptr, post_rows, post_tf = _csc_postings(np.asarray(term_ids, dtype=np.int64), lengths, len(vocab))
-        avgdl = float(lengths.mean()) if n and lengths.sum() else 1.0
-        norm = (BM25_K1 * (1.0 - BM25_B + BM25_B * lengths / avgdl)).astype(np.float32)
-
-        by_space: dict[str, list[int]] = {}
-        for pos, r in enumerate(rows):
-            if r[7] is not None:
-                by_space.setdefault(r[7], []).append(pos)
+        vocab = dict(vocab_ids)  # a plain dict from here: a lookup of an unknown term must not add it
+        n = len(ids)
+        lengths_np = np.frombuffer(lengths, dtype=np.int64) if n else np.zeros(0, dtype=np.int64)
+        terms_np = np.frombuffer(term_ids, dtype=np.int64) if term_ids else np.zeros(0, dtype=np.int64)
+        indptr, post_rows, post_tf = _csc_postings(terms_np, lengths_np, len(vocab))
+        del term_ids, terms_np
+        avgdl = float(lengths_np.mean()) if n and lengths_np.sum() else 1.0
+        norm = (BM25_K1 * (1.0 - BM25_B + BM25_B * lengths_np / avgdl)).astype(np.float32)
         spaces = {}
-        for name, positions in by_space.items():
-            matrix = np.vstack([np.frombuffer(rows[p][8], dtype="<f4") for p in positions]).astype(np.float32)
-            spaces[name] = _Space(np.asarray(positions, dtype=np.int32), matrix)
+        for name, blob in blobs.items():
+            matrix = np.frombuffer(blob, dtype="<f4").reshape(-1, widths[name] // 4).astype(np.float32, copy=False)
+            spaces[name] = _Space(np.frombuffer(positions[name], dtype=np.int32).copy(), matrix)
+            del blob
+        blobs.clear()
 
         snap = _Snapshot(
             generation=gen,
             ids=ids,
-            kb=_Codes([r[2] for r in rows]),
-            knowledge=_Codes([r[1] for r in rows]),
-            tag=_Codes([r[3] for r in rows]),
-            ctype=_Codes([r[4] for r in rows]),
-            enabled=np.fromiter((bool(r[5]) for r in rows), dtype=bool, count=n),
+            kb=_Codes(kbs),
+            knowledge=_Codes(knowledge),
+            tag=_Codes(tags),
+            ctype=_Codes(ctypes),
+            enabled=np.frombuffer(bytes(enabled), dtype=np.uint8).astype(bool),
             vocab=vocab,
             indptr=indptr,
             post_rows=post_rows,
