@@ -22,6 +22,9 @@ from ragstep.stages.chunk_rerank import clean_markdown
         ("line\u2028next", "line\nnext"),  # str.splitlines() breaks lines
         ("", ""),
         (" \t\n ", ""),
+        ("  one line, ends padded \u00a0", "one line, ends padded"),  # the one-line fast path strips like a line
+        ("file\x1cseparator\x0bvertical\x0cfeed", "file\nseparator\nvertical\nfeed"),
+        ("next\x85line\rcarriage", "next\nline\ncarriage"),
     ],
 )
 def test_plain_prose_only_has_its_blanks_tidied(text: str, cleaned: str) -> None:

@@ -337,13 +337,18 @@ class LocalSearchIndex:
             return {}
         if sp.row_of is None:
             sp.row_of = {int(pos): i for i, pos in enumerate(sp.rows)}
-        out = {}
+        found: dict[str, int] = {}
         for cid in chunk_ids:
             pos = snap.position(cid)
             row = sp.row_of.get(pos) if pos is not None else None
             if row is not None:
-                out[cid] = np.asarray(sp.matrix[row])
-        return out
+                found[cid] = row
+        if not found:
+            return {}
+        # One gather for all rows (a copy, in RAM even when the matrix is memory-mapped): indexing the memmap row by
+        # row made a memmap object per chunk.
+        block = np.asarray(sp.matrix[np.fromiter(found.values(), dtype=np.int64, count=len(found))])
+        return dict(zip(found, block, strict=True))
 
     def stats(self) -> IndexStats:
         conn = self._conn()
