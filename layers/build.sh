@@ -93,7 +93,7 @@ PRUNE
 
 # jieba's prefix-frequency table is not built here: shared/Makefile puts it in the SharedLayer, inside the package
 # (ragstep/data/jieba-<version>.pfdict.pkl, for the jieba version pinned in layers/dependencies/requirements.txt),
-# where ragstep.text finds it without any setting.
+# where ragstep.retrieval.text finds it without any setting.
 
 # Prune what the functions never load.
 #   tests, type stubs, console scripts, bytecode compiled for the build machine's Python (not the runtime's);
@@ -148,7 +148,7 @@ fi
 if [ -n "$JIEBA" ]; then
   SMOKE_CACHE="$(mktemp -d "${TMPDIR:-/tmp}/ragstep-layer-smoke.XXXXXX")"
   PYTHONPATH="$ROOT/shared:$TARGET" XDG_CACHE_HOME="$SMOKE_CACHE" "$PY" -B -c '
-from ragstep.text import tokenize
+from ragstep.retrieval.text import tokenize
 tokens = tokenize("混合检索 combines BM25 and vectors")
 assert "检索" in tokens and "bm25" in tokens, tokens
 '

@@ -9,20 +9,20 @@ from pathlib import Path
 
 import pytest
 
+from ragstep.context import Clients, Context
 from ragstep.models import KnowledgeBase, KnowledgeBaseType
-from ragstep.services import Services
 from ragstep.settings import Settings
 
 SHARED_BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench"
 
 
 @pytest.fixture
-def services(tmp_path: Path) -> Services:
-    return Services(Settings(data_dir=tmp_path / "data"))
+def ctx(tmp_path: Path) -> Context:
+    return Clients(Settings(data_dir=tmp_path / "data")).context()
 
 
 @pytest.fixture
-def make_kb(services: Services) -> Callable[..., KnowledgeBase]:
+def make_kb(ctx: Context) -> Callable[..., KnowledgeBase]:
     def make(name: str, kb_type: str = "document", embedding_model: str = "none") -> KnowledgeBase:
         kb = KnowledgeBase(
             id=uuid.uuid4().hex,
@@ -31,7 +31,7 @@ def make_kb(services: Services) -> Callable[..., KnowledgeBase]:
             embedding_model=embedding_model,
             created_at=time.time(),
         )
-        return services.catalog.create_kb(kb)
+        return ctx.catalog.create_kb(kb)
 
     return make
 
@@ -55,7 +55,7 @@ def plain_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     """``ragstep ARGS`` in-process: (exit status, stdout, stderr)."""
-    from ragstep.cli import main
+    from ragstep.entry.cli.main import main
 
     capsys.readouterr()
     code = main(list(args))

@@ -21,11 +21,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ragstep import __version__
-from ragstep.api import create_app
-from ragstep.cli import main
-from ragstep.ingest import ingest_file
+from ragstep.context import Context
+from ragstep.entry.cli.main import main
+from ragstep.entry.http.app import create_app
 from ragstep.models import KnowledgeBase, SearchResult, TraceEvent
-from ragstep.services import Services
+from ragstep.stages.ingest.products import ingest_file
 
 SHARED = Path(__file__).resolve().parents[1] / "shared"
 SEARCH = "/v1/knowledge-search"
@@ -53,17 +53,17 @@ def write_docs(folder: Path) -> Path:
 
 
 @pytest.fixture
-def kb(services: Services, make_kb: Callable[..., KnowledgeBase], tmp_path: Path) -> KnowledgeBase:
+def kb(ctx: Context, make_kb: Callable[..., KnowledgeBase], tmp_path: Path) -> KnowledgeBase:
     """Knowledge base "docs" with :data:`DOCS` ingested."""
     kb = make_kb("docs")
     for path in sorted(write_docs(tmp_path / "docs").iterdir()):
-        assert ingest_file(path, kb, services).status == "indexed"
+        assert ingest_file(path, kb, ctx).status == "indexed"
     return kb
 
 
 @pytest.fixture
-def client(services: Services, kb: KnowledgeBase) -> Iterator[TestClient]:
-    with TestClient(create_app(services)) as client:
+def client(ctx: Context, kb: KnowledgeBase) -> Iterator[TestClient]:
+    with TestClient(create_app(ctx)) as client:
         yield client
 
 
@@ -97,13 +97,11 @@ def test_search_shape(client: TestClient, kb: KnowledgeBase) -> None:
     assert [t["stage"] for t in data["trace"]][-1] == "filter_top_k"
 
 
-def test_search_matches_the_cli_json(
-    client: TestClient, services: Services, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_search_matches_the_cli_json(client: TestClient, ctx: Context, capsys: pytest.CaptureFixture[str]) -> None:
     for query in ("espresso coffee", "大熊猫吃竹子"):
         http = search(client, query)
         capsys.readouterr()
-        assert main(["search", query, "--kb", "docs", "--json", "--data-dir", str(services.settings.data_dir)]) == 0
+        assert main(["search", query, "--kb", "docs", "--json", "--data-dir", str(ctx.settings.data_dir)]) == 0
         cli = json.loads(capsys.readouterr().out)
         assert list(cli) == list(http)
         assert cli["results"] == http["results"]
@@ -257,7 +255,7 @@ def test_real_server(tmp_path: Path) -> None:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SHARED), env.get("PYTHONPATH", "")) if p)
     data = str(tmp_path / "data")
     docs = write_docs(tmp_path / "docs")
-    cli = [sys.executable, "-m", "ragstep.cli", "--data-dir", data]
+    cli = [sys.executable, "-m", "ragstep", "--data-dir", data]
     for args in (["kb", "create", "docs"], ["ingest", str(docs), "--kb", "docs"]):
         done = subprocess.run([*cli, *args], env=env, cwd=tmp_path, capture_output=True, timeout=60, check=False)
         assert done.returncode == 0, done.stderr

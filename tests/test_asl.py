@@ -287,7 +287,7 @@ def test_xray_tracing_is_one_parameter_for_functions_powertools_and_state_machin
     assert template["Conditions"]["TraceWithXRay"] == {"Fn::Equals": [{"Ref": "XRayTracing"}, "true"]}
     function = template["Globals"]["Function"]
     assert function["Tracing"] == {"Fn::If": ["TraceWithXRay", "Active", "PassThrough"]}
-    # Off, the handlers never build the Powertools Tracer (ragstep.handlers.tracing_active), saving its import
+    # Off, the handlers never build the Powertools Tracer (ragstep.entry.aws.handlers.tracing_active), saving its import
     assert function["Environment"]["Variables"]["POWERTOOLS_TRACE_DISABLED"] == {
         "Fn::If": ["TraceWithXRay", "false", "true"]
     }
@@ -326,7 +326,7 @@ def test_template_api_runs_the_search_state_machine_synchronously() -> None:
 
 
 def test_template_uploads_start_the_ingest_state_machine() -> None:
-    from ragstep.handlers import UPLOADS_PREFIX
+    from ragstep.entry.aws.handlers import UPLOADS_PREFIX
 
     resources = load_template()["Resources"]
     bucket = resources["BlobBucket"]["Properties"]

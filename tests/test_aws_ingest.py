@@ -23,11 +23,11 @@ from typing import Any
 
 import pytest
 
-from ragstep import handlers
+from ragstep.app.search import knowledge_search
+from ragstep.entry.aws import handlers
 from ragstep.errors import InputError, NotFoundError
 from ragstep.models import IngestState, KnowledgeBase, SearchRequest
 from ragstep.pipeline import get_pipeline
-from ragstep.search import knowledge_search
 from test_asl import load_template
 from test_aws_stores import CATALOG_SCHEMA, HISTORY_SCHEMA
 from test_handlers import EVENTS, invoke
@@ -133,7 +133,7 @@ def stack_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
         handlers.logger().registered_handler.stream = sys.stdout
         stack = Stack()
         kb = KnowledgeBase(id=KB_ID, name=KB_NAME, created_at=time.time())
-        handlers.get_services().catalog.create_kb(kb)
+        handlers.get_clients().context().catalog.create_kb(kb)
         try:
             yield stack
         finally:
@@ -158,7 +158,7 @@ def run_ingest(event: dict[str, Any]) -> list[dict[str, Any]]:
 
 def search(query: str) -> list[str]:
     request = SearchRequest(query=query, knowledge_base_ids=[KB_NAME])
-    return [r.knowledge_filename for r in knowledge_search(request, handlers.get_services()).final_results]
+    return [r.knowledge_filename for r in knowledge_search(request, handlers.get_clients()).final_results]
 
 
 # -- uploads start executions ---------------------------------------------------------------------------------------
@@ -197,7 +197,7 @@ def test_an_upload_is_ingested_by_the_handlers_and_found_by_a_search(stack: Stac
         ("ingest_index", "run"),
     ]
 
-    catalog = handlers.get_services().catalog
+    catalog = handlers.get_clients().context().catalog
     knowledge = catalog.get_knowledge(final.source.knowledge_id)
     assert knowledge is not None and knowledge.status == "completed"
     assert knowledge.chunk_count == final.counts["chunks"]
@@ -223,7 +223,7 @@ def test_the_same_upload_again_is_unchanged_and_new_content_replaces_it(stack: S
     replaced = run_ingest(stack.started()[0])[-1]
     assert replaced["status"] == "indexed"
     assert replaced["source"]["knowledge_id"] == first["source"]["knowledge_id"]
-    (knowledge,) = handlers.get_services().catalog.list_knowledge(KB_ID)
+    (knowledge,) = handlers.get_clients().context().catalog.list_knowledge(KB_ID)
     assert knowledge.content_hash == replaced["source"]["content_hash"] != first["source"]["content_hash"]
     assert SAMPLE_DOC in search("reciprocal rank fusion of keyword and vector results")
 

@@ -159,13 +159,13 @@ import json, os, runpy, sys, time
 app, files = sys.argv[1], json.loads(sys.argv[2])
 sys.path[:0] = sys.argv[3:]
 from ragstep.models import KnowledgeBase
-from ragstep.services import Services
+from ragstep.context import Clients
 from ragstep.settings import Settings
-services = Services(Settings())
-services.catalog.create_kb(KnowledgeBase(id="kb1", name="layer-test", created_at=time.time()))
+ctx = Clients(Settings()).context()
+ctx.catalog.create_kb(KnowledgeBase(id="kb1", name="layer-test", created_at=time.time()))
 for name, path in files.items():
     with open(path, "rb") as fh:
-        services.blobs.put(f"uploads/layer-test/{name}", fh.read())
+        ctx.blobs.put(f"uploads/layer-test/{name}", fh.read())
 handler = runpy.run_path(app, run_name="app")["handler"]
 
 class Context:

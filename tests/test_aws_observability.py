@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from ragstep import handlers
+from ragstep.context import Clients, Context
+from ragstep.entry.aws import handlers
 from ragstep.errors import InputError, StorageError
-from ragstep.ingest import expand_paths, ingest_file
 from ragstep.models import KnowledgeBase, PipelineState
-from ragstep.services import Services
 from ragstep.settings import Settings, is_secret_ref, resolve_secret
+from ragstep.stages.ingest.products import expand_paths, ingest_file
 from test_handlers import LambdaContext, function_handler, invoke, load_event
 
 boto3 = pytest.importorskip("boto3")
@@ -50,13 +50,13 @@ def lambda_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
 
 
 @pytest.fixture
-def demo_docs(lambda_env: Path) -> Services:
-    services = Services(Settings(data_dir=lambda_env))
-    kb = services.catalog.create_kb(KnowledgeBase(id=uuid.uuid4().hex, name="demo-docs", created_at=time.time()))
+def demo_docs(lambda_env: Path) -> Context:
+    ctx = Clients(Settings(data_dir=lambda_env)).context()
+    kb = ctx.catalog.create_kb(KnowledgeBase(id=uuid.uuid4().hex, name="demo-docs", created_at=time.time()))
     with resources.as_file(resources.files("ragstep").joinpath("data", "demo", "docs")) as folder:
-        results = [ingest_file(path, kb, services) for path in expand_paths([folder], (".md",))]
+        results = [ingest_file(path, kb, ctx) for path in expand_paths([folder], (".md",))]
     assert results and all(r.status == "indexed" for r in results), results
-    return services
+    return ctx
 
 
 def emf_documents(out: str) -> list[dict[str, Any]]:
@@ -74,7 +74,7 @@ def metric_names(doc: dict[str, Any]) -> dict[str, str]:
 # -- metrics -------------------------------------------------------------------------------------------------------
 
 
-def test_each_invocation_flushes_the_stage_metrics(demo_docs: Services, capsys: pytest.CaptureFixture[str]) -> None:
+def test_each_invocation_flushes_the_stage_metrics(demo_docs: Clients, capsys: pytest.CaptureFixture[str]) -> None:
     cold_start.reset_cold_start_flag()  # a new execution environment
     capsys.readouterr()
     event = load_event("chunk_search")
@@ -103,7 +103,7 @@ def test_each_invocation_flushes_the_stage_metrics(demo_docs: Services, capsys: 
 
 
 def test_degradations_are_counted_from_the_trace(
-    demo_docs: Services, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    demo_docs: Clients, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """An embedding provider that cannot be reached degrades the search to keywords: one ``degrade`` row."""
     kb = demo_docs.catalog.create_kb(
@@ -133,10 +133,10 @@ def test_a_failing_stage_reports_an_error_metric(lambda_env: Path, capsys: pytes
 
 
 def test_ingest_stages_report_their_chunks(lambda_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    services = handlers.get_services()
-    kb = services.catalog.create_kb(KnowledgeBase(id=uuid.uuid4().hex, name="docs", created_at=time.time()))
+    ctx = handlers.get_clients()
+    kb = ctx.catalog.create_kb(KnowledgeBase(id=uuid.uuid4().hex, name="docs", created_at=time.time()))
     doc = resources.files("ragstep").joinpath("data", "demo", "docs", "hybrid-search.md").read_bytes()
-    services.blobs.put("uploads/docs/hybrid-search.md", doc)
+    ctx.blobs.put("uploads/docs/hybrid-search.md", doc)
     event = load_event("ingest_parse")
     event["detail"]["object"].update(key="uploads/docs/hybrid-search.md", size=len(doc))
     capsys.readouterr()
@@ -148,9 +148,7 @@ def test_ingest_stages_report_their_chunks(lambda_env: Path, capsys: pytest.Capt
     assert docs[-1]["Results"] == [state["counts"]["chunks"]] and state["source"]["knowledge_base_id"] == kb.id
 
 
-def test_the_api_reports_latency_and_errors_by_executor(
-    demo_docs: Services, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_the_api_reports_latency_and_errors_by_executor(demo_docs: Clients, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
     assert invoke("api", load_event("api_search"))["statusCode"] == 200
     event = load_event("api_search")
@@ -166,7 +164,7 @@ def test_the_api_reports_latency_and_errors_by_executor(
 # -- tracing -------------------------------------------------------------------------------------------------------
 
 
-def test_the_tracer_is_off_outside_lambda_and_the_handlers_run(demo_docs: Services) -> None:
+def test_the_tracer_is_off_outside_lambda_and_the_handlers_run(demo_docs: Clients) -> None:
     # Outside Lambda nothing would be recorded, so aws_xray_sdk (~200 ms of a cold start) is never imported for it.
     assert handlers.tracing_active() is False
     assert isinstance(handlers.tracer(), handlers.NullTracer)
@@ -195,7 +193,7 @@ XRAY_CHILD = """
 import json, runpy, sys
 sys.path[:0] = sys.argv[2].split(":")
 from test_handlers import LambdaContext, load_event
-from ragstep import handlers
+from ragstep.entry.aws import handlers
 handler = runpy.run_path(sys.argv[1], run_name="app")["handler"]
 out = handler(load_event("chunk_search"), LambdaContext("ragstep-chunk_search"))
 tracer = handlers.tracer()
@@ -205,7 +203,7 @@ print(json.dumps({"tracer": type(tracer).__name__, "disabled": tracer.disabled,
 """
 
 
-def test_in_lambda_the_stage_subsegment_reaches_the_xray_daemon(demo_docs: Services) -> None:
+def test_in_lambda_the_stage_subsegment_reaches_the_xray_daemon(demo_docs: Clients) -> None:
     """With tracing active (a Lambda environment) the handler sends its segments to the daemon address Lambda sets:
     here a UDP socket on 127.0.0.1 standing in for the X-Ray daemon."""
     pytest.importorskip("aws_xray_sdk", reason="the dev extra installs aws-xray-sdk, as the dependency layer does")
@@ -235,7 +233,7 @@ def test_in_lambda_the_stage_subsegment_reaches_the_xray_daemon(demo_docs: Servi
                 documents.append(daemon.recv(65536).decode("utf-8"))
     report = json.loads(run.stdout.strip().splitlines()[-1])
     assert report["tracer"] == "Tracer" and report["disabled"] is False and report["results"] > 0
-    # Only the clients that leave the process: AWS, HTTP model providers, OpenSearch; never sqlite3 (the local index)
+    # Only the ctx that leave the process: AWS, HTTP model providers, OpenSearch; never sqlite3 (the local index)
     assert report["patched"] == ["botocore", "httpx", "requests"]
     stage = [json.loads(d.split("\n", 1)[1]) for d in documents if "## chunk_search" in d]
     assert stage, f"no ## chunk_search subsegment among {len(documents)} datagrams"
@@ -270,7 +268,7 @@ def aws_secrets(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
     }.items():
         monkeypatch.setenv(name, value)
-    parameters.clear_caches()  # Powertools keeps values (and clients) per process
+    parameters.clear_caches()  # Powertools keeps values (and ctx) per process
     with mock_aws():
         session = boto3.session.Session()
         yield session.client("ssm", region_name=REGION), session.client("secretsmanager", region_name=REGION)
@@ -341,12 +339,12 @@ def test_a_warm_function_picks_up_a_rotated_key(
     monkeypatch.setenv("RAGSTEP_SECRETS_MAX_AGE_S", "0")
     handlers.reset()
     try:
-        services = handlers.get_services()
-        assert services.settings.embedding_api_key.get_secret_value() == "sk-old"  # type: ignore[union-attr]
-        assert handlers.get_services() is services, "unchanged: the same services"
+        ctx = handlers.get_clients()
+        assert ctx.settings.embedding_api_key.get_secret_value() == "sk-old"  # type: ignore[union-attr]
+        assert handlers.get_clients() is ctx, "unchanged: the same ctx"
         ssm.put_parameter(Name="/ragstep/openai", Value="sk-new", Type="SecureString", Overwrite=True)
-        rotated = handlers.get_services()
-        assert rotated is not services
+        rotated = handlers.get_clients()
+        assert rotated is not ctx
         assert rotated.settings.embedding_api_key.get_secret_value() == "sk-new"  # type: ignore[union-attr]
     finally:
         handlers.reset()

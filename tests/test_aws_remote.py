@@ -33,14 +33,14 @@ from typing import Any
 
 import pytest
 
-from ragstep import handlers
+from ragstep.app.search import knowledge_search, new_state, search_response
+from ragstep.context import Clients, Context
+from ragstep.entry.aws import handlers
 from ragstep.errors import InputError, NotFoundError, ProviderError, RagstepError, StateTooLargeError
-from ragstep.ingest import expand_paths, ingest_file
 from ragstep.models import KnowledgeBase, PipelineState, SearchRequest
 from ragstep.pipeline import asl, get_pipeline, run_pipeline, transport
 from ragstep.pipeline.remote import ExecutionFailedError, execution_result, failure_error, run_remote
-from ragstep.search import knowledge_search, new_state, resolve_kb_refs, search_response
-from ragstep.services import Services
+from ragstep.stages.ingest.products import expand_paths, ingest_file
 from test_asl import STATEMACHINE
 from test_aws_stores import CATALOG_SCHEMA
 from test_handlers import invoke, load_event
@@ -62,7 +62,7 @@ SMALL_LIMIT = 4096  # small enough that the search results travel through the bu
 
 
 @pytest.fixture
-def aws_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Services]:
+def aws_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Clients]:
     """The API function's environment: catalog in DynamoDB, blobs in S3 (moto), the embedded index, the demo
     documents ingested into "demo-docs", and RAGSTEP_EXECUTOR=stepfunctions."""
     for name in [k for k in os.environ if k.startswith(("RAGSTEP_", "POWERTOOLS_", "AWS_"))]:
@@ -99,24 +99,24 @@ def aws_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Service
         )
         handlers.reset()
         handlers.logger().registered_handler.stream = sys.stdout
-        services = handlers.get_services()
-        kb = services.catalog.create_kb(KnowledgeBase(id=uuid.uuid4().hex, name="demo-docs", created_at=time.time()))
+        ctx = handlers.get_clients()
+        kb = ctx.catalog.create_kb(KnowledgeBase(id=uuid.uuid4().hex, name="demo-docs", created_at=time.time()))
         with resources.as_file(resources.files("ragstep").joinpath("data", "demo", "docs")) as folder:
-            results = [ingest_file(path, kb, services) for path in expand_paths([folder], (".md",))]
+            results = [ingest_file(path, kb, ctx) for path in expand_paths([folder], (".md",))]
         assert results and all(r.status == "indexed" for r in results), results
-        yield services
+        yield ctx
         handlers.reset()
 
 
-def first_state(services: Services, query: str = "How are keyword and vector results fused?") -> PipelineState:
-    request = resolve_kb_refs(SearchRequest(query=query, knowledge_base_ids=["demo-docs"]), services)
-    return new_state(request, services)
+def first_state(ctx: Context, query: str = "How are keyword and vector results fused?") -> PipelineState:
+    request = SearchRequest(query=query, knowledge_base_ids=["demo-docs"])
+    return new_state(request, ctx)
 
 
-def handler_outputs(state: PipelineState, services: Services) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def handler_outputs(state: PipelineState, ctx: Context) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The state machine's input for ``state``, and what each stage's Lambda handler returns on the previous one's
     output (what the state machine's tasks return, one after the other)."""
-    payload = transport.encode(state, services.blobs, services.settings.state_limit_bytes)
+    payload = transport.encode(state, ctx.blobs, ctx.settings.state_limit_bytes)
     outputs, current = [], payload
     for stage in STAGES:
         current = invoke(stage, current)
@@ -124,12 +124,12 @@ def handler_outputs(state: PipelineState, services: Services) -> tuple[dict[str,
     return payload, outputs
 
 
-def stubbed_client(services: Services) -> tuple[Any, Stubber]:
-    """A real Step Functions client whose answers come from a Stubber, used by ``services`` from now on."""
+def stubbed_client(ctx: Context) -> tuple[Any, Stubber]:
+    """A real Step Functions client whose answers come from a Stubber, used by ``ctx`` from now on."""
     client = boto3.session.Session().client("stepfunctions", region_name=REGION)
     stubber = Stubber(client)
     stubber.activate()
-    services.__dict__["stepfunctions"] = client  # the cached property, set as it would be on first use
+    ctx.__dict__["stepfunctions"] = client  # the cached property, set as it would be on first use
     return client, stubber
 
 
@@ -165,10 +165,10 @@ def without_durations(body: dict[str, Any]) -> dict[str, Any]:
 # -- the generated definition, executed by moto ------------------------------------------------------------------------
 
 
-def test_the_generated_definition_chains_the_handlers_on_moto(aws_env: Services) -> None:
-    services = aws_env
-    state = first_state(services)
-    payload, outputs = handler_outputs(state, services)
+def test_the_generated_definition_chains_the_handlers_on_moto(aws_env: Clients) -> None:
+    ctx = aws_env
+    state = first_state(ctx)
+    payload, outputs = handler_outputs(state, ctx)
     assert outputs[0]["offloaded"], "the search results must travel through the bucket for this test"
 
     # moto's Docker-less Lambda answers the four invocations, in order, with what the handlers returned.
@@ -211,8 +211,8 @@ def test_the_generated_definition_chains_the_handlers_on_moto(aws_env: Services)
     assert [json.loads(s["input"]) for s in scheduled] == [payload, *outputs[:-1]]
     assert json.loads(described["output"]) == outputs[-1]
 
-    final = execution_result(described, services)
-    local = run_pipeline("knowledge_search", state, services)
+    final = execution_result(described, ctx)
+    local = run_pipeline("knowledge_search", state, ctx)
     assert final.offloaded == {} and final.final_results, "offloaded results are read back from the bucket"
     assert [r.id for r in final.final_results] == [r.id for r in local.final_results]
     assert without_durations(search_response(final)) == without_durations(search_response(local))
@@ -221,11 +221,11 @@ def test_the_generated_definition_chains_the_handlers_on_moto(aws_env: Services)
 # -- StartSyncExecution (botocore Stubber: requests and responses checked against the API model) -----------------
 
 
-def test_run_remote_starts_a_sync_execution_and_decodes_its_output(aws_env: Services) -> None:
-    services = aws_env
-    state = first_state(services)
-    payload, outputs = handler_outputs(state, services)
-    _, stubber = stubbed_client(services)
+def test_run_remote_starts_a_sync_execution_and_decodes_its_output(aws_env: Clients) -> None:
+    ctx = aws_env
+    state = first_state(ctx)
+    payload, outputs = handler_outputs(state, ctx)
+    _, stubber = stubbed_client(ctx)
     stubber.add_response(
         "start_sync_execution",
         sync_response("SUCCEEDED", output=json.dumps(outputs[-1]), input=json.dumps(payload)),
@@ -235,18 +235,18 @@ def test_run_remote_starts_a_sync_execution_and_decodes_its_output(aws_env: Serv
             "input": json.dumps(payload, ensure_ascii=False, separators=(",", ":")),
         },
     )
-    final = run_remote(state, services)
+    final = run_remote(state, ctx)
     stubber.assert_no_pending_responses()
-    assert final.model_dump(mode="json") == transport.decode(outputs[-1], services.blobs).model_dump(mode="json")
+    assert final.model_dump(mode="json") == transport.decode(outputs[-1], ctx.blobs).model_dump(mode="json")
     assert final.offloaded == {} and final.final_results
 
 
-def test_the_api_answers_with_the_state_machine_output(aws_env: Services, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_api_answers_with_the_state_machine_output(aws_env: Clients, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RAGSTEP_STATE_LIMIT_BYTES")  # the Chinese query's trace alone is over the small limit
     handlers.reset()
-    services = handlers.get_services()
-    _, outputs = handler_outputs(first_state(services, "Lambda 冷启动 词典加载"), services)
-    _, stubber = stubbed_client(services)
+    ctx = handlers.get_clients()
+    _, outputs = handler_outputs(first_state(ctx, "Lambda 冷启动 词典加载"), ctx)
+    _, stubber = stubbed_client(ctx)
     stubber.add_response(
         "start_sync_execution",
         sync_response("SUCCEEDED", output=json.dumps(outputs[-1], ensure_ascii=False)),
@@ -255,12 +255,12 @@ def test_the_api_answers_with_the_state_machine_output(aws_env: Services, monkey
     response = invoke("api", load_event("api_search"))
     stubber.assert_no_pending_responses()
     assert response["statusCode"] == 200, response["body"]
-    expected = search_response(transport.decode(outputs[-1], services.blobs))
+    expected = search_response(transport.decode(outputs[-1], ctx.blobs))
     assert json.loads(response["body"]) == expected
     assert [t["stage"] for t in expected["trace"] if t["action"] == "run"] == STAGES
 
 
-def _stage_exception(kind: str, services: Services) -> BaseException:
+def _stage_exception(kind: str, ctx: Context) -> BaseException:
     """An exception as a stage's handler raises it (so its Cause is the one the runtime would report)."""
     try:
         if kind == "input":
@@ -291,11 +291,11 @@ def _stage_exception(kind: str, services: Services) -> BaseException:
     ],
 )
 def test_a_failed_execution_answers_like_the_in_process_path(
-    aws_env: Services, kind: str, status: int, code: str
+    aws_env: Clients, kind: str, status: int, code: str
 ) -> None:
-    services = aws_env
-    exc = _stage_exception(kind, services)
-    _, stubber = stubbed_client(services)
+    ctx = aws_env
+    exc = _stage_exception(kind, ctx)
+    _, stubber = stubbed_client(ctx)
     # StartSyncExecution answers 200 with status FAILED; the Fail state passes the caught Error and Cause on.
     stubber.add_response(
         "start_sync_execution", sync_response("FAILED", error=type(exc).__name__, cause=runtime_cause(exc))
@@ -333,7 +333,7 @@ def test_a_failed_execution_answers_like_the_in_process_path(
         ),
     ],
 )
-def test_other_outcomes_are_502(aws_env: Services, response: dict[str, Any], expected: str) -> None:
+def test_other_outcomes_are_502(aws_env: Clients, response: dict[str, Any], expected: str) -> None:
     _, stubber = stubbed_client(aws_env)
     stubber.add_response("start_sync_execution", response)
     with pytest.raises(ExecutionFailedError, match=expected) as caught:
@@ -341,7 +341,7 @@ def test_other_outcomes_are_502(aws_env: Services, response: dict[str, Any], exp
     assert caught.value.http_status == 502 and response["executionArn"] in caught.value.message
 
 
-def test_a_state_machine_that_cannot_be_started_is_a_clear_502(aws_env: Services) -> None:
+def test_a_state_machine_that_cannot_be_started_is_a_clear_502(aws_env: Clients) -> None:
     _, stubber = stubbed_client(aws_env)
     stubber.add_client_error(
         "start_sync_execution",
@@ -355,24 +355,24 @@ def test_a_state_machine_that_cannot_be_started_is_a_clear_502(aws_env: Services
     assert STATE_MACHINE_ARN in message and "states:StartSyncExecution" in message
 
 
-def test_the_executor_needs_the_state_machine_arn(aws_env: Services, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_executor_needs_the_state_machine_arn(aws_env: Clients, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RAGSTEP_STATE_MACHINE_ARN")
     handlers.reset()
     with pytest.raises(RagstepError, match="RAGSTEP_STATE_MACHINE_ARN"):
-        knowledge_search(SearchRequest(query="cold start", knowledge_base_ids=["demo-docs"]), handlers.get_services())
+        knowledge_search(SearchRequest(query="cold start", knowledge_base_ids=["demo-docs"]), handlers.get_clients())
 
 
-def test_knowledge_bases_are_resolved_before_the_execution_starts(aws_env: Services) -> None:
+def test_knowledge_bases_are_resolved_before_the_execution_starts(aws_env: Clients) -> None:
     _, stubber = stubbed_client(aws_env)  # no response queued: a call would fail the test
     with pytest.raises(NotFoundError, match="no-such-kb"):
         knowledge_search(SearchRequest(query="cold start", knowledge_base_ids=["no-such-kb"]), aws_env)
     stubber.assert_no_pending_responses()
 
 
-def test_the_client_is_in_the_state_machine_region(aws_env: Services, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_client_is_in_the_state_machine_region(aws_env: Clients, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAGSTEP_STATE_MACHINE_ARN", STATE_MACHINE_ARN.replace(REGION, "ap-southeast-2"))
     handlers.reset()
-    assert handlers.get_services().stepfunctions.meta.region_name == "ap-southeast-2"
+    assert handlers.get_clients().stepfunctions.meta.region_name == "ap-southeast-2"
 
 
 @pytest.mark.parametrize(

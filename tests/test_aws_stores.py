@@ -1,5 +1,5 @@
 """The S3 and DynamoDB adapters against moto: the shared contracts, plus what only AWS shows (pagination, TTL,
-item size, transactions, missing resources), the wiring in Services, and the template's matching resources."""
+item size, transactions, missing resources), the wiring in Clients, and the template's matching resources."""
 
 from __future__ import annotations
 
@@ -22,14 +22,14 @@ from contracts import (
     make_knowledge,
     make_turn,
 )
-from ragstep.adapters.dynamodb_catalog import DynamoCatalogStore
-from ragstep.adapters.dynamodb_history import MAX_ITEM_BYTES, DynamoHistoryStore, sortable_float
-from ragstep.adapters.s3_blobs import S3BlobStore
-from ragstep.adapters.sqlite_history import SqliteHistoryStore
+from ragstep.adapters.blobs.s3 import S3BlobStore
+from ragstep.adapters.catalog.dynamodb import DynamoCatalogStore
+from ragstep.adapters.history.dynamodb import MAX_ITEM_BYTES, DynamoHistoryStore, sortable_float
+from ragstep.adapters.history.sqlite import SqliteHistoryStore
+from ragstep.context import Clients
 from ragstep.errors import ConflictError, InputError, NotFoundError, StorageError
 from ragstep.models import SearchResult
 from ragstep.ports import BlobStore, CatalogStore, HistoryStore
-from ragstep.services import Services
 from ragstep.settings import Settings
 
 boto3 = pytest.importorskip("boto3")
@@ -83,7 +83,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         yield
 
 
-# One Session for the test clients: a new one per test would load botocore's endpoint and model data each time.
+# One Session for the test ctx: a new one per test would load botocore's endpoint and model data each time.
 SESSION = boto3.session.Session()
 
 
@@ -493,7 +493,7 @@ class TestDynamoCatalogStore(CatalogStoreContract):
         assert catalog_store.list_knowledge("kb") == []
 
 
-# -- services and the template ---------------------------------------------------------------------------------
+# -- ctx and the template ---------------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -513,15 +513,15 @@ def aws_env(monkeypatch: pytest.MonkeyPatch, s3: Any, history_table: str, catalo
 
 
 def test_services_build_the_aws_adapters_from_the_environment(aws_env: None, s3: Any, dynamodb: Any) -> None:
-    services = Services()
-    history, catalog, blobs = services.history, services.catalog, services.blobs
+    ctx = Clients().context()
+    history, catalog, blobs = ctx.history, ctx.catalog, ctx.blobs
     assert isinstance(history, DynamoHistoryStore) and history.table_name == HISTORY_TABLE
     assert isinstance(catalog, DynamoCatalogStore) and catalog.table_name == CATALOG_TABLE
     assert isinstance(blobs, S3BlobStore) and (blobs.bucket, blobs.prefix) == (BUCKET, "ragstep/")
-    assert services.history is history  # built once
+    assert ctx.history is history  # built once
 
     kb = catalog.create_kb(make_kb("kb1", "Docs"))
-    assert services.require_kb("Docs") == kb
+    assert ctx.require_kb("Docs") == kb
     now = float(int(time.time()))
     turn = make_turn("s", now)
     history.append(turn)
@@ -535,11 +535,11 @@ def test_services_build_the_aws_adapters_from_the_environment(aws_env: None, s3:
 def test_services_history_ttl_and_kms_settings(aws_env: None, monkeypatch: pytest.MonkeyPatch, dynamodb: Any) -> None:
     monkeypatch.setenv("RAGSTEP_HISTORY_TTL_SECONDS", "0")
     monkeypatch.setenv("RAGSTEP_S3_KMS_KEY_ID", "alias/ragstep")
-    services = Services()
-    services.history.append(make_turn("s", 1.0))
+    ctx = Clients().context()
+    ctx.history.append(make_turn("s", 1.0))
     (item,) = _scan(dynamodb, HISTORY_TABLE)
     assert "expires_at" not in item
-    assert services.blobs.kms_key_id == "alias/ragstep"  # type: ignore[attr-defined]
+    assert ctx.blobs.kms_key_id == "alias/ragstep"  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(
@@ -551,7 +551,7 @@ def test_services_say_which_setting_is_missing(
 ) -> None:
     monkeypatch.delenv(setting)
     with pytest.raises(StorageError, match=setting):
-        getattr(Services(), attribute)
+        getattr(Clients().context(), attribute)
 
 
 def test_the_embedded_defaults_are_unchanged(tmp_path: Any) -> None:

@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from ragstep import text
 from ragstep.bench.quality import ALL_RUNS
+from ragstep.retrieval import text
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT / "shared"
@@ -206,7 +206,7 @@ def _importable(module: str) -> bool:
 
 def test_latency_corpus_copies_are_distinct_prose(bench_dir: Path) -> None:
     from ragstep.bench.latency import corpus_texts
-    from ragstep.stages.chunk_rerank import clean_markdown
+    from ragstep.stages.search.chunk_rerank import clean_markdown
 
     texts = corpus_texts(bench_dir, 10_050)
     assert all(texts[i] != texts[5000 + i] != texts[10_000 + i] for i in range(50))
@@ -408,7 +408,7 @@ def test_tokenizer_loads_the_table_and_still_reads_the_old_format(
     tmp_path: Path, jieba_table: Path, jieba_dict: tuple[dict, int]
 ) -> None:
     code = (
-        "import sys; from ragstep import text\n"
+        "import sys; from ragstep.retrieval import text\n"
         "tk = text.jieba_tokenizer()\n"
         "words = ' '.join(text.tokenize('混合检索如何处理冷启动'))\n"
         "print(type(tk.FREQ).__name__, words, 'pkg_resources' in sys.modules)"
@@ -441,7 +441,7 @@ def test_shared_layer_ships_the_table(tmp_path: Path) -> None:
     # Bytecode only for the runtime's Python (when the build found one: layers/runtime-python.sh), never this one's
     foreign = [p.name for p in (out / "python").rglob("*.pyc") if ".cpython-312." not in p.name]
     assert not foreign, foreign[:5]
-    code = "from ragstep import text; print(text._default_cache_path())"
+    code = "from ragstep.retrieval import text; print(text._default_cache_path())"
     env = {**os.environ, "PYTHONPATH": str(out / "python")}
     proc = subprocess.run([sys.executable, "-B", "-c", code], capture_output=True, text=True, env=env, check=True)
     assert Path(proc.stdout.strip()) == shipped
@@ -449,6 +449,6 @@ def test_shared_layer_ships_the_table(tmp_path: Path) -> None:
     # RAGSTEP_JIEBA_CACHE naming a missing file that cannot be written: the shipped table is used, nothing is built.
     (tmp_path / "a-file").write_text("", encoding="utf-8")
     env["RAGSTEP_JIEBA_CACHE"] = str(tmp_path / "a-file" / "jieba.pkl")
-    code = "from ragstep import text; print(type(text.jieba_tokenizer().FREQ).__name__)"
+    code = "from ragstep.retrieval import text; print(type(text.jieba_tokenizer().FREQ).__name__)"
     proc = subprocess.run([sys.executable, "-B", "-c", code], capture_output=True, text=True, env=env, check=True)
     assert proc.stdout.strip() == "PrefixFreq"

@@ -8,6 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
+from ragstep.app.search import new_state
+from ragstep.context import Context
 from ragstep.models import (
     Chunk,
     ChunkType,
@@ -19,10 +21,8 @@ from ragstep.models import (
     SearchResult,
     Turn,
 )
-from ragstep.search import new_state
-from ragstep.services import Services
-from ragstep.stages import chunk_merge
-from ragstep.stages.chunk_merge import drop_partial_duplicates, merge_adjacent, render_faq
+from ragstep.stages.search import chunk_merge
+from ragstep.stages.search.chunk_merge import drop_partial_duplicates, merge_adjacent, render_faq
 
 TEXT = "".join(f"Sentence number {i:02d} talks about topic {i % 7}. " for i in range(60))  # ~2,600 chars
 
@@ -109,7 +109,7 @@ def test_partial_duplicates_lose_to_the_higher_score() -> None:
 
 
 @pytest.fixture
-def doc(services: Services, make_kb: Callable[..., KnowledgeBase]) -> KnowledgeBase:
+def doc(ctx: Context, make_kb: Callable[..., KnowledgeBase]) -> KnowledgeBase:
     kb = make_kb("docs")
     bounds = [(i * 200, i * 200 + 200) for i in range(10)]  # 10 chunks of 200 chars, adjacent
     chunks = [
@@ -117,7 +117,7 @@ def doc(services: Services, make_kb: Callable[..., KnowledgeBase]) -> KnowledgeB
               start_at=s, end_at=e)
         for i, (s, e) in enumerate(bounds)
     ]  # fmt: skip
-    services.index.replace_knowledge("d", chunks)
+    ctx.index.replace_knowledge("d", chunks)
     return kb
 
 
@@ -135,32 +135,32 @@ def result(i: int, score: float, kb: KnowledgeBase, **kw: object) -> SearchResul
     )
 
 
-def state_with(services: Services, kb: KnowledgeBase, results: list[SearchResult], **request: object) -> PipelineState:
-    state = new_state(SearchRequest(query="topic 3 sentence", knowledge_base_ids=[kb.id], **request), services)
+def state_with(ctx: Context, kb: KnowledgeBase, results: list[SearchResult], **request: object) -> PipelineState:
+    state = new_state(SearchRequest(query="topic 3 sentence", knowledge_base_ids=[kb.id], **request), ctx)
     return state.model_copy(update={"rerank_results": results})
 
 
-def test_short_chunks_grow_with_previous_then_next(services: Services, doc: KnowledgeBase) -> None:
-    out = chunk_merge.run(state_with(services, doc, [result(5, 0.7, doc)]), services)
+def test_short_chunks_grow_with_previous_then_next(ctx: Context, doc: KnowledgeBase) -> None:
+    out = chunk_merge.run(state_with(ctx, doc, [result(5, 0.7, doc)]), ctx)
     (m,) = out.merge_results
     # 200 chars < 350: previous chunk first (400 chars), then stop: 350 <= 400 <= 850
     assert (m.start_at, m.end_at) == (800, 1200)
     assert m.content == TEXT[800:1200]
     assert m.sub_chunk_ids == ["d-4", "d-5"] and m.id == "d-5" and m.score == 0.7
     capped = chunk_merge.run(
-        state_with(services, doc, [result(0, 0.7, doc)]).model_copy(
+        state_with(ctx, doc, [result(0, 0.7, doc)]).model_copy(
             update={"retrieval": out.retrieval.model_copy(update={"short_context_min_chars": 700})}
         ),
-        services,
+        ctx,
     )
     (c,) = capped.merge_results
     # no previous chunk: grows forward, 200 -> 400 -> 600 -> 800 (>= 700), never past 850
     assert (c.start_at, c.end_at) == (0, 800)
 
 
-def test_the_stage_merges_hits_and_reports_counts(services: Services, doc: KnowledgeBase) -> None:
+def test_the_stage_merges_hits_and_reports_counts(ctx: Context, doc: KnowledgeBase) -> None:
     hits = [result(2, 0.9, doc), result(3, 0.4, doc), result(8, 0.6, doc)]
-    out = chunk_merge.run(state_with(services, doc, hits), services)
+    out = chunk_merge.run(state_with(ctx, doc, hits), ctx)
     spans = sorted((m.start_at, m.end_at) for m in out.merge_results)
     assert spans[0] == (400, 800)  # 2 and 3 stitched: 400 chars, no expansion needed
     assert spans[1] == (1400, 1800)  # 8 grew with 7
@@ -168,14 +168,14 @@ def test_the_stage_merges_hits_and_reports_counts(services: Services, doc: Knowl
     assert row.stage == "chunk_merge" and row.counts["input"] == 3 and row.counts["merged"] == 1
 
 
-def test_history_references_come_back_discounted(services: Services, doc: KnowledgeBase) -> None:
+def test_history_references_come_back_discounted(ctx: Context, doc: KnowledgeBase) -> None:
     ref = lambda cid, text, score: SearchResult(  # noqa: E731
         id=cid, content=text, knowledge_id=f"old-{cid}", knowledge_base_id=doc.id, score=score, end_at=len(text)
     )
-    services.history.append(
+    ctx.history.append(
         Turn(session_id="s1", created_at=time.time() - 60, query="older", references=[ref("x", "topic 3 sentence", 1)])
     )
-    services.history.append(
+    ctx.history.append(
         Turn(
             session_id="s1",
             created_at=time.time() - 10,
@@ -189,18 +189,18 @@ def test_history_references_come_back_discounted(services: Services, doc: Knowle
             ],
         )
     )
-    services.history.append(Turn(session_id="s1", created_at=time.time(), query="no refs"))
-    out = chunk_merge.run(state_with(services, doc, [result(9, 0.7, doc)], session_id="s1"), services)
+    ctx.history.append(Turn(session_id="s1", created_at=time.time(), query="no refs"))
+    out = chunk_merge.run(state_with(ctx, doc, [result(9, 0.7, doc)], session_id="s1"), ctx)
     history = [r for r in out.merge_results if r.match_type == MatchType.HISTORY]
     # the three with the most words in common with the query, from the latest turn that had references
     assert {r.id for r in history} == {"h2", "h3", "h4"}
     assert {r.id: r.score for r in history}["h3"] == pytest.approx(0.8 * 0.6)
     assert out.trace[-1].counts["history"] == 3
-    none = chunk_merge.run(state_with(services, doc, [result(9, 0.7, doc)], session_id="other"), services)
+    none = chunk_merge.run(state_with(ctx, doc, [result(9, 0.7, doc)], session_id="other"), ctx)
     assert all(r.match_type != MatchType.HISTORY for r in none.merge_results)
 
 
-def test_falls_back_to_search_results_without_rerank(services: Services, doc: KnowledgeBase) -> None:
-    state = state_with(services, doc, []).model_copy(update={"search_results": [result(4, 0.5, doc)]})
-    out = chunk_merge.run(state, services)
+def test_falls_back_to_search_results_without_rerank(ctx: Context, doc: KnowledgeBase) -> None:
+    state = state_with(ctx, doc, []).model_copy(update={"search_results": [result(4, 0.5, doc)]})
+    out = chunk_merge.run(state, ctx)
     assert out.merge_results and out.trace[-1].detail["source"] == "search_results"

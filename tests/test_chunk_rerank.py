@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from ragstep.ingest import ingest_file
+from ragstep.app.search import new_state
+from ragstep.context import Clients, Context
 from ragstep.models import ChunkType, ImageInfo, KnowledgeBase, MatchType, RetrievalSettings, SearchRequest
 from ragstep.models import SearchResult as R
 from ragstep.pipeline import run_stage
-from ragstep.search import new_state
-from ragstep.services import Services
+from ragstep.retrieval.text import token_set
 from ragstep.settings import Settings
-from ragstep.stages.chunk_rerank import (
+from ragstep.stages.ingest.products import ingest_file
+from ragstep.stages.search.chunk_rerank import (
     clean_markdown,
     composite,
     mmr,
@@ -24,7 +25,6 @@ from ragstep.stages.chunk_rerank import (
     rerank_text,
     threshold_chain,
 )
-from ragstep.text import token_set
 from support.scripted_http import ScriptedHTTPServer, ScriptedResponse
 
 
@@ -107,7 +107,7 @@ def test_mmr_prefers_a_distinct_chunk_over_a_near_copy() -> None:
 
 
 @pytest.fixture
-def docs(services: Services, make_kb: Callable[..., KnowledgeBase], tmp_path: Path) -> KnowledgeBase:
+def docs(ctx: Context, make_kb: Callable[..., KnowledgeBase], tmp_path: Path) -> KnowledgeBase:
     kb = make_kb("docs")
     folder = tmp_path / "docs"
     folder.mkdir()
@@ -118,19 +118,19 @@ def docs(services: Services, make_kb: Callable[..., KnowledgeBase], tmp_path: Pa
     }
     for name, text in texts.items():
         (folder / name).write_text(text, encoding="utf-8")
-        assert ingest_file(folder / name, kb, services).status == "indexed"
+        assert ingest_file(folder / name, kb, ctx).status == "indexed"
     return kb
 
 
-def searched(services: Services, kb: KnowledgeBase, query: str, **overrides: object):
-    state = new_state(SearchRequest(query=query, knowledge_base_ids=[kb.id], overrides=overrides), services)
-    return run_stage("chunk_search", state, services)
+def searched(ctx: Context, kb: KnowledgeBase, query: str, **overrides: object):
+    state = new_state(SearchRequest(query=query, knowledge_base_ids=[kb.id], overrides=overrides), ctx)
+    return run_stage("chunk_search", state, ctx)
 
 
-def test_local_reranker_prefers_the_exact_phrase(services: Services, docs: KnowledgeBase) -> None:
-    state = searched(services, docs, "reciprocal rank fusion", rerank_threshold=0.0)
+def test_local_reranker_prefers_the_exact_phrase(ctx: Context, docs: KnowledgeBase) -> None:
+    state = searched(ctx, docs, "reciprocal rank fusion", rerank_threshold=0.0)
     assert {r.knowledge_filename for r in state.search_results} >= {"fusion.md", "ranking.md"}
-    out = run_stage("chunk_rerank", state, services)
+    out = run_stage("chunk_rerank", state, ctx)
     assert out.rerank_results[0].knowledge_filename == "fusion.md"
     top = out.rerank_results[0]
     assert top.metadata["rerank"]["model"] > 0.5
@@ -140,7 +140,7 @@ def test_local_reranker_prefers_the_exact_phrase(services: Services, docs: Knowl
 
 def test_http_reranker_scores_drive_the_order(tmp_path: Path, make_kb: Callable[..., KnowledgeBase]) -> None:
     with ScriptedHTTPServer() as server:
-        services = Services(
+        ctx = Clients(
             Settings(
                 data_dir=tmp_path / "d",
                 reranker="http",
@@ -149,8 +149,8 @@ def test_http_reranker_scores_drive_the_order(tmp_path: Path, make_kb: Callable[
                 rerank_flavour="jina",
                 provider_max_retries=0,
             )
-        )
-        kb = services.catalog.create_kb(KnowledgeBase(id="kb1", name="docs"))
+        ).context()
+        kb = ctx.catalog.create_kb(KnowledgeBase(id="kb1", name="docs"))
         folder = tmp_path / "docs"
         folder.mkdir()
         for name, text in {
@@ -159,8 +159,8 @@ def test_http_reranker_scores_drive_the_order(tmp_path: Path, make_kb: Callable[
             "c.md": "gamma topic words",
         }.items():
             (folder / name).write_text(text, encoding="utf-8")
-            ingest_file(folder / name, kb, services)
-        state = searched(services, kb, "topic words")
+            ingest_file(folder / name, kb, ctx)
+        state = searched(ctx, kb, "topic words")
         texts = [r.content for r in state.search_results]
 
         def answer(request):  # the model likes "gamma" best, "beta" a little, "alpha" not at all
@@ -170,28 +170,28 @@ def test_http_reranker_scores_drive_the_order(tmp_path: Path, make_kb: Callable[
             return ScriptedResponse(200, {"results": results})
 
         server.add(answer)
-        out = run_stage("chunk_rerank", state, services)
+        out = run_stage("chunk_rerank", state, ctx)
         assert server.requests[-1].json["documents"] == texts
         assert [r.knowledge_filename for r in out.rerank_results] == ["c.md", "b.md"]  # alpha is under 0.3
 
         # the provider fails: results pass through un-reranked, and the trace says why
         server.set_fallback(ScriptedResponse(500, {"error": "overloaded"}))
-        degraded = run_stage("chunk_rerank", state, services)
+        degraded = run_stage("chunk_rerank", state, ctx)
         assert [r.id for r in degraded.rerank_results] == [r.id for r in state.search_results]
         row = next(t for t in degraded.trace if t.action == "degrade")
         assert row.stage == "chunk_rerank" and "un-reranked" in (row.reason or "")
 
 
-def test_faq_boost_and_empty_input(services: Services, docs: KnowledgeBase) -> None:
-    state = searched(services, docs, "reciprocal rank fusion")
+def test_faq_boost_and_empty_input(ctx: Context, docs: KnowledgeBase) -> None:
+    state = searched(ctx, docs, "reciprocal rank fusion")
     faq = state.search_results[0].model_copy(update={"chunk_type": ChunkType.FAQ})
     with_faq = state.model_copy(update={"search_results": [faq, *state.search_results[1:]]})
-    plain = run_stage("chunk_rerank", with_faq, services)
+    plain = run_stage("chunk_rerank", with_faq, ctx)
     boosted_state = with_faq.model_copy(
         update={"retrieval": with_faq.retrieval.model_copy(update={"faq_priority_enabled": True})}
     )
-    boosted = run_stage("chunk_rerank", boosted_state, services)
+    boosted = run_stage("chunk_rerank", boosted_state, ctx)
     score = {r.id: r.score for r in plain.rerank_results}[faq.id]
     assert {r.id: r.score for r in boosted.rerank_results}[faq.id] == pytest.approx(min(score * 1.2, 1.0))
-    empty = run_stage("chunk_rerank", state.model_copy(update={"search_results": []}), services)
+    empty = run_stage("chunk_rerank", state.model_copy(update={"search_results": []}), ctx)
     assert empty.rerank_results == [] and any(t.action == "skip" for t in empty.trace)

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from ragstep.adapters.embedders import OpenAIEmbedder, PrecomputedEmbedder
+from ragstep.app.search import new_state
+from ragstep.context import Context
 from ragstep.models import Chunk, Knowledge, KnowledgeBase, MatchType, SearchRequest
-from ragstep.search import new_state
-from ragstep.services import Services
-from ragstep.stages import chunk_search
-from ragstep.stages.chunk_search import candidate_pool, content_key
+from ragstep.stages.search import chunk_search
+from ragstep.stages.search.chunk_search import candidate_pool, content_key
 
 DIM = 8
 
@@ -25,17 +25,17 @@ def unit(axis: int) -> np.ndarray:
     return v
 
 
-def add_doc(services: Services, kb: KnowledgeBase, kid: str, texts: list[str], vectors: np.ndarray | None) -> None:
-    services.catalog.put_knowledge(Knowledge(id=kid, knowledge_base_id=kb.id, filename=f"{kid}.md", status="completed"))
+def add_doc(ctx: Context, kb: KnowledgeBase, kid: str, texts: list[str], vectors: np.ndarray | None) -> None:
+    ctx.catalog.put_knowledge(Knowledge(id=kid, knowledge_base_id=kb.id, filename=f"{kid}.md", status="completed"))
     chunks = [
         Chunk(id=f"{kid}-{i}", knowledge_id=kid, knowledge_base_id=kb.id, content=t, chunk_index=i, tag_id=f"tag-{kid}")
         for i, t in enumerate(texts)
     ]
-    services.index.replace_knowledge(kid, chunks, vectors, kb.embedding_model if vectors is not None else None)
+    ctx.index.replace_knowledge(kid, chunks, vectors, kb.embedding_model if vectors is not None else None)
 
 
-def run(services: Services, **request: object):
-    return chunk_search.run(new_state(SearchRequest(**request), services), services)
+def run(ctx: Context, **request: object):
+    return chunk_search.run(new_state(SearchRequest(**request), ctx), ctx)
 
 
 @pytest.mark.parametrize(
@@ -51,20 +51,20 @@ def test_content_key_normalises_case_and_whitespace() -> None:
 
 
 @pytest.fixture
-def hybrid(services: Services, make_kb: Callable[..., KnowledgeBase]) -> KnowledgeBase:
+def hybrid(ctx: Context, make_kb: Callable[..., KnowledgeBase]) -> KnowledgeBase:
     """A knowledge base embedded with a precomputed model: query 'q-vec' points at chunk v-0."""
     kb = make_kb("hybrid", embedding_model="precomputed:test")
     texts = ["alpha topic about vectors", "beta topic about keywords", "gamma unrelated words"]
     vecs = np.stack([unit(1), unit(2), unit(3)])
-    add_doc(services, kb, "v", texts, vecs)
-    services.register_embedder(
+    add_doc(ctx, kb, "v", texts, vecs)
+    ctx.register_embedder(
         PrecomputedEmbedder("precomputed:test", {"keywords please": unit(1), "nothing matches": -unit(1)})
     )
     return kb
 
 
-def test_hybrid_fuses_both_retrievers(services: Services, hybrid: KnowledgeBase) -> None:
-    state = run(services, query="keywords please", knowledge_base_ids=[hybrid.id])
+def test_hybrid_fuses_both_retrievers(ctx: Context, hybrid: KnowledgeBase) -> None:
+    state = run(ctx, query="keywords please", knowledge_base_ids=[hybrid.id])
     by_id = {r.id: r for r in state.search_results}
     # v-0 comes from the vector side (identical vector), v-1 from the keyword side
     assert by_id["v-0"].match_type in (MatchType.VECTOR, MatchType.HYBRID)
@@ -77,15 +77,15 @@ def test_hybrid_fuses_both_retrievers(services: Services, hybrid: KnowledgeBase)
     assert row.detail["pool"] == 150
 
 
-def test_thresholds_apply_to_whole_kb_search_but_not_to_scoped(services: Services, hybrid: KnowledgeBase) -> None:
+def test_thresholds_apply_to_whole_kb_search_but_not_to_scoped(ctx: Context, hybrid: KnowledgeBase) -> None:
     # the query vector is the opposite of v-0's: cosines are -1 (v-0) and 0 (v-1, v-2); no keyword matches
-    whole = run(services, query="nothing matches", knowledge_base_ids=[hybrid.id], overrides={"vector_threshold": 0.99})
+    whole = run(ctx, query="nothing matches", knowledge_base_ids=[hybrid.id], overrides={"vector_threshold": 0.99})
     assert whole.search_results == []
-    scoped = run(services, query="nothing matches", knowledge_ids=["v"], overrides={"vector_threshold": 0.99})
+    scoped = run(ctx, query="nothing matches", knowledge_ids=["v"], overrides={"vector_threshold": 0.99})
     # thresholds forced to 0: cosine 0 passes, the opposite vector (-1) still does not
     assert {r.id for r in scoped.search_results} == {"v-1", "v-2"}
     tagged = run(
-        services,
+        ctx,
         query="nothing matches",
         knowledge_base_ids=[hybrid.id],
         tag_ids=["tag-v"],
@@ -94,48 +94,46 @@ def test_thresholds_apply_to_whole_kb_search_but_not_to_scoped(services: Service
     assert {r.id for r in tagged.search_results} == {"v-1", "v-2"}
 
 
-def test_embedding_failure_degrades_to_keywords(services: Services, make_kb: Callable[..., KnowledgeBase]) -> None:
+def test_embedding_failure_degrades_to_keywords(ctx: Context, make_kb: Callable[..., KnowledgeBase]) -> None:
     with socket.socket() as s:  # a port nobody listens on: connection refused
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     kb = make_kb("broken", embedding_model="openai:dead-model")
-    add_doc(services, kb, "d", ["keyword search still works"], np.ones((1, DIM)))
-    services.register_embedder(
+    add_doc(ctx, kb, "d", ["keyword search still works"], np.ones((1, DIM)))
+    ctx.register_embedder(
         OpenAIEmbedder("dead-model", base_url=f"http://127.0.0.1:{port}/v1", max_retries=1, backoff_base_s=0.01)
     )
-    state = run(services, query="keyword search", knowledge_base_ids=[kb.id])
+    state = run(ctx, query="keyword search", knowledge_base_ids=[kb.id])
     assert [r.id for r in state.search_results] == ["d-0"]
     assert state.search_results[0].match_type == MatchType.KEYWORD
     degrade = [t for t in state.trace if t.action == "degrade"]
     assert len(degrade) == 1 and "keyword search only" in (degrade[0].reason or "")
 
 
-def test_bm25_only_kb_says_so_in_the_trace(services: Services, make_kb: Callable[..., KnowledgeBase]) -> None:
+def test_bm25_only_kb_says_so_in_the_trace(ctx: Context, make_kb: Callable[..., KnowledgeBase]) -> None:
     kb = make_kb("plain")
-    add_doc(services, kb, "p", ["plain keyword document"], None)
-    state = run(services, query="keyword", knowledge_base_ids=[kb.id])
+    add_doc(ctx, kb, "p", ["plain keyword document"], None)
+    state = run(ctx, query="keyword", knowledge_base_ids=[kb.id])
     assert [r.id for r in state.search_results] == ["p-0"]
     assert any(t.action == "skip" and "BM25" in (t.reason or "") for t in state.trace)
 
 
-def test_duplicates_by_content_are_dropped(services: Services, make_kb: Callable[..., KnowledgeBase]) -> None:
+def test_duplicates_by_content_are_dropped(ctx: Context, make_kb: Callable[..., KnowledgeBase]) -> None:
     kb = make_kb("dupes")
-    add_doc(services, kb, "a", ["Same Text here", "other words"], None)
-    add_doc(services, kb, "b", ["same   text HERE"], None)
-    state = run(services, query="same text", knowledge_base_ids=[kb.id])
+    add_doc(ctx, kb, "a", ["Same Text here", "other words"], None)
+    add_doc(ctx, kb, "b", ["same   text HERE"], None)
+    state = run(ctx, query="same text", knowledge_base_ids=[kb.id])
     assert len([r for r in state.search_results if "same" in r.content.lower()]) == 1
 
 
-def test_two_embedding_models_each_embed_the_query_once(
-    services: Services, make_kb: Callable[..., KnowledgeBase]
-) -> None:
+def test_two_embedding_models_each_embed_the_query_once(ctx: Context, make_kb: Callable[..., KnowledgeBase]) -> None:
     kb1 = make_kb("m1", embedding_model="precomputed:one")
     kb2 = make_kb("m2", embedding_model="precomputed:two")
-    add_doc(services, kb1, "x", ["first model doc"], unit(5)[None, :])
-    add_doc(services, kb2, "y", ["second model doc"], unit(6)[None, :])
-    services.register_embedder(PrecomputedEmbedder("precomputed:one", {"model doc": unit(5)}))
-    services.register_embedder(PrecomputedEmbedder("precomputed:two", {"model doc": unit(6)}))
-    state = run(services, query="model doc", knowledge_base_ids=[kb1.id, kb2.id])
+    add_doc(ctx, kb1, "x", ["first model doc"], unit(5)[None, :])
+    add_doc(ctx, kb2, "y", ["second model doc"], unit(6)[None, :])
+    ctx.register_embedder(PrecomputedEmbedder("precomputed:one", {"model doc": unit(5)}))
+    ctx.register_embedder(PrecomputedEmbedder("precomputed:two", {"model doc": unit(6)}))
+    state = run(ctx, query="model doc", knowledge_base_ids=[kb1.id, kb2.id])
     assert set(state.query_embeddings) == {"precomputed:one", "precomputed:two"}
     assert {r.id for r in state.search_results} == {"x-0", "y-0"}
     assert all(r.match_type == MatchType.HYBRID for r in state.search_results)
@@ -143,11 +141,11 @@ def test_two_embedding_models_each_embed_the_query_once(
     assert row.detail["targets"] == 2 and row.detail["pool"] == 300  # two knowledge bases
 
 
-def test_rewritten_query_is_searched_and_original_kept(services: Services, hybrid: KnowledgeBase) -> None:
-    state = new_state(SearchRequest(query="zzz", knowledge_base_ids=[hybrid.id]), services)
+def test_rewritten_query_is_searched_and_original_kept(ctx: Context, hybrid: KnowledgeBase) -> None:
+    state = new_state(SearchRequest(query="zzz", knowledge_base_ids=[hybrid.id]), ctx)
     state = state.model_copy(update={"rewritten_query": "gamma unrelated"})
-    services.register_embedder(PrecomputedEmbedder("precomputed:test", {"gamma unrelated": unit(3)}))
-    out = chunk_search.run(state, services)
+    ctx.register_embedder(PrecomputedEmbedder("precomputed:test", {"gamma unrelated": unit(3)}))
+    out = chunk_search.run(state, ctx)
     assert out.search_results[0].id == "v-2"
     row = next(t for t in out.trace if t.action == "run")
     assert row.detail["query"] == "gamma unrelated" and row.detail["original_query"] == "zzz"

@@ -1,4 +1,4 @@
-"""The structure-preserving chunker: every rule of ``ragstep.chunking`` pinned, plus randomized invariants."""
+"""The structure-preserving chunker: every rule of ``ragstep.retrieval.chunking`` pinned, plus randomized invariants."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from itertools import pairwise
 
 import pytest
 
-from ragstep.chunking import (
+from ragstep.errors import InputError
+from ragstep.retrieval.chunking import (
     DEFAULT_SEPARATORS,
     ChildChunk,
     ChunkerConfig,
@@ -19,7 +20,6 @@ from ragstep.chunking import (
     split_parent_child,
     split_text,
 )
-from ragstep.errors import InputError
 
 # ---------------------------------------------------------------------------------------------------------------
 # Helpers

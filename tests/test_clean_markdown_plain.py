@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragstep.stages.chunk_rerank import clean_markdown
+from ragstep.stages.search.chunk_rerank import clean_markdown
 
 
 @pytest.mark.parametrize(

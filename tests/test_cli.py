@@ -1,6 +1,6 @@
 """The ``ragstep`` command line: kb / ingest / search / delete / demo, their ``--json`` shapes and their errors.
 
-Most tests call :func:`ragstep.cli.main` in-process (fast); a few run ``python -m ragstep.cli`` as a real process
+Most tests call :func:`ragstep.entry.cli.main.main` in-process (fast); a few run ``python -m ragstep`` as a real process
 for what only a process shows: the entry point, argv bytes that are not UTF-8, and Chinese on a real stdout.
 Every user error must be one ``ragstep: error: ...`` line on stderr with exit status 2, and must not cost anything
 that was already indexed.
@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from ragstep import __version__
-from ragstep.cli import main
-from ragstep.demo import DEMO_QUERIES
+from ragstep.entry.cli.demo import DEMO_QUERIES
+from ragstep.entry.cli.main import main
 from ragstep.models import SearchResult, TraceEvent
 
 SHARED = Path(__file__).resolve().parents[1] / "shared"
@@ -144,7 +144,7 @@ def subprocess_env() -> dict[str, str]:
 
 def run_process(*args: str | bytes, cwd: Path) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, "-m", "ragstep.cli", *args],
+        [sys.executable, "-m", "ragstep", *args],
         cwd=cwd,
         env=subprocess_env(),
         capture_output=True,

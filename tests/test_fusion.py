@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ragstep.fusion import fuse_minmax, fuse_rrf
 from ragstep.models import MatchType
 from ragstep.ports import Hit
+from ragstep.retrieval.fusion import fuse_minmax, fuse_rrf
 
 V = [Hit("a", 0.9), Hit("b", 0.8), Hit("c", 0.5)]
 K = [Hit("c", 1.0), Hit("d", 0.6), Hit("a", 0.4)]

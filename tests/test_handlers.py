@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from ragstep import handlers
+from ragstep.context import Clients, Context
+from ragstep.entry.aws import handlers
 from ragstep.errors import InputError, NotFoundError, RagstepError
-from ragstep.ingest import expand_paths, ingest_file
 from ragstep.models import KnowledgeBase, PipelineState, SearchResult, TraceEvent
-from ragstep.pipeline import STAGES, get_pipeline, join_branches, run_pipeline, run_stage, transport
-from ragstep.services import Services
+from ragstep.pipeline import PIPELINES, STAGES, get_pipeline, join_branches, run_pipeline, run_stage, transport
 from ragstep.settings import Settings
+from ragstep.stages.ingest.products import expand_paths, ingest_file
 
 ROOT = Path(__file__).resolve().parents[1]
 EVENTS = ROOT / "events"
@@ -90,15 +90,15 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 @pytest.fixture
-def demo_docs(data_dir: Path) -> Services:
+def demo_docs(data_dir: Path) -> Context:
     """The knowledge base the sample events name ("demo-docs"), with the bundled demo documents ingested."""
-    services = Services(Settings(data_dir=data_dir))
+    ctx = Clients(Settings(data_dir=data_dir)).context()
     kb = KnowledgeBase(id=uuid.uuid4().hex, name="demo-docs", created_at=time.time())
-    services.catalog.create_kb(kb)
+    ctx.catalog.create_kb(kb)
     with resources.as_file(resources.files("ragstep").joinpath("data", "demo", "docs")) as folder:
-        results = [ingest_file(path, kb, services) for path in expand_paths([folder], (".md",))]
+        results = [ingest_file(path, kb, ctx) for path in expand_paths([folder], (".md",))]
     assert results and all(r.status == "indexed" for r in results), results
-    return services
+    return ctx
 
 
 def ids(results: list[dict[str, Any]] | list[SearchResult]) -> list[str]:
@@ -110,13 +110,16 @@ def ids(results: list[dict[str, Any]] | list[SearchResult]) -> list[str]:
 
 def test_every_stage_has_a_small_function_folder() -> None:
     folders = {p.name for p in FUNCTIONS.iterdir() if (p / "app.py").is_file()}
-    missing = sorted(set(STAGES) - folders)
+    deployed = {name for pipeline in PIPELINES.values() for name in pipeline.stage_names()}
+    missing = sorted(deployed - folders)
     assert not missing, f"stages without functions/<stage>/app.py: {missing}"
     assert folders == set(STAGES) | {"api"}, f"function folders that are neither a stage nor the API: {folders}"
     for name in folders:
         source = (FUNCTIONS / name / "app.py").read_text(encoding="utf-8")
         code_lines = [line for line in source.splitlines() if line.strip()]
-        assert len(code_lines) <= 6, f"functions/{name}/app.py should only pick a handler from ragstep.handlers"
+        assert len(code_lines) <= 6, (
+            f"functions/{name}/app.py should only pick a handler from ragstep.entry.aws.handlers"
+        )
         assert callable(function_handler(name))
 
 
@@ -144,7 +147,7 @@ def test_importing_a_function_stays_cheap() -> None:
 # -- stage handlers ------------------------------------------------------------------------------------------------
 
 
-def test_chunk_search_event_runs_like_the_in_process_stage(demo_docs: Services) -> None:
+def test_chunk_search_event_runs_like_the_in_process_stage(demo_docs: Clients) -> None:
     event = load_event("chunk_search")
     out = invoke("chunk_search", event)
 
@@ -171,7 +174,7 @@ def test_filter_top_k_event_keeps_the_best_results(data_dir: Path) -> None:
     assert state.trace[-1].counts == {"input": len(event["search_results"]), "kept": len(expected)}
 
 
-def test_handlers_chained_give_the_in_process_pipeline_result(demo_docs: Services) -> None:
+def test_handlers_chained_give_the_in_process_pipeline_result(demo_docs: Clients) -> None:
     event = load_event("chunk_search")
     out = event
     for stage in get_pipeline("knowledge_search").stage_names():  # what the state machine does, one Lambda a stage
@@ -183,16 +186,16 @@ def test_handlers_chained_give_the_in_process_pipeline_result(demo_docs: Service
 
 
 def test_services_are_created_once_per_execution_environment_and_logs_are_structured(
-    demo_docs: Services, capsys: pytest.CaptureFixture[str]
+    demo_docs: Clients, capsys: pytest.CaptureFixture[str]
 ) -> None:
     handlers.logger().registered_handler.stream = sys.stdout  # capsys's stdout
     handler = function_handler("chunk_search")
     event = load_event("chunk_search")
     first, second = LambdaContext("ragstep-chunk_search"), LambdaContext("ragstep-chunk_search")
     handler(event, first)
-    services = handlers.get_services()
+    ctx = handlers.get_clients()
     handler(event, second)
-    assert handlers.get_services() is services
+    assert handlers.get_clients() is ctx
 
     expected = run_stage("chunk_search", PipelineState.model_validate(event), demo_docs).search_results
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
@@ -213,7 +216,7 @@ def test_services_are_created_once_per_execution_environment_and_logs_are_struct
 
 
 def test_oversized_state_is_offloaded_and_restored_by_the_next_handler(
-    demo_docs: Services, monkeypatch: pytest.MonkeyPatch
+    demo_docs: Clients, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     event = load_event("chunk_search")
     expected = run_pipeline("knowledge_search", PipelineState.model_validate(event), demo_docs)
@@ -234,7 +237,7 @@ def test_oversized_state_is_offloaded_and_restored_by_the_next_handler(
     # the rerank stage saw the restored search results, and nothing is lost on the way.
     rerank_row = next(t for t in final["trace"] if t["stage"] == "chunk_rerank")
     assert rerank_row["counts"]["input"] == len(expected.search_results)
-    restored = transport.decode(final, handlers.get_services().blobs)
+    restored = transport.decode(final, handlers.get_clients().context().blobs)
     assert ids(restored.final_results) == ids(expected.final_results)
     assert ids(restored.search_results) == ids(expected.search_results)
 
@@ -262,10 +265,10 @@ def test_state_limit_counts_the_bytes_the_runtime_sends(
     monkeypatch.setenv("AWS_EXECUTION_ENV", runtime)
     handlers.reset()
 
-    payload = handlers.encode_state(state, handlers.get_services())
+    payload = handlers.encode_state(state, handlers.get_clients())
     assert handlers.wire_size(payload) <= limit
     assert bool(payload["offloaded"]) is offloads
-    assert ids(handlers.decode_state(payload, handlers.get_services()).search_results) == ids(state.search_results)
+    assert ids(handlers.decode_state(payload, handlers.get_clients()).search_results) == ids(state.search_results)
 
 
 # -- errors --------------------------------------------------------------------------------------------------------
@@ -289,7 +292,7 @@ def test_an_invalid_event_raises_input_error(data_dir: Path, event: Any) -> None
     assert "pipeline state" in caught.value.message
 
 
-def test_an_unknown_knowledge_base_is_an_input_error_with_its_own_name(demo_docs: Services) -> None:
+def test_an_unknown_knowledge_base_is_an_input_error_with_its_own_name(demo_docs: Clients) -> None:
     event = load_event("chunk_search")
     event["request"]["knowledge_base_ids"] = ["no-such-kb"]
     with pytest.raises(NotFoundError, match="no-such-kb") as caught:
@@ -310,7 +313,7 @@ def test_a_state_that_cannot_fit_raises_state_too_large(data_dir: Path, monkeypa
 # -- the join after a Parallel state -------------------------------------------------------------------------------
 
 
-def test_join_handler_adds_each_branch_to_the_input_state(demo_docs: Services, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_join_handler_adds_each_branch_to_the_input_state(demo_docs: Clients, monkeypatch: pytest.MonkeyPatch) -> None:
     base = load_event("chunk_search")
     searched = invoke("chunk_search", base)
     cut = invoke("filter_top_k", base)  # a branch that adds a trace event and no results
@@ -327,7 +330,7 @@ def test_join_handler_adds_each_branch_to_the_input_state(demo_docs: Services, m
     small = invoke("chunk_search", base)
     assert small["offloaded"]
     joined = handlers.join_handler([base, small, cut], LambdaContext("ragstep-join"))
-    restored = transport.decode(joined, handlers.get_services().blobs)
+    restored = transport.decode(joined, handlers.get_clients().context().blobs)
     assert ids(restored.search_results) == ids(expected.search_results)
 
 
@@ -356,7 +359,7 @@ def test_api_healthz(data_dir: Path) -> None:
     assert json.loads(response["body"])["status"] == "ok"
 
 
-def test_api_search_runs_the_pipeline(demo_docs: Services) -> None:
+def test_api_search_runs_the_pipeline(demo_docs: Clients) -> None:
     event = load_event("api_search")
     response = invoke("api", event)
     assert response["statusCode"] == 200, response["body"]
@@ -375,7 +378,7 @@ def test_api_search_runs_the_pipeline(demo_docs: Services) -> None:
         ({"query": "cold start", "knowledge_base_ids": ["no-such-kb"]}, 404, "not_found"),
     ],
 )
-def test_api_errors_are_json(demo_docs: Services, body: dict[str, Any], status: int, error: str) -> None:
+def test_api_errors_are_json(demo_docs: Clients, body: dict[str, Any], status: int, error: str) -> None:
     event = load_event("api_search")
     event["body"] = json.dumps(body)
     event["headers"]["content-length"] = str(len(event["body"]))

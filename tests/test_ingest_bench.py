@@ -16,7 +16,7 @@ import pytest
 
 from conftest import run_cli
 from ragstep.bench.ingest_bench import MB, generate_markdown
-from ragstep.chunking import split_text
+from ragstep.retrieval.chunking import split_text
 
 PARTS = {"documents", "bytes", "mb", "chunking", "pipeline", "direct"}
 FIGURES = {"chunks", "seconds", "runs_s", "chunks_per_s", "mb_per_s"}

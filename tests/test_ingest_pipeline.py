@@ -26,9 +26,15 @@ import numpy as np
 import pytest
 
 from ragstep.adapters.embedders import OpenAIEmbedder
-from ragstep.cli import main
+from ragstep.context import Clients, Context
+from ragstep.entry.cli.main import main
 from ragstep.errors import InputError, ProviderError, StateTooLargeError
-from ragstep.ingest import (
+from ragstep.models import IngestOptions, IngestState, KnowledgeBase, MatchType
+from ragstep.pipeline import PIPELINES, STAGES, run_pipeline, run_stage, state_model, transport
+from ragstep.ports import SearchFilter
+from ragstep.retrieval.text import query_terms
+from ragstep.settings import Settings
+from ragstep.stages.ingest.products import (
     EMBED_CONCURRENCY,
     IngestResult,
     delete_knowledge,
@@ -38,12 +44,6 @@ from ragstep.ingest import (
     new_ingest_state,
     source_blob_key,
 )
-from ragstep.models import IngestOptions, IngestState, KnowledgeBase, MatchType
-from ragstep.pipeline import PIPELINES, STAGES, run_pipeline, run_stage, state_model, transport
-from ragstep.ports import SearchFilter
-from ragstep.services import Services
-from ragstep.settings import Settings
-from ragstep.text import query_terms
 from support.scripted_http import RecordedRequest, ScriptedHTTPServer, ScriptedResponse
 
 SHARED = Path(__file__).resolve().parents[1] / "shared"
@@ -95,12 +95,12 @@ def embedder_at(url: str, **kwargs: object) -> OpenAIEmbedder:
     return OpenAIEmbedder(MODEL, base_url=f"{url}/v1", **kwargs)  # type: ignore[arg-type]
 
 
-def blobs_under(services: Services, prefix: str = "") -> list[str]:
-    return services.blobs.list(prefix)
+def blobs_under(ctx: Context, prefix: str = "") -> list[str]:
+    return ctx.blobs.list(prefix)
 
 
-def stored(services: Services, kid: str) -> list:
-    return services.index.knowledge_chunks(kid, 100_000)
+def stored(ctx: Context, kid: str) -> list:
+    return ctx.index.knowledge_chunks(kid, 100_000)
 
 
 def long_markdown(sections: int, words: int = 60) -> str:
@@ -121,12 +121,12 @@ def write(folder: Path, name: str, content: str | bytes) -> Path:
     return path
 
 
-def staged_state(services: Services, kb: KnowledgeBase, name: str, data: bytes, **options: object) -> IngestState:
+def staged_state(ctx: Context, kb: KnowledgeBase, name: str, data: bytes, **options: object) -> IngestState:
     """What the CLI (or the AWS starter) hands to the pipeline: the bytes in the blob store, a small state."""
     kid = knowledge_id_for(kb, f"/virtual/{name}")
     digest = hashlib.sha256(data).hexdigest()
     key = source_blob_key(kb.id, kid, digest, name)
-    services.blobs.put(key, data)
+    ctx.blobs.put(key, data)
     return new_ingest_state(
         kb,
         knowledge_id=kid,
@@ -138,12 +138,12 @@ def staged_state(services: Services, kb: KnowledgeBase, name: str, data: bytes, 
     )
 
 
-def carry(state: IngestState, services: Services) -> IngestState:
+def carry(state: IngestState, ctx: Context) -> IngestState:
     """The state as Step Functions carries it between two Lambda functions: JSON under the payload limit."""
-    payload = transport.encode(state, services.blobs, services.settings.state_limit_bytes)
+    payload = transport.encode(state, ctx.blobs, ctx.settings.state_limit_bytes)
     wire = json.dumps(payload)
     assert len(wire.encode()) < 8 * 1024, f"the ingest state should stay tiny, got {len(wire)} bytes"
-    return transport.decode(wire, services.blobs, IngestState)
+    return transport.decode(wire, ctx.blobs, IngestState)
 
 
 @dataclass
@@ -173,8 +173,8 @@ class Cli:
         run = self(*args, "--json")
         return json.loads(run.out)
 
-    def services(self) -> Services:
-        return Services(Settings(data_dir=self.data_dir))
+    def ctx(self) -> Context:
+        return Clients(Settings(data_dir=self.data_dir)).context()
 
 
 @pytest.fixture
@@ -198,112 +198,112 @@ def test_the_ingest_pipeline_is_declared_once_with_stable_names() -> None:
 # -- stages one by one ---------------------------------------------------------------------------------------------
 
 
-def test_stages_one_by_one_through_json(services: Services, make_kb: Callable[..., KnowledgeBase], server) -> None:
-    services.register_embedder(embedder_at(server.url))
+def test_stages_one_by_one_through_json(ctx: Context, make_kb: Callable[..., KnowledgeBase], server) -> None:
+    ctx.register_embedder(embedder_at(server.url))
     kb = make_kb("docs", embedding_model=SPACE)
     text = long_markdown(300)  # ~150 KB of text: far over what a state could carry, far under the blob limits
-    state = staged_state(services, kb, "guide.md", text.encode())
+    state = staged_state(ctx, kb, "guide.md", text.encode())
     kid, digest = state.source.knowledge_id, state.source.content_hash
     products = f"ingest/{kid}/{digest}/"
 
-    state = carry(run_stage("ingest_parse", carry(state, services), services), services)
+    state = carry(run_stage("ingest_parse", carry(state, ctx), ctx), ctx)
     assert state.status == "parsed"
     assert state.products.parsed == products + "parsed.md"
-    assert services.blobs.get(state.products.parsed).decode() == text
+    assert ctx.blobs.get(state.products.parsed).decode() == text
     assert state.counts["characters"] == len(text)
 
-    state = carry(run_stage("ingest_chunk", state, services), services)
+    state = carry(run_stage("ingest_chunk", state, ctx), ctx)
     assert state.status == "chunked"
     assert state.products.chunks == products + "chunks.jsonl"
-    chunks = get_chunks(services.blobs, state.products.chunks)
+    chunks = get_chunks(ctx.blobs, state.products.chunks)
     assert len(chunks) == state.counts["chunks"] > 64 * 2
     assert all(text[c.start_at : c.end_at] == c.content for c in chunks)
 
-    state = carry(run_stage("ingest_embed", state, services), services)
+    state = carry(run_stage("ingest_embed", state, ctx), ctx)
     assert state.status == "embedded"
     assert state.products.vectors == products + "vectors.npy"
     assert state.products.space == SPACE
-    vectors = np.load(io.BytesIO(services.blobs.get(state.products.vectors)))
+    vectors = np.load(io.BytesIO(ctx.blobs.get(state.products.vectors)))
     assert vectors.shape == (len(chunks), DIM) and vectors.dtype == np.float32
     assert state.counts["batches"] == -(-len(chunks) // 64)
-    assert stored(services, kid) == []  # nothing is searchable before the index stage
+    assert stored(ctx, kid) == []  # nothing is searchable before the index stage
 
-    state = carry(run_stage("ingest_index", state, services), services)
+    state = carry(run_stage("ingest_index", state, ctx), ctx)
     assert state.status == "indexed"
-    assert len(stored(services, kid)) == len(chunks)
-    assert services.index.stats().vector_spaces.get(SPACE) == len(chunks)
-    record = services.catalog.get_knowledge(kid)
+    assert len(stored(ctx, kid)) == len(chunks)
+    assert ctx.index.stats().vector_spaces.get(SPACE) == len(chunks)
+    record = ctx.catalog.get_knowledge(kid)
     assert record is not None and record.status == "completed" and record.chunk_count == len(chunks)
     assert (record.content_hash, record.source_key) == (digest, state.source.blob_key)
     # The products are gone, the original stays.
-    assert blobs_under(services, "ingest/") == []
+    assert blobs_under(ctx, "ingest/") == []
     # What stays: the original, and the marker that finds the item by content hash (duplicate detection).
     marker = f"hashes/{kb.id}/{digest}"
-    assert blobs_under(services) == [marker, state.source.blob_key]
-    assert services.blobs.get(marker).decode() == kid
+    assert blobs_under(ctx) == [marker, state.source.blob_key]
+    assert ctx.blobs.get(marker).decode() == kid
     assert [t.stage for t in state.trace if t.action == "run"] == STAGE_NAMES
 
 
-def test_the_whole_pipeline_with_check_transport(services: Services, make_kb: Callable[..., KnowledgeBase]) -> None:
+def test_the_whole_pipeline_with_check_transport(ctx: Context, make_kb: Callable[..., KnowledgeBase]) -> None:
     kb = make_kb("docs")
-    state = staged_state(services, kb, "notes.md", b"# Notes\n\nVolcanoes erupt molten lava.\n")
-    done = run_pipeline("ingest", state, services, check_transport=True)
+    state = staged_state(ctx, kb, "notes.md", b"# Notes\n\nVolcanoes erupt molten lava.\n")
+    done = run_pipeline("ingest", state, ctx, check_transport=True)
     assert (done.status, done.counts["chunks"]) == ("indexed", 1)
     embed = next(t for t in done.trace if t.stage == "ingest_embed" and t.action == "skip")
     assert "BM25" in (embed.reason or "")
-    hits = services.index.keyword_search(query_terms("volcano lava"), SearchFilter((kb.id,)), 5, 0.0)
+    hits = ctx.index.keyword_search(query_terms("volcano lava"), SearchFilter((kb.id,)), 5, 0.0)
     assert [h.chunk_id for h in hits] == [f"{done.source.knowledge_id}-0"]
 
 
-def test_unicode_line_breaks_survive_the_chunks_file(services: Services, make_kb: Callable[..., KnowledgeBase]) -> None:
+def test_unicode_line_breaks_survive_the_chunks_file(ctx: Context, make_kb: Callable[..., KnowledgeBase]) -> None:
     """chunks.jsonl is split on "\\n" only: U+2028, U+0085 and friends are not escaped by JSON."""
     kb = make_kb("docs")
     text = "# Breaks\n\nline\u2028separator, next\x85line, paragraph\u2029separator, form\x0cfeed, vt\x0bhere.\n"
-    done = run_pipeline("ingest", staged_state(services, kb, "breaks.md", text.encode()), services)
-    (chunk,) = stored(services, done.source.knowledge_id)
+    done = run_pipeline("ingest", staged_state(ctx, kb, "breaks.md", text.encode()), ctx)
+    (chunk,) = stored(ctx, done.source.knowledge_id)
     assert chunk.content == text.strip()
 
 
-def test_a_state_that_cannot_shrink_is_refused(services: Services, make_kb: Callable[..., KnowledgeBase]) -> None:
+def test_a_state_that_cannot_shrink_is_refused(ctx: Context, make_kb: Callable[..., KnowledgeBase]) -> None:
     kb = make_kb("docs")
-    state = staged_state(services, kb, "a.md", b"# A\n\ntext\n").model_copy(update={"note": "x" * 5000})
+    state = staged_state(ctx, kb, "a.md", b"# A\n\ntext\n").model_copy(update={"note": "x" * 5000})
     with pytest.raises(StateTooLargeError, match=r"ingest state is \d+ bytes, over the 4096-byte limit"):
-        transport.encode(state, services.blobs, 4096)
+        transport.encode(state, ctx.blobs, 4096)
 
 
-def test_data_file_products_and_published_data(services: Services, make_kb: Callable[..., KnowledgeBase]) -> None:
+def test_data_file_products_and_published_data(ctx: Context, make_kb: Callable[..., KnowledgeBase]) -> None:
     kb = make_kb("data")
     csv = b"city,amount\nBeijing,10\nShanghai,12\n"
-    state = staged_state(services, kb, "sales.csv", csv)
+    state = staged_state(ctx, kb, "sales.csv", csv)
     kid = state.source.knowledge_id
-    parsed = run_stage("ingest_parse", state, services)
+    parsed = run_stage("ingest_parse", state, ctx)
     assert parsed.products.tables == f"ingest/{kid}/{parsed.source.content_hash}/tables.json"
-    done = run_pipeline("ingest", state, services, check_transport=True)
+    done = run_pipeline("ingest", state, ctx, check_transport=True)
     assert done.status == "indexed"
     data_key = f"data/{kb.id}/{kid}/sales.csv"
-    assert services.blobs.get(data_key) == csv
-    assert {c.metadata["blob_key"] for c in stored(services, kid)} == {data_key}
+    assert ctx.blobs.get(data_key) == csv
+    assert {c.metadata["blob_key"] for c in stored(ctx, kid)} == {data_key}
     marker = f"hashes/{kb.id}/{done.source.content_hash}"
-    assert blobs_under(services) == sorted([data_key, marker, state.source.blob_key])
+    assert blobs_under(ctx) == sorted([data_key, marker, state.source.blob_key])
 
 
-def test_faq_files_go_through_the_same_stages(services: Services, make_kb: Callable[..., KnowledgeBase]) -> None:
+def test_faq_files_go_through_the_same_stages(ctx: Context, make_kb: Callable[..., KnowledgeBase]) -> None:
     kb = make_kb("faq", kb_type="faq")
     entries = [{"standard_question": "How do I reset my password?", "similar_questions": ["Forgot password"],
                 "answers": ["Settings, then Security."]}]  # fmt: skip
-    state = staged_state(services, kb, "faq.json", json.dumps(entries).encode())
-    done = run_pipeline("ingest", state, services, check_transport=True)
+    state = staged_state(ctx, kb, "faq.json", json.dumps(entries).encode())
+    done = run_pipeline("ingest", state, ctx, check_transport=True)
     assert (done.status, done.counts["chunks"], done.counts["entries"]) == ("indexed", 2, 1)
-    assert [c.index_text for c in stored(services, done.source.knowledge_id)] == [
+    assert [c.index_text for c in stored(ctx, done.source.knowledge_id)] == [
         "How do I reset my password?",
         "Forgot password",
     ]
 
 
 def test_faq_entries_keep_every_field_and_only_questions_are_embedded(
-    services: Services, make_kb: Callable[..., KnowledgeBase], server: ScriptedHTTPServer, tmp_path: Path
+    ctx: Context, make_kb: Callable[..., KnowledgeBase], server: ScriptedHTTPServer, tmp_path: Path
 ) -> None:
-    services.register_embedder(embedder_at(server.url))
+    ctx.register_embedder(embedder_at(server.url))
     kb = make_kb("faq", kb_type="faq", embedding_model=SPACE)
     entries = [
         {
@@ -316,7 +316,7 @@ def test_faq_entries_keep_every_field_and_only_questions_are_embedded(
         },
         {"standard_question": "When is the shop open?", "answers": "Nine to five."},  # one answer as a string
     ]
-    result = ingest_file(write(tmp_path, "faq.json", json.dumps(entries)), kb, services)
+    result = ingest_file(write(tmp_path, "faq.json", json.dumps(entries)), kb, ctx)
     assert (result.status, result.chunks) == ("indexed", 4)
     embedded = [text for request in server.requests for text in request.json["input"]]
     # The questions are what is embedded and matched, never the answers.
@@ -326,7 +326,7 @@ def test_faq_entries_keep_every_field_and_only_questions_are_embedded(
         "Lost password",
         "When is the shop open?",
     ]
-    rows = stored(services, result.knowledge_id)
+    rows = stored(ctx, result.knowledge_id)
     kid = result.knowledge_id
     assert [(r.id, r.parent_id, r.index_text) for r in rows] == [
         (f"{kid}-pw-1", f"{kid}-pw-1", "How do I reset my password?"),
@@ -343,28 +343,28 @@ def test_faq_entries_keep_every_field_and_only_questions_are_embedded(
     assert first.content == (
         "Q: How do I reset my password?\nAnswer:\n- Open Settings, then Security.\n- Or ask the help desk."
     )
-    assert len(services.index.vectors([r.id for r in rows], SPACE)) == 4
+    assert len(ctx.index.vectors([r.id for r in rows], SPACE)) == 4
 
 
-def test_the_parse_stage_computes_a_missing_hash(services: Services, make_kb: Callable[..., KnowledgeBase]) -> None:
+def test_the_parse_stage_computes_a_missing_hash(ctx: Context, make_kb: Callable[..., KnowledgeBase]) -> None:
     """The AWS starter knows only the upload's key: the parse stage hashes the bytes itself."""
     kb = make_kb("docs")
     data = b"# Upload\n\nUploaded by S3.\n"
-    services.blobs.put("uploads/docs/upload.md", data)
+    ctx.blobs.put("uploads/docs/upload.md", data)
     state = new_ingest_state(kb, knowledge_id="k-upload", blob_key="uploads/docs/upload.md", filename="upload.md")
-    done = run_pipeline("ingest", state, services, check_transport=True)
+    done = run_pipeline("ingest", state, ctx, check_transport=True)
     assert done.source.content_hash == hashlib.sha256(data).hexdigest()
     assert done.status == "indexed"
     # The upload is the user's original: ingestion keeps it (``ragstep delete`` removes it).
-    assert services.blobs.exists("uploads/docs/upload.md")
-    assert services.catalog.get_knowledge("k-upload").source_key == "uploads/docs/upload.md"  # type: ignore[union-attr]
+    assert ctx.blobs.exists("uploads/docs/upload.md")
+    assert ctx.catalog.get_knowledge("k-upload").source_key == "uploads/docs/upload.md"  # type: ignore[union-attr]
 
 
 # -- embedding -----------------------------------------------------------------------------------------------------
 
 
 def test_embedding_runs_in_batches_of_64_a_few_at_a_time(
-    services: Services, make_kb: Callable[..., KnowledgeBase], tmp_path: Path
+    ctx: Context, make_kb: Callable[..., KnowledgeBase], tmp_path: Path
 ) -> None:
     in_flight = 0
     peak = 0
@@ -381,47 +381,47 @@ def test_embedding_runs_in_batches_of_64_a_few_at_a_time(
         return embeddings_answer(request)
 
     with ScriptedHTTPServer(fallback=slow_answer) as srv:
-        services.register_embedder(embedder_at(srv.url))
+        ctx.register_embedder(embedder_at(srv.url))
         kb = make_kb("docs", embedding_model=SPACE)
         path = write(tmp_path / "docs", "big.md", long_markdown(400, 40))
-        result = ingest_file(path, kb, services)
+        result = ingest_file(path, kb, ctx)
         sizes = [len(r.json["input"]) for r in srv.requests]
     assert result.status == "indexed", result.error
     assert sum(sizes) == result.chunks > 5 * 64
     # Full batches of 64 and one remainder (requests arrive in any order: they run concurrently).
     assert max(sizes) == 64 and sizes.count(64) >= len(sizes) - 1
     assert 2 <= peak <= EMBED_CONCURRENCY
-    assert len(services.index.vectors([f"{result.knowledge_id}-0"], SPACE)) == 1
+    assert len(ctx.index.vectors([f"{result.knowledge_id}-0"], SPACE)) == 1
 
 
 def test_a_failed_batch_fails_the_file_and_indexes_nothing(
-    services: Services, make_kb: Callable[..., KnowledgeBase], tmp_path: Path
+    ctx: Context, make_kb: Callable[..., KnowledgeBase], tmp_path: Path
 ) -> None:
     answers = [embeddings_answer, embeddings_answer, ScriptedResponse(400, {"error": {"message": "input too long"}})]
     with ScriptedHTTPServer(*answers, fallback=embeddings_answer) as srv:
         # Whichever batch is answered third fails (after the embedder's own retries: a 400 is not retried).
-        services.register_embedder(embedder_at(srv.url))
+        ctx.register_embedder(embedder_at(srv.url))
         kb = make_kb("docs", embedding_model=SPACE)
         path = write(tmp_path / "docs", "big.md", long_markdown(300, 40))
-        result = ingest_file(path, kb, services)
+        result = ingest_file(path, kb, ctx)
     assert result.status == "failed"
     assert "input too long" in result.error
-    assert stored(services, result.knowledge_id) == []
-    assert services.catalog.get_knowledge(result.knowledge_id) is None
-    assert blobs_under(services) == []  # the staged original and the products are discarded
+    assert stored(ctx, result.knowledge_id) == []
+    assert ctx.catalog.get_knowledge(result.knowledge_id) is None
+    assert blobs_under(ctx) == []  # the staged original and the products are discarded
 
 
 def test_heading_breadcrumbs_go_to_the_embedder_but_not_into_the_content(
-    services: Services, make_kb: Callable[..., KnowledgeBase], server: ScriptedHTTPServer, tmp_path: Path
+    ctx: Context, make_kb: Callable[..., KnowledgeBase], server: ScriptedHTTPServer, tmp_path: Path
 ) -> None:
-    services.register_embedder(embedder_at(server.url))
+    ctx.register_embedder(embedder_at(server.url))
     kb = make_kb("docs", embedding_model=SPACE)
     body = "Unpack the archive and run the installer script from a terminal window. " * 5
     text = f"# Guide\n\n## Install\n\n### Linux\n\n{body}\n\n### Windows\n\n{body}\n"
     path = write(tmp_path, "guide.md", text)
-    result = ingest_file(path, kb, services, IngestOptions(chunk_size=512, chunk_overlap=0))
+    result = ingest_file(path, kb, ctx, IngestOptions(chunk_size=512, chunk_overlap=0))
     assert result.status == "indexed", result.error
-    chunks = stored(services, result.knowledge_id)
+    chunks = stored(ctx, result.knowledge_id)
     embedded = [t for r in server.requests for t in r.json["input"]]
     assert len(chunks) == len(embedded) == 2
     assert [c.content for c in chunks] == [f"# Guide\n\n## Install\n\n### Linux\n\n{body.strip()}",
@@ -431,94 +431,94 @@ def test_heading_breadcrumbs_go_to_the_embedder_but_not_into_the_content(
     # no breadcrumb, and its offsets still point into the parsed text.
     assert embedded == [f"Guide\n{chunks[0].content}", f"Guide > Install > Windows\n{chunks[1].content}"]
     assert all(text[c.start_at : c.end_at] == c.content for c in chunks)
-    assert services.index.keyword_search(["install"], SearchFilter((kb.id,)), 5, 0.0)[0].chunk_id == chunks[0].id
-    assert len(services.index.keyword_search(["install"], SearchFilter((kb.id,)), 5, 0.0)) == 1
+    assert ctx.index.keyword_search(["install"], SearchFilter((kb.id,)), 5, 0.0)[0].chunk_id == chunks[0].id
+    assert len(ctx.index.keyword_search(["install"], SearchFilter((kb.id,)), 5, 0.0)) == 1
 
 
 def test_a_transient_embedding_error_is_retried_and_the_file_indexed(
-    services: Services, make_kb: Callable[..., KnowledgeBase], tmp_path: Path
+    ctx: Context, make_kb: Callable[..., KnowledgeBase], tmp_path: Path
 ) -> None:
     answers = [ScriptedResponse(503, {"error": {"message": "overloaded"}}), ScriptedResponse(429, {"error": "slow"})]
     with ScriptedHTTPServer(*answers, fallback=embeddings_answer) as srv:
-        services.register_embedder(embedder_at(srv.url, max_retries=2))
+        ctx.register_embedder(embedder_at(srv.url, max_retries=2))
         kb = make_kb("docs", embedding_model=SPACE)
-        result = ingest_file(write(tmp_path, "big.md", long_markdown(200, 40)), kb, services)
+        result = ingest_file(write(tmp_path, "big.md", long_markdown(200, 40)), kb, ctx)
         statuses = len(srv.requests)
     assert result.status == "indexed", result.error
     batches = -(-result.chunks // 64)
     assert batches >= 3 and statuses == batches + 2  # two batches were answered with errors, then retried
-    ids = [c.id for c in stored(services, result.knowledge_id)]
-    assert len(ids) == result.chunks and len(services.index.vectors(ids, SPACE)) == result.chunks
+    ids = [c.id for c in stored(ctx, result.knowledge_id)]
+    assert len(ids) == result.chunks and len(ctx.index.vectors(ids, SPACE)) == result.chunks
 
 
 # -- idempotence ---------------------------------------------------------------------------------------------------
 
 
 def test_reingest_same_path_unchanged_is_skipped_without_embedding(
-    services: Services, make_kb: Callable[..., KnowledgeBase], server: ScriptedHTTPServer, tmp_path: Path
+    ctx: Context, make_kb: Callable[..., KnowledgeBase], server: ScriptedHTTPServer, tmp_path: Path
 ) -> None:
-    services.register_embedder(embedder_at(server.url))
+    ctx.register_embedder(embedder_at(server.url))
     kb = make_kb("docs", embedding_model=SPACE)
     path = write(tmp_path / "docs", "a.md", "# Alpha\n\nAlpha particles are helium nuclei.\n")
-    first = ingest_file(path, kb, services)
+    first = ingest_file(path, kb, ctx)
     calls = len(server.requests)
-    again = ingest_file(path, kb, services)
+    again = ingest_file(path, kb, ctx)
     assert (first.status, again.status) == ("indexed", "unchanged")
     assert (again.knowledge_id, again.chunks) == (first.knowledge_id, first.chunks)
     assert len(server.requests) == calls  # nothing re-embedded
-    assert len(services.catalog.list_knowledge(kb.id)) == 1
+    assert len(ctx.catalog.list_knowledge(kb.id)) == 1
     # Other chunking options are a change: the document is chunked again.
-    assert ingest_file(path, kb, services, IngestOptions(chunk_size=128, chunk_overlap=0)).status == "indexed"
-    assert ingest_file(path, kb, services, IngestOptions(chunk_size=128, chunk_overlap=0)).status == "unchanged"
+    assert ingest_file(path, kb, ctx, IngestOptions(chunk_size=128, chunk_overlap=0)).status == "indexed"
+    assert ingest_file(path, kb, ctx, IngestOptions(chunk_size=128, chunk_overlap=0)).status == "unchanged"
 
 
 def test_same_bytes_under_another_path_is_a_duplicate(
-    services: Services, make_kb: Callable[..., KnowledgeBase], tmp_path: Path
+    ctx: Context, make_kb: Callable[..., KnowledgeBase], tmp_path: Path
 ) -> None:
     kb = make_kb("docs")
     text = "# Comet\n\nComets have icy nuclei and long tails.\n"
-    original = ingest_file(write(tmp_path / "a", "comet.md", text), kb, services)
-    copy = ingest_file(write(tmp_path / "b", "copy-of-comet.md", text), kb, services)
+    original = ingest_file(write(tmp_path / "a", "comet.md", text), kb, ctx)
+    copy = ingest_file(write(tmp_path / "b", "copy-of-comet.md", text), kb, ctx)
     assert original.status == "indexed"
     assert copy == IngestResult(copy.path, original.knowledge_id, "duplicate", 0, "duplicate of comet.md")
-    assert [k.filename for k in services.catalog.list_knowledge(kb.id)] == ["comet.md"]
-    assert services.index.stats().chunks == 1
+    assert [k.filename for k in ctx.catalog.list_knowledge(kb.id)] == ["comet.md"]
+    assert ctx.index.stats().chunks == 1
     # Only the original's blob is kept.
-    kept = services.catalog.get_knowledge(original.knowledge_id)
+    kept = ctx.catalog.get_knowledge(original.knowledge_id)
     assert kept is not None
-    assert blobs_under(services) == [f"hashes/{kb.id}/{kept.content_hash}", kept.source_key]
+    assert blobs_under(ctx) == [f"hashes/{kb.id}/{kept.content_hash}", kept.source_key]
     # Another knowledge base may hold the same content.
     other = make_kb("other")
-    assert ingest_file(tmp_path / "b" / "copy-of-comet.md", other, services).status == "indexed"
+    assert ingest_file(tmp_path / "b" / "copy-of-comet.md", other, ctx).status == "indexed"
     # Once the original is deleted, the copy is the one that gets indexed.
-    delete_knowledge(kept, services)
-    assert ingest_file(tmp_path / "b" / "copy-of-comet.md", kb, services).status == "indexed"
-    assert [k.filename for k in services.catalog.list_knowledge(kb.id)] == ["copy-of-comet.md"]
+    delete_knowledge(kept, ctx)
+    assert ingest_file(tmp_path / "b" / "copy-of-comet.md", kb, ctx).status == "indexed"
+    assert [k.filename for k in ctx.catalog.list_knowledge(kb.id)] == ["copy-of-comet.md"]
 
 
 def test_a_path_whose_new_content_duplicates_another_drops_its_old_version(
-    services: Services, make_kb: Callable[..., KnowledgeBase], tmp_path: Path
+    ctx: Context, make_kb: Callable[..., KnowledgeBase], tmp_path: Path
 ) -> None:
     kb = make_kb("docs")
-    ingest_file(write(tmp_path, "a.md", "# A\n\nApples are red.\n"), kb, services)
-    b = ingest_file(write(tmp_path, "b.md", "# B\n\nBananas are yellow.\n"), kb, services)
+    ingest_file(write(tmp_path, "a.md", "# A\n\nApples are red.\n"), kb, ctx)
+    b = ingest_file(write(tmp_path, "b.md", "# B\n\nBananas are yellow.\n"), kb, ctx)
     write(tmp_path, "b.md", "# A\n\nApples are red.\n")
-    again = ingest_file(tmp_path / "b.md", kb, services)
+    again = ingest_file(tmp_path / "b.md", kb, ctx)
     assert (again.status, again.error) == ("duplicate", "duplicate of a.md")
-    assert stored(services, b.knowledge_id) == []
-    assert services.catalog.get_knowledge(b.knowledge_id) is None
-    assert not any(b.knowledge_id in key for key in blobs_under(services))
-    markers = [services.blobs.get(k).decode() for k in blobs_under(services, "hashes/")]
+    assert stored(ctx, b.knowledge_id) == []
+    assert ctx.catalog.get_knowledge(b.knowledge_id) is None
+    assert not any(b.knowledge_id in key for key in blobs_under(ctx))
+    markers = [ctx.blobs.get(k).decode() for k in blobs_under(ctx, "hashes/")]
     assert b.knowledge_id not in markers and len(markers) == 1
 
 
 def test_changed_content_replaces_atomically_with_no_empty_window(
-    services: Services, make_kb: Callable[..., KnowledgeBase], tmp_path: Path
+    ctx: Context, make_kb: Callable[..., KnowledgeBase], tmp_path: Path
 ) -> None:
     kb = make_kb("docs")
     path = write(tmp_path, "ship.md", "# Zeppelin v0\n\nThe zeppelin is an airship.\n")
-    kid = ingest_file(path, kb, services).knowledge_id
-    reader = Services(Settings(data_dir=services.settings.data_dir))  # another process's view of the same index
+    kid = ingest_file(path, kb, ctx).knowledge_id
+    reader = Clients(Settings(data_dir=ctx.settings.data_dir)).context()  # another process's view of the same index
     misses: list[int] = []
     stop = threading.Event()
 
@@ -534,49 +534,48 @@ def test_changed_content_replaces_atomically_with_no_empty_window(
         for version in range(1, 16):
             body = "\n\n".join(f"Paragraph {p} of version {version}: the zeppelin flies." for p in range(version))
             write(tmp_path, "ship.md", f"# Zeppelin v{version}\n\n{body}\n")
-            assert ingest_file(path, kb, services).status == "indexed"
+            assert ingest_file(path, kb, ctx).status == "indexed"
     finally:
         stop.set()
         thread.join()
     assert misses == []
-    chunks = stored(services, kid)
+    chunks = stored(ctx, kid)
     assert chunks and all("v0" not in c.content for c in chunks) and "v15" in chunks[0].content
-    assert len(services.catalog.list_knowledge(kb.id)) == 1
-    sources = blobs_under(services, "sources/")
-    assert sources == [services.catalog.get_knowledge(kid).source_key]  # type: ignore[union-attr]  # old ones gone
+    assert len(ctx.catalog.list_knowledge(kb.id)) == 1
+    sources = blobs_under(ctx, "sources/")
+    assert sources == [ctx.catalog.get_knowledge(kid).source_key]  # type: ignore[union-attr]  # old ones gone
 
 
 def test_a_failed_reingest_keeps_the_previous_version(
-    services: Services, make_kb: Callable[..., KnowledgeBase], server: ScriptedHTTPServer, tmp_path: Path
+    ctx: Context, make_kb: Callable[..., KnowledgeBase], server: ScriptedHTTPServer, tmp_path: Path
 ) -> None:
-    services.register_embedder(embedder_at(server.url))
+    ctx.register_embedder(embedder_at(server.url))
     kb = make_kb("docs", embedding_model=SPACE)
     path = write(tmp_path, "moon.md", "# Moon\n\nThe moon orbits the earth.\n")
-    first = ingest_file(path, kb, services)
-    before = stored(services, first.knowledge_id)
-    record = services.catalog.get_knowledge(first.knowledge_id)
-    blobs_before = blobs_under(services)
+    first = ingest_file(path, kb, ctx)
+    before = stored(ctx, first.knowledge_id)
+    record = ctx.catalog.get_knowledge(first.knowledge_id)
+    blobs_before = blobs_under(ctx)
 
     # The provider goes away: a real embedder aimed at a port nobody listens on.
-    services.register_embedder(embedder_at(f"http://127.0.0.1:{closed_port()}", max_retries=0))
+    ctx.register_embedder(embedder_at(f"http://127.0.0.1:{closed_port()}", max_retries=0))
     write(tmp_path, "moon.md", "# Moon\n\nThe moon has no atmosphere.\n")
-    failed = ingest_file(path, kb, services)
+    failed = ingest_file(path, kb, ctx)
     assert failed.status == "failed"
     assert failed.error.startswith("embedding provider http://127.0.0.1:")
-    assert stored(services, first.knowledge_id) == before
-    assert services.catalog.get_knowledge(first.knowledge_id) == record
-    assert blobs_under(services) == blobs_before  # the new version's original and products are discarded
-    hits = services.index.keyword_search(query_terms("moon orbits"), SearchFilter((kb.id,)), 5, 0.0)
+    assert stored(ctx, first.knowledge_id) == before
+    assert ctx.catalog.get_knowledge(first.knowledge_id) == record
+    assert blobs_under(ctx) == blobs_before  # the new version's original and products are discarded
+    hits = ctx.index.keyword_search(query_terms("moon orbits"), SearchFilter((kb.id,)), 5, 0.0)
     assert hits and hits[0].chunk_id == before[0].id
 
     # A file that no longer parses does not cost the indexed version either.
     write(tmp_path, "moon.md", b"\xff\xfe\xff not text")
     assert (
-        ingest_file(path, kb, services).error
-        == "moon.md: cannot decode the text as UTF-8 or GB18030; convert it to UTF-8"
+        ingest_file(path, kb, ctx).error == "moon.md: cannot decode the text as UTF-8 or GB18030; convert it to UTF-8"
     )
-    assert stored(services, first.knowledge_id) == before
-    assert blobs_under(services) == blobs_before
+    assert stored(ctx, first.knowledge_id) == before
+    assert blobs_under(ctx) == blobs_before
 
 
 # -- delete --------------------------------------------------------------------------------------------------------
@@ -588,30 +587,30 @@ def test_delete_removes_chunks_blobs_and_the_record(cli: Cli, tmp_path: Path) ->
     write(folder, "sales.csv", "city,amount\nBeijing,10\n")
     cli.ok("kb", "create", "docs")
     results = {Path(r["path"]).name: r for r in cli.json("ingest", str(folder), "--kb", "docs")}
-    services = cli.services()
+    ctx = cli.ctx()
     # two originals, the published data file, two content-hash markers
-    assert [k.split("/")[0] for k in blobs_under(services)] == ["data", "hashes", "hashes", "sources", "sources"]
+    assert [k.split("/")[0] for k in blobs_under(ctx)] == ["data", "hashes", "hashes", "sources", "sources"]
 
     for name in ("sales.csv", "a.md"):
         kid = results[name]["knowledge_id"]
         out = cli.ok("delete", kid)
         assert out == f"deleted {name} ({results[name]['chunks']} chunks)\n"
-        assert stored(services, kid) == []
-        assert services.catalog.get_knowledge(kid) is None
-        assert not any(kid in key for key in blobs_under(services))
-    assert blobs_under(services) == []
+        assert stored(ctx, kid) == []
+        assert ctx.catalog.get_knowledge(kid) is None
+        assert not any(kid in key for key in blobs_under(ctx))
+    assert blobs_under(ctx) == []
     assert cli("delete", results["a.md"]["knowledge_id"]).code == 2
 
 
-def test_delete_removes_an_upload_the_pipeline_kept(services: Services, make_kb: Callable[..., KnowledgeBase]) -> None:
+def test_delete_removes_an_upload_the_pipeline_kept(ctx: Context, make_kb: Callable[..., KnowledgeBase]) -> None:
     kb = make_kb("docs")
-    services.blobs.put("uploads/x/report.md", b"# Report\n\nQuarterly numbers.\n")
+    ctx.blobs.put("uploads/x/report.md", b"# Report\n\nQuarterly numbers.\n")
     state = new_ingest_state(kb, knowledge_id="k-report", blob_key="uploads/x/report.md", filename="report.md")
-    run_pipeline("ingest", state, services)
-    record = services.catalog.get_knowledge("k-report")
+    run_pipeline("ingest", state, ctx)
+    record = ctx.catalog.get_knowledge("k-report")
     assert record is not None
-    assert delete_knowledge(record, services) == 1
-    assert blobs_under(services) == []
+    assert delete_knowledge(record, ctx) == 1
+    assert blobs_under(ctx) == []
 
 
 # -- a batch with bad files ----------------------------------------------------------------------------------------
@@ -662,29 +661,29 @@ def test_bad_files_fail_alone_and_the_summary_says_why(
         assert by_name[name].split()[1] == "failed", by_name[name]
         assert message in by_name[name]
     assert summary == "1 of 7 files ingested into docs, 1 chunks"
-    services = cli.services()
-    hits = services.index.keyword_search(query_terms("sourdough yeast"), SearchFilter(), 5, 0.0)
+    ctx = cli.ctx()
+    hits = ctx.index.keyword_search(query_terms("sourdough yeast"), SearchFilter(), 5, 0.0)
     assert len(hits) == 1
     # Only the good file's original is stored; nothing of the failed ones lingers.
-    assert [k.split("/")[0] for k in blobs_under(services)] == ["hashes", "sources"]
+    assert [k.split("/")[0] for k in blobs_under(ctx)] == ["hashes", "sources"]
 
 
 def test_the_size_limit_is_50_mb_by_default_and_checked_before_reading(
-    services: Services, make_kb: Callable[..., KnowledgeBase], tmp_path: Path
+    ctx: Context, make_kb: Callable[..., KnowledgeBase], tmp_path: Path
 ) -> None:
-    assert services.settings.max_file_bytes == 50 * 1024 * 1024
+    assert ctx.settings.max_file_bytes == 50 * 1024 * 1024
     kb = make_kb("docs")
     big = tmp_path / "big.md"
     with big.open("wb") as fh:  # sparse: 50 MiB + 1 byte on paper, nothing on disk
         fh.truncate(50 * 1024 * 1024 + 1)
-    result = ingest_file(big, kb, services)
+    result = ingest_file(big, kb, ctx)
     assert (result.status, result.error) == (
         "failed",
         "big.md: 52428801 bytes is over the 52428800-byte limit (RAGSTEP_MAX_FILE_BYTES)",
     )
-    assert blobs_under(services) == []
+    assert blobs_under(ctx) == []
     # At the limit is fine (a smaller limit keeps the test quick).
-    small = Services(Settings(data_dir=tmp_path / "small", max_file_bytes=40))
+    small = Clients(Settings(data_dir=tmp_path / "small", max_file_bytes=40)).context()
     small_kb = small.catalog.create_kb(kb)
     exact = write(tmp_path, "exact.md", "# Forty\n\n" + "x" * 30 + "\n")
     assert exact.stat().st_size == 40
@@ -706,7 +705,7 @@ def run_with_tty_stderr(*args: str, cwd: Path) -> tuple[int, str, str]:
     """Run the CLI with stdout on a pipe and stderr on a real terminal (a pty)."""
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ragstep.cli", *args],
+        [sys.executable, "-m", "ragstep", *args],
         cwd=cwd,
         env=subprocess_env(),
         stdout=subprocess.PIPE,
@@ -779,7 +778,7 @@ def test_bad_chunk_flags_are_one_clear_error(cli: Cli, tmp_path: Path, flags: tu
     run = cli("ingest", str(path), "--kb", "docs", *flags)
     assert run.code == 2
     assert run.err == f"ragstep: error: {message}\n"
-    assert cli.services().catalog.list_knowledge(cli.services().require_kb("docs").id) == []
+    assert cli.ctx().catalog.list_knowledge(cli.ctx().require_kb("docs").id) == []
 
 
 def test_chunk_flags_change_the_chunks(cli: Cli, tmp_path: Path) -> None:
@@ -788,14 +787,14 @@ def test_chunk_flags_change_the_chunks(cli: Cli, tmp_path: Path) -> None:
     (default,) = cli.json("ingest", str(path), "--kb", "docs")
     (small,) = cli.json("ingest", str(path), "--kb", "docs", "--chunk-size", "128", "--chunk-overlap", "0")
     assert small["status"] == "indexed" and small["chunks"] > default["chunks"]
-    chunks = stored(cli.services(), small["knowledge_id"])
+    chunks = stored(cli.ctx(), small["knowledge_id"])
     assert len(chunks) == small["chunks"] and all(len(c.content) <= 128 for c in chunks)
     (same,) = cli.json("ingest", str(path), "--kb", "docs", "--chunk-size", "128", "--chunk-overlap", "0")
     assert same["status"] == "unchanged"
     # The smallest size alone is valid: the default overlap (80) is capped at half of it, as the chunker caps it.
     (tiny,) = cli.json("ingest", str(path), "--kb", "docs", "--chunk-size", "64")
     assert tiny["status"] == "indexed" and tiny["chunks"] > small["chunks"]
-    record = cli.services().catalog.get_knowledge(tiny["knowledge_id"])
+    record = cli.ctx().catalog.get_knowledge(tiny["knowledge_id"])
     assert record is not None and record.options["chunk_overlap"] == 32
 
 
@@ -805,8 +804,8 @@ def test_parent_child_indexes_children_and_returns_parents(cli: Cli, tmp_path: P
     cli.ok("kb", "create", "docs")
     (result,) = cli.json("ingest", str(path), "--kb", "docs", "--parent-child", "--chunk-size", "128")
     assert result["status"] == "indexed"
-    services = cli.services()
-    children = stored(services, result["knowledge_id"])
+    ctx = cli.ctx()
+    children = stored(ctx, result["knowledge_id"])
     assert len(children) == result["chunks"] and all(len(c.content) <= 128 for c in children)
     parents = {c.parent_id: c.metadata["parent_content"] for c in children}
     assert 1 < len(parents) < len(children)
@@ -836,11 +835,11 @@ def test_parent_child_defaults_are_384_character_children_overlapping_by_a_fifth
     cli.ok("kb", "create", "docs")
     (result,) = cli.json("ingest", str(path), "--kb", "docs", "--parent-child")
     assert result["status"] == "indexed"
-    services = cli.services()
-    record = services.catalog.get_knowledge(result["knowledge_id"])
+    ctx = cli.ctx()
+    record = ctx.catalog.get_knowledge(result["knowledge_id"])
     assert record is not None
     assert (record.options["chunk_size"], record.options["chunk_overlap"]) == (384, 384 // 5)
-    children = stored(services, result["knowledge_id"])
+    children = stored(ctx, result["knowledge_id"])
     parents = {c.parent_id: c.metadata for c in children}
     assert len(parents) >= -(-len(text) // 4096) > 1
     assert all(3500 < len(m["parent_content"]) <= 4096 for m in list(parents.values())[:-1])
@@ -850,7 +849,7 @@ def test_parent_child_defaults_are_384_character_children_overlapping_by_a_fifth
     assert 0 < max(overlaps) <= 76
     # --chunk-size alone: the overlap is a fifth of it.
     (small,) = cli.json("ingest", str(path), "--kb", "docs", "--parent-child", "--chunk-size", "128")
-    record = cli.services().catalog.get_knowledge(small["knowledge_id"])
+    record = cli.ctx().catalog.get_knowledge(small["knowledge_id"])
     assert record is not None and (record.options["chunk_size"], record.options["chunk_overlap"]) == (128, 25)
     assert small["chunks"] > result["chunks"]
     # Same flags again: unchanged. Without --parent-child the defaults are 512 / 80 again.
@@ -877,19 +876,19 @@ def test_ingest_options_are_validated_in_the_state_too() -> None:
     assert IngestOptions().effective_parent_size == 4096
 
 
-def test_a_stage_given_the_wrong_status_says_so(services: Services, make_kb: Callable[..., KnowledgeBase]) -> None:
+def test_a_stage_given_the_wrong_status_says_so(ctx: Context, make_kb: Callable[..., KnowledgeBase]) -> None:
     kb = make_kb("docs")
-    state = staged_state(services, kb, "a.md", b"# A\n\ntext\n")
+    state = staged_state(ctx, kb, "a.md", b"# A\n\ntext\n")
     with pytest.raises(InputError, match="ingest_embed needs a chunked state"):
-        run_stage("ingest_embed", state, services)
+        run_stage("ingest_embed", state, ctx)
 
 
-def test_embedder_errors_are_provider_errors(services: Services, make_kb: Callable[..., KnowledgeBase]) -> None:
-    services.register_embedder(embedder_at(f"http://127.0.0.1:{closed_port()}", max_retries=0))
+def test_embedder_errors_are_provider_errors(ctx: Context, make_kb: Callable[..., KnowledgeBase]) -> None:
+    ctx.register_embedder(embedder_at(f"http://127.0.0.1:{closed_port()}", max_retries=0))
     kb = make_kb("docs", embedding_model=SPACE)
-    state = staged_state(services, kb, "a.md", b"# A\n\ntext\n")
+    state = staged_state(ctx, kb, "a.md", b"# A\n\ntext\n")
     with pytest.raises(ProviderError) as exc:
-        run_pipeline("ingest", state, services, check_transport=True)
+        run_pipeline("ingest", state, ctx, check_transport=True)
     failed = exc.value.state
     assert isinstance(failed, IngestState)
     assert failed.error is not None and failed.error.stage == "ingest_embed"

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragstep.adapters.local_index import BM25_B, BM25_K1, LocalSearchIndex
+from ragstep.adapters.index.local import BM25_B, BM25_K1, LocalSearchIndex
 from ragstep.errors import ConflictError, InputError, StorageError
 from ragstep.models import Chunk, ChunkType
 from ragstep.ports import SearchFilter
@@ -49,7 +49,7 @@ def test_bm25_scores_match_the_formula(tmp_path: Path) -> None:
 
 
 def test_chinese_and_english_use_the_same_tokenizer(tmp_path: Path) -> None:
-    from ragstep.text import query_terms
+    from ragstep.retrieval.text import query_terms
 
     idx = LocalSearchIndex(tmp_path)
     idx.replace_knowledge(
@@ -201,7 +201,7 @@ CRASH_SCRIPT = """
 import os, sys
 sys.path.insert(0, sys.argv[2])
 from pathlib import Path
-from ragstep.adapters.local_index import LocalSearchIndex
+from ragstep.adapters.index.local import LocalSearchIndex
 idx = LocalSearchIndex(Path(sys.argv[1]))
 conn = idx._conn()
 conn.execute("BEGIN IMMEDIATE")
@@ -278,7 +278,7 @@ def test_a_second_process_reads_while_this_one_writes(tmp_path: Path) -> None:
     idx.replace_knowledge("k1", [chunk("a", "crossprocess words")])
     script = (
         "import sys; sys.path.insert(0, sys.argv[2]);"
-        "from pathlib import Path; from ragstep.adapters.local_index import LocalSearchIndex;"
+        "from pathlib import Path; from ragstep.adapters.index.local import LocalSearchIndex;"
         "from ragstep.ports import SearchFilter;"
         "idx = LocalSearchIndex(Path(sys.argv[1]));"
         "n = [len(idx.keyword_search(['crossprocess'], SearchFilter(), 10, 0.0)) for _ in range(200)];"

@@ -23,10 +23,10 @@ from contracts import (
     make_turn,
     run_in_threads,
 )
-from ragstep.adapters import local_blobs
-from ragstep.adapters.local_blobs import TMP_PREFIX, LocalBlobStore
-from ragstep.adapters.sqlite_catalog import SqliteCatalogStore
-from ragstep.adapters.sqlite_history import SqliteDatabase, SqliteHistoryStore
+from ragstep.adapters.blobs import local as local_blobs
+from ragstep.adapters.blobs.local import TMP_PREFIX, LocalBlobStore
+from ragstep.adapters.catalog.sqlite import SqliteCatalogStore
+from ragstep.adapters.history.sqlite import SqliteDatabase, SqliteHistoryStore
 from ragstep.errors import ConflictError, InputError, StorageError
 from ragstep.ports import BlobStore, CatalogStore, HistoryStore
 
@@ -115,11 +115,11 @@ class TestLocalBlobStore(BlobStoreContract):
         assert store.list() == ["ingest/k1/h1/chunks.jsonl"]
 
     def test_services_treat_ingest_products_as_scratch(self, tmp_path: Path) -> None:
-        from ragstep.ingest import INGEST_PREFIX
-        from ragstep.services import Services
+        from ragstep.context import Clients
         from ragstep.settings import Settings
+        from ragstep.stages.ingest.products import INGEST_PREFIX
 
-        blobs = Services(Settings(data_dir=tmp_path)).blobs
+        blobs = Clients(Settings(data_dir=tmp_path)).context().blobs
         assert isinstance(blobs, LocalBlobStore) and blobs.scratch_prefixes == (INGEST_PREFIX,)
 
     def test_blob_and_folder_with_one_name_conflict(self, blob_store: LocalBlobStore) -> None:

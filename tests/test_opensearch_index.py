@@ -25,9 +25,9 @@ import pytest
 from pydantic import ValidationError
 
 from ragstep.adapters.embedders import PrecomputedEmbedder
-from ragstep.adapters.local_index import LocalSearchIndex
-from ragstep.adapters.opensearch_index import OpenSearchIndex as OSIndex
-from ragstep.adapters.opensearch_index import (
+from ragstep.adapters.index.local import LocalSearchIndex
+from ragstep.adapters.index.opensearch import OpenSearchIndex as OSIndex
+from ragstep.adapters.index.opensearch import (
     SearchHit,
     build_bulk_body,
     build_delete_by_query,
@@ -54,14 +54,14 @@ from ragstep.adapters.opensearch_index import (
     space_field,
     vector_hits,
 )
+from ragstep.app.search import new_state
+from ragstep.context import Clients, Context
 from ragstep.errors import ConflictError, InputError, StorageError
 from ragstep.models import Chunk, ChunkType, Knowledge, KnowledgeBase, KnowledgeBaseType, MatchType, SearchRequest
 from ragstep.ports import SearchFilter, SearchIndex
-from ragstep.search import new_state
-from ragstep.services import Services
+from ragstep.retrieval.text import query_terms, tokenize
 from ragstep.settings import Settings
-from ragstep.stages import chunk_search
-from ragstep.text import query_terms, tokenize
+from ragstep.stages.search import chunk_search
 from support.scripted_http import RecordedRequest, ScriptedHTTPServer, ScriptedResponse
 
 SPACE = "openai:text-embedding-3-small"
@@ -1030,7 +1030,7 @@ def kind(req: RecordedRequest) -> str:
 
 
 @pytest.fixture
-def stage_services(server: ScriptedHTTPServer, tmp_path: Path) -> Services:
+def stage_services(server: ScriptedHTTPServer, tmp_path: Path) -> Context:
     """The search stage on OpenSearch with RAGSTEP_OPENSEARCH_SERVER_HYBRID, built from settings as on Lambda."""
     settings = Settings(
         data_dir=tmp_path / "data",
@@ -1041,15 +1041,15 @@ def stage_services(server: ScriptedHTTPServer, tmp_path: Path) -> Services:
         opensearch_max_retries=0,
         opensearch_server_hybrid=True,
     )
-    services = Services(settings)
-    services.register_embedder(
+    ctx = Clients(settings).context()
+    ctx.register_embedder(
         PrecomputedEmbedder(MODEL, {"vector search": QVEC, "what is vector search?": QVEC, "zzz": [0.0, 1.0, 0, 0]})
     )
     for kb_id, kb_type in (("kb-doc", KnowledgeBaseType.DOCUMENT), ("kb-faq", KnowledgeBaseType.FAQ)):
-        services.catalog.create_kb(
+        ctx.catalog.create_kb(
             KnowledgeBase(id=kb_id, name=kb_id, type=kb_type, embedding_model=MODEL, created_at=time.time())
         )
-    return services
+    return ctx
 
 
 DOCS = [
@@ -1061,8 +1061,8 @@ DOCS = [
 ]
 
 
-def search(services: Services, **request: Any):
-    return chunk_search.run(new_state(SearchRequest(**request), services), services)
+def search(ctx: Context, **request: Any):
+    return chunk_search.run(new_state(SearchRequest(**request), ctx), ctx)
 
 
 def run_row(state: Any) -> Any:
@@ -1070,7 +1070,7 @@ def run_row(state: Any) -> Any:
 
 
 def test_stage_runs_one_hybrid_query_per_target_through_a_lazily_created_pipeline(
-    server: ScriptedHTTPServer, stage_services: Services
+    server: ScriptedHTTPServer, stage_services: Clients
 ) -> None:
     cluster = StageCluster(DOCS)
     cluster.hybrid = lambda _r: hits_of(("c2", 0.9), ("c1", 0.6), ("c3", 0.001))
@@ -1128,7 +1128,7 @@ def test_stage_runs_one_hybrid_query_per_target_through_a_lazily_created_pipelin
 
 
 def test_stage_merges_server_fused_and_client_fused_targets(
-    server: ScriptedHTTPServer, stage_services: Services
+    server: ScriptedHTTPServer, stage_services: Clients
 ) -> None:
     # A FAQ knowledge base keeps the k-NN + keyword pair (fused here); the document one runs the hybrid query.
     cluster = StageCluster(DOCS)
@@ -1155,7 +1155,7 @@ def test_stage_merges_server_fused_and_client_fused_targets(
 
 
 def test_failing_hybrid_call_degrades_and_keyword_expansion_still_runs(
-    server: ScriptedHTTPServer, stage_services: Services
+    server: ScriptedHTTPServer, stage_services: Clients
 ) -> None:
     cluster = StageCluster(DOCS)
     cluster.hybrid = lambda _r: error(400, "parsing_exception", "unknown query [hybrid]")  # no neural-search plugin
@@ -1184,7 +1184,7 @@ def test_failing_hybrid_call_degrades_and_keyword_expansion_still_runs(
 
 
 def test_zero_result_fallback_still_retries_the_targets_with_thresholds(
-    server: ScriptedHTTPServer, stage_services: Services
+    server: ScriptedHTTPServer, stage_services: Clients
 ) -> None:
     cluster = StageCluster(DOCS)
     cluster.knn = {"kb-faq": [("f1", 0.575)]}  # cosine 0.15: below vector_threshold 0.2, above the relaxed 0.1
@@ -1202,7 +1202,7 @@ def test_zero_result_fallback_still_retries_the_targets_with_thresholds(
 
 
 def test_scoped_search_with_server_hybrid_falls_back_to_the_items_chunks(
-    server: ScriptedHTTPServer, stage_services: Services
+    server: ScriptedHTTPServer, stage_services: Clients
 ) -> None:
     stage_services.catalog.put_knowledge(Knowledge(id="kd", knowledge_base_id="kb-doc", filename="kd.md"))
     cluster = StageCluster(DOCS)
@@ -1229,12 +1229,12 @@ def test_services_build_the_opensearch_index_lazily(server: ScriptedHTTPServer, 
         opensearch_flavour="aoss",
         opensearch_auth="none",
     )
-    index = Services(settings).index
+    index = Clients(settings).context().index
     assert isinstance(index, OSIndex) and isinstance(index, SearchIndex)
     assert (index.index, index.flavour, index.url) == ("ragstep-svc", "aoss", server.url)
     assert server.requests == []  # no connection until the first call
     with pytest.raises(InputError, match="RAGSTEP_OPENSEARCH_URL"):
-        _ = Services(Settings(data_dir=tmp_path, index_backend="opensearch")).index
+        _ = Clients(Settings(data_dir=tmp_path, index_backend="opensearch")).context().index
     with pytest.raises(InputError, match="lower case"):
         OSIndex(server.url, index="Ragstep")
 
@@ -1460,12 +1460,12 @@ def test_live_server_hybrid_through_the_search_stage(
     if remote.flavour == "aoss":
         pytest.skip("OpenSearch Serverless has no hybrid query (server hybrid is refused there)")
     hybrid = live_index(remote.index, server_hybrid=True)
-    services = Services(Settings(data_dir=tmp_path / "stage"))
-    services.index = hybrid  # in place of the adapter Services would build from RAGSTEP_OPENSEARCH_* settings
+    ctx = Clients(Settings(data_dir=tmp_path / "stage")).context()
+    ctx.index = hybrid  # in place of the adapter Clients would build from RAGSTEP_OPENSEARCH_* settings
     q = vectors[0] + 0.3 * vectors[3]
-    services.register_embedder(PrecomputedEmbedder(SPACE, {"vector search": q}))
+    ctx.register_embedder(PrecomputedEmbedder(SPACE, {"vector search": q}))
     for kb in ("kb-en", "kb-zh"):
-        services.catalog.create_kb(KnowledgeBase(id=kb, name=kb, embedding_model=SPACE, created_at=time.time()))
+        ctx.catalog.create_kb(KnowledgeBase(id=kb, name=kb, embedding_model=SPACE, created_at=time.time()))
     try:
         # The adapter alone: one hybrid query, the union of both clauses ranked by the pipeline's combined score.
         terms = query_terms("vector search")
@@ -1481,7 +1481,7 @@ def test_live_server_hybrid_through_the_search_stage(
 
         # The stage: server-side fusion for both knowledge bases, a second pipeline for other weights.
         state = chunk_search.run(
-            new_state(SearchRequest(query="vector search", knowledge_base_ids=["kb-en", "kb-zh"]), services), services
+            new_state(SearchRequest(query="vector search", knowledge_base_ids=["kb-en", "kb-zh"]), ctx), ctx
         )
         assert not [t for t in state.trace if t.action == "degrade"]
         assert state.search_results and {r.id for r in state.search_results} <= {row[0] for row in CORPUS}
@@ -1493,7 +1493,7 @@ def test_live_server_hybrid_through_the_search_stage(
             knowledge_base_ids=["kb-en"],
             overrides={"rrf_keyword_weight": 0.5, "rrf_vector_weight": 0.5},
         )
-        other = chunk_search.run(new_state(request, services), services)
+        other = chunk_search.run(new_state(request, ctx), ctx)
         assert not [t for t in other.trace if t.action == "degrade"]
         assert {r.knowledge_base_id for r in other.search_results} == {"kb-en"}
         for name in (hybrid.pipeline_name(0.3, 0.7), hybrid.pipeline_name(0.5, 0.5)):

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from ragstep.context import Context
 from ragstep.errors import InputError
-from ragstep.ingest import data_blob_key, data_file_chunks, ingest_file, knowledge_id_for
 from ragstep.models import Chunk, ChunkType, IngestOptions, Knowledge, KnowledgeBase
 from ragstep.parsers import SUPPORTED_EXTENSIONS, decode_text, parse
 from ragstep.parsers.data import connect, load_excel
 from ragstep.parsers.faq import parse_faq, split_values
 from ragstep.parsers.html import html_to_markdown
-from ragstep.services import Services
+from ragstep.stages.ingest.products import data_blob_key, data_file_chunks, ingest_file, knowledge_id_for
 
 docx = pytest.importorskip("docx")
 pytest.importorskip("reportlab")
@@ -510,8 +510,8 @@ def test_faq_csv_errors(data: bytes, error: str) -> None:
 # -- ingestion end to end --------------------------------------------------------------------------------------
 
 
-def stored_chunks(services: Services, kid: str) -> list[Chunk]:
-    return services.index.knowledge_chunks(kid, 10_000)
+def stored_chunks(ctx: Context, kid: str) -> list[Chunk]:
+    return ctx.index.knowledge_chunks(kid, 10_000)
 
 
 def assert_offsets(text: str, chunks: list[Chunk]) -> None:
@@ -523,7 +523,7 @@ def assert_offsets(text: str, chunks: list[Chunk]) -> None:
 
 
 def test_ingest_every_document_format(
-    services: Services,
+    ctx: Context,
     make_kb: Callable[..., KnowledgeBase],
     tmp_path: Path,
     pdf_bytes: bytes,
@@ -541,19 +541,19 @@ def test_ingest_every_document_format(
     for name, data in files.items():
         path = tmp_path / name
         path.write_bytes(data)
-        result = ingest_file(path, kb, services)
+        result = ingest_file(path, kb, ctx)
         assert result.status == "indexed", result.error
-        chunks = stored_chunks(services, result.knowledge_id)
+        chunks = stored_chunks(ctx, result.knowledge_id)
         assert len(chunks) == result.chunks
         assert all(c.chunk_type == ChunkType.TEXT for c in chunks)
         assert_offsets(parse(data, name).text, chunks)
-    assert stored_chunks(services, knowledge_id_for(kb, str((tmp_path / "guide.md").resolve())))[0].content.startswith(
+    assert stored_chunks(ctx, knowledge_id_for(kb, str((tmp_path / "guide.md").resolve())))[0].content.startswith(
         "# Guide"
     )
 
 
 def test_a_long_docx_table_repeats_its_header_in_every_chunk_it_continues_into(
-    services: Services, make_kb: Callable[..., KnowledgeBase], tmp_path: Path
+    ctx: Context, make_kb: Callable[..., KnowledgeBase], tmp_path: Path
 ) -> None:
     document = docx.Document()
     document.add_heading("Price list", level=1)
@@ -569,9 +569,9 @@ def test_a_long_docx_table_repeats_its_header_in_every_chunk_it_continues_into(
     document.save(str(path))
 
     kb = make_kb("docs")
-    result = ingest_file(path, kb, services, IngestOptions(chunk_size=256, chunk_overlap=0))
+    result = ingest_file(path, kb, ctx, IngestOptions(chunk_size=256, chunk_overlap=0))
     assert result.status == "indexed", result.error
-    chunks = stored_chunks(services, result.knowledge_id)
+    chunks = stored_chunks(ctx, result.knowledge_id)
     text = parse(path.read_bytes(), "prices.docx").text
     header = "| Drink | Size | Price |\n| --- | --- | --- |\n"
     assert text.count(header) == 1
@@ -592,17 +592,17 @@ def test_a_long_docx_table_repeats_its_header_in_every_chunk_it_continues_into(
 
 
 def test_ingest_data_files_store_the_raw_file(
-    services: Services, make_kb: Callable[..., KnowledgeBase], tmp_path: Path, workbook_bytes: bytes
+    ctx: Context, make_kb: Callable[..., KnowledgeBase], tmp_path: Path, workbook_bytes: bytes
 ) -> None:
     kb = make_kb("data")
     for name, data in (("sales.csv", CSV.encode()), ("stock.xlsx", workbook_bytes)):
         path = tmp_path / name
         path.write_bytes(data)
-        result = ingest_file(path, kb, services)
+        result = ingest_file(path, kb, ctx)
         assert result.status == "indexed", result.error
-        chunks = stored_chunks(services, result.knowledge_id)
+        chunks = stored_chunks(ctx, result.knowledge_id)
         key = f"data/{kb.id}/{result.knowledge_id}/{name}"
-        assert services.blobs.get(key) == data
+        assert ctx.blobs.get(key) == data
         assert {c.metadata["blob_key"] for c in chunks} == {key}
         summaries = [c for c in chunks if c.chunk_type == ChunkType.TABLE_SUMMARY]
         columns = [c for c in chunks if c.chunk_type == ChunkType.TABLE_COLUMN]
@@ -610,16 +610,16 @@ def test_ingest_data_files_store_the_raw_file(
         assert len(summaries) == len(doc.tables)
         assert len(columns) == sum(len(t.columns) for t in doc.tables)
         assert_offsets(doc.text, chunks)
-    assert ingest_file(tmp_path / "sales.csv", kb, services).status == "unchanged"
+    assert ingest_file(tmp_path / "sales.csv", kb, ctx).status == "unchanged"
 
 
-def test_ingest_faq_csv_and_refusals(services: Services, make_kb: Callable[..., KnowledgeBase], tmp_path: Path) -> None:
+def test_ingest_faq_csv_and_refusals(ctx: Context, make_kb: Callable[..., KnowledgeBase], tmp_path: Path) -> None:
     faq_kb = make_kb("faq", kb_type="faq")
     path = tmp_path / "faq.csv"
     path.write_text("standard_question,similar_questions,answers\n营业时间？,几点开门|几点关门,每天九点到五点。\n")
-    result = ingest_file(path, faq_kb, services)
+    result = ingest_file(path, faq_kb, ctx)
     assert result.status == "indexed", result.error
-    rows = stored_chunks(services, result.knowledge_id)
+    rows = stored_chunks(ctx, result.knowledge_id)
     assert [r.index_text for r in rows] == ["营业时间？", "几点开门", "几点关门"]
     assert {r.chunk_type for r in rows} == {ChunkType.FAQ}
     assert rows[0].content == "Q: 营业时间？\nAnswer:\n- 每天九点到五点。"
@@ -627,14 +627,14 @@ def test_ingest_faq_csv_and_refusals(services: Services, make_kb: Callable[..., 
     doc_kb = make_kb("docs")
     odd = tmp_path / "slides.pptx"
     odd.write_bytes(b"PK")
-    assert ingest_file(odd, doc_kb, services).error == (
+    assert ingest_file(odd, doc_kb, ctx).error == (
         "slides.pptx: unsupported file type .pptx; supported: .txt, .md, .markdown, .html, .htm, .pdf, .docx, "
         ".csv, .xlsx"
     )
     md = tmp_path / "a.md"
     md.write_text("# A\n\ntext\n")
-    assert ingest_file(md, faq_kb, services).error == "a.md: unsupported file type .md; supported: .json, .csv"
+    assert ingest_file(md, faq_kb, ctx).error == "a.md: unsupported file type .md; supported: .json, .csv"
     broken = tmp_path / "broken.pdf"
     broken.write_bytes(b"%PDF-1.4\ntruncated")
-    failed = ingest_file(broken, doc_kb, services)
+    failed = ingest_file(broken, doc_kb, ctx)
     assert failed.status == "failed" and failed.error.startswith("broken.pdf: not a readable PDF (")

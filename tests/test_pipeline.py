@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from ragstep.app.search import knowledge_search, new_state
+from ragstep.context import Context
 from ragstep.errors import InputError, NotFoundError
-from ragstep.ingest import ingest_file
 from ragstep.models import KnowledgeBase, PipelineState, SearchRequest, SearchResult, TraceEvent
 from ragstep.pipeline import PIPELINES, STAGES, get_pipeline, join_branches, load_stage, run_pipeline
-from ragstep.search import knowledge_search, new_state
-from ragstep.services import Services
+from ragstep.stages.ingest.products import ingest_file
 
 
 def test_every_declared_stage_is_registered_and_importable() -> None:
@@ -33,7 +33,7 @@ def test_every_declared_stage_is_registered_and_importable() -> None:
 
 
 @pytest.fixture
-def docs_kb(services: Services, make_kb: Callable[..., KnowledgeBase], tmp_path: Path) -> KnowledgeBase:
+def docs_kb(ctx: Context, make_kb: Callable[..., KnowledgeBase], tmp_path: Path) -> KnowledgeBase:
     kb = make_kb("docs")
     folder = tmp_path / "docs"
     folder.mkdir()
@@ -44,34 +44,34 @@ def docs_kb(services: Services, make_kb: Callable[..., KnowledgeBase], tmp_path:
     }
     for name, text in texts.items():
         (folder / name).write_text(text, encoding="utf-8")
-        assert ingest_file(folder / name, kb, services).status == "indexed"
+        assert ingest_file(folder / name, kb, ctx).status == "indexed"
     return kb
 
 
-def test_knowledge_search_runs_stages_in_order(services: Services, docs_kb: KnowledgeBase) -> None:
-    state = knowledge_search(SearchRequest(query="cold start of a lambda", knowledge_base_ids=["docs"]), services)
+def test_knowledge_search_runs_stages_in_order(ctx: Context, docs_kb: KnowledgeBase) -> None:
+    state = knowledge_search(SearchRequest(query="cold start of a lambda", knowledge_base_ids=["docs"]), ctx)
     assert state.final_results[0].knowledge_filename == "lambda.md"
     runs = [t for t in state.trace if t.action == "run"]
     assert [t.stage for t in runs] == get_pipeline("knowledge_search").stage_names()  # one row per stage
     assert all(t.duration_ms >= 0 for t in runs)
     assert runs[0].counts["results"] == len(state.search_results)
     assert state.request.knowledge_base_ids == [docs_kb.id]  # names resolved to ids
-    zh = knowledge_search(SearchRequest(query="中国的首都在哪里", knowledge_base_ids=[docs_kb.id]), services)
+    zh = knowledge_search(SearchRequest(query="中国的首都在哪里", knowledge_base_ids=[docs_kb.id]), ctx)
     assert zh.final_results[0].knowledge_filename == "北京.md"
 
 
-def test_transport_check_gives_the_same_answer(services: Services, docs_kb: KnowledgeBase) -> None:
+def test_transport_check_gives_the_same_answer(ctx: Context, docs_kb: KnowledgeBase) -> None:
     request = SearchRequest(query="term frequency ranking", knowledge_base_ids=[docs_kb.id])
-    direct = run_pipeline("knowledge_search", new_state(request, services), services)
-    checked = run_pipeline("knowledge_search", new_state(request, services), services, check_transport=True)
+    direct = run_pipeline("knowledge_search", new_state(request, ctx), ctx)
+    checked = run_pipeline("knowledge_search", new_state(request, ctx), ctx, check_transport=True)
     assert [r.id for r in checked.final_results] == [r.id for r in direct.final_results]
     assert checked.final_results == direct.final_results
 
 
-def test_stage_errors_carry_the_failing_state(services: Services) -> None:
-    state = new_state(SearchRequest(query="q", knowledge_base_ids=["missing"]), services)
+def test_stage_errors_carry_the_failing_state(ctx: Context) -> None:
+    state = new_state(SearchRequest(query="q", knowledge_base_ids=["missing"]), ctx)
     with pytest.raises(NotFoundError, match="unknown knowledge base 'missing'") as info:
-        run_pipeline("knowledge_search", state, services)
+        run_pipeline("knowledge_search", state, ctx)
     failed = info.value.state
     assert isinstance(failed, PipelineState)
     assert failed.error is not None and failed.error.stage == "chunk_search"

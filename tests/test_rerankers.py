@@ -30,12 +30,12 @@ from ragstep.adapters.rerankers import (
     make_reranker,
     scale_scores,
 )
+from ragstep.context import Clients
 from ragstep.errors import InputError, ProviderError
 from ragstep.models import Chunk
 from ragstep.ports import Reranker
-from ragstep.services import Services
+from ragstep.retrieval.text import query_terms, tokenize
 from ragstep.settings import Settings
-from ragstep.text import query_terms, tokenize
 from support.scripted_http import RecordedRequest, ScriptedHTTPServer, ScriptedResponse
 
 # The provider tests share the embedder tests' scripted server, AWS sandbox and closed port.
@@ -890,9 +890,9 @@ def test_make_reranker_errors_name_the_settings(settings: Settings, expected: st
 
 
 def test_services_build_the_reranker_once(tmp_path: Any):
-    services = Services(Settings(data_dir=tmp_path))
-    assert isinstance(services.reranker, TokenVectorReranker)
-    assert services.reranker is services.reranker
+    ctx = Clients(Settings(data_dir=tmp_path)).context()
+    assert isinstance(ctx.reranker, TokenVectorReranker)
+    assert ctx.reranker is ctx.reranker
 
 
 def test_tei_model_only_names_the_reranker(server: ScriptedHTTPServer, http: MakeHttp):

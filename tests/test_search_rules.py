@@ -13,19 +13,19 @@ import numpy as np
 import pytest
 
 from ragstep.adapters.embedders import PrecomputedEmbedder
-from ragstep.expansion import (
+from ragstep.app.search import new_state
+from ragstep.context import Context
+from ragstep.models import Chunk, Knowledge, KnowledgeBase, MatchType, RetrievalSettings, SearchRequest
+from ragstep.retrieval.expansion import (
     expansion_variants,
     keyword_variant,
     quoted_phrases,
     segments,
     strip_question_words,
 )
-from ragstep.ingest import ingest_file
-from ragstep.models import Chunk, Knowledge, KnowledgeBase, MatchType, RetrievalSettings, SearchRequest
-from ragstep.search import new_state
-from ragstep.services import Services
-from ragstep.stages import chunk_search
-from ragstep.stages.chunk_search import run_concurrently
+from ragstep.stages.ingest.products import ingest_file
+from ragstep.stages.search import chunk_search
+from ragstep.stages.search.chunk_search import run_concurrently
 
 DIM = 8
 
@@ -36,8 +36,8 @@ def axis(i: int) -> np.ndarray:
     return v
 
 
-def search(services: Services, **request: object):
-    return chunk_search.run(new_state(SearchRequest(**request), services), services)
+def search(ctx: Context, **request: object):
+    return chunk_search.run(new_state(SearchRequest(**request), ctx), ctx)
 
 
 def events(state, action: str) -> list:
@@ -102,7 +102,7 @@ def test_variants_are_distinct_long_enough_and_capped() -> None:
 
 
 @pytest.fixture
-def docs(services: Services, make_kb: Callable[..., KnowledgeBase], tmp_path: Path) -> KnowledgeBase:
+def docs(ctx: Context, make_kb: Callable[..., KnowledgeBase], tmp_path: Path) -> KnowledgeBase:
     kb = make_kb("docs")
     folder = tmp_path / "docs"
     folder.mkdir()
@@ -113,17 +113,17 @@ def docs(services: Services, make_kb: Callable[..., KnowledgeBase], tmp_path: Pa
     }
     for name, text in texts.items():
         (folder / name).write_text(text, encoding="utf-8")
-        assert ingest_file(folder / name, kb, services).status == "indexed"
+        assert ingest_file(folder / name, kb, ctx).status == "indexed"
     return kb
 
 
-def test_expansion_adds_what_the_threshold_cut(services: Services, docs: KnowledgeBase) -> None:
+def test_expansion_adds_what_the_threshold_cut(ctx: Context, docs: KnowledgeBase) -> None:
     query = "cold brew concentrate ratio, espresso"
-    plain = search(services, query=query, knowledge_base_ids=[docs.id], overrides={"enable_query_expansion": False})
+    plain = search(ctx, query=query, knowledge_base_ids=[docs.id], overrides={"enable_query_expansion": False})
     names = [r.knowledge_filename for r in plain.search_results]
     # "espresso" scores under 30 % of the cold-brew document's BM25, so the first pass drops it
     assert names == ["brew.md"]
-    expanded = search(services, query=query, knowledge_base_ids=[docs.id])
+    expanded = search(ctx, query=query, knowledge_base_ids=[docs.id])
     assert [r.knowledge_filename for r in expanded.search_results] == ["brew.md", "espresso.md"]
     (row,) = events(expanded, "expand")
     assert "espresso" in row.detail["variants"]
@@ -139,7 +139,7 @@ def write_faq(path: Path, entries: list[dict]) -> Path:
 
 
 def test_faq_negative_question_drops_the_entry(
-    services: Services, make_kb: Callable[..., KnowledgeBase], tmp_path: Path
+    ctx: Context, make_kb: Callable[..., KnowledgeBase], tmp_path: Path
 ) -> None:
     kb = make_kb("faq", kb_type="faq")
     faq = write_faq(
@@ -153,19 +153,19 @@ def test_faq_negative_question_drops_the_entry(
             }
         ],
     )
-    assert ingest_file(faq, kb, services).status == "indexed"
-    hit = search(services, query="What is the price?", knowledge_base_ids=[kb.id])
+    assert ingest_file(faq, kb, ctx).status == "indexed"
+    hit = search(ctx, query="What is the price?", knowledge_base_ids=[kb.id])
     assert [r.match_type for r in hit.search_results] == [MatchType.FAQ]
     assert hit.search_results[0].metadata["answers"] == ["It is billed per request."]
     # a negative question matches by keywords ("how much ... cost") but must not return the entry
-    neg = search(services, query="  how much does OPENSEARCH cost? ", knowledge_base_ids=[kb.id])
+    neg = search(ctx, query="  how much does OPENSEARCH cost? ", knowledge_base_ids=[kb.id])
     assert neg.search_results == []
     row = next(t for t in neg.trace if t.action == "run")
     assert row.detail["faq_negative_dropped"] == 1
 
 
 @pytest.fixture
-def faq_vectors(services: Services, make_kb: Callable[..., KnowledgeBase], tmp_path: Path) -> KnowledgeBase:
+def faq_vectors(ctx: Context, make_kb: Callable[..., KnowledgeBase], tmp_path: Path) -> KnowledgeBase:
     """3 FAQ entries x 31 phrasings, every phrasing's vector close to the query: k hits name only 3 entries."""
     kb = make_kb("faqvec", kb_type="faq", embedding_model="precomputed:faq")
     entries, mapping = [], {}
@@ -177,14 +177,14 @@ def faq_vectors(services: Services, make_kb: Callable[..., KnowledgeBase], tmp_p
         for text in [f"entry {e} standard", *similar]:
             mapping[text] = axis(0) + 0.05 * rng.standard_normal(DIM).astype(np.float32)
     mapping["the query"] = axis(0)
-    services.register_embedder(PrecomputedEmbedder("precomputed:faq", mapping))
-    assert ingest_file(write_faq(tmp_path / "f.json", entries), kb, services).chunks == 93
+    ctx.register_embedder(PrecomputedEmbedder("precomputed:faq", mapping))
+    assert ingest_file(write_faq(tmp_path / "f.json", entries), kb, ctx).chunks == 93
     return kb
 
 
-def test_faq_search_widens_until_enough_entries(services: Services, faq_vectors: KnowledgeBase) -> None:
+def test_faq_search_widens_until_enough_entries(ctx: Context, faq_vectors: KnowledgeBase) -> None:
     state = search(
-        services,
+        ctx,
         query="the query",
         knowledge_base_ids=[faq_vectors.id],
         overrides={"embedding_top_k": 5, "enable_query_expansion": False},
@@ -195,9 +195,9 @@ def test_faq_search_widens_until_enough_entries(services: Services, faq_vectors:
     assert sorted(r.id.rsplit("-", 1)[-1] for r in state.search_results) == ["e0", "e1", "e2"]  # one per entry
 
 
-def test_faq_rounds_are_capped(services: Services, faq_vectors: KnowledgeBase) -> None:
+def test_faq_rounds_are_capped(ctx: Context, faq_vectors: KnowledgeBase) -> None:
     state = search(
-        services,
+        ctx,
         query="the query",
         knowledge_base_ids=[faq_vectors.id],
         overrides={"embedding_top_k": 5, "faq_max_rounds": 2, "enable_query_expansion": False},
@@ -205,10 +205,10 @@ def test_faq_rounds_are_capped(services: Services, faq_vectors: KnowledgeBase) -
     assert next(t for t in state.trace if t.action == "run").counts["faq_rounds"] == 2
 
 
-def test_faq_priority_boosts_and_flags_direct_answers(services: Services, faq_vectors: KnowledgeBase) -> None:
-    base = search(services, query="the query", knowledge_base_ids=[faq_vectors.id])
+def test_faq_priority_boosts_and_flags_direct_answers(ctx: Context, faq_vectors: KnowledgeBase) -> None:
+    base = search(ctx, query="the query", knowledge_base_ids=[faq_vectors.id])
     boosted = search(
-        services,
+        ctx,
         query="the query",
         knowledge_base_ids=[faq_vectors.id],
         overrides={"faq_priority_enabled": True, "faq_score_boost": 1.5, "faq_direct_answer_threshold": 0.9},
@@ -223,28 +223,28 @@ def test_faq_priority_boosts_and_flags_direct_answers(services: Services, faq_ve
 # -- zero-result fallback ------------------------------------------------------------------------------------------
 
 
-def test_relaxed_thresholds_when_nothing_survives(services: Services, make_kb: Callable[..., KnowledgeBase]) -> None:
+def test_relaxed_thresholds_when_nothing_survives(ctx: Context, make_kb: Callable[..., KnowledgeBase]) -> None:
     kb = make_kb("weak", embedding_model="precomputed:weak")
-    services.catalog.put_knowledge(Knowledge(id="w", knowledge_base_id=kb.id, status="completed"))
+    ctx.catalog.put_knowledge(Knowledge(id="w", knowledge_base_id=kb.id, status="completed"))
     chunk = Chunk(id="w-0", knowledge_id="w", knowledge_base_id=kb.id, content="unrelated words entirely")
-    services.index.replace_knowledge("w", [chunk], axis(0)[None, :], "precomputed:weak")
+    ctx.index.replace_knowledge("w", [chunk], axis(0)[None, :], "precomputed:weak")
     cos = 0.15  # below the configured 0.2, above the relaxed min(0.17, 0.2 / 2) = 0.1
     q = cos * axis(0) + math.sqrt(1 - cos**2) * axis(1)
-    services.register_embedder(PrecomputedEmbedder("precomputed:weak", {"zzqx": q}))
-    state = search(services, query="zzqx", knowledge_base_ids=[kb.id])
+    ctx.register_embedder(PrecomputedEmbedder("precomputed:weak", {"zzqx": q}))
+    state = search(ctx, query="zzqx", knowledge_base_ids=[kb.id])
     assert [r.id for r in state.search_results] == ["w-0"]
     assert state.search_results[0].metadata["retrieval"]["vector_score"] == pytest.approx(cos, abs=1e-5)
     (row,) = events(state, "fallback")
     assert "vector threshold 0.1" in (row.reason or "") and "keyword threshold 0.1" in (row.reason or "")
     # a query the relaxed pass cannot reach either stays empty, and says it tried
-    services.register_embedder(PrecomputedEmbedder("precomputed:weak", {"zzqx": axis(1)}))
-    empty = search(services, query="zzqx", knowledge_base_ids=[kb.id])
+    ctx.register_embedder(PrecomputedEmbedder("precomputed:weak", {"zzqx": axis(1)}))
+    empty = search(ctx, query="zzqx", knowledge_base_ids=[kb.id])
     assert empty.search_results == [] and len(events(empty, "fallback")) == 1
 
 
-def test_scoped_search_falls_back_to_the_items_chunks(services: Services, docs: KnowledgeBase) -> None:
-    tea = next(k for k in services.catalog.list_knowledge(docs.id) if k.filename == "tea.md")
-    state = search(services, query="espresso pressure", knowledge_ids=[tea.id])
+def test_scoped_search_falls_back_to_the_items_chunks(ctx: Context, docs: KnowledgeBase) -> None:
+    tea = next(k for k in ctx.catalog.list_knowledge(docs.id) if k.filename == "tea.md")
+    state = search(ctx, query="espresso pressure", knowledge_ids=[tea.id])
     assert [r.knowledge_id for r in state.search_results] == [tea.id]
     assert state.search_results[0].metadata["retrieval"] == {"fallback": "scoped_knowledge"}
     assert "chunks in order" in (events(state, "fallback")[0].reason or "")
@@ -253,20 +253,20 @@ def test_scoped_search_falls_back_to_the_items_chunks(services: Services, docs: 
 # -- degradation ---------------------------------------------------------------------------------------------------
 
 
-def test_a_failing_retriever_degrades_the_search(services: Services, make_kb: Callable[..., KnowledgeBase]) -> None:
+def test_a_failing_retriever_degrades_the_search(ctx: Context, make_kb: Callable[..., KnowledgeBase]) -> None:
     kb = make_kb("dims", embedding_model="precomputed:dims")
-    services.catalog.put_knowledge(Knowledge(id="d", knowledge_base_id=kb.id, status="completed"))
+    ctx.catalog.put_knowledge(Knowledge(id="d", knowledge_base_id=kb.id, status="completed"))
     chunk = Chunk(id="d-0", knowledge_id="d", knowledge_base_id=kb.id, content="keyword match survives")
-    services.index.replace_knowledge("d", [chunk], axis(0)[None, :], "precomputed:dims")
+    ctx.index.replace_knowledge("d", [chunk], axis(0)[None, :], "precomputed:dims")
     # the model now answers with 4 dimensions while the index holds 8: the vector retriever raises
-    services.register_embedder(PrecomputedEmbedder("precomputed:dims", {"keyword match": np.ones(4)}))
-    state = search(services, query="keyword match", knowledge_base_ids=[kb.id])
+    ctx.register_embedder(PrecomputedEmbedder("precomputed:dims", {"keyword match": np.ones(4)}))
+    state = search(ctx, query="keyword match", knowledge_base_ids=[kb.id])
     assert [r.id for r in state.search_results] == ["d-0"]
     (row,) = events(state, "degrade")
     assert "vector search #0 failed" in (row.reason or "") and "4 dimensions" in (row.reason or "")
 
 
-def test_slow_retrievers_are_dropped_not_awaited(services: Services) -> None:
+def test_slow_retrievers_are_dropped_not_awaited(ctx: Context) -> None:
     cfg = RetrievalSettings(retriever_timeout_s=0.2)
 
     def slow() -> list:
@@ -274,15 +274,15 @@ def test_slow_retrievers_are_dropped_not_awaited(services: Services) -> None:
         return ["late"]
 
     started = time.monotonic()
-    found, degraded = run_concurrently(services, [("fast", lambda: ["ok"]), ("slow", slow)], cfg)
+    found, degraded = run_concurrently(ctx, [("fast", lambda: ["ok"]), ("slow", slow)], cfg)
     assert time.monotonic() - started < 1.5
     assert found == {"fast": ["ok"]}
     assert len(degraded) == 1 and "slow slower than 0.2s" in (degraded[0].reason or "")
 
 
-def test_single_task_failure_is_a_degrade_row(services: Services) -> None:
+def test_single_task_failure_is_a_degrade_row(ctx: Context) -> None:
     def boom() -> list:
         raise RuntimeError("disk on fire")
 
-    found, degraded = run_concurrently(services, [("only", boom)], RetrievalSettings())
+    found, degraded = run_concurrently(ctx, [("only", boom)], RetrievalSettings())
     assert found == {} and "RuntimeError: disk on fire" in (degraded[0].reason or "")

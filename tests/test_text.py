@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ragstep.text import build_jieba_cache, query_terms, stopwords, tokenize
+from ragstep.retrieval.text import build_jieba_cache, query_terms, stopwords, tokenize
 
 
 def test_english_words_lowercased_without_stopwords() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ragstep.adapters.local_blobs import LocalBlobStore
+from ragstep.adapters.blobs.local import LocalBlobStore
 from ragstep.errors import StateTooLargeError
 from ragstep.models import PipelineState, SearchRequest, SearchResult
 from ragstep.pipeline import transport

@@ -1,6 +1,6 @@
 """The small interfaces every adapter implements (local embedded defaults and AWS services alike).
 
-Stages depend on these Protocols only; :mod:`ragstep.services` decides which implementation backs each one.
+Stages depend on these Protocols only; :mod:`ragstep.context` decides which implementation backs each one.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from .models import Chunk, ChunkType, Knowledge, KnowledgeBase, Turn
+from ragstep.models import Chunk, ChunkType, Knowledge, KnowledgeBase, Turn
 
 if TYPE_CHECKING:  # annotations only: stages that never touch vectors (ingest_parse) load no numpy
     import numpy as np

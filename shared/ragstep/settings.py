@@ -19,8 +19,8 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .errors import StorageError
-from .models import RetrievalSettings
+from ragstep.errors import StorageError
+from ragstep.models import RetrievalSettings
 
 #: Settings that may be references to a secret instead of the secret itself.
 SECRET_FIELDS = ("embedding_api_key", "rerank_api_key", "opensearch_password")
@@ -140,7 +140,7 @@ class Settings(RetrievalSettings, BaseSettings):
     # Each document is cut to this many characters before it is sent (cross-encoders read a few thousand tokens).
     rerank_max_chars: Annotated[int, Field(ge=1)] = 4096
 
-    # OpenSearch index (index_backend = "opensearch"); see ragstep.adapters.opensearch_index.
+    # OpenSearch index (index_backend = "opensearch"); see ragstep.adapters.index.opensearch.
     # "es": a managed Amazon OpenSearch Service domain or a self-hosted cluster; "aoss": an OpenSearch Serverless
     # vector search collection (server-generated document ids, no _delete_by_query / _update_by_query / refresh).
     opensearch_url: str | None = None

@@ -16,8 +16,8 @@ from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .. import __version__
-from ..errors import ProviderError
+from ragstep import __version__
+from ragstep.errors import ProviderError
 
 if TYPE_CHECKING:
     import httpx

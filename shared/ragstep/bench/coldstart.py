@@ -3,9 +3,9 @@
 A small index (the bundled demo documents) is built once in a temporary data dir. Then each run is a fresh Python
 process that does what a new ``chunk_search`` environment does, timing three phases:
 
-* ``import``: load ``functions/chunk_search/app.py`` as the runtime does (``runpy``; ``ragstep.handlers`` when the
+* ``import``: load ``functions/chunk_search/app.py`` as the runtime does (``runpy``; ``ragstep.entry.aws.handlers`` when the
   package is installed without the repository around it);
-* ``init``: create what the first invocation needs -- the services (settings, local index, catalog, blob store), the
+* ``init``: create what the first invocation needs -- the ctx (settings, local index, catalog, blob store), the
   Powertools objects the handlers use (logger, and tracer and metrics where this build has them), the stage
   module -- and load the jieba dictionary (``init_parts_ms`` splits it in these four);
 * ``first query``: one invocation of the handler with a ``chunk_search`` event (state in, state out, as JSON).
@@ -33,8 +33,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from .common import median, repo_root
+from ragstep.bench.common import median, repo_root
+from ragstep.errors import InputError
 
 QUERIES = {
     "english": "How are keyword and vector results fused?",
@@ -53,13 +53,13 @@ app, event_file, mark = sys.argv[1], sys.argv[2], sys.argv[3]
 if app:
     handler = runpy.run_path(app, run_name="app")["handler"]
 else:
-    from ragstep.handlers import stage_handler
+    from ragstep.entry.aws.handlers import stage_handler
     handler = stage_handler("chunk_search")
 t1 = time.perf_counter()
 marks = [("start", t1)]
-from ragstep import handlers
-services = handlers.get_services()
-services.index, services.catalog, services.blobs
+from ragstep.entry.aws import handlers
+ctx = handlers.get_clients().context()
+ctx.index, ctx.catalog, ctx.blobs
 marks.append(("services_ms", time.perf_counter()))
 for name in ("logger", "tracer", "metrics"):  # the Powertools objects this build's handlers create on first use
     if callable(getattr(handlers, name, None)):
@@ -68,7 +68,7 @@ marks.append(("powertools_ms", time.perf_counter()))
 from ragstep.pipeline import load_stage
 load_stage("chunk_search")
 marks.append(("stage_ms", time.perf_counter()))
-from ragstep.text import jieba_tokenizer
+from ragstep.retrieval.text import jieba_tokenizer
 jieba_tokenizer()
 marks.append(("jieba_ms", time.perf_counter()))
 t2 = time.perf_counter()
@@ -104,35 +104,35 @@ def handler_app() -> Path | None:
 
 def build_demo_index(data_dir: Path) -> str:
     """The demo documents in a ``demo-docs`` knowledge base; the snapshot is saved, as after any ingest + search."""
-    from ..ingest import expand_paths, ingest_file
-    from ..models import KnowledgeBase
-    from ..ports import SearchFilter
-    from ..services import Services
-    from ..settings import Settings
+    from ragstep.context import Clients
+    from ragstep.models import KnowledgeBase
+    from ragstep.ports import SearchFilter
+    from ragstep.settings import Settings
+    from ragstep.stages.ingest.products import expand_paths, ingest_file
 
-    services = Services(Settings(data_dir=data_dir))
-    kb = services.catalog.create_kb(KnowledgeBase(id=uuid.uuid4().hex, name="demo-docs", created_at=time.time()))
+    ctx = Clients(Settings(data_dir=data_dir)).context()
+    kb = ctx.catalog.create_kb(KnowledgeBase(id=uuid.uuid4().hex, name="demo-docs", created_at=time.time()))
     with resources.as_file(resources.files("ragstep").joinpath("data", "demo", "docs")) as folder:
-        results = [ingest_file(path, kb, services) for path in expand_paths([folder], (".md",))]
+        results = [ingest_file(path, kb, ctx) for path in expand_paths([folder], (".md",))]
     if not results or any(r.status != "indexed" for r in results):
         raise InputError(f"could not index the demo documents: {results}")
-    services.index.keyword_search(["warm"], SearchFilter(), 1, 0.0)
+    ctx.index.keyword_search(["warm"], SearchFilter(), 1, 0.0)
     return kb.id
 
 
 def event_for(query: str, kb_id: str) -> dict[str, Any]:
-    from ..models import SearchRequest
-    from ..search import new_state
-    from ..services import Services
-    from ..settings import Settings
+    from ragstep.app.search import new_state
+    from ragstep.context import Clients
+    from ragstep.models import SearchRequest
+    from ragstep.settings import Settings
 
-    state = new_state(SearchRequest(query=query, knowledge_base_ids=[kb_id]), Services(Settings()))
+    state = new_state(SearchRequest(query=query, knowledge_base_ids=[kb_id]), Clients(Settings()).context())
     return state.model_dump(mode="json")
 
 
 def jieba_table() -> str:
     """Where the child processes will load the jieba table from (filled now if it is the per-user cache)."""
-    from .. import text
+    from ragstep.retrieval import text
 
     explicit = os.environ.get("RAGSTEP_JIEBA_CACHE")
     path = Path(explicit) if explicit else text._default_cache_path()
@@ -192,7 +192,7 @@ def run_coldstart(runs: int = 5, *, queries: dict[str, str] | None = None, xray:
     app = handler_app()
     out: dict[str, Any] = {
         "runs": runs,
-        "handler": str(app) if app else "ragstep.handlers.stage_handler('chunk_search')",
+        "handler": str(app) if app else "ragstep.entry.aws.handlers.stage_handler('chunk_search')",
         "jieba_table": jieba_table(),
         "python": sys.version.split()[0],
     }
@@ -224,7 +224,7 @@ def run_coldstart(runs: int = 5, *, queries: dict[str, str] | None = None, xray:
 
 
 def render(r: dict[str, Any]) -> str:
-    from ..console import table
+    from ragstep.entry.cli.console import table
 
     names = [k for k in r if isinstance(r[k], dict)]
     rows = [

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import InputError
+from ragstep.errors import InputError
 
 BENCH_DIR_ENV = "RAGSTEP_BENCH_DIR"
 

@@ -4,11 +4,11 @@
 optionally on a BEIR-layout corpus (``corpus.jsonl``, e.g. msmarco-5k), each measurement ``repeat`` times (the
 median is reported, with every run's seconds for the spread):
 
-* ``chunking``: :func:`ragstep.chunking.split_text` alone, default settings -- MB/s of UTF-8 input.
-* ``pipeline``: every document as a file through :func:`ragstep.ingest.ingest_file`, i.e. the ``ingest`` pipeline
+* ``chunking``: :func:`ragstep.retrieval.chunking.split_text` alone, default settings -- MB/s of UTF-8 input.
+* ``pipeline``: every document as a file through :func:`ragstep.stages.ingest.products.ingest_file`, i.e. the ``ingest`` pipeline
   in-process exactly as ``ragstep ingest`` runs it (original and products through the local blob store, catalog,
   one index transaction per file), into a BM25-only knowledge base -- chunks/s and MB/s.
-* ``direct``: :func:`ragstep.ingest.text_chunks` + :func:`ragstep.ingest.index_document` (no blobs, what the quality
+* ``direct``: :func:`ragstep.stages.ingest.products.text_chunks` + :func:`ragstep.stages.ingest.products.index_document` (no blobs, what the quality
   benchmark does) -- chunks/s, for comparison.
 * ``snapshot_s``: building the in-memory BM25 snapshot once afterwards (the first search pays it).
 
@@ -33,14 +33,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..chunking import split_text
-from ..errors import InputError
-from ..ingest import index_document, ingest_file, text_chunks
-from ..models import Knowledge, KnowledgeBase
-from ..ports import SearchFilter
-from ..services import Services
-from ..settings import Settings
-from .common import median
+from ragstep.bench.common import median
+from ragstep.context import Clients, Context
+from ragstep.errors import InputError
+from ragstep.models import Knowledge, KnowledgeBase
+from ragstep.ports import SearchFilter
+from ragstep.retrieval.chunking import split_text
+from ragstep.settings import Settings
+from ragstep.stages.ingest.products import index_document, ingest_file, text_chunks
 
 MB = 1024 * 1024
 #: Generated Markdown above this is refused (it is built in memory, and written to disk once).
@@ -157,14 +157,14 @@ def load_corpus(path: Path) -> list[str]:
     return texts
 
 
-def _kb(services: Services, name: str) -> KnowledgeBase:
+def _kb(ctx: Context, name: str) -> KnowledgeBase:
     kb = KnowledgeBase(id=uuid.uuid4().hex, name=name, embedding_model="none", created_at=time.time())
-    return services.catalog.create_kb(kb)
+    return ctx.catalog.create_kb(kb)
 
 
-def _snapshot(services: Services) -> float:
+def _snapshot(ctx: Context) -> float:
     started = time.perf_counter()
-    services.index.keyword_search(["warm"], SearchFilter(), 1, 0.0)
+    ctx.index.keyword_search(["warm"], SearchFilter(), 1, 0.0)
     return time.perf_counter() - started
 
 
@@ -182,27 +182,27 @@ def _figures(chunks: int, runs: list[float], size: int, **extra: Any) -> dict[st
 
 def _pipeline_once(paths: Sequence[Path], data_dir: Path) -> tuple[float, int, int, float]:
     """(seconds, chunks, duplicates, snapshot seconds) of ``ragstep ingest`` on ``paths`` into a fresh data dir."""
-    services = Services(Settings(data_dir=data_dir))
-    kb = _kb(services, "bench-pipeline")
+    ctx = Clients(Settings(data_dir=data_dir)).context()
+    kb = _kb(ctx, "bench-pipeline")
     started = time.perf_counter()
-    results = [ingest_file(p, kb, services) for p in paths]
+    results = [ingest_file(p, kb, ctx) for p in paths]
     elapsed = time.perf_counter() - started
     failed = [r for r in results if r.status == "failed"]
     if failed:
         raise RuntimeError(f"{len(failed)} documents failed to ingest, e.g. {failed[0].error}")
     duplicates = sum(r.status == "duplicate" for r in results)
-    return elapsed, sum(r.chunks for r in results), duplicates, _snapshot(services)
+    return elapsed, sum(r.chunks for r in results), duplicates, _snapshot(ctx)
 
 
 def _direct_once(texts: Sequence[str], data_dir: Path) -> tuple[float, int, float]:
-    services = Services(Settings(data_dir=data_dir))
-    kb = _kb(services, "bench-direct")
+    ctx = Clients(Settings(data_dir=data_dir)).context()
+    kb = _kb(ctx, "bench-direct")
     started = time.perf_counter()
     indexed = 0
     for i, text in enumerate(texts):
         knowledge = Knowledge(id=f"doc-{i}", knowledge_base_id=kb.id, filename=f"doc-{i}")
-        indexed += index_document(knowledge, text_chunks(kb, knowledge, text), kb, services).chunk_count
-    return time.perf_counter() - started, indexed, _snapshot(services)
+        indexed += index_document(knowledge, text_chunks(kb, knowledge, text), kb, ctx).chunk_count
+    return time.perf_counter() - started, indexed, _snapshot(ctx)
 
 
 def measure(
@@ -306,7 +306,7 @@ def run(
 
 
 def render(r: dict[str, Any]) -> str:
-    from ..console import table
+    from ragstep.entry.cli.console import table
 
     lines = [f"ingestion throughput, no embedding: median of {r['repeat']} runs (Python {r['python']})", ""]
     rows = []

@@ -45,15 +45,15 @@ from typing import Any
 
 import numpy as np
 
-from ..adapters.embedders import PrecomputedEmbedder
-from ..models import Chunk, Knowledge, KnowledgeBase, SearchRequest
-from ..pipeline import run_pipeline, run_stage
-from ..ports import SearchFilter
-from ..search import new_state
-from ..services import Services
-from ..settings import Settings
-from ..text import token_set
-from .common import find_bench_dir, median, ms, peak_rss_mb, percentile
+from ragstep.adapters.embedders import PrecomputedEmbedder
+from ragstep.app.search import new_state
+from ragstep.bench.common import find_bench_dir, median, ms, peak_rss_mb, percentile
+from ragstep.context import Clients, Context
+from ragstep.models import Chunk, Knowledge, KnowledgeBase, SearchRequest
+from ragstep.pipeline import run_pipeline, run_stage
+from ragstep.ports import SearchFilter
+from ragstep.retrieval.text import token_set
+from ragstep.settings import Settings
 
 DIM = 384
 POOL = 150  # what chunk_search asks each retriever for at the default embedding_top_k (30): max(5 x 30, 50)
@@ -192,10 +192,10 @@ PEERS: dict[str, type] = {"rank_bm25": RankBM25Peer, "bm25s": Bm25sPeer}
 
 
 def build_index(
-    services: Services, texts: Sequence[str], vectors: np.ndarray, model: str, batch: int
+    ctx: Context, texts: Sequence[str], vectors: np.ndarray, model: str, batch: int
 ) -> tuple[KnowledgeBase, float, float]:
     """Index ``texts`` through ``replace_knowledge``; returns the knowledge base, write seconds, snapshot seconds."""
-    kb = services.catalog.create_kb(
+    kb = ctx.catalog.create_kb(
         KnowledgeBase(id=uuid.uuid4().hex, name="bench-latency", embedding_model=model, created_at=time.time())
     )
     write_s = 0.0
@@ -219,11 +219,11 @@ def build_index(
             )
             pos += len(text) + 1
         started = time.perf_counter()
-        services.index.replace_knowledge(kid, chunks, vectors[lo : lo + batch], model)
+        ctx.index.replace_knowledge(kid, chunks, vectors[lo : lo + batch], model)
         write_s += time.perf_counter() - started
-        services.catalog.put_knowledge(knowledge.model_copy(update={"chunk_count": len(chunks)}))
+        ctx.catalog.put_knowledge(knowledge.model_copy(update={"chunk_count": len(chunks)}))
     started = time.perf_counter()
-    services.index.keyword_search(["warm"], SearchFilter(), 1, 0.0)  # builds (and saves) the snapshot
+    ctx.index.keyword_search(["warm"], SearchFilter(), 1, 0.0)  # builds (and saves) the snapshot
     return kb, write_s, time.perf_counter() - started
 
 
@@ -239,7 +239,7 @@ def run_latency(
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     if docs < 1 or queries < 1 or batch < 1:
-        from ..errors import InputError
+        from ragstep.errors import InputError
 
         raise InputError("--docs, --queries and --batch must be positive")
     say = progress or (lambda _msg: None)
@@ -257,22 +257,22 @@ def run_latency(
     out["peak_rss_before_index_mb"] = peak_rss_mb()  # the benchmark's own texts and vectors
 
     with tempfile.TemporaryDirectory(prefix="ragstep-bench-latency-") as tmp:
-        services = Services(Settings(data_dir=Path(tmp)))
-        services.register_embedder(PrecomputedEmbedder(model, qvecs))
+        ctx = Clients(Settings(data_dir=Path(tmp))).context()
+        ctx.register_embedder(PrecomputedEmbedder(model, qvecs))
         say(f"indexing {docs:,} chunks in batches of {batch:,} ...")
-        kb, write_s, snapshot_s = build_index(services, texts, vectors, model, batch)
+        kb, write_s, snapshot_s = build_index(ctx, texts, vectors, model, batch)
         out["index_chunks_per_s"] = round(docs / (write_s + snapshot_s), 1)
         out["index_write_s"] = round(write_s, 2)
         out["snapshot_build_s"] = round(snapshot_s, 2)
 
         def request(text: str, **overrides: Any) -> Any:
-            return new_state(SearchRequest(query=text, knowledge_base_ids=[kb.id], overrides=overrides), services)
+            return new_state(SearchRequest(query=text, knowledge_base_ids=[kb.id], overrides=overrides), ctx)
 
         def search(text: str) -> Any:
-            return run_stage("chunk_search", request(text), services)
+            return run_stage("chunk_search", request(text), ctx)
 
         def pipeline(text: str) -> Any:
-            return run_pipeline("knowledge_search", request(text), services)
+            return run_pipeline("knowledge_search", request(text), ctx)
 
         # Warm-up on a query outside the timed set: stage modules, thread pools, the snapshot's lazy structures.
         pipeline(WARM_UP_QUERY)
@@ -296,11 +296,11 @@ def run_latency(
         # Post-search stages on 100 candidates; the search that produces them is not timed.
         say(f"timing rerank + merge + top-k on {POST_SEARCH_CANDIDATES} candidates x {queries} queries ...")
         wide = {"embedding_top_k": POST_SEARCH_CANDIDATES}
-        states = [run_stage("chunk_search", request(t, **wide), services) for t in qtexts]
+        states = [run_stage("chunk_search", request(t, **wide), ctx) for t in qtexts]
 
         def post(state: Any) -> Any:
             for stage in ("chunk_rerank", "chunk_merge", "filter_top_k"):
-                state = run_stage(stage, state, services)
+                state = run_stage(stage, state, ctx)
             return state
 
         for s in states:  # untimed: the "warm" pass sees candidates and queries the process has seen before
@@ -318,7 +318,7 @@ def run_latency(
         out["post_search_new_query_p50_ms"] = round(median(new_query), 3)
         out["post_search_candidates"] = round(sum(len(s.search_results) for s in states) / len(states), 1)
         if getattr(token_set, "cache_clear", None) is None:
-            notes.append("ragstep.text.token_set is not memoised in this build: cold = warm")
+            notes.append("ragstep.retrieval.text.token_set is not memoised in this build: cold = warm")
         del states
         out["peak_rss_ragstep_mb"] = peak_rss_mb()
 
@@ -378,7 +378,7 @@ def run_latency(
 
 
 def render(r: dict[str, Any]) -> str:
-    from ..console import table
+    from ragstep.entry.cli.console import table
 
     lines = [
         f"latency at {r['docs']:,} chunks, {r['queries']} queries (384-dim random vectors)",

@@ -26,8 +26,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from .common import repo_root
+from ragstep.bench.common import repo_root
+from ragstep.errors import InputError
 
 MIB = 1024 * 1024
 _DIST_INFO = re.compile(r"^(?P<name>.+?)-(?P<version>[^-]+)\.(dist|egg)-info$")
@@ -184,7 +184,7 @@ def run_package(layer_dir: str | Path | None = None, *, rebuild: bool = False) -
 
 
 def render(r: dict[str, Any]) -> str:
-    from ..console import table
+    from ragstep.entry.cli.console import table
 
     lines = [
         f"Lambda layers in {r['layer_dir']} (unzipped, MiB; Lambda's limit: 250 for a function and its layers)",

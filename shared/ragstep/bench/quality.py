@@ -35,19 +35,19 @@ from typing import Any
 
 import numpy as np
 
-from ..adapters.embedders import PrecomputedEmbedder
-from ..adapters.rerankers import TokenVectorReranker
-from ..errors import InputError
-from ..ingest import index_document, text_chunks
-from ..models import Knowledge, KnowledgeBase, SearchRequest, check_query
-from ..pipeline import run_pipeline, run_stage
-from ..ports import SearchFilter
-from ..search import new_state
-from ..services import Services
-from ..settings import Settings
-from ..stages.chunk_rerank import model_scores, rerank_text
-from ..text import query_terms
-from .metrics import evaluate
+from ragstep.adapters.embedders import PrecomputedEmbedder
+from ragstep.adapters.rerankers import TokenVectorReranker
+from ragstep.app.search import new_state
+from ragstep.bench.metrics import evaluate
+from ragstep.context import Clients, Context
+from ragstep.errors import InputError
+from ragstep.models import Knowledge, KnowledgeBase, SearchRequest, check_query
+from ragstep.pipeline import run_pipeline, run_stage
+from ragstep.ports import SearchFilter
+from ragstep.retrieval.text import query_terms
+from ragstep.settings import Settings
+from ragstep.stages.ingest.products import index_document, text_chunks
+from ragstep.stages.search.chunk_rerank import model_scores, rerank_text
 
 DEPTH = 100
 
@@ -104,10 +104,10 @@ def document_text(title: str, text: str) -> str:
     return f"{title} {text}".strip() if title else text
 
 
-def build_index(bench: BeirSet, services: Services) -> tuple[KnowledgeBase, float]:
+def build_index(bench: BeirSet, ctx: Context) -> tuple[KnowledgeBase, float]:
     """Ingest the corpus; returns the knowledge base and the ingest time in seconds (embedding lookups included)."""
     model = f"precomputed:{bench.name}" if bench.corpus_emb is not None else "none"
-    kb = services.catalog.create_kb(
+    kb = ctx.catalog.create_kb(
         KnowledgeBase(id=uuid.uuid4().hex, name=f"bench-{bench.name}", embedding_model=model, created_at=time.time())
     )
     started = time.perf_counter()
@@ -126,10 +126,10 @@ def build_index(bench: BeirSet, services: Services) -> tuple[KnowledgeBase, floa
     if bench.query_emb is not None:
         for (_, qtext), vec in zip(bench.queries, bench.query_emb, strict=True):
             vectors_by_text.setdefault(qtext, vec)
-        services.register_embedder(PrecomputedEmbedder(model, vectors_by_text))
+        ctx.register_embedder(PrecomputedEmbedder(model, vectors_by_text))
     for knowledge, chunks in per_doc:
-        index_document(knowledge, chunks, kb, services)
-    services.index.keyword_search(["warm"], SearchFilter(), 1, 0.0)  # build the snapshot: part of indexing
+        index_document(knowledge, chunks, kb, ctx)
+    ctx.index.keyword_search(["warm"], SearchFilter(), 1, 0.0)  # build the snapshot: part of indexing
     return kb, time.perf_counter() - started
 
 
@@ -160,14 +160,14 @@ def _docs(chunk_ids: list[str]) -> list[str]:
 
 
 @contextlib.contextmanager
-def _reranker(services: Services, reranker: Any) -> Iterator[None]:
-    """``services.reranker`` (a cached property) replaced by ``reranker`` for the duration."""
-    previous = services.reranker
-    services.reranker = reranker
+def _reranker(ctx: Context, reranker: Any) -> Iterator[None]:
+    """``ctx.reranker`` (a cached property) replaced by ``reranker`` for the duration."""
+    previous = ctx.reranker
+    ctx.reranker = reranker
     try:
         yield
     finally:
-        services.reranker = previous
+        ctx.reranker = previous
 
 
 ALL_RUNS = (
@@ -185,8 +185,8 @@ ALL_RUNS = (
 def run_quality(folder: Path, *, runs: tuple[str, ...] = ALL_RUNS) -> dict[str, Any]:
     bench = load_beir(folder)
     with tempfile.TemporaryDirectory(prefix="ragstep-bench-") as tmp:
-        services = Services(Settings(data_dir=Path(tmp)))
-        kb, ingest_s = build_index(bench, services)
+        ctx = Clients(Settings(data_dir=Path(tmp))).context()
+        kb, ingest_s = build_index(bench, ctx)
         flt = SearchFilter(knowledge_base_ids=(kb.id,))
         qvec = (
             dict(zip((q for q, _ in bench.queries), bench.query_emb, strict=True))
@@ -195,15 +195,15 @@ def run_quality(folder: Path, *, runs: tuple[str, ...] = ALL_RUNS) -> dict[str, 
         )
 
         def bm25(qid: str, text: str) -> list[str]:
-            return _docs([h.chunk_id for h in services.index.keyword_search(query_terms(text), flt, DEPTH, 0.0)])
+            return _docs([h.chunk_id for h in ctx.index.keyword_search(query_terms(text), flt, DEPTH, 0.0)])
 
         def dense(qid: str, text: str) -> list[str]:
-            hits = services.index.vector_search(qvec[qid], kb.embedding_model, flt, DEPTH, -1.0)
+            hits = ctx.index.vector_search(qvec[qid], kb.embedding_model, flt, DEPTH, -1.0)
             return _docs([h.chunk_id for h in hits])
 
         def search_state(text: str) -> Any:
             req = SearchRequest(query=text, knowledge_base_ids=[kb.id], overrides={"embedding_top_k": DEPTH})
-            return run_stage("chunk_search", new_state(req, services), services)
+            return run_stage("chunk_search", new_state(req, ctx), ctx)
 
         def hybrid(qid: str, text: str) -> list[str]:
             return [r.knowledge_id for r in search_state(text).search_results]
@@ -215,8 +215,8 @@ def run_quality(folder: Path, *, runs: tuple[str, ...] = ALL_RUNS) -> dict[str, 
                 if not candidates:
                     return []
                 # What the rerank stage hands its reranker: cleaned texts, titles, keywords, vectors, the query.
-                with _reranker(services, reranker):
-                    scores = model_scores(state, services, [rerank_text(r) for r in candidates])
+                with _reranker(ctx, reranker):
+                    scores = model_scores(state, ctx, [rerank_text(r) for r in candidates])
                 order = sorted(range(len(candidates)), key=lambda i: -scores[i])  # stable: ties keep search order
                 return [candidates[i].knowledge_id for i in order]
 
@@ -228,20 +228,20 @@ def run_quality(folder: Path, *, runs: tuple[str, ...] = ALL_RUNS) -> dict[str, 
                 knowledge_base_ids=[kb.id],
                 overrides={"embedding_top_k": DEPTH, "rerank_top_k": DEPTH},
             )
-            state = run_pipeline("knowledge_search", new_state(req, services), services)
+            state = run_pipeline("knowledge_search", new_state(req, ctx), ctx)
             return sources(state.final_results)
 
         ragflow = TokenVectorReranker(formula="ragflow")
 
         def pipeline_ragflow_rerank(qid: str, text: str) -> list[str]:
-            with _reranker(services, ragflow):
+            with _reranker(ctx, ragflow):
                 return pipeline(qid, text)
 
         def pipeline_strict(qid: str, text: str) -> list[str]:
             req = SearchRequest(
                 query=text, knowledge_base_ids=[kb.id], overrides={"embedding_top_k": DEPTH, "rerank_top_k": DEPTH}
             )
-            state = run_pipeline("knowledge_search", new_state(req, services), services)
+            state = run_pipeline("knowledge_search", new_state(req, ctx), ctx)
             return [r.knowledge_id for r in state.final_results]
 
         available: dict[str, Callable[[str, str], list[str]]] = {
@@ -266,7 +266,7 @@ def run_quality(folder: Path, *, runs: tuple[str, ...] = ALL_RUNS) -> dict[str, 
             rankings = {qid: available[name](qid, text) for qid, text in bench.queries if qid not in refused}
             timings[name] = round((time.perf_counter() - started) * 1000 / max(1, len(bench.queries)), 3)
             results[name] = evaluate(rankings, bench.qrels)
-        chunks = services.index.stats().chunks
+        chunks = ctx.index.stats().chunks
     judged = sum(1 for j in bench.qrels.values() if any(r > 0 for r in j.values()))
     return {
         "set": bench.name,
@@ -293,7 +293,7 @@ RUN_LABELS = {
 
 
 def render(r: dict[str, Any]) -> str:
-    from ..console import table
+    from ragstep.entry.cli.console import table
 
     rows = [
         (

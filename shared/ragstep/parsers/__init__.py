@@ -1,6 +1,6 @@
 """File parsers: bytes in, ONE ordered text stream out (modelled on WeKnora's docreader).
 
-Document formats become Markdown-flavoured text that :func:`ragstep.chunking.split_text` understands: headings as
+Document formats become Markdown-flavoured text that :func:`ragstep.retrieval.chunking.split_text` understands: headings as
 ``#`` lines, tables as Markdown tables, images as ``![alt](target)`` placeholders and links as ``[text](url)``, all in
 the order they appear in the file. Data files (``.csv``, ``.xlsx``) become :class:`DataFileSummary` objects instead
 (one per sheet), rendered to text for display; FAQ files are read by :mod:`ragstep.parsers.faq`.
@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
-from ..errors import InputError
-from .data import ColumnSummary, DataFileSummary
-from .text import decode_text
+from ragstep.errors import InputError
+from ragstep.parsers.data import ColumnSummary, DataFileSummary
+from ragstep.parsers.text import decode_text
 
 __all__ = [
     "DATA_EXTENSIONS",
@@ -70,31 +70,31 @@ def _parse_text(data: bytes, filename: str) -> ParsedDocument:
 
 
 def _parse_html(data: bytes, filename: str) -> ParsedDocument:
-    from .html import parse_html
+    from ragstep.parsers.html import parse_html
 
     return parse_html(data, filename)
 
 
 def _parse_pdf(data: bytes, filename: str) -> ParsedDocument:
-    from .pdf import parse_pdf
+    from ragstep.parsers.pdf import parse_pdf
 
     return parse_pdf(data, filename)
 
 
 def _parse_docx(data: bytes, filename: str) -> ParsedDocument:
-    from .docx import parse_docx
+    from ragstep.parsers.docx import parse_docx
 
     return parse_docx(data, filename)
 
 
 def _parse_csv(data: bytes, filename: str) -> ParsedDocument:
-    from .data import parse_csv
+    from ragstep.parsers.data import parse_csv
 
     return parse_csv(data, filename)
 
 
 def _parse_xlsx(data: bytes, filename: str) -> ParsedDocument:
-    from .data import parse_xlsx
+    from ragstep.parsers.data import parse_xlsx
 
     return parse_xlsx(data, filename)
 

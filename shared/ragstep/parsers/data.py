@@ -25,15 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InputError, RagstepError
-from . import markdown as md
-from .ooxml import local, open_package, read_part, relationships
-from .text import decode_text
+from ragstep.errors import InputError, RagstepError
+from ragstep.parsers import markdown as md
+from ragstep.parsers.ooxml import local, open_package, read_part, relationships
+from ragstep.parsers.text import decode_text
 
 if TYPE_CHECKING:
     import duckdb
 
-    from . import ParsedDocument
+    from ragstep.parsers import ParsedDocument
 
 SAMPLE_COUNT = 5
 MAX_VALUE_CHARS = 80
@@ -198,7 +198,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _document(filename: str, fmt: str, summaries: list[DataFileSummary], skipped: list[str]) -> ParsedDocument:
-    from . import ParsedDocument
+    from ragstep.parsers import ParsedDocument
 
     if not any(s.row_count for s in summaries):
         raise InputError(f"{filename}: the data file has no rows")

@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InputError
-from .text import decode_text
+from ragstep.errors import InputError
+from ragstep.parsers.text import decode_text
 
 CSV_COLUMNS = ("standard_question", "similar_questions", "negative_questions", "answers", "tag_id")
 _SPLIT_RE = re.compile(r"(?<!\\)\||\r\n|\n|\r")

@@ -12,7 +12,7 @@ import posixpath
 import zipfile
 from xml.etree import ElementTree
 
-from ..errors import InputError
+from ragstep.errors import InputError
 
 MAX_PART_BYTES = 200 * 1024 * 1024
 REL_NS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"

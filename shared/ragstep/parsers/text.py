@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import InputError
+from ragstep.errors import InputError
 
 
 def decode_text(data: bytes, name: str) -> str:

@@ -1,7 +1,16 @@
 """Pipeline declarations, the in-process executor and the state transport (claim check)."""
 
-from .definitions import PIPELINES, STAGES, Parallel, Pipeline, Stage, get_pipeline, load_stage, state_model
-from .executor import join_branches, run_pipeline, run_stage
+from ragstep.pipeline.definitions import (
+    PIPELINES,
+    STAGES,
+    Parallel,
+    Pipeline,
+    Stage,
+    get_pipeline,
+    load_stage,
+    state_model,
+)
+from ragstep.pipeline.executor import join_branches, run_pipeline, run_stage
 
 __all__ = [
     "PIPELINES",

@@ -12,7 +12,7 @@ Shape of a definition:
   function synchronously with the same errors, but the direct form's result is exactly the handler's return value,
   while the optimised integration wraps it in an envelope (status code, executed version, SDK HTTP metadata) that
   counts against the 256 KiB payload quota before ``OutputPath`` strips it. The handlers fit the state to that quota
-  (``ragstep.handlers.encode_state``), so nothing may be added around it.
+  (``ragstep.entry.aws.handlers.encode_state``), so nothing may be added around it.
 * Each task retries only what AWS recommends retrying for Lambda (:data:`LAMBDA_RETRIER`: throttling and transient
   service errors). Errors raised by our code (``InputError``, ``NotFoundError``, ...) are never retried: the same
   input fails the same way.
@@ -20,7 +20,7 @@ Shape of a definition:
   caught ``Error`` (the exception class name) and ``Cause`` (the runtime's JSON with the message). An EXPRESS
   execution started synchronously therefore ends ``FAILED`` with both, and the execution log names the stage.
 * A :class:`Parallel` becomes a ``Parallel`` state followed by a ``"<name> join"`` task on ``${JoinFunctionArn}``
-  (``ragstep.handlers.join_handler``). Its first branch is a ``Pass`` state, so the join receives ``[input state,
+  (``ragstep.entry.aws.handlers.join_handler``). Its first branch is a ``Pass`` state, so the join receives ``[input state,
   branch 1 state, ...]`` and adds each branch's results to the input, as the in-process executor does. Each item is
   a full state: the branches' stages must leave room for one another under the quota (not yet enforced; no pipeline
   has a Parallel step yet).
@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .definitions import PIPELINES, Pipeline, Stage, Step
+from ragstep.pipeline.definitions import PIPELINES, Pipeline, Stage, Step
 
 # https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html
 LAMBDA_RETRIER: dict[str, Any] = {

@@ -13,15 +13,19 @@ from typing import Any, Literal
 
 # Stage name -> "module:function". Imported on first use so that a Lambda function loads only its own stage.
 STAGES: dict[str, str] = {
-    "chunk_search": "ragstep.stages.chunk_search:run",
-    "chunk_rerank": "ragstep.stages.chunk_rerank:run",
-    "chunk_merge": "ragstep.stages.chunk_merge:run",
-    "filter_top_k": "ragstep.stages.filter_top_k:run",
-    "ingest_parse": "ragstep.stages.ingest_parse:run",
-    "ingest_chunk": "ragstep.stages.ingest_chunk:run",
-    "ingest_embed": "ragstep.stages.ingest_embed:run",
-    "ingest_index": "ragstep.stages.ingest_index:run",
+    "chunk_search": "ragstep.stages.search.chunk_search:run",
+    "chunk_rerank": "ragstep.stages.search.chunk_rerank:run",
+    "chunk_merge": "ragstep.stages.search.chunk_merge:run",
+    "filter_top_k": "ragstep.stages.search.filter_top_k:run",
+    "ingest_parse": "ragstep.stages.ingest.parse:run",
+    "ingest_chunk": "ragstep.stages.ingest.chunk:run",
+    "ingest_embed": "ragstep.stages.ingest.embed:run",
+    "ingest_index": "ragstep.stages.ingest.index:run",
+    "stream_results": "ragstep.stages.search.stream_results:run",
 }
+#: Stages that stream: generators of :class:`~ragstep.models.StreamEvent` that return the final state. Declared, so
+#: a Lambda handler knows to drain one without looking at the function.
+STREAM_STAGES: frozenset[str] = frozenset({"stream_results"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +41,23 @@ class Parallel:
     branches: tuple[tuple[Step, ...], ...]
 
 
-Step = Stage | Parallel
+@dataclass(frozen=True, slots=True)
+class Stream:
+    """The last step of a pipeline that answers as it goes (SSE): its stage yields events, then returns the state.
+
+    Executors that can stream (the in-process one behind the HTTP API and the CLI) relay the events as they come;
+    those that cannot (Step Functions, ``--json``) drain them and keep only the final state, which holds everything
+    the events said.
+    """
+
+    name: str
+
+    def __post_init__(self) -> None:
+        if self.name not in STREAM_STAGES:
+            raise ValueError(f"{self.name!r} is not a streaming stage; those are {sorted(STREAM_STAGES)}")
+
+
+Step = Stage | Parallel | Stream
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,16 +69,21 @@ class Pipeline:
     # The state model its stages read and return: a class name in ragstep.models (see :func:`state_model`).
     state: Literal["PipelineState", "IngestState"] = "PipelineState"
 
+    def __post_init__(self) -> None:
+        streams = [i for i, step in enumerate(self.steps) if isinstance(step, Stream)]
+        if streams and streams != [len(self.steps) - 1]:
+            raise ValueError(f"pipeline {self.name!r}: a Stream step can only be the last step")
+
     def stage_names(self) -> list[str]:
         names: list[str] = []
 
         def walk(steps: tuple[Step, ...]) -> None:
             for step in steps:
-                if isinstance(step, Stage):
-                    names.append(step.name)
-                else:
+                if isinstance(step, Parallel):
                     for branch in step.branches:
                         walk(branch)
+                else:
+                    names.append(step.name)
 
         walk(self.steps)
         return names
@@ -84,19 +109,19 @@ def get_pipeline(name: str) -> Pipeline:
     try:
         return PIPELINES[name]
     except KeyError:
-        from ..errors import InputError
+        from ragstep.errors import InputError
 
         raise InputError(f"unknown pipeline {name!r}; known: {', '.join(sorted(PIPELINES))}") from None
 
 
 def state_model(name: str) -> type[Any]:
     """The state class of a pipeline, or of the pipeline a stage belongs to (what a stage's handler decodes)."""
-    from .. import models
+    from ragstep import models
 
     for pipeline in PIPELINES.values():
         if name == pipeline.name or name in pipeline.stage_names():
             return getattr(models, pipeline.state)
-    from ..errors import InputError
+    from ragstep.errors import InputError
 
     raise InputError(f"unknown pipeline or stage {name!r}; known: {', '.join(sorted([*PIPELINES, *STAGES]))}")
 
@@ -105,7 +130,7 @@ def load_stage(name: str) -> Callable[..., Any]:
     """The stage function registered under ``name`` (imported lazily)."""
     target = STAGES.get(name)
     if target is None:
-        from ..errors import InputError
+        from ragstep.errors import InputError
 
         raise InputError(f"unknown stage {name!r}; known: {', '.join(sorted(STAGES))}")
     module, _, func = target.partition(":")

@@ -11,18 +11,17 @@ Any state model runs here: the query pipeline's :class:`~ragstep.models.Pipeline
 from __future__ import annotations
 
 import time
+from collections.abc import Generator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import RagstepError
-from ..models import ErrorInfo, IngestState, PipelineState, SearchResult, TraceEvent
-from . import transport
-from .definitions import Parallel, Pipeline, Stage, Step, get_pipeline, load_stage
+from ragstep.errors import InputError, RagstepError
+from ragstep.models import RESULT_FIELDS, ErrorInfo, IngestState, PipelineState, SearchResult, StreamEvent, TraceEvent
+from ragstep.pipeline import transport
+from ragstep.pipeline.definitions import STREAM_STAGES, Parallel, Pipeline, Step, Stream, get_pipeline, load_stage
 
 if TYPE_CHECKING:
-    from ..services import Services
-
-RESULT_FIELDS = ("search_results", "rerank_results", "merge_results", "final_results")
+    from ragstep.context import Context
 
 State = TypeVar("State", PipelineState, IngestState)
 
@@ -34,12 +33,31 @@ def result_counts(state: Any) -> dict[str, int]:
     return {f: len(getattr(state, f)) for f in RESULT_FIELDS if getattr(state, f)}
 
 
-def run_stage(name: str, state: State, services: Services) -> State:
-    """Run one stage and append its ``run`` trace event (what a Lambda handler does around the stage)."""
+def run_stage(name: str, state: State, ctx: Context) -> State:
+    """Run one stage and append its ``run`` trace event (what a Lambda handler does around the stage). A streaming
+    stage is drained: its events are dropped, its final state kept."""
+    if name in STREAM_STAGES:
+        return drain(stream_stage(name, state, ctx))
     fn = load_stage(name)
     before = len(state.trace)
     started = time.perf_counter()
-    out: State = fn(state, services)
+    out: State = fn(state, ctx)
+    return _timed(name, out, before, started)
+
+
+def stream_stage(name: str, state: State, ctx: Context) -> Generator[StreamEvent, None, State]:
+    """Run a streaming stage, relaying its events; returns its final state with the ``run`` trace event.
+
+    The caller may stop early (``close()`` on this generator, as a server does when its client disconnects): the
+    stage sees ``GeneratorExit`` at the event it was yielding and is expected to stop its own work there."""
+    fn = load_stage(name)
+    before = len(state.trace)
+    started = time.perf_counter()
+    out: State = yield from fn(state, ctx)
+    return _timed(name, out, before, started)
+
+
+def _timed(name: str, out: State, before: int, started: float) -> State:
     elapsed = round((time.perf_counter() - started) * 1000.0, 3)
     # A stage may log its own ``run`` event with counts and details; it gets the timing, so each stage is one row.
     trace = list(out.trace)
@@ -50,35 +68,64 @@ def run_stage(name: str, state: State, services: Services) -> State:
     return out.with_trace(TraceEvent(stage=name, duration_ms=elapsed, counts=result_counts(out)))
 
 
-def run_pipeline(pipeline: Pipeline | str, state: State, services: Services, *, check_transport: bool = False) -> State:
+def drain(events: Generator[StreamEvent, None, State]) -> State:
+    """Consume a stream and return the state it ends with (what an executor that cannot stream does)."""
+    while True:
+        try:
+            next(events)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+
+def run_pipeline(pipeline: Pipeline | str, state: State, ctx: Context, *, check_transport: bool = False) -> State:
     """Run every step; a :class:`RagstepError` from a stage is re-raised after being recorded on the state."""
+    return drain(stream_pipeline(pipeline, state, ctx, check_transport=check_transport))
+
+
+def stream_pipeline(
+    pipeline: Pipeline | str, state: State, ctx: Context, *, check_transport: bool = False
+) -> Generator[StreamEvent, None, State]:
+    """Run every step, relaying the events of a final :class:`Stream` step as they come; returns the final state."""
+    if state.tenant_id != ctx.tenant_id:  # a state must never be served from another tenant's adapters
+        raise InputError(f"the state belongs to tenant {state.tenant_id!r}, the context to {ctx.tenant_id!r}")
     pipe = get_pipeline(pipeline) if isinstance(pipeline, str) else pipeline
     for step in pipe.steps:
-        state = _run_step(step, state, services, check_transport)
+        if isinstance(step, Stream):
+            state = yield from _recorded(step.name, state, stream_stage(step.name, state, ctx))
+        else:
+            state = _run_step(step, state, ctx, check_transport)
     return state
 
 
-def _run_step(step: Step, state: State, services: Services, check: bool) -> State:
-    if isinstance(step, Stage):
-        try:
-            state = run_stage(step.name, state, services)
-        except RagstepError as exc:
-            exc.state = state.model_copy(
-                update={"error": ErrorInfo(stage=step.name, error=exc.code, message=exc.message)}
-            )
-            raise
-        if check:
-            limit = services.settings.state_limit_bytes
-            state = transport.decode(transport.encode(state, services.blobs, limit), services.blobs, type(state))
-        return state
-    return _run_parallel(step, state, services, check)
+def _recorded(
+    name: str, state: State, events: Generator[StreamEvent, None, State]
+) -> Generator[StreamEvent, None, State]:
+    try:
+        return (yield from events)
+    except RagstepError as exc:
+        exc.state = state.model_copy(update={"error": ErrorInfo(stage=name, error=exc.code, message=exc.message)})
+        raise
 
 
-def _run_parallel(step: Parallel, state: State, services: Services, check: bool) -> State:
+def _run_step(step: Step, state: State, ctx: Context, check: bool) -> State:
+    if isinstance(step, Parallel):
+        return _run_parallel(step, state, ctx, check)
+    try:
+        state = run_stage(step.name, state, ctx)
+    except RagstepError as exc:
+        exc.state = state.model_copy(update={"error": ErrorInfo(stage=step.name, error=exc.code, message=exc.message)})
+        raise
+    if check:
+        limit = ctx.settings.state_limit_bytes
+        state = transport.decode(transport.encode(state, ctx.blobs, limit), ctx.blobs, type(state))
+    return state
+
+
+def _run_parallel(step: Parallel, state: State, ctx: Context, check: bool) -> State:
     def branch(steps: tuple[Step, ...]) -> State:
         out = state
         for s in steps:
-            out = _run_step(s, out, services, check)
+            out = _run_step(s, out, ctx, check)
         return out
 
     with ThreadPoolExecutor(max_workers=len(step.branches), thread_name_prefix=f"ragstep-{step.name}") as pool:

@@ -27,13 +27,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from .. import errors
-from ..errors import RagstepError
-from ..models import PipelineState
-from . import transport
+from ragstep import errors
+from ragstep.errors import RagstepError
+from ragstep.models import PipelineState
+from ragstep.pipeline import transport
 
 if TYPE_CHECKING:
-    from ..services import Services
+    from ragstep.context import Context
 
 
 class ExecutionFailedError(RagstepError):
@@ -43,19 +43,19 @@ class ExecutionFailedError(RagstepError):
     code = "pipeline_failed"
 
 
-def run_remote(state: PipelineState, services: Services, pipeline: str = "knowledge_search") -> PipelineState:
-    """Run ``pipeline`` on the state machine ``services.settings.state_machine_arn`` and return its final state."""
-    arn = services.settings.state_machine_arn
+def run_remote(state: PipelineState, ctx: Context, pipeline: str = "knowledge_search") -> PipelineState:
+    """Run ``pipeline`` on the state machine ``ctx.settings.state_machine_arn`` and return its final state."""
+    arn = ctx.settings.state_machine_arn
     if not arn:
         raise RagstepError(
             "RAGSTEP_EXECUTOR is 'stepfunctions' but RAGSTEP_STATE_MACHINE_ARN is not set; set it to the "
             "KnowledgeSearchStateMachineArn output of the stack, or set RAGSTEP_EXECUTOR=inprocess"
         )
-    payload = transport.encode(state, services.blobs, services.settings.state_limit_bytes)
+    payload = transport.encode(state, ctx.blobs, ctx.settings.state_limit_bytes)
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        response = services.stepfunctions.start_sync_execution(
+        response = ctx.stepfunctions.start_sync_execution(
             stateMachineArn=arn,
             # The request id names the execution: the execution log and the stages' logs share it.
             name=state.request_id,
@@ -73,10 +73,10 @@ def run_remote(state: PipelineState, services: Services, pipeline: str = "knowle
         raise ExecutionFailedError(f"cannot start the {pipeline} state machine {arn}: {detail}{hint}") from exc
     except BotoCoreError as exc:
         raise ExecutionFailedError(f"cannot reach Step Functions to run {pipeline} ({arn}): {exc}") from exc
-    return execution_result(response, services, pipeline)
+    return execution_result(response, ctx, pipeline)
 
 
-def execution_result(response: dict[str, Any], services: Services, pipeline: str = "knowledge_search") -> PipelineState:
+def execution_result(response: dict[str, Any], ctx: Context, pipeline: str = "knowledge_search") -> PipelineState:
     """The final state of a finished execution (a ``StartSyncExecution`` or ``DescribeExecution`` response), or the
     error it ended with (see the module docstring)."""
     status = response.get("status")
@@ -85,7 +85,7 @@ def execution_result(response: dict[str, Any], services: Services, pipeline: str
         output = response.get("output")
         if not output:
             raise ExecutionFailedError(f"{pipeline} succeeded on {where} but returned no output")
-        return transport.decode(output, services.blobs)
+        return transport.decode(output, ctx.blobs)
     if status == "FAILED":
         raise failure_error(response.get("error") or "", response.get("cause") or "", pipeline, where)
     if status == "TIMED_OUT":

@@ -17,15 +17,25 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from ..errors import StateTooLargeError
-from ..models import PipelineState, SearchResult
-from ..ports import BlobStore
+from ragstep.errors import StateTooLargeError
+from ragstep.models import DEFAULT_TENANT, RESULT_FIELDS, PipelineState, SearchResult
+from ragstep.ports import BlobStore
 
 StateT = TypeVar("StateT", bound=BaseModel)
 
-# Every offloadable field is a list[SearchResult].
-OFFLOADABLE = ("search_results", "rerank_results", "merge_results", "final_results")
+# Every offloadable field is a list[SearchResult]: the state's result lists.
+OFFLOADABLE = RESULT_FIELDS
 OFFLOAD_PREFIX = "state/"
+
+
+def tenant_of(payload: dict[str, Any] | str | bytes) -> str:
+    """The tenant a wire state belongs to (read before decoding: its offloaded results are in that tenant's store)."""
+    try:
+        data = json.loads(payload) if isinstance(payload, (str, bytes)) else payload
+    except ValueError:
+        return DEFAULT_TENANT  # not JSON: decoding it says so
+    tenant = data.get("tenant_id", DEFAULT_TENANT) if isinstance(data, dict) else DEFAULT_TENANT
+    return tenant if isinstance(tenant, str) else DEFAULT_TENANT
 
 
 def _size(data: dict[str, Any]) -> int:

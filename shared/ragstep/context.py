@@ -1,0 +1,265 @@
+"""Who serves a request: process-scoped :class:`Clients` and the request-scoped :class:`Context` built from them.
+
+``Clients`` lives as long as the process (a Lambda execution environment builds one on its first invocation and keeps
+it), creates every adapter lazily on first use and reuses it, so a warm invocation pays for no connection or client.
+Adapters that hold a tenant's data are created once per tenant: every read and write of a :class:`Context` goes to its
+tenant's own adapters, and no code path can reach another tenant's data without building another context.
+
+How a tenant's data is kept apart, per backend (the single-user default tenant ``default`` keeps the layout ragstep
+has always had, so an existing data dir, table or bucket needs no migration):
+
+* embedded (local index, SQLite, folder): ``<data dir>/tenants/<tenant>/`` holds its own index, catalog, history and
+  blobs -- separate files, so even BM25 statistics and vector snapshots are the tenant's own;
+* S3: objects under ``<prefix>tenants/<tenant>/``;
+* DynamoDB: partition keys prefixed with ``<tenant>#``;
+* OpenSearch: every document carries ``tenant_id`` and every query filters on it.
+
+A ``Context`` is cheap (a frozen dataclass over the shared ``Clients``): build one per request with
+:meth:`Clients.context`, from the ``tenant_id`` the entry point authenticated and carried in the state.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ragstep.errors import InputError, NotFoundError, StorageError
+from ragstep.models import DEFAULT_TENANT, KnowledgeBase, check_tenant
+from ragstep.settings import Settings
+
+if TYPE_CHECKING:
+    from ragstep.ports import BlobStore, CatalogStore, Embedder, HistoryStore, Reranker, SearchIndex
+
+A = TypeVar("A")
+
+__all__ = ["DEFAULT_TENANT", "Clients", "Context"]
+
+# ragstep.stages.ingest.products.INGEST_PREFIX, spelled out: importing the ingest stages (parsers, chunker) here would
+# cost every search function's cold start ~100 ms (tests/test_local_stores.py checks that the two agree).
+_SCRATCH_PREFIXES = ("ingest/",)
+_SAFE = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+class Clients:
+    """The adapters of one process, created lazily from :class:`Settings` and reused by every request."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or Settings()
+        self._lock = threading.Lock()
+        self._embedders: dict[str, Embedder | None] = {}
+        self._scoped: dict[tuple[str, str], Any] = {}
+
+    def context(self, tenant_id: str = DEFAULT_TENANT) -> Context:
+        """The request-scoped view of these clients for one tenant."""
+        return Context(check_tenant(tenant_id), self)
+
+    # -- where a tenant's data lives ------------------------------------------------------------------------------
+
+    @property
+    def data_dir(self) -> Path:
+        path = Path(self.settings.data_dir)
+        if path.exists() and not path.is_dir():
+            raise StorageError(f"data dir {path} is a file; pass --data-dir to a folder")
+        return path
+
+    def tenant_dir(self, tenant_id: str) -> Path:
+        """The embedded backends' folder of one tenant (the data dir itself for the default tenant)."""
+        if tenant_id == DEFAULT_TENANT:
+            return self.data_dir
+        if not _SAFE.match(tenant_id):  # check_tenant guarantees it; a path must never depend on that alone
+            raise InputError(f"tenant id {tenant_id!r} may only hold letters, digits, '-' and '_'")
+        return self.data_dir / "tenants" / tenant_id
+
+    def _per_tenant(self, kind: str, tenant_id: str, build: Callable[[], A]) -> A:
+        key = (kind, tenant_id)
+        adapter = self._scoped.get(key)
+        if adapter is None:
+            with self._lock:
+                adapter = self._scoped.get(key)
+                if adapter is None:
+                    adapter = self._scoped[key] = build()
+        return adapter  # type: ignore[no-any-return]
+
+    # -- per-tenant adapters --------------------------------------------------------------------------------------
+
+    def index(self, tenant_id: str) -> SearchIndex:
+        return self._per_tenant("index", tenant_id, lambda: self._build_index(tenant_id))
+
+    def catalog(self, tenant_id: str) -> CatalogStore:
+        return self._per_tenant("catalog", tenant_id, lambda: self._build_catalog(tenant_id))
+
+    def history(self, tenant_id: str) -> HistoryStore:
+        return self._per_tenant("history", tenant_id, lambda: self._build_history(tenant_id))
+
+    def blobs(self, tenant_id: str) -> BlobStore:
+        return self._per_tenant("blobs", tenant_id, lambda: self._build_blobs(tenant_id))
+
+    def _build_index(self, tenant_id: str) -> SearchIndex:
+        backend = self.settings.index_backend
+        if backend == "local":
+            from ragstep.adapters.index.local import LocalSearchIndex
+
+            return LocalSearchIndex(self.tenant_dir(tenant_id) / "index")
+        if backend == "opensearch":
+            from ragstep.adapters.index.opensearch import OpenSearchIndex
+
+            return OpenSearchIndex.from_settings(self.settings, tenant_id=tenant_id)
+        raise InputError(f"index backend {backend!r} is not available in this build")
+
+    def _build_catalog(self, tenant_id: str) -> CatalogStore:
+        backend = self.settings.catalog_backend
+        if backend == "sqlite":
+            from ragstep.adapters.catalog.sqlite import SqliteCatalogStore
+
+            return SqliteCatalogStore(self.tenant_dir(tenant_id) / "catalog.sqlite")
+        if backend == "dynamodb":
+            from ragstep.adapters.catalog.dynamodb import DynamoCatalogStore
+
+            # The stack's region (AWS_REGION); RAGSTEP_AWS_REGION is Bedrock's and may differ.
+            return DynamoCatalogStore(self.settings.catalog_table, tenant_id=tenant_id)
+        raise InputError(f"catalog backend {backend!r} is not available in this build")
+
+    def _build_history(self, tenant_id: str) -> HistoryStore:
+        backend = self.settings.history_backend
+        if backend == "sqlite":
+            from ragstep.adapters.history.sqlite import SqliteHistoryStore
+
+            return SqliteHistoryStore(self.tenant_dir(tenant_id) / "history.sqlite")
+        if backend == "dynamodb":
+            from ragstep.adapters.history.dynamodb import DynamoHistoryStore
+
+            ttl = self.settings.history_ttl_seconds or None
+            return DynamoHistoryStore(self.settings.history_table, ttl_seconds=ttl, tenant_id=tenant_id)
+        raise InputError(f"history backend {backend!r} is not available in this build")
+
+    def _build_blobs(self, tenant_id: str) -> BlobStore:
+        backend = self.settings.blob_backend
+        if backend == "local":
+            from ragstep.adapters.blobs.local import LocalBlobStore
+
+            return LocalBlobStore(self.tenant_dir(tenant_id) / "blobs", scratch_prefixes=_SCRATCH_PREFIXES)
+        if backend == "s3":
+            from ragstep.adapters.blobs.s3 import S3BlobStore
+
+            prefix = self.settings.blob_prefix
+            if tenant_id != DEFAULT_TENANT:
+                prefix = f"{prefix.rstrip('/')}/tenants/{tenant_id}/".lstrip("/")
+            return S3BlobStore(self.settings.blob_bucket, prefix, kms_key_id=self.settings.s3_kms_key_id)
+        raise InputError(f"blob backend {backend!r} is not available in this build")
+
+    # -- shared by every tenant -------------------------------------------------------------------------------------
+
+    @cached_property
+    def executor(self) -> ThreadPoolExecutor:
+        """Threads for concurrent retrievers, created once per process (a request does not pay for thread start-up)."""
+        return ThreadPoolExecutor(max_workers=self.settings.search_concurrency, thread_name_prefix="ragstep-search")
+
+    @cached_property
+    def stepfunctions(self) -> Any:
+        """boto3 Step Functions client of ``RAGSTEP_EXECUTOR=stepfunctions`` (in the region of the state machine).
+
+        A synchronous Express execution may run for up to five minutes, so reads wait that long; throttling and
+        transient errors are retried (a search is read-only, so running it again is harmless).
+        """
+        import boto3
+        from botocore.config import Config
+
+        parts = self.settings.state_machine_arn.split(":")
+        region = parts[3] if len(parts) > 3 and parts[3] else None
+        config = Config(connect_timeout=5, read_timeout=310, retries={"mode": "standard", "max_attempts": 3})
+        return boto3.session.Session().client("stepfunctions", region_name=region, config=config)
+
+    @cached_property
+    def reranker(self) -> Reranker:
+        """The configured reranker (RAGSTEP_RERANKER; "none" = the local token/vector similarity)."""
+        from ragstep.adapters.rerankers import make_reranker
+
+        return make_reranker(self.settings)
+
+    def embedder(self, model_id: str) -> Embedder | None:
+        """The embedder of one vector space ("none" -> no embedder: BM25 only); one instance per model id."""
+        with self._lock:
+            if model_id not in self._embedders:
+                if model_id == "none":
+                    self._embedders[model_id] = None
+                else:
+                    from ragstep.adapters.embedders import make_embedder
+
+                    self._embedders[model_id] = make_embedder(self.settings, model_id)
+            return self._embedders[model_id]
+
+    def register_embedder(self, embedder: Embedder) -> None:
+        """Use ``embedder`` for its ``model_id`` (benchmarks serve precomputed vectors this way)."""
+        with self._lock:
+            self._embedders[embedder.model_id] = embedder
+
+    def default_embedding_model(self) -> str:
+        """The model id new knowledge bases get: "none" or "provider:model" from the settings."""
+        from ragstep.adapters.embedders import embedder_model_id
+
+        return embedder_model_id(self.settings)
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """One request's view: its tenant's adapters, the shared model clients and the settings in force."""
+
+    tenant_id: str
+    clients: Clients
+
+    @property
+    def settings(self) -> Settings:
+        return self.clients.settings
+
+    @property
+    def index(self) -> SearchIndex:
+        return self.clients.index(self.tenant_id)
+
+    @property
+    def catalog(self) -> CatalogStore:
+        return self.clients.catalog(self.tenant_id)
+
+    @property
+    def history(self) -> HistoryStore:
+        return self.clients.history(self.tenant_id)
+
+    @property
+    def blobs(self) -> BlobStore:
+        return self.clients.blobs(self.tenant_id)
+
+    @property
+    def data_dir(self) -> Path:
+        """The embedded backends' folder of this tenant."""
+        return self.clients.tenant_dir(self.tenant_id)
+
+    @property
+    def executor(self) -> ThreadPoolExecutor:
+        return self.clients.executor
+
+    @property
+    def reranker(self) -> Reranker:
+        return self.clients.reranker
+
+    def embedder(self, model_id: str) -> Embedder | None:
+        return self.clients.embedder(model_id)
+
+    def register_embedder(self, embedder: Embedder) -> None:
+        """Process-wide, like every model client: each tenant's context sees it."""
+        self.clients.register_embedder(embedder)
+
+    def default_embedding_model(self) -> str:
+        return self.clients.default_embedding_model()
+
+    def require_kb(self, id_or_name: str) -> KnowledgeBase:
+        """This tenant's knowledge base by id or name. The error names no other knowledge base: a caller may be
+        anyone, and another knowledge base's name is not theirs to learn (``ragstep kb list`` shows them)."""
+        kb = self.catalog.get_kb(id_or_name)
+        if kb is None:
+            raise NotFoundError(f"unknown knowledge base {id_or_name!r}")
+        return kb

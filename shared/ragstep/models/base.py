@@ -1,0 +1,87 @@
+"""What every part of the contract shares: the strict base model, identifier and query checks, the trace."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION: Literal["1"] = "1"
+MAX_QUERY_CHARS = 4000
+#: The tenant of a single-user install and of every request that names none.
+DEFAULT_TENANT = "default"
+_TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+
+
+class _Model(BaseModel):
+    # Unknown keys are an error: a typo in a request must not silently fall back to a default.
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+
+def check_query(text: str) -> str:
+    """Validate a user query; returns it stripped. Raises ``ValueError`` with a message that says what to fix."""
+    if not isinstance(text, str):
+        raise ValueError("query must be a string")
+    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in text):
+        raise ValueError("query is not valid UTF-8; re-encode it as UTF-8")
+    stripped = text.strip()
+    if not stripped:
+        raise ValueError("query is empty; pass the question to search for")
+    if len(stripped) > MAX_QUERY_CHARS:
+        raise ValueError(f"query has {len(stripped)} characters; the limit is {MAX_QUERY_CHARS}")
+    for ch in stripped:
+        # Tabs and newlines are ordinary in pasted questions; other control characters are not text.
+        if ch not in "\t\n\r" and unicodedata.category(ch) in ("Cc", "Cf") and ch not in "\u200d\u200c":
+            raise ValueError(f"query contains the control character U+{ord(ch):04X}; remove it")
+    return stripped
+
+
+def check_identifier(value: str) -> str:
+    """Ids and names travel to SQLite, DynamoDB and OpenSearch: they must be non-empty, printable UTF-8."""
+    if not value or not value.strip():
+        raise ValueError("ids must not be empty")
+    if len(value) > 256:
+        raise ValueError(f"id {value[:32]!r}... is longer than 256 characters")
+    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in value):
+        raise ValueError(f"id {value!r} is not valid UTF-8; re-encode it as UTF-8")
+    if any(unicodedata.category(ch) == "Cc" for ch in value):
+        raise ValueError(f"id {value!r} contains a control character; remove it")
+    return value
+
+
+TraceAction = Literal["run", "skip", "degrade", "fallback", "expand", "error", "offload"]
+
+
+class TraceEvent(_Model):
+    """One line of the pipeline log (WeKnora's pipelineInfo): what a stage did and why."""
+
+    stage: str
+    action: TraceAction = "run"
+    duration_ms: float = 0.0
+    counts: dict[str, int] = Field(default_factory=dict)
+    reason: str | None = None
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class ErrorInfo(_Model):
+    stage: str
+    error: str
+    message: str
+
+
+def check_tenant(value: str) -> str:
+    """Tenant ids name folders, key prefixes and filters: 1-64 ASCII letters, digits, '-' or '_'."""
+    if not isinstance(value, str) or not _TENANT.match(value):
+        raise ValueError(
+            f"tenant id {value!r} must be 1-64 ASCII letters, digits, '-' or '_', starting with a letter or digit"
+        )
+    return value
+
+
+class StreamEvent(_Model):
+    """One event of a streaming stage, as SSE sends it: ``event: <event>`` and ``data: <data as JSON>``."""
+
+    event: str
+    data: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,290 @@
+"""The search half of the contract: chunks, results, retrieval settings, the request and the pipeline state."""
+
+from __future__ import annotations
+
+import uuid
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, create_model, field_validator, model_validator
+
+from ragstep.models.base import (
+    DEFAULT_TENANT,
+    SCHEMA_VERSION,
+    ErrorInfo,
+    TraceEvent,
+    _Model,
+    check_identifier,
+    check_query,
+    check_tenant,
+)
+from ragstep.models.catalog import KnowledgeBase
+
+
+class MatchType(StrEnum):
+    VECTOR = "vector"
+    KEYWORD = "keyword"
+    HYBRID = "hybrid"
+    HISTORY = "history"
+    PARENT = "parent"
+    NEARBY = "nearby"
+    GRAPH = "graph"
+    WEB = "web"
+    DATA_ANALYSIS = "data_analysis"
+    FAQ = "faq"
+
+
+class ChunkType(StrEnum):
+    TEXT = "text"
+    FAQ = "faq"
+    TABLE_SUMMARY = "table_summary"
+    TABLE_COLUMN = "table_column"
+    IMAGE_CAPTION = "image_caption"
+    IMAGE_OCR = "image_ocr"
+    SUMMARY = "summary"
+    WEB_SEARCH = "web_search"
+
+
+class ImageInfo(_Model):
+    url: str
+    caption: str = ""
+    ocr_text: str = ""
+
+
+class Chunk(_Model):
+    """A unit of indexed text, as ingestion produces it and the search index stores it."""
+
+    id: str
+    knowledge_id: str
+    knowledge_base_id: str
+    content: str
+    chunk_index: int = 0
+    start_at: int = 0
+    end_at: int = 0
+    chunk_type: ChunkType = ChunkType.TEXT
+    tag_id: str = ""
+    enabled: bool = True
+    knowledge_title: str = ""
+    knowledge_filename: str = ""
+    # Text BM25 indexes instead of ``content`` (FAQ entries match on their questions, not their answers).
+    index_text: str | None = None
+    # Text the embedder sees instead of ``content`` (e.g. heading breadcrumbs + content); not stored for display.
+    embed_text: str | None = None
+    parent_id: str | None = None
+    sub_chunk_ids: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    image_info: list[ImageInfo] = Field(default_factory=list)
+
+
+class SearchResult(_Model):
+    id: str
+    content: str
+    knowledge_id: str
+    knowledge_base_id: str
+    knowledge_title: str = ""
+    knowledge_filename: str = ""
+    chunk_index: int = 0
+    start_at: int = 0
+    end_at: int = 0
+    score: float = 0.0
+    match_type: MatchType = MatchType.HYBRID
+    chunk_type: ChunkType = ChunkType.TEXT
+    tag_id: str = ""
+    sub_chunk_ids: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    image_info: list[ImageInfo] = Field(default_factory=list)
+
+    @classmethod
+    def from_chunk(cls, chunk: Chunk, **fields: Any) -> SearchResult:
+        """The stored ``chunk`` as a result: its identity, text, place and metadata, then ``fields`` on top
+        (``score`` and ``match_type`` at least, which a chunk does not have)."""
+        values: dict[str, Any] = {
+            "id": chunk.id,
+            "content": chunk.content,
+            "knowledge_id": chunk.knowledge_id,
+            "knowledge_base_id": chunk.knowledge_base_id,
+            "knowledge_title": chunk.knowledge_title,
+            "knowledge_filename": chunk.knowledge_filename,
+            "chunk_index": chunk.chunk_index,
+            "start_at": chunk.start_at,
+            "end_at": chunk.end_at,
+            "chunk_type": chunk.chunk_type,
+            "tag_id": chunk.tag_id,
+            "sub_chunk_ids": list(chunk.sub_chunk_ids),
+            "metadata": dict(chunk.metadata),
+            "image_info": list(chunk.image_info),
+        }
+        return cls(**(values | fields))
+
+
+Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+Fusion = Literal["rrf", "minmax"]
+
+
+class RetrievalSettings(_Model):
+    """Every retrieval knob, with WeKnora's defaults (v0.7 source). Each can be overridden per request."""
+
+    # Search stage
+    embedding_top_k: Annotated[int, Field(ge=1, le=500)] = 30
+    vector_threshold: Probability = 0.2
+    keyword_threshold: Probability = 0.3
+    # Candidate pool per retriever = min(max(multiplier x embedding_top_k, min) x number of knowledge bases, max).
+    candidate_pool_multiplier: Annotated[int, Field(ge=1, le=50)] = 5
+    candidate_pool_min: Annotated[int, Field(ge=1, le=5000)] = 50
+    candidate_pool_max: Annotated[int, Field(ge=1, le=5000)] = 500
+    # Fusion. min-max scored 0.701 nDCG@10 on msmarco-5k against 0.700 for RRF (BENCHMARKS.md): it is the default.
+    fusion: Fusion = "minmax"
+    rrf_k: Annotated[int, Field(ge=1, le=1000)] = 60
+    rrf_vector_weight: Annotated[float, Field(ge=0.0, le=10.0)] = 0.7
+    rrf_keyword_weight: Annotated[float, Field(ge=0.0, le=10.0)] = 0.3
+    # Retrievers run concurrently; one slower than this degrades the result instead of failing it.
+    search_concurrency: Annotated[int, Field(ge=1, le=64)] = 16
+    retriever_timeout_s: Annotated[float, Field(gt=0.0, le=300.0)] = 10.0
+    # Query expansion without an LLM, when the first pass returns fewer than embedding_top_k results.
+    enable_query_expansion: bool = True
+    expansion_max_variants: Annotated[int, Field(ge=0, le=20)] = 5
+    expansion_keyword_threshold_factor: Annotated[float, Field(ge=0.0, le=1.0)] = 0.8
+    # Zero-result fallback (RAGFlow): one retry with relaxed thresholds.
+    fallback_vector_threshold: Probability = 0.17
+    fallback_keyword_threshold: Probability = 0.1
+    # FAQ knowledge bases
+    faq_max_rounds: Annotated[int, Field(ge=1, le=20)] = 5
+    faq_priority_enabled: bool = False
+    faq_direct_answer_threshold: Probability = 0.9
+    faq_score_boost: Annotated[float, Field(ge=1.0, le=10.0)] = 1.2
+    # Rerank / top-k
+    rerank_top_k: Annotated[int, Field(ge=1, le=200)] = 10
+    rerank_threshold: Probability = 0.3
+    # If nothing passes the threshold, keep the best candidate when its score reaches this.
+    rerank_keep_best_min: Probability = 0.15
+    mmr_lambda: Probability = 0.7
+    # Merge
+    history_min_jaccard: Probability = 0.15
+    history_score_factor: Probability = 0.6
+    history_max_references: Annotated[int, Field(ge=0, le=20)] = 3
+    short_context_min_chars: Annotated[int, Field(ge=0, le=20_000)] = 350
+    short_context_max_chars: Annotated[int, Field(ge=0, le=20_000)] = 850
+    duplicate_overlap_threshold: Probability = 0.85
+
+
+class _OverridesBase(_Model):
+    def apply(self, base: RetrievalSettings) -> RetrievalSettings:
+        """The effective settings: ``base`` with every set override applied (validated again)."""
+        update = self.model_dump(exclude_none=True)
+        return RetrievalSettings.model_validate({**base.model_dump(), **update}) if update else base
+
+
+def _optional(info: Any) -> Any:
+    # Same type and constraints as the setting, but None ("use the configured value") is allowed and the default.
+    annotated = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+    return (annotated | None, None)
+
+
+# Per-request overrides: every field of RetrievalSettings, optional. Derived rather than written out twice, so a new
+# knob is overridable the moment it exists.
+RetrievalOverrides = create_model(
+    "RetrievalOverrides",
+    __base__=_OverridesBase,
+    __doc__="Per-request overrides of RetrievalSettings: None means use the configured value.",
+    **{name: _optional(info) for name, info in RetrievalSettings.model_fields.items()},
+)
+
+
+class SearchRequest(_Model):
+    query: str
+    session_id: str | None = None
+    knowledge_base_ids: list[str] = Field(default_factory=list)
+    knowledge_ids: list[str] = Field(default_factory=list)
+    tag_ids: list[str] = Field(default_factory=list)
+    overrides: RetrievalOverrides = Field(default_factory=RetrievalOverrides)
+
+    @field_validator("query")
+    @classmethod
+    def _valid_query(cls, value: str) -> str:
+        return check_query(value)
+
+    @field_validator("knowledge_base_ids", "knowledge_ids", "tag_ids")
+    @classmethod
+    def _valid_ids(cls, values: list[str]) -> list[str]:
+        for value in values:
+            check_identifier(value)
+        return values
+
+    @field_validator("session_id")
+    @classmethod
+    def _valid_session(cls, value: str | None) -> str | None:
+        return None if value is None else check_identifier(value)
+
+    @model_validator(mode="after")
+    def _has_target(self) -> SearchRequest:
+        if not (self.knowledge_base_ids or self.knowledge_ids):
+            raise ValueError("name at least one knowledge base (knowledge_base_ids) or knowledge item (knowledge_ids)")
+        return self
+
+    @property
+    def scoped(self) -> bool:
+        """Scoped to chosen knowledge items or tags: WeKnora forces thresholds to 0 there."""
+        return bool(self.knowledge_ids or self.tag_ids)
+
+
+ResultField = Literal["search_results", "rerank_results", "merge_results", "final_results"]
+#: The state's result lists, in pipeline order: the one place their names are spelled (transport offloads them, the
+#: join merges them, metrics count them).
+RESULT_FIELDS: tuple[ResultField, ...] = ("search_results", "rerank_results", "merge_results", "final_results")
+
+
+class PipelineState(_Model):
+    """The one JSON document every stage reads and returns."""
+
+    schema_version: Literal["1"] = SCHEMA_VERSION
+    request_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    pipeline: str = "knowledge_search"
+    # Whose data this request reads and writes: set by the entry point, never by the request body.
+    tenant_id: str = DEFAULT_TENANT
+    request: SearchRequest
+    # The knowledge bases of ``request.knowledge_base_ids``, read once when the state is created: no stage (and no
+    # stage Lambda) reads the catalog again for them.
+    knowledge_bases: list[KnowledgeBase] = Field(default_factory=list)
+    # Knowledge id -> its knowledge base id, for the ``knowledge_ids`` the request narrows the search to.
+    knowledge_scope: dict[str, str] = Field(default_factory=dict)
+    # Effective settings (configured defaults + request overrides), resolved once when the state is created so every
+    # stage, in any Lambda, sees the same numbers.
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    rewritten_query: str | None = None
+    # Query embeddings by embedding model id: computed once per request, reused by later stages.
+    query_embeddings: dict[str, list[float]] = Field(default_factory=dict)
+    search_results: list[SearchResult] = Field(default_factory=list)
+    rerank_results: list[SearchResult] = Field(default_factory=list)
+    merge_results: list[SearchResult] = Field(default_factory=list)
+    final_results: list[SearchResult] = Field(default_factory=list)
+    trace: list[TraceEvent] = Field(default_factory=list)
+    # Claim check: result fields moved to the blob store because the state outgrew the transport limit.
+    offloaded: dict[str, str] = Field(default_factory=dict)
+    error: ErrorInfo | None = None
+
+    @field_validator("tenant_id")
+    @classmethod
+    def _valid_tenant(cls, value: str) -> str:
+        return check_tenant(value)
+
+    @property
+    def search_query(self) -> str:
+        """The text retrieval uses: the rewritten query when a rewrite stage produced one."""
+        return self.rewritten_query or self.request.query
+
+    def with_trace(self, *events: TraceEvent) -> PipelineState:
+        return self.model_copy(update={"trace": [*self.trace, *events]})
+
+    def with_results(self, field: ResultField, results: list[SearchResult], *events: TraceEvent) -> PipelineState:
+        """The state with one result list replaced (checked: it must be a list of results) and ``events`` traced."""
+        if field not in RESULT_FIELDS:
+            raise ValueError(f"{field!r} is not a result field; one of {', '.join(RESULT_FIELDS)}")
+        checked = [r if isinstance(r, SearchResult) else SearchResult.model_validate(r) for r in results]
+        return self.model_copy(update={field: checked, "trace": [*self.trace, *events]})
+
+    def results(self, field: ResultField) -> list[SearchResult]:
+        return list(getattr(self, field))
+
+    def kb(self, knowledge_base_id: str) -> KnowledgeBase | None:
+        """The resolved knowledge base of this request with this id (None when the request did not name it)."""
+        return next((kb for kb in self.knowledge_bases if kb.id == knowledge_base_id), None)

@@ -1,0 +1,113 @@
+"""``ingest_index``: make the new version searchable in one step, record it, then tidy the blob store.
+
+1. Data files: the original is published to ``data/<kb id>/<knowledge id>/<file name>`` (where DuckDB reads it),
+   just before the swap, so the data always matches the chunks that describe it.
+2. ``replace_knowledge``: every chunk of the previous version is replaced by the new ones in one index transaction
+   (readers see the old version or the new one, never nothing and never a mix).
+3. The knowledge record (status ``completed``, chunk count, content hash, options, ``source_key``).
+4. Clean-up, best effort: this knowledge item's transient products (``ingest/<knowledge id>/``), the originals of
+   earlier versions (``sources/...``) and stale data files. A failure here is logged on the trace, not raised:
+   the document is indexed.
+
+``duplicate``: nothing is indexed; an older version of this knowledge item (the path used to hold other content) is
+removed with its blobs. ``unchanged`` passes through.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from ragstep.errors import InputError, RagstepError
+from ragstep.models import IngestState, Knowledge, TraceEvent
+from ragstep.parsers import extension_of
+from ragstep.stages.ingest.products import (
+    CONTENT_TYPES,
+    data_blob_key,
+    delete_blobs,
+    get_chunks,
+    get_vectors,
+    is_owned_key,
+    mark_hash,
+    owned_prefixes,
+    require_kb,
+    state_knowledge,
+    unmark_hash,
+)
+
+if TYPE_CHECKING:
+    from ragstep.context import Context
+
+STAGE = "ingest_index"
+
+
+def run(state: IngestState, ctx: Context) -> IngestState:
+    src = state.source
+    if state.status == "unchanged":
+        return state.with_trace(TraceEvent(stage=STAGE, action="skip", reason="unchanged"))
+    kb = require_kb(ctx, src.knowledge_base_id)
+    existing = ctx.catalog.get_knowledge(src.knowledge_id)
+    if state.status == "duplicate":
+        return _drop_duplicate(state, ctx, existing)
+    if state.status != "embedded" or not state.products.chunks:
+        raise InputError(f"{STAGE} needs an embedded state (status 'embedded'), got status {state.status!r}")
+
+    chunks = get_chunks(ctx.blobs, state.products.chunks)
+    vectors = get_vectors(ctx.blobs, state.products.vectors) if state.products.vectors else None
+    if vectors is not None and vectors.shape[0] != len(chunks):
+        raise InputError(f"{src.filename}: {vectors.shape[0]} vectors for {len(chunks)} chunks; ingest it again")
+    knowledge = state_knowledge(state)
+    keep = {src.blob_key}
+    if state.products.tables:
+        key = data_blob_key(kb, knowledge)
+        content_type = CONTENT_TYPES.get(extension_of(src.filename), "application/octet-stream")
+        ctx.blobs.put(key, ctx.blobs.get(src.blob_key), content_type)
+        keep.add(key)
+    space = state.products.space if vectors is not None else None
+    ctx.index.replace_knowledge(src.knowledge_id, chunks, vectors, space)
+    now = time.time()
+    done = knowledge.model_copy(
+        update={
+            "status": "completed",
+            "chunk_count": len(chunks),
+            "created_at": existing.created_at if existing else now,
+            "updated_at": now,
+        }
+    )
+    ctx.catalog.put_knowledge(done)
+
+    events = []
+    cleaned = 0
+    try:
+        if existing is not None and existing.content_hash != done.content_hash:
+            unmark_hash(ctx, existing)
+        mark_hash(ctx, done)
+        cleaned = len(delete_blobs(ctx.blobs, owned_prefixes(kb.id, src.knowledge_id), keep=keep))
+        old = existing.source_key if existing else ""
+        if old and old not in keep and is_owned_key(old):
+            ctx.blobs.delete(old)
+    except RagstepError as exc:
+        events.append(TraceEvent(stage=STAGE, action="degrade", reason=f"blob clean-up failed: {exc.message}"))
+    found = {"indexed": len(chunks), "blobs_removed": cleaned}
+    events.insert(0, TraceEvent(stage=STAGE, counts=found, detail={"space": state.products.space}))
+    update = {"status": "indexed", "counts": {**state.counts, "chunks": len(chunks)}}
+    return state.model_copy(update={**update, "trace": [*state.trace, *events]})
+
+
+def _drop_duplicate(state: IngestState, ctx: Context, previous: Knowledge | None) -> IngestState:
+    """Index nothing; remove this item's older version (the path now holds another item's content) and blobs."""
+    src = state.source
+    removed = ctx.index.delete_knowledge([src.knowledge_id]) if previous else 0
+    # Only ingestion's own blobs: an upload outside them is the user's (``ragstep delete`` removes it).
+    gone = delete_blobs(ctx.blobs, owned_prefixes(src.knowledge_base_id, src.knowledge_id))
+    if previous is not None:
+        unmark_hash(ctx, previous)
+        ctx.catalog.delete_knowledge(src.knowledge_id)
+    event = TraceEvent(
+        stage=STAGE,
+        action="skip",
+        reason=state.note,
+        counts={"removed_chunks": removed, "blobs_removed": len(gone)},
+        detail={"duplicate_of": state.duplicate_of},
+    )
+    return state.with_trace(event)

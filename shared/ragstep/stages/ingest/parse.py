@@ -1,0 +1,112 @@
+"""``ingest_parse``: decide whether the file needs ingesting at all, then parse it into the blob store.
+
+Reads the original from ``state.source.blob_key``. In order:
+
+1. The knowledge base must exist, and take the file's extension; a file over ``max_file_bytes`` is refused (before
+   reading it when the starter knew its size).
+2. ``unchanged``: the knowledge item is completed with the same sha256, chunking options and tag -> nothing to do.
+3. ``duplicate``: another completed item of the same knowledge base has the same sha256 -> skipped, with
+   ``note = "duplicate of <its file name>"`` (``ingest_index`` removes an older version of this item, if any).
+4. Otherwise the file is parsed: ``parsed.md`` (the text stream the chunker reads) or, for a FAQ knowledge base,
+   ``faq.json`` (the entries); data files also get ``tables.json`` (their DuckDB summaries). Keys go to
+   ``state.products``; status ``parsed``.
+
+Every refusal is an :class:`~ragstep.errors.InputError` naming the file (unsupported type with the supported ones,
+unreadable or encrypted PDF, empty document, undecodable text, over the size limit).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING
+
+from ragstep.errors import InputError
+from ragstep.models import IngestState, KnowledgeBaseType, TraceEvent
+from ragstep.parsers import extension_of, parse, unsupported
+from ragstep.parsers.faq import parse_faq
+from ragstep.stages.ingest.products import (
+    allowed_suffixes,
+    check_size,
+    faq_entries_to_json,
+    find_twin,
+    product_key,
+    put_json,
+    require_kb,
+    same_options,
+    summaries_to_json,
+)
+
+if TYPE_CHECKING:
+    from ragstep.context import Context
+
+STAGE = "ingest_parse"
+
+
+def run(state: IngestState, ctx: Context) -> IngestState:
+    src = state.source
+    kb = require_kb(ctx, src.knowledge_base_id)
+    name = src.filename
+    if extension_of(name) not in allowed_suffixes(kb):
+        raise unsupported(name, allowed_suffixes(kb))
+    if src.size is not None:
+        check_size(name, src.size, ctx)
+
+    data: bytes | None = None
+    digest = src.content_hash
+    if not digest:
+        data = ctx.blobs.get(src.blob_key)
+        check_size(name, len(data), ctx)
+        digest = hashlib.sha256(data).hexdigest()
+    state = state.model_copy(update={"source": src.model_copy(update={"content_hash": digest})})
+
+    existing = ctx.catalog.get_knowledge(src.knowledge_id)
+    if existing is not None and existing.knowledge_base_id != kb.id:
+        raise InputError(
+            f"{name}: knowledge id {src.knowledge_id} belongs to knowledge base {existing.knowledge_base_id}, "
+            f"not {kb.id}"
+        )
+    if (
+        existing is not None
+        and existing.status == "completed"
+        and existing.content_hash == digest
+        and existing.tag_id == src.tag_id
+        and same_options(existing, state.options)
+    ):
+        event = TraceEvent(stage=STAGE, action="skip", reason="unchanged: same content, options and tag")
+        counts = {**state.counts, "chunks": existing.chunk_count}
+        return state.model_copy(update={"status": "unchanged", "counts": counts}).with_trace(event)
+    twin = find_twin(ctx, kb.id, digest, src.knowledge_id)
+    if twin is not None:
+        note = f"duplicate of {twin.filename or twin.id}"
+        event = TraceEvent(stage=STAGE, action="skip", reason=note, detail={"duplicate_of": twin.id})
+        update = {"status": "duplicate", "note": note, "duplicate_of": twin.id}
+        return state.model_copy(update=update).with_trace(event)
+
+    if data is None:
+        data = ctx.blobs.get(src.blob_key)
+        check_size(name, len(data), ctx)
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise InputError(f"{name}: the stored file does not match its content hash; upload it again")
+    products = state.products.model_copy()
+    found = {"bytes": len(data)}
+    if kb.type == KnowledgeBaseType.FAQ:
+        entries = parse_faq(data, name)
+        products.parsed = product_key(state, "faq.json")
+        products.format = "faq"
+        put_json(ctx.blobs, products.parsed, faq_entries_to_json(entries))
+        found["entries"] = len(entries)
+    else:
+        doc = parse(data, name)
+        products.parsed = product_key(state, "parsed.md")
+        products.format = doc.format
+        ctx.blobs.put(products.parsed, doc.text.encode("utf-8"), "text/markdown; charset=utf-8")
+        found["characters"] = len(doc.text)
+        if doc.pages:
+            found["pages"] = doc.pages
+        if doc.tables:
+            products.tables = product_key(state, "tables.json")
+            put_json(ctx.blobs, products.tables, summaries_to_json(doc.tables))
+            found["tables"] = len(doc.tables)
+    event = TraceEvent(stage=STAGE, counts=found, detail={"format": products.format})
+    update = {"status": "parsed", "products": products, "counts": {**state.counts, **found}}
+    return state.model_copy(update=update).with_trace(event)

@@ -1,0 +1,593 @@
+"""``chunk_search``: hybrid retrieval (vector kNN + BM25) over the requested knowledge bases and items.
+
+WeKnora's search stage (v0.7) plus RAGFlow's zero-result fallback:
+
+* Targets: whole knowledge bases, or a scope (knowledge items, tags) where both thresholds are forced to 0 because
+  the user already chose what to read. Knowledge bases are grouped by embedding model; the query is embedded once per
+  model and the vector kept in the state (``query_embeddings``) for later stages.
+* Candidate pool per retriever: ``min(max(5 x embedding_top_k, 50) x number of knowledge bases, 500)``.
+* Every retriever call runs concurrently (bounded); one that fails or is too slow is dropped with a ``degrade`` trace
+  row instead of failing the request. An embedding failure turns those knowledge bases to keywords only.
+* FAQ knowledge bases index one row per question (standard and similar); when the vector hits fill the pool but name
+  fewer than ``embedding_top_k`` distinct entries, the search is repeated with a larger k (up to 5 rounds, starting at
+  ``min(3 x embedding_top_k, 500)`` and doubling). A hit whose negative question equals the query is dropped; with FAQ
+  priority on, FAQ scores are boosted and near-certain hits are flagged as direct answers.
+* Fusion (min-max or weighted RRF), then deduplication by chunk id and by a hash of the normalised content.
+* Server-side fusion (an OpenSearch index with ``RAGSTEP_OPENSEARCH_SERVER_HYBRID``): a non-FAQ target with a query
+  vector runs one ``hybrid`` query instead of the keyword + vector pair. Its hits come back fused by the search
+  pipeline (min-max per clause, then the mean weighted by the request's ``rrf_keyword_weight`` /
+  ``rrf_vector_weight``), join the fused list as they are (match type hybrid) and are merged with the other targets'
+  client-fused lists, each chunk at its best score. The server returns only the combined score, so
+  ``vector_threshold`` and ``keyword_threshold`` do not apply on that path (a target's candidates are the best
+  ``pool`` of both clauses); FAQ targets and targets without a vector keep the pair and their thresholds. With
+  ``fusion=minmax`` (the default) both sides compute the same weighted mean of min-max normalised scores, so merged
+  scores compare; with ``rrf`` the client-fused scores are on RRF's far smaller scale.
+* Expansion: fewer than ``embedding_top_k`` results -> up to 5 keyword-only variants of the query widen the keyword
+  list (new chunks join at its tail, so the first pass's ranking is kept). On a server-hybrid target new chunks are
+  scored as the pipeline scores a keyword-only hit (normalised keyword weight x BM25 normalised to the best).
+* Nothing at all -> a scoped search returns the chosen knowledge items' chunks in document order; otherwise one retry
+  with relaxed thresholds (vector min(0.17, threshold / 2), keyword 0.1), when some target had thresholds to relax.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import re
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ragstep.errors import InputError, ProviderError
+from ragstep.models import (
+    ChunkType,
+    KnowledgeBaseType,
+    MatchType,
+    PipelineState,
+    RetrievalSettings,
+    SearchRequest,
+    SearchResult,
+    TraceEvent,
+)
+from ragstep.ports import Hit, SearchFilter
+from ragstep.retrieval.expansion import expansion_variants
+from ragstep.retrieval.fusion import Fused, fuse_minmax, fuse_rrf
+from ragstep.retrieval.text import query_terms
+from ragstep.stages.search.scope import is_resolved, resolve_scope
+
+if TYPE_CHECKING:
+    from ragstep.context import Context
+
+STAGE = "chunk_search"
+_SPACES = re.compile(r"\s+")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One search scope sharing an embedding model and a knowledge base type."""
+
+    flt: SearchFilter
+    model: str
+    scoped: bool
+    faq: bool = False
+
+
+@dataclass
+class Pass:
+    """What one round of retrieval found."""
+
+    vector: list[Hit] = field(default_factory=list)
+    keyword: list[Hit] = field(default_factory=list)
+    #: Hits of the server-side hybrid queries, already fused (best first), and the targets that ran one.
+    hybrid: list[Hit] = field(default_factory=list)
+    hybrid_targets: frozenset[int] = frozenset()
+    events: list[TraceEvent] = field(default_factory=list)
+    faq_rounds: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ServerFused(Fused):
+    """A hit of a server-side ``hybrid`` query: fused by the OpenSearch search pipeline, only the combined score and
+    the rank in its list are known."""
+
+    hybrid_rank: int = 0
+
+
+def candidate_pool(match_count: int, n_kbs: int, cfg: RetrievalSettings | None = None) -> int:
+    cfg = cfg or RetrievalSettings()
+    return min(max(cfg.candidate_pool_multiplier * match_count, cfg.candidate_pool_min) * max(1, n_kbs),
+               cfg.candidate_pool_max)  # fmt: skip
+
+
+def content_key(text: str) -> str:
+    """MD5 of lower-cased, whitespace-normalised content: two chunks with the same key are duplicates."""
+    return hashlib.md5(_SPACES.sub(" ", text.lower()).strip().encode("utf-8")).hexdigest()
+
+
+def resolve_targets(state: PipelineState) -> tuple[list[Target], int]:
+    """Search targets grouped by (embedding model, knowledge base type), and the number of knowledge bases.
+
+    Documents named by ``knowledge_ids`` are the whole scope when given (inside the named knowledge bases, which
+    :func:`~ragstep.stages.search.scope.resolve_scope` checked); otherwise the named knowledge bases are."""
+    request = state.request
+    kbs = {kb.id: kb for kb in state.knowledge_bases}
+    tags = tuple(request.tag_ids)
+    if state.knowledge_scope:
+        item_groups: dict[tuple[str, bool], list[str]] = {}
+        for kid, kb_id in state.knowledge_scope.items():
+            kb = kbs[kb_id]
+            item_groups.setdefault((kb.embedding_model, kb.type == KnowledgeBaseType.FAQ), []).append(kid)
+        targets = [
+            Target(SearchFilter(knowledge_ids=tuple(ids), tag_ids=tags), model, scoped=True, faq=faq)
+            for (model, faq), ids in item_groups.items()
+        ]
+        return targets, len(set(state.knowledge_scope.values()))
+    kb_groups: dict[tuple[str, bool], list[str]] = {}
+    for kb_id in request.knowledge_base_ids:
+        kb = kbs[kb_id]
+        kb_groups.setdefault((kb.embedding_model, kb.type == KnowledgeBaseType.FAQ), []).append(kb.id)
+    targets = [
+        Target(SearchFilter(knowledge_base_ids=tuple(ids), tag_ids=tags), model, scoped=bool(tags), faq=faq)
+        for (model, faq), ids in kb_groups.items()
+    ]
+    return targets, len(request.knowledge_base_ids)
+
+
+def best_per_chunk(lists: Sequence[Sequence[Hit]]) -> list[Hit]:
+    """Union of several hit lists of one retriever, each chunk at its best score, best first."""
+    if len(lists) == 1:
+        return list(lists[0])
+    best: dict[str, Hit] = {}
+    for hits in lists:
+        for h in hits:
+            if h.chunk_id not in best or h.score > best[h.chunk_id].score:
+                best[h.chunk_id] = h
+    return sorted(best.values(), key=lambda h: (-h.score, h.chunk_id))
+
+
+def fuse(vector: Sequence[Hit], keyword: Sequence[Hit], cfg: RetrievalSettings) -> list[Fused]:
+    if cfg.fusion == "minmax":
+        return fuse_minmax(vector, keyword, w_vector=cfg.rrf_vector_weight, w_keyword=cfg.rrf_keyword_weight)
+    return fuse_rrf(vector, keyword, k=cfg.rrf_k, w_vector=cfg.rrf_vector_weight, w_keyword=cfg.rrf_keyword_weight)
+
+
+def uses_server_hybrid(ctx: Context) -> bool:
+    """The index fuses on the server: an OpenSearch index with ``RAGSTEP_OPENSEARCH_SERVER_HYBRID`` on."""
+    index = ctx.index
+    return bool(getattr(index, "server_hybrid", False)) and callable(getattr(index, "hybrid_search", None))
+
+
+def server_fused(hits: Sequence[Hit]) -> list[Fused]:
+    """Hybrid-query hits as fused candidates: their combined score as is, no client-side fusion."""
+    return [ServerFused(h.chunk_id, h.score, MatchType.HYBRID, hybrid_rank=i + 1) for i, h in enumerate(hits)]
+
+
+def keyword_only_fused(hits: Sequence[Hit], cfg: RetrievalSettings) -> list[Fused]:
+    """Expansion hits of a server-hybrid target, scored as the search pipeline scores a chunk that only the keyword
+    clause found: the normalised keyword weight x its BM25 normalised to the best hit (never above the hits that
+    both clauses found strongly, as an unweighted keyword list would be)."""
+    total = cfg.rrf_keyword_weight + cfg.rrf_vector_weight
+    wk = cfg.rrf_keyword_weight / total if total > 0 else 0.0
+    return [
+        Fused(h.chunk_id, wk * h.score, MatchType.KEYWORD, keyword_score=h.score, keyword_rank=i + 1)
+        for i, h in enumerate(hits)
+    ]
+
+
+def merge_fused(*lists: Sequence[Fused]) -> list[Fused]:
+    """Several fused rankings (client-side and server-side) as one: each chunk at its best score, best first; equal
+    scores keep their lists' order. One list comes back as it is."""
+    filled = [lst for lst in lists if lst]
+    if len(filled) <= 1:
+        return list(filled[0]) if filled else []
+    best: dict[str, Fused] = {}
+    for lst in filled:
+        for f in lst:
+            if f.chunk_id not in best or f.score > best[f.chunk_id].score:
+                best[f.chunk_id] = f
+    return sorted(best.values(), key=lambda f: -f.score)
+
+
+def rank(vector: Sequence[Hit], keyword: Sequence[Hit], server: Sequence[Fused], cfg: RetrievalSettings) -> list[Fused]:
+    """The stage's ranking: the client-fused vector and keyword lists merged with the server-fused candidates."""
+    return merge_fused(fuse(vector, keyword, cfg), server)
+
+
+def server_fusion_detail(ctx: Context, cfg: RetrievalSettings, targets: int) -> dict[str, object]:
+    """What the trace says about server-side fusion: how many targets used it, through which search pipeline."""
+    detail: dict[str, object] = {"targets": targets, "normalization": "min_max", "combination": "arithmetic_mean"}
+    with contextlib.suppress(InputError):  # weights both 0: the hybrid calls failed and say why in degrade rows
+        index: Any = ctx.index
+        detail["pipeline"] = index.pipeline_name(cfg.rrf_keyword_weight, cfg.rrf_vector_weight)
+    detail["thresholds_applied"] = False
+    return detail
+
+
+# -- running retrievers ---------------------------------------------------------------------------------------------
+
+Task = tuple[str, Callable[[], "list[Hit] | tuple[list[Hit], int]"]]
+
+
+def run_concurrently(ctx: Context, tasks: list[Task], cfg: RetrievalSettings) -> tuple[dict, list[TraceEvent]]:
+    """Run retriever calls on the shared pool; failures and time-outs become ``degrade`` events, never errors."""
+    results: dict[str, object] = {}
+    events: list[TraceEvent] = []
+    if len(tasks) == 1:  # no thread hop for the common single-retriever case
+        name, fn = tasks[0]
+        try:
+            results[name] = fn()
+        except Exception as exc:
+            events.append(_degrade(name, exc))
+        return results, events
+    futures: list[tuple[str, Future]] = [(name, ctx.executor.submit(fn)) for name, fn in tasks]
+    deadline = time.monotonic() + cfg.retriever_timeout_s
+    for name, fut in futures:
+        try:
+            results[name] = fut.result(timeout=max(0.0, deadline - time.monotonic()))
+        except FutureTimeout:
+            fut.cancel()
+            events.append(
+                TraceEvent(stage=STAGE, action="degrade", reason=f"{name} slower than {cfg.retriever_timeout_s}s")
+            )
+        except Exception as exc:
+            events.append(_degrade(name, exc))
+    return results, events
+
+
+def _degrade(name: str, exc: Exception) -> TraceEvent:
+    message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+    return TraceEvent(stage=STAGE, action="degrade", reason=f"{name} failed, dropped: {message}")
+
+
+def faq_vector_search(
+    ctx: Context, vec: np.ndarray, target: Target, match_count: int, threshold: float, cfg: RetrievalSettings
+) -> tuple[list[Hit], int]:
+    """Vector search over FAQ question rows, widened until enough distinct entries are found.
+
+    Several rows (phrasings) belong to one entry, so k hits can name far fewer than k entries. While the hits fill
+    k but name fewer than ``match_count`` entries, search again with twice the k: k starts at
+    ``min(3 x match_count, 500)``, at most ``faq_max_rounds`` rounds.
+    """
+    index = ctx.index
+    cap = cfg.candidate_pool_max
+    k = min(3 * match_count, cap)
+    hits = index.vector_search(vec, target.model, target.flt, k, threshold)
+    rounds = 1
+    while rounds < cfg.faq_max_rounds and len(hits) >= k and k < cap:
+        chunks = index.fetch([h.chunk_id for h in hits])
+        if len({c.parent_id or c.id for c in chunks.values()}) >= match_count:
+            break
+        k = min(k * 2, cap)
+        hits = index.vector_search(vec, target.model, target.flt, k, threshold)
+        rounds += 1
+    return hits, rounds
+
+
+def search_pass(
+    ctx: Context,
+    cfg: RetrievalSettings,
+    targets: Sequence[Target],
+    terms: Sequence[str],
+    vectors: dict[str, np.ndarray],
+    pool: int,
+    *,
+    vector_threshold: float,
+    keyword_threshold: float,
+) -> Pass:
+    tasks: list[Task] = []
+    server_hybrid = uses_server_hybrid(ctx)
+    hybrid_targets: set[int] = set()
+    for i, t in enumerate(targets):
+        vec = vectors.get(t.model)
+        if server_hybrid and vec is not None and not t.faq:
+            # One query fused on the server replaces the keyword + vector pair; no thresholds (module docstring).
+            index: Any = ctx.index
+            fn = partial(
+                index.hybrid_search, terms, vec, t.model, t.flt, pool,
+                w_keyword=cfg.rrf_keyword_weight, w_vector=cfg.rrf_vector_weight,
+            )  # fmt: skip
+            tasks.append((f"hybrid search #{i}", fn))
+            hybrid_targets.add(i)
+            continue
+        kthr = 0.0 if t.scoped else keyword_threshold
+        tasks.append((f"keyword search #{i}", partial(ctx.index.keyword_search, terms, t.flt, pool, kthr)))
+        if vec is None:
+            continue
+        vthr = 0.0 if t.scoped else vector_threshold
+        if t.faq:
+            fn = partial(faq_vector_search, ctx, vec, t, cfg.embedding_top_k, vthr, cfg)
+        else:
+            fn = partial(ctx.index.vector_search, vec, t.model, t.flt, pool, vthr)
+        tasks.append((f"vector search #{i}", fn))
+    found, events = run_concurrently(ctx, tasks, cfg)
+    out = Pass(events=events, hybrid_targets=frozenset(hybrid_targets))
+    vector_lists, keyword_lists, hybrid_lists = [], [], []
+    for name, value in found.items():
+        if name.startswith("hybrid"):
+            hybrid_lists.append(value)
+        elif name.startswith("keyword"):
+            keyword_lists.append(value)
+        elif isinstance(value, tuple):  # FAQ search: (hits, rounds)
+            vector_lists.append(value[0])
+            out.faq_rounds = max(out.faq_rounds, value[1])
+        else:
+            vector_lists.append(value)
+    out.vector = best_per_chunk(vector_lists) if vector_lists else []
+    out.keyword = best_per_chunk(keyword_lists) if keyword_lists else []
+    out.hybrid = best_per_chunk(hybrid_lists) if hybrid_lists else []
+    return out
+
+
+def embed_query(
+    state: PipelineState, ctx: Context, targets: Sequence[Target], query: str
+) -> tuple[dict[str, list[float]], dict[str, np.ndarray], list[TraceEvent]]:
+    """One query embedding per embedding model (reused from the state when an earlier stage computed it)."""
+    stored = dict(state.query_embeddings)
+    vectors: dict[str, np.ndarray] = {}
+    events: list[TraceEvent] = []
+    for model in dict.fromkeys(t.model for t in targets):
+        embedder = ctx.embedder(model)
+        if embedder is None:
+            events.append(
+                TraceEvent(stage=STAGE, action="skip", reason="no embedding model: keyword (BM25) search only")
+            )
+            continue
+        if model not in stored:
+            try:
+                stored[model] = [float(x) for x in embedder.embed_query(query)]
+            except ProviderError as exc:
+                events.append(
+                    TraceEvent(
+                        stage=STAGE,
+                        action="degrade",
+                        reason=f"embedding failed, keyword search only: {exc.message}",
+                        detail={"model": model},
+                    )
+                )
+                continue
+        vectors[model] = np.asarray(stored[model], dtype=np.float32)
+    return stored, vectors, events
+
+
+# -- from hits to results -------------------------------------------------------------------------------------------
+
+
+def hydrate(fused: Sequence[Fused], ctx: Context, limit: int) -> list[SearchResult]:
+    """Load the best fused candidates from the index, drop content duplicates, keep ``limit``."""
+    head = fused[: limit * 2 + 10]  # over-fetch a little so duplicates do not leave the list short
+    chunks = ctx.index.fetch([f.chunk_id for f in head])
+    seen: set[str] = set()
+    out: list[SearchResult] = []
+    for f in head:
+        chunk = chunks.get(f.chunk_id)
+        if chunk is None:  # deleted between search and fetch
+            continue
+        # Parent-child ingestion: the child matched, its parent's text is what the result carries (children of one
+        # parent then fold into one result here, as content duplicates).
+        parent = chunk.metadata.get("parent_content")
+        content = parent if isinstance(parent, str) and parent else chunk.content
+        key = content_key(content)
+        if key in seen:
+            continue
+        seen.add(key)
+        retrieval = {
+            k: v
+            for k, v in (
+                ("vector_score", f.vector_score),
+                ("keyword_score", f.keyword_score),
+                ("vector_rank", f.vector_rank),
+                ("keyword_rank", f.keyword_rank),
+            )
+            if v is not None
+        }
+        if isinstance(f, ServerFused):  # fused by the OpenSearch search pipeline: only the combined score exists
+            retrieval.update(fusion="server", hybrid_score=f.score, hybrid_rank=f.hybrid_rank)
+        metadata = {**chunk.metadata, "retrieval": retrieval}
+        start_at, end_at, match_type = chunk.start_at, chunk.end_at, f.match_type
+        if content is not chunk.content:
+            # The parent's span, so merge stitches and contains by the text the result shows; the child's is kept.
+            del metadata["parent_content"]
+            metadata.update(child_start_at=chunk.start_at, child_end_at=chunk.end_at)
+            start_at = int(metadata.get("parent_start_at", start_at))
+            end_at = int(metadata.get("parent_end_at", end_at))
+            match_type = MatchType.PARENT
+        out.append(
+            SearchResult.from_chunk(
+                chunk,
+                id=chunk.parent_id if chunk.chunk_type == ChunkType.FAQ and chunk.parent_id else chunk.id,
+                content=content,
+                start_at=start_at,
+                end_at=end_at,
+                score=f.score,
+                match_type=MatchType.FAQ if chunk.chunk_type == ChunkType.FAQ else match_type,
+                metadata=metadata,
+            )
+        )
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def apply_faq_rules(results: list[SearchResult], query: str, cfg: RetrievalSettings) -> tuple[list[SearchResult], int]:
+    """Drop FAQ hits whose negative question is the query; with FAQ priority, boost and flag direct answers."""
+    q = _norm(query)
+    kept: list[SearchResult] = []
+    dropped = 0
+    for r in results:
+        if r.chunk_type != ChunkType.FAQ:
+            kept.append(r)
+            continue
+        if any(_norm(str(n)) == q for n in r.metadata.get("negative_questions", [])):
+            dropped += 1
+            continue
+        if cfg.faq_priority_enabled:
+            retrieval = r.metadata.get("retrieval", {})
+            similarity = retrieval.get("vector_score", retrieval.get("keyword_score", 0.0))
+            meta = dict(r.metadata)
+            if similarity >= cfg.faq_direct_answer_threshold:
+                meta["faq_direct_answer"] = True
+            r = r.model_copy(update={"score": min(r.score * cfg.faq_score_boost, 1.0), "metadata": meta})
+        kept.append(r)
+    if cfg.faq_priority_enabled:
+        kept.sort(key=lambda r: -r.score)
+    return kept, dropped
+
+
+def scoped_fallback(request: SearchRequest, ctx: Context, limit: int) -> list[SearchResult]:
+    """The chosen knowledge items' chunks in document order (RAGFlow: a scoped search never comes back empty)."""
+    out: list[SearchResult] = []
+    for kid in request.knowledge_ids:
+        for chunk in ctx.index.knowledge_chunks(kid, limit - len(out)):
+            out.append(
+                SearchResult.from_chunk(
+                    chunk,
+                    score=0.0,
+                    match_type=MatchType.KEYWORD,
+                    sub_chunk_ids=[],
+                    metadata={**chunk.metadata, "retrieval": {"fallback": "scoped_knowledge"}},
+                )
+            )
+        if len(out) >= limit:
+            break
+    return out
+
+
+# -- the stage ------------------------------------------------------------------------------------------------------
+
+
+def run(state: PipelineState, ctx: Context) -> PipelineState:
+    if not is_resolved(state):  # a state written by hand (a sample event); the use cases resolve it beforehand
+        state = resolve_scope(state, ctx)
+    cfg = state.retrieval
+    request = state.request
+    query = state.search_query
+    targets, n_kbs = resolve_targets(state)
+    pool = candidate_pool(cfg.embedding_top_k, n_kbs, cfg)
+    terms = query_terms(query)
+    embeddings, vectors, events = embed_query(state, ctx, targets, query)
+
+    first = search_pass(
+        ctx, cfg, targets, terms, vectors, pool,
+        vector_threshold=cfg.vector_threshold, keyword_threshold=cfg.keyword_threshold,
+    )  # fmt: skip
+    events += first.events
+    vector_hits, keyword_hits, hybrid_hits = first.vector, first.keyword, first.hybrid
+    server = server_fused(hybrid_hits)
+    results = hydrate(rank(vector_hits, keyword_hits, server, cfg), ctx, cfg.embedding_top_k)
+    detail: dict[str, object] = {}
+
+    if cfg.enable_query_expansion and len(results) < cfg.embedding_top_k:
+        variants = expansion_variants(query, cfg.expansion_max_variants)
+        if variants:
+            match_count = max(2 * cfg.embedding_top_k, 2 * cfg.rerank_top_k)
+            kthr = cfg.keyword_threshold * cfg.expansion_keyword_threshold_factor
+            tasks: list[Task] = [
+                (f"expansion {v!r} #{i}", partial(ctx.index.keyword_search, query_terms(v), t.flt, match_count,
+                                                  0.0 if t.scoped else kthr))
+                for v in variants
+                for i, t in enumerate(targets)
+            ]  # fmt: skip
+            found, more_events = run_concurrently(ctx, tasks, cfg)
+            events += more_events
+            # Client-fused targets: new chunks join the keyword list's tail. Server-hybrid targets have no keyword
+            # list: new chunks join the server-fused candidates, scored as a keyword-only hit of the pipeline.
+            on_server = {f"expansion {v!r} #{i}" for v in variants for i in first.hybrid_targets}
+            client_found = [hits for name, hits in found.items() if name not in on_server]
+            server_found = [hits for name, hits in found.items() if name in on_server]
+            known = {h.chunk_id for h in keyword_hits}
+            added = [h for h in best_per_chunk(client_found) if h.chunk_id not in known] if client_found else []
+            seen = known | {h.chunk_id for h in vector_hits} | {h.chunk_id for h in hybrid_hits}
+            added_server = [h for h in best_per_chunk(server_found) if h.chunk_id not in seen] if server_found else []
+            if added or added_server:
+                keyword_hits = [*keyword_hits, *added]
+                server = [*server, *keyword_only_fused(added_server, cfg)]
+                results = hydrate(rank(vector_hits, keyword_hits, server, cfg), ctx, cfg.embedding_top_k)
+            events.append(
+                TraceEvent(
+                    stage=STAGE,
+                    action="expand",
+                    counts={
+                        "variants": len(variants),
+                        "new_candidates": len(added) + len(added_server),
+                        "results": len(results),
+                    },
+                    detail={"variants": variants},
+                )
+            )
+
+    results, negatives = apply_faq_rules(results, query, cfg)
+    if negatives:
+        detail["faq_negative_dropped"] = negatives
+
+    if not results:
+        if request.knowledge_ids:
+            results = scoped_fallback(request, ctx, cfg.embedding_top_k)
+            events.append(
+                TraceEvent(
+                    stage=STAGE,
+                    action="fallback",
+                    reason="no match in the chosen knowledge items: returning their chunks in order",
+                    counts={"results": len(results)},
+                )
+            )
+        elif any(not t.scoped and i not in first.hybrid_targets for i, t in enumerate(targets)):
+            # Only targets searched with thresholds can find more (scoped ones have none, nor do server-hybrid ones).
+            relaxed_v = min(cfg.fallback_vector_threshold, cfg.vector_threshold / 2)
+            retry = search_pass(
+                ctx, cfg, targets, terms, vectors, pool,
+                vector_threshold=relaxed_v, keyword_threshold=cfg.fallback_keyword_threshold,
+            )  # fmt: skip
+            events += retry.events
+            vector_hits, keyword_hits, hybrid_hits = retry.vector, retry.keyword, retry.hybrid
+            server = server_fused(hybrid_hits)
+            results, _ = apply_faq_rules(hydrate(rank(vector_hits, keyword_hits, server, cfg), ctx,
+                                                 cfg.embedding_top_k), query, cfg)  # fmt: skip
+            events.append(
+                TraceEvent(
+                    stage=STAGE,
+                    action="fallback",
+                    reason=f"no results: retried with vector threshold {relaxed_v:g}, "
+                    f"keyword threshold {cfg.fallback_keyword_threshold:g}",
+                    counts={"results": len(results)},
+                )
+            )
+
+    events.append(
+        TraceEvent(
+            stage=STAGE,
+            counts={
+                "vector_hits": len(vector_hits),
+                "keyword_hits": len(keyword_hits),
+                **({"hybrid_hits": len(hybrid_hits)} if first.hybrid_targets else {}),
+                "results": len(results),
+                **({"faq_rounds": first.faq_rounds} if first.faq_rounds else {}),
+            },
+            detail={
+                "query": query,
+                "original_query": request.query if query != request.query else None,
+                "keywords": terms,
+                "pool": pool,
+                "targets": len(targets),
+                "fusion": cfg.fusion,
+                **(
+                    {"server_fusion": server_fusion_detail(ctx, cfg, len(first.hybrid_targets))}
+                    if first.hybrid_targets
+                    else {}
+                ),
+                **detail,
+            },
+        )
+    )
+    return state.model_copy(
+        update={"search_results": results, "query_embeddings": embeddings, "trace": [*state.trace, *events]}
+    )
