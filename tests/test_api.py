@@ -6,6 +6,7 @@ A search answers with the same JSON as ``ragstep search --json``; bad input is a
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -19,13 +20,15 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import ValidationError
 
 from ragstep import __version__
-from ragstep.context import Context
+from ragstep.app.ingest import ingest_file
+from ragstep.context import Clients, Context
 from ragstep.entry.cli.main import main
 from ragstep.entry.http.app import create_app
+from ragstep.entry.http.errors import redact
 from ragstep.models import KnowledgeBase, SearchResult, TraceEvent
-from ragstep.stages.ingest.products import ingest_file
 
 SHARED = Path(__file__).resolve().parents[1] / "shared"
 SEARCH = "/v1/knowledge-search"
@@ -63,7 +66,7 @@ def kb(ctx: Context, make_kb: Callable[..., KnowledgeBase], tmp_path: Path) -> K
 
 @pytest.fixture
 def client(ctx: Context, kb: KnowledgeBase) -> Iterator[TestClient]:
-    with TestClient(create_app(ctx)) as client:
+    with TestClient(create_app(ctx.clients)) as client:
         yield client
 
 
@@ -145,10 +148,8 @@ def test_unknown_kb_is_404(client: TestClient) -> None:
     response = client.post(SEARCH, json={"query": "espresso", "knowledge_base_ids": ["nope"]})
     assert response.status_code == 404
     assert response.headers["content-type"] == "application/json"
-    assert response.json() == {
-        "error": "not_found",
-        "message": "unknown knowledge base 'nope' (known: docs); create it with `kb create`",
-    }
+    # Only what was asked for: the caller may be anyone, the other knowledge bases' names are not theirs to learn.
+    assert response.json() == {"error": "not_found", "message": "unknown knowledge base 'nope'"}
 
 
 def _body(query: Any = "espresso", **fields: Any) -> bytes:
@@ -240,6 +241,167 @@ def test_ids_that_are_not_utf8_are_a_client_error(client: TestClient, field: str
     assert "not valid UTF-8" in response.json()["message"]
 
 
+# -- limits --------------------------------------------------------------------------------------------------------
+
+LIMIT = 1024 * 1024
+
+
+def test_body_over_the_declared_limit_is_413(client: TestClient) -> None:
+    body = _body(tag_ids=["x" * LIMIT])
+    response = client.post(SEARCH, content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 413
+    assert response.json() == {
+        "error": "payload_too_large",
+        "message": f"request body has {len(body)} bytes; the limit is {LIMIT} bytes: send a smaller request",
+    }
+    # Just under the limit is read and judged on its content.
+    under = _body(bogus="x" * (LIMIT - 200))
+    assert len(under) <= LIMIT
+    response = client.post(SEARCH, content=under, headers={"content-type": "application/json"})
+    assert (response.status_code, response.json()["message"]) == (422, "bogus: Extra inputs are not permitted")
+
+
+def test_chunked_body_over_the_limit_is_413(client: TestClient) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b'{"query": "espresso", "knowledge_base_ids": ["docs"], "tag_ids": ["'
+        for _ in range(20):
+            yield b"x" * 65536
+        yield b'"]}'
+
+    # A generator body goes without Content-Length (chunked): the limit is counted as the body streams in.
+    response = client.post(SEARCH, content=chunks(), headers={"content-type": "application/json"})
+    assert response.status_code == 413
+    assert response.json() == {
+        "error": "payload_too_large",
+        "message": f"request body is over the limit; the limit is {LIMIT} bytes: send a smaller request",
+    }
+
+
+def test_a_body_over_the_limit_is_not_read(ctx: Context) -> None:
+    """Straight through the ASGI interface: a client that would send forever is cut off after the limit."""
+    app = create_app(ctx.clients)
+    chunk = b"x" * 65536
+    pulled = 0
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal pulled
+        pulled += 1
+        return {"type": "http.request", "body": chunk, "more_body": True}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": SEARCH,
+        "raw_path": SEARCH.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json"), (b"transfer-encoding", b"chunked")],
+        "server": ("127.0.0.1", 8000),
+        "client": ("127.0.0.1", 50000),
+    }
+    asyncio.run(app(scope, receive, send))
+    assert pulled == LIMIT // len(chunk) + 1
+    assert sent[0]["status"] == 413
+    assert json.loads(sent[1]["body"])["error"] == "payload_too_large"
+
+
+def test_the_limit_is_a_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGSTEP_MAX_REQUEST_BYTES", "20000")
+    monkeypatch.setenv("RAGSTEP_DATA_DIR", str(tmp_path / "data"))
+    with TestClient(create_app()) as client:
+        response = client.post(SEARCH, content=_body(tag_ids=["x" * 20000]))
+    assert response.status_code == 413
+    assert response.json()["message"].endswith("the limit is 20000 bytes: send a smaller request")
+    monkeypatch.setenv("RAGSTEP_MAX_REQUEST_BYTES", "1000")
+    with pytest.raises(ValidationError, match="max_request_bytes"):
+        create_app()
+
+
+# -- what error bodies never say -----------------------------------------------------------------------------------
+
+
+def test_error_bodies_carry_no_arn_or_account_id(
+    ctx: Context, kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The state machine cannot be started: whatever the log is told, the body names no ARN and no account."""
+    from moto import mock_aws
+
+    for name in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "eu-west-1",
+        "AWS_CONFIG_FILE": "/dev/null",
+        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+    }.items():
+        monkeypatch.setenv(name, value)
+    arn = "arn:aws:states:eu-west-1:123456789012:stateMachine:ragstep-knowledge-search"
+    settings = ctx.settings.model_copy(update={"executor": "stepfunctions", "state_machine_arn": arn})
+    with mock_aws(), TestClient(create_app(Clients(settings))) as client:
+        response = client.post(SEARCH, json={"query": "espresso", "knowledge_base_ids": ["docs"]})
+    assert response.status_code == 502
+    body = response.json()
+    assert body["error"] == "pipeline_failed"
+    assert body["message"].startswith("cannot start the knowledge_search state machine ")
+    assert "123456789012" not in response.text and "arn:aws" not in response.text
+
+
+@pytest.mark.parametrize(
+    ("message", "shown"),
+    [
+        (
+            "cannot start arn:aws:states:us-east-1:123456789012:stateMachine:x: AccessDenied",
+            "cannot start <arn>: AccessDenied",
+        ),
+        ("table (arn:aws-cn:dynamodb:cn-north-1:123456789012:table/t) is gone", "table (<arn>) is gone"),
+        ("account 123456789012 may not read it.", "account <account> may not read it."),
+        # a knowledge id is hex: a run of twelve digits inside it is no account id
+        ("unknown knowledge item 'ab123456789012cd'", "unknown knowledge item 'ab123456789012cd'"),
+        ("query has 4001 characters; the limit is 4000", "query has 4001 characters; the limit is 4000"),
+    ],
+)
+def test_redact(message: str, shown: str) -> None:
+    assert redact(message) == shown
+
+
+# -- OpenAPI -------------------------------------------------------------------------------------------------------
+
+
+def test_openapi_documents_the_real_bodies(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    schemas = spec["components"]["schemas"]
+
+    def body(path: str, method: str, status: str) -> dict[str, Any]:
+        ref = spec["paths"][path][method]["responses"][status]["content"]["application/json"]["schema"]["$ref"]
+        return schemas[ref.rsplit("/", 1)[1]]
+
+    search_ok = body(SEARCH, "post", "200")
+    assert list(search_ok["properties"]) == ["query", "request_id", "results", "trace"]
+    assert search_ok["properties"]["results"]["items"]["$ref"].endswith("/SearchResult")
+    assert search_ok["properties"]["trace"]["items"]["$ref"].endswith("/TraceEvent")
+    for status in ("400", "404", "413", "422", "500", "502", "503"):
+        error = body(SEARCH, "post", status)
+        assert set(error["properties"]) == {"error", "message"}
+        assert error["required"] == ["error", "message"]
+    assert set(body("/healthz", "get", "200")["properties"]) == {"status", "version"}
+    # FastAPI's own 422 schema ({detail: [...]}) is not what this API answers.
+    assert "HTTPValidationError" not in schemas
+
+
+@pytest.mark.parametrize("path", ["/docs", "/redoc"])
+def test_no_pages_that_need_a_cdn(client: TestClient, path: str) -> None:
+    response = client.get(path)
+    assert (response.status_code, response.json()["error"]) == (404, "not_found")
+
+
 # -- a real server -------------------------------------------------------------------------------------------------
 
 
@@ -247,6 +409,19 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def read_response(sock: socket.socket) -> tuple[int, bytes]:
+    """Status and body of one HTTP/1.1 response with a Content-Length."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    length = next(int(line.split(":", 1)[1]) for line in lines if line.lower().startswith("content-length:"))
+    while len(body) < length:
+        body += sock.recv(65536)
+    return int(lines[0].split()[1]), body
 
 
 def test_real_server(tmp_path: Path) -> None:
@@ -288,6 +463,14 @@ def test_real_server(tmp_path: Path) -> None:
 
         bad = httpx.post(f"{base}{SEARCH}", json={"query": " ", "knowledge_base_ids": ["docs"]}, timeout=10)
         assert (bad.status_code, bad.json()["error"]) == (422, "invalid_input")
+
+        # A declared 10 GB body is refused from its headers alone: the answer comes without a byte of it sent.
+        head = f"POST {SEARCH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {10**10}\r\n"
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(head.encode() + b"\r\n")
+            status, body = read_response(sock)
+        assert status == 413
+        assert json.loads(body)["error"] == "payload_too_large"
     finally:
         server.terminate()
         try:

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from ragstep.pipeline import PIPELINES, Parallel, Pipeline, Stage, asl
+from ragstep.pipeline import Parallel, Pipeline, Stage, asl
+from ragstep.pipeline.definitions import DEPLOYED_PIPELINES as PIPELINES  # the ones with state machines
+from ragstep.pipeline.definitions import Stream
 
 ROOT = Path(__file__).resolve().parents[1]
 STATEMACHINE = ROOT / "statemachine"
@@ -153,6 +155,25 @@ def test_a_parallel_step_becomes_a_parallel_state_and_a_join() -> None:
         assert sum(1 for s in states.values() if s.get("End")) == 1
 
 
+def test_a_stream_step_is_a_task_whose_function_drains_it() -> None:
+    """A state machine cannot relay events: the last step's function drains the stream and returns the final state."""
+    streamed = Pipeline("streamed_example", (Stage("chunk_search"), Stream("chat_completion_stream")))
+    machine = asl.definition(streamed)
+    assert task_order(machine) == ["chunk_search", "chat_completion_stream"]
+    assert machine["States"]["chat_completion_stream"]["Resource"] == "${ChatCompletionStreamFunctionArn}"
+    assert machine["States"]["chat_completion_stream"]["End"] is True
+    assert asl.placeholders(streamed) == ["ChunkSearchFunctionArn", "ChatCompletionStreamFunctionArn"]
+
+
+def test_only_the_non_streaming_chat_pipelines_have_state_machines() -> None:
+    from ragstep.pipeline.definitions import CHAT_PIPELINES
+
+    assert {name for name in CHAT_PIPELINES if name in PIPELINES} == {"rag", "chat"}
+    assert all(kind == "EXPRESS" for kind in (PIPELINES["rag"].kind, PIPELINES["chat"].kind))
+    generated = {path.name for path in STATEMACHINE.glob(f"*{asl.SUFFIX}")}
+    assert generated == {asl.file_name(p) for p in PIPELINES.values()}
+
+
 def test_a_step_name_used_twice_is_refused() -> None:
     twice = Pipeline("twice", (Parallel("both", ((Stage("chunk_search"),), (Stage("chunk_search"),))),))
     with pytest.raises(ValueError, match="chunk_search"):
@@ -287,12 +308,12 @@ def test_xray_tracing_is_one_parameter_for_functions_powertools_and_state_machin
     assert template["Conditions"]["TraceWithXRay"] == {"Fn::Equals": [{"Ref": "XRayTracing"}, "true"]}
     function = template["Globals"]["Function"]
     assert function["Tracing"] == {"Fn::If": ["TraceWithXRay", "Active", "PassThrough"]}
-    # Off, the handlers never build the Powertools Tracer (ragstep.entry.aws.handlers.tracing_active), saving its import
+    # Off, the handlers never build the Powertools Tracer (ragstep.entry.aws.runtime.tracing_active), saving its import
     assert function["Environment"]["Variables"]["POWERTOOLS_TRACE_DISABLED"] == {
         "Fn::If": ["TraceWithXRay", "false", "true"]
     }
     machines = [r for r in template["Resources"].values() if r["Type"] == "AWS::Serverless::StateMachine"]
-    assert len(machines) == 2
+    assert len(machines) == len(PIPELINES)
     for machine in machines:
         assert machine["Properties"]["Tracing"] == {"Enabled": {"Fn::If": ["TraceWithXRay", True, False]}}
 
@@ -326,7 +347,7 @@ def test_template_api_runs_the_search_state_machine_synchronously() -> None:
 
 
 def test_template_uploads_start_the_ingest_state_machine() -> None:
-    from ragstep.entry.aws.handlers import UPLOADS_PREFIX
+    from ragstep.entry.aws.events import TENANTS_PREFIX, UPLOADS_PREFIX
 
     resources = load_template()["Resources"]
     bucket = resources["BlobBucket"]["Properties"]
@@ -341,7 +362,11 @@ def test_template_uploads_start_the_ingest_state_machine() -> None:
         ["Object Created"],
     )
     assert pattern["detail"]["bucket"]["name"] == [{"Ref": "BlobBucket"}]
-    assert pattern["detail"]["object"]["key"] == [{"prefix": UPLOADS_PREFIX}]
+    # The default tenant's uploads and every other tenant's (the layout events.ingest_state_from_s3_event reads).
+    assert pattern["detail"]["object"]["key"] == [
+        {"prefix": UPLOADS_PREFIX},
+        {"wildcard": f"{TENANTS_PREFIX}*/{UPLOADS_PREFIX}*"},
+    ]
     # Ingestion's own products never match: none of its prefixes is under uploads/.
     rules = {r["Id"]: r for r in bucket["LifecycleConfiguration"]["Rules"]}
     assert not any(r.get("Prefix", "").startswith(UPLOADS_PREFIX) for r in rules.values()), "uploads never expire"
@@ -374,7 +399,7 @@ def test_template_opensearch_access_is_scoped_and_optional() -> None:
 
 def test_template_api_keys_are_references_readable_only_under_the_stack_name() -> None:
     template = load_template()
-    for name in ("EmbeddingApiKey", "RerankApiKey"):
+    for name in ("EmbeddingApiKey", "RerankApiKey", "ChatApiKey"):
         assert template["Parameters"][name]["AllowedPattern"] == "^$|^(ssm:|secretsmanager:).+$"
     statements = template["Resources"]["SecretsReadPolicy"]["Properties"]["PolicyDocument"]["Statement"]
     for statement in statements:
@@ -382,3 +407,63 @@ def test_template_api_keys_are_references_readable_only_under_the_stack_name() -
     for name, resource in template["Resources"].items():
         if resource["Type"] == "AWS::Serverless::Function":
             assert {"Ref": "SecretsReadPolicy"} in resource["Properties"]["Policies"], name
+
+
+def test_template_chat_settings_reach_the_functions_that_answer() -> None:
+    template = load_template()
+    resources = template["Resources"]
+    settings = {
+        "RAGSTEP_CHAT_PROVIDER": {"Ref": "ChatProvider"},
+        "RAGSTEP_CHAT_MODEL": {"Ref": "ChatModel"},
+        "RAGSTEP_CHAT_BASE_URL": {"Ref": "ChatBaseUrl"},
+        "RAGSTEP_CHAT_API_KEY": {"Ref": "ChatApiKey"},
+    }
+    # The API streams in-process; chat_completion answers on Step Functions. Only they resolve the chat API key.
+    for name in ("ApiFunction", "ChatCompletionFunction"):
+        env = resources[name]["Properties"]["Environment"]["Variables"]
+        assert {k: env.get(k) for k in settings} == settings, name
+    others = [
+        name
+        for name, r in resources.items()
+        if r["Type"] == "AWS::Serverless::Function" and name not in ("ApiFunction", "ChatCompletionFunction")
+    ]
+    assert "IntoChatMessageFunction" in others
+    for name in others:
+        assert not set(settings) & set(resources[name]["Properties"].get("Environment", {}).get("Variables", {}))
+    assert not set(settings) & set(template["Globals"]["Function"]["Environment"]["Variables"])
+    assert template["Parameters"]["ChatProvider"]["AllowedValues"] == ["extractive", "openai", "bedrock"]
+    assert template["Parameters"]["ChatProvider"]["Default"] == "extractive"
+
+
+def test_template_bedrock_chat_access_only_with_the_bedrock_provider() -> None:
+    template = load_template()
+    resources = template["Resources"]
+    assert template["Conditions"]["UseBedrockChat"] == {"Fn::Equals": [{"Ref": "ChatProvider"}, "bedrock"]}
+    policy = resources["BedrockChatPolicy"]
+    assert policy["Condition"] == "UseBedrockChat"
+    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    # Converse needs InvokeModel, ConverseStream InvokeModelWithResponseStream; nothing else.
+    assert statement["Action"] == ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"]
+    granted = {"Fn::If": ["UseBedrockChat", {"Ref": "BedrockChatPolicy"}, {"Ref": "AWS::NoValue"}]}
+    holders = [
+        name
+        for name, r in resources.items()
+        if r["Type"] == "AWS::Serverless::Function" and granted in r["Properties"]["Policies"]
+    ]
+    assert sorted(holders) == ["ApiFunction", "ChatCompletionFunction"]
+
+
+def test_template_answer_stages_never_touch_the_history_or_the_index() -> None:
+    """The state carries the history rounds and the caller saves the turn: the answer stages need neither table."""
+    resources = load_template()["Resources"]
+    for name in ("IntoChatMessageFunction", "ChatCompletionFunction"):
+        policies = resources[name]["Properties"]["Policies"]
+        tables = [
+            body["TableName"]
+            for policy in policies
+            if isinstance(policy, dict)
+            for kind, body in policy.items()
+            if kind.startswith("DynamoDB")
+        ]
+        assert tables == [{"Ref": "IdempotencyTable"}], name
+        assert "OpenSearch" not in str(policies), name

@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Any
 import pytest
 
 from ragstep.app.search import knowledge_search
-from ragstep.entry.aws import handlers
+from ragstep.entry.aws import runtime
 from ragstep.errors import InputError, NotFoundError
 from ragstep.models import IngestState, KnowledgeBase, SearchRequest
 from ragstep.pipeline import get_pipeline
@@ -129,15 +130,15 @@ def stack_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     with mock_aws():
-        handlers.reset()
-        handlers.logger().registered_handler.stream = sys.stdout
+        runtime.reset()
+        runtime.logger().registered_handler.stream = sys.stdout
         stack = Stack()
         kb = KnowledgeBase(id=KB_ID, name=KB_NAME, created_at=time.time())
-        handlers.get_clients().context().catalog.create_kb(kb)
+        runtime.get_clients().context().catalog.create_kb(kb)
         try:
             yield stack
         finally:
-            handlers.reset()
+            runtime.reset()
 
 
 @pytest.fixture
@@ -158,7 +159,7 @@ def run_ingest(event: dict[str, Any]) -> list[dict[str, Any]]:
 
 def search(query: str) -> list[str]:
     request = SearchRequest(query=query, knowledge_base_ids=[KB_NAME])
-    return [r.knowledge_filename for r in knowledge_search(request, handlers.get_clients()).final_results]
+    return [r.knowledge_filename for r in knowledge_search(request, runtime.get_clients().context()).final_results]
 
 
 # -- uploads start executions ---------------------------------------------------------------------------------------
@@ -197,7 +198,7 @@ def test_an_upload_is_ingested_by_the_handlers_and_found_by_a_search(stack: Stac
         ("ingest_index", "run"),
     ]
 
-    catalog = handlers.get_clients().context().catalog
+    catalog = runtime.get_clients().context().catalog
     knowledge = catalog.get_knowledge(final.source.knowledge_id)
     assert knowledge is not None and knowledge.status == "completed"
     assert knowledge.chunk_count == final.counts["chunks"]
@@ -223,7 +224,7 @@ def test_the_same_upload_again_is_unchanged_and_new_content_replaces_it(stack: S
     replaced = run_ingest(stack.started()[0])[-1]
     assert replaced["status"] == "indexed"
     assert replaced["source"]["knowledge_id"] == first["source"]["knowledge_id"]
-    (knowledge,) = handlers.get_clients().context().catalog.list_knowledge(KB_ID)
+    (knowledge,) = runtime.get_clients().context().catalog.list_knowledge(KB_ID)
     assert knowledge.content_hash == replaced["source"]["content_hash"] != first["source"]["content_hash"]
     assert SAMPLE_DOC in search("reciprocal rank fusion of keyword and vector results")
 
@@ -254,6 +255,38 @@ def test_an_event_that_names_no_ingestible_upload_is_refused(
     assert type(caught.value).__name__ == error.__name__
 
 
+def test_an_upload_under_tenants_is_ingested_into_that_tenants_store_and_catalog(stack: Stack) -> None:
+    """``tenants/<tenant>/uploads/<kb>/<path>`` is another tenant's upload: its knowledge base, its catalog rows, its
+    part of the bucket; the default tenant's knowledge base of the same name is not touched."""
+    acme = runtime.get_clients().context("acme")
+    kb = acme.catalog.create_kb(KnowledgeBase(id=uuid.uuid4().hex, name=KB_NAME, created_at=time.time()))
+    key = f"tenants/acme/uploads/{KB_NAME}/guides/{SAMPLE_DOC}"
+    stack.upload(key, demo_doc(SAMPLE_DOC))
+
+    final = IngestState.model_validate(run_ingest(_event(key))[-1])
+    assert (final.tenant_id, final.status) == ("acme", "indexed")
+    assert final.source.knowledge_base_id == kb.id != KB_ID
+    assert final.source.blob_key == f"uploads/{KB_NAME}/guides/{SAMPLE_DOC}"  # relative to the tenant's store
+    (knowledge,) = acme.catalog.list_knowledge(kb.id)
+    assert knowledge.id == final.source.knowledge_id and knowledge.status == "completed"
+    assert runtime.get_clients().context().catalog.list_knowledge(KB_ID) == []
+    keys = [o["Key"] for o in stack.s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])]
+    assert keys and all(k.startswith("tenants/acme/") for k in keys), keys
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        pytest.param(f"tenants/../uploads/{KB_NAME}/a.md", "tenant id '..'", id="dot-dot"),
+        pytest.param(f"tenants/default/uploads/{KB_NAME}/a.md", "default tenant's uploads", id="default"),
+        pytest.param(f"tenants/acme/uploads/{KB_NAME}/a.md", f"unknown knowledge base '{KB_NAME}'", id="not-acmes"),
+    ],
+)
+def test_a_tenant_upload_is_checked_before_anything_is_read(stack: Stack, key: str, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        invoke("ingest_parse", _event(key))
+
+
 def test_an_unsupported_upload_fails_in_the_first_stage(stack: Stack) -> None:
     stack.upload(f"uploads/{KB_NAME}/tool.exe", b"MZ\x90\x00")
     (event,) = stack.started()
@@ -268,7 +301,7 @@ def test_only_the_first_stage_takes_an_s3_event(stack: Stack) -> None:
 
 def test_a_blob_prefix_is_part_of_the_upload_key(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAGSTEP_BLOB_PREFIX", "ragstep")
-    handlers.reset()
+    runtime.reset()
     key = f"ragstep/uploads/{KB_NAME}/{SAMPLE_DOC}"
     stack.upload(key, demo_doc(SAMPLE_DOC))
     state = IngestState.model_validate(invoke("ingest_parse", _event(key)))

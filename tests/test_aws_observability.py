@@ -16,12 +16,13 @@ from typing import Any
 
 import pytest
 
+from ragstep.app.ingest import expand_paths, ingest_file
 from ragstep.context import Clients, Context
-from ragstep.entry.aws import handlers
+from ragstep.entry.aws import runtime
 from ragstep.errors import InputError, StorageError
 from ragstep.models import KnowledgeBase, PipelineState
+from ragstep.pipeline import transport
 from ragstep.settings import Settings, is_secret_ref, resolve_secret
-from ragstep.stages.ingest.products import expand_paths, ingest_file
 from test_handlers import LambdaContext, function_handler, invoke, load_event
 
 boto3 = pytest.importorskip("boto3")
@@ -43,10 +44,10 @@ def lambda_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "ragstep-test")
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "ragstep-test")
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
-    handlers.reset()
-    handlers.logger().registered_handler.stream = sys.stdout
+    runtime.reset()
+    runtime.logger().registered_handler.stream = sys.stdout
     yield tmp_path / "data"
-    handlers.reset()
+    runtime.reset()
 
 
 @pytest.fixture
@@ -74,7 +75,7 @@ def metric_names(doc: dict[str, Any]) -> dict[str, str]:
 # -- metrics -------------------------------------------------------------------------------------------------------
 
 
-def test_each_invocation_flushes_the_stage_metrics(demo_docs: Clients, capsys: pytest.CaptureFixture[str]) -> None:
+def test_each_invocation_flushes_the_stage_metrics(demo_docs: Context, capsys: pytest.CaptureFixture[str]) -> None:
     cold_start.reset_cold_start_flag()  # a new execution environment
     capsys.readouterr()
     event = load_event("chunk_search")
@@ -99,11 +100,11 @@ def test_each_invocation_flushes_the_stage_metrics(demo_docs: Clients, capsys: p
         assert doc["StageLatency"] == [run["duration_ms"]]
         assert doc["Results"] == [len(out["search_results"])] and out["search_results"]
         assert doc["Degradations"] == [0]
-        assert doc["StateBytes"] == [handlers.wire_size(out)]
+        assert doc["StateBytes"] == [transport.wire_size(out)]
 
 
 def test_degradations_are_counted_from_the_trace(
-    demo_docs: Clients, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    demo_docs: Context, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """An embedding provider that cannot be reached degrades the search to keywords: one ``degrade`` row."""
     kb = demo_docs.catalog.create_kb(
@@ -113,7 +114,7 @@ def test_degradations_are_counted_from_the_trace(
     monkeypatch.setenv("RAGSTEP_EMBEDDING_API_KEY", "sk-test")
     monkeypatch.setenv("RAGSTEP_PROVIDER_MAX_RETRIES", "0")
     monkeypatch.setenv("RAGSTEP_PROVIDER_TIMEOUT_S", "2")
-    handlers.reset()
+    runtime.reset()
     event = load_event("chunk_search")
     event["request"]["knowledge_base_ids"] = [kb.id]
     capsys.readouterr()
@@ -133,7 +134,7 @@ def test_a_failing_stage_reports_an_error_metric(lambda_env: Path, capsys: pytes
 
 
 def test_ingest_stages_report_their_chunks(lambda_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    ctx = handlers.get_clients()
+    ctx = runtime.get_clients().context()
     kb = ctx.catalog.create_kb(KnowledgeBase(id=uuid.uuid4().hex, name="docs", created_at=time.time()))
     doc = resources.files("ragstep").joinpath("data", "demo", "docs", "hybrid-search.md").read_bytes()
     ctx.blobs.put("uploads/docs/hybrid-search.md", doc)
@@ -148,7 +149,7 @@ def test_ingest_stages_report_their_chunks(lambda_env: Path, capsys: pytest.Capt
     assert docs[-1]["Results"] == [state["counts"]["chunks"]] and state["source"]["knowledge_base_id"] == kb.id
 
 
-def test_the_api_reports_latency_and_errors_by_executor(demo_docs: Clients, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_api_reports_latency_and_errors_by_executor(demo_docs: Context, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
     assert invoke("api", load_event("api_search"))["statusCode"] == 200
     event = load_event("api_search")
@@ -164,10 +165,10 @@ def test_the_api_reports_latency_and_errors_by_executor(demo_docs: Clients, caps
 # -- tracing -------------------------------------------------------------------------------------------------------
 
 
-def test_the_tracer_is_off_outside_lambda_and_the_handlers_run(demo_docs: Clients) -> None:
+def test_the_tracer_is_off_outside_lambda_and_the_handlers_run(demo_docs: Context) -> None:
     # Outside Lambda nothing would be recorded, so aws_xray_sdk (~200 ms of a cold start) is never imported for it.
-    assert handlers.tracing_active() is False
-    assert isinstance(handlers.tracer(), handlers.NullTracer)
+    assert runtime.tracing_active() is False
+    assert isinstance(runtime.tracer(), runtime.NullTracer)
     handler = function_handler("chunk_search")
     out = handler(load_event("chunk_search"), LambdaContext("ragstep-chunk_search"))
     assert PipelineState.model_validate(out).search_results
@@ -185,7 +186,7 @@ def test_the_tracer_is_off_outside_lambda_and_the_handlers_run(demo_docs: Client
     ],
 )
 def test_tracing_is_active_by_powertools_rule(environ: dict[str, str], active: bool) -> None:
-    assert handlers.tracing_active(environ) is active
+    assert runtime.tracing_active(environ) is active
 
 
 # Run in a fresh interpreter: patching botocore/httpx/requests for X-Ray is process-wide and permanent, as in Lambda.
@@ -193,17 +194,17 @@ XRAY_CHILD = """
 import json, runpy, sys
 sys.path[:0] = sys.argv[2].split(":")
 from test_handlers import LambdaContext, load_event
-from ragstep.entry.aws import handlers
+from ragstep.entry.aws import runtime
 handler = runpy.run_path(sys.argv[1], run_name="app")["handler"]
 out = handler(load_event("chunk_search"), LambdaContext("ragstep-chunk_search"))
-tracer = handlers.tracer()
+tracer = runtime.tracer()
 print(json.dumps({"tracer": type(tracer).__name__, "disabled": tracer.disabled,
                   "results": len(out["search_results"]), "patched": sorted(__import__("aws_xray_sdk.core.patcher",
                   fromlist=["_PATCHED_MODULES"])._PATCHED_MODULES)}))
 """
 
 
-def test_in_lambda_the_stage_subsegment_reaches_the_xray_daemon(demo_docs: Clients) -> None:
+def test_in_lambda_the_stage_subsegment_reaches_the_xray_daemon(demo_docs: Context) -> None:
     """With tracing active (a Lambda environment) the handler sends its segments to the daemon address Lambda sets:
     here a UDP socket on 127.0.0.1 standing in for the X-Ray daemon."""
     pytest.importorskip("aws_xray_sdk", reason="the dev extra installs aws-xray-sdk, as the dependency layer does")
@@ -241,7 +242,7 @@ def test_in_lambda_the_stage_subsegment_reaches_the_xray_daemon(demo_docs: Clien
 
 
 def test_without_aws_xray_sdk_the_tracer_is_a_no_op() -> None:
-    tracer = handlers.NullTracer()
+    tracer = runtime.NullTracer()
 
     def fn(event: Any, context: Any) -> Any:
         return event
@@ -337,14 +338,14 @@ def test_a_warm_function_picks_up_a_rotated_key(
     monkeypatch.setenv("RAGSTEP_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("RAGSTEP_EMBEDDING_API_KEY", "ssm:/ragstep/openai")
     monkeypatch.setenv("RAGSTEP_SECRETS_MAX_AGE_S", "0")
-    handlers.reset()
+    runtime.reset()
     try:
-        ctx = handlers.get_clients()
+        ctx = runtime.get_clients()
         assert ctx.settings.embedding_api_key.get_secret_value() == "sk-old"  # type: ignore[union-attr]
-        assert handlers.get_clients() is ctx, "unchanged: the same ctx"
+        assert runtime.get_clients() is ctx, "unchanged: the same ctx"
         ssm.put_parameter(Name="/ragstep/openai", Value="sk-new", Type="SecureString", Overwrite=True)
-        rotated = handlers.get_clients()
+        rotated = runtime.get_clients()
         assert rotated is not ctx
         assert rotated.settings.embedding_api_key.get_secret_value() == "sk-new"  # type: ignore[union-attr]
     finally:
-        handlers.reset()
+        runtime.reset()

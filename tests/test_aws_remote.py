@@ -33,14 +33,14 @@ from typing import Any
 
 import pytest
 
+from ragstep.app.ingest import expand_paths, ingest_file
 from ragstep.app.search import knowledge_search, new_state, search_response
-from ragstep.context import Clients, Context
-from ragstep.entry.aws import handlers
+from ragstep.context import Context
+from ragstep.entry.aws import runtime
 from ragstep.errors import InputError, NotFoundError, ProviderError, RagstepError, StateTooLargeError
 from ragstep.models import KnowledgeBase, PipelineState, SearchRequest
 from ragstep.pipeline import asl, get_pipeline, run_pipeline, transport
-from ragstep.pipeline.remote import ExecutionFailedError, execution_result, failure_error, run_remote
-from ragstep.stages.ingest.products import expand_paths, ingest_file
+from ragstep.pipeline.remote import ExecutionFailedError, execution_result, failure_error, redact, run_remote
 from test_asl import STATEMACHINE
 from test_aws_stores import CATALOG_SCHEMA
 from test_handlers import invoke, load_event
@@ -58,11 +58,12 @@ BUCKET = "ragstep-remote-blobs"
 CATALOG_TABLE = "ragstep-remote-catalog"
 STATE_MACHINE_ARN = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:ragstep-knowledge-search"
 STAGES = get_pipeline("knowledge_search").stage_names()
-SMALL_LIMIT = 4096  # small enough that the search results travel through the bucket (claim check)
+# Over a state's fixed part (~4.5 KB), under the sample search's results: they travel through the bucket (claim check).
+SMALL_LIMIT = 6144
 
 
 @pytest.fixture
-def aws_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Clients]:
+def aws_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Context]:
     """The API function's environment: catalog in DynamoDB, blobs in S3 (moto), the embedded index, the demo
     documents ingested into "demo-docs", and RAGSTEP_EXECUTOR=stepfunctions."""
     for name in [k for k in os.environ if k.startswith(("RAGSTEP_", "POWERTOOLS_", "AWS_"))]:
@@ -97,15 +98,15 @@ def aws_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Clients
         session.client("dynamodb", region_name=REGION).create_table(
             TableName=CATALOG_TABLE, BillingMode="PAY_PER_REQUEST", **CATALOG_SCHEMA
         )
-        handlers.reset()
-        handlers.logger().registered_handler.stream = sys.stdout
-        ctx = handlers.get_clients()
+        runtime.reset()
+        runtime.logger().registered_handler.stream = sys.stdout
+        ctx = runtime.get_clients().context()
         kb = ctx.catalog.create_kb(KnowledgeBase(id=uuid.uuid4().hex, name="demo-docs", created_at=time.time()))
         with resources.as_file(resources.files("ragstep").joinpath("data", "demo", "docs")) as folder:
             results = [ingest_file(path, kb, ctx) for path in expand_paths([folder], (".md",))]
         assert results and all(r.status == "indexed" for r in results), results
         yield ctx
-        handlers.reset()
+        runtime.reset()
 
 
 def first_state(ctx: Context, query: str = "How are keyword and vector results fused?") -> PipelineState:
@@ -129,7 +130,7 @@ def stubbed_client(ctx: Context) -> tuple[Any, Stubber]:
     client = boto3.session.Session().client("stepfunctions", region_name=REGION)
     stubber = Stubber(client)
     stubber.activate()
-    ctx.__dict__["stepfunctions"] = client  # the cached property, set as it would be on first use
+    ctx.clients.__dict__["stepfunctions"] = client  # the cached property, set as it would be on first use
     return client, stubber
 
 
@@ -165,7 +166,7 @@ def without_durations(body: dict[str, Any]) -> dict[str, Any]:
 # -- the generated definition, executed by moto ------------------------------------------------------------------------
 
 
-def test_the_generated_definition_chains_the_handlers_on_moto(aws_env: Clients) -> None:
+def test_the_generated_definition_chains_the_handlers_on_moto(aws_env: Context) -> None:
     ctx = aws_env
     state = first_state(ctx)
     payload, outputs = handler_outputs(state, ctx)
@@ -221,7 +222,7 @@ def test_the_generated_definition_chains_the_handlers_on_moto(aws_env: Clients) 
 # -- StartSyncExecution (botocore Stubber: requests and responses checked against the API model) -----------------
 
 
-def test_run_remote_starts_a_sync_execution_and_decodes_its_output(aws_env: Clients) -> None:
+def test_run_remote_starts_a_sync_execution_and_decodes_its_output(aws_env: Context) -> None:
     ctx = aws_env
     state = first_state(ctx)
     payload, outputs = handler_outputs(state, ctx)
@@ -241,10 +242,10 @@ def test_run_remote_starts_a_sync_execution_and_decodes_its_output(aws_env: Clie
     assert final.offloaded == {} and final.final_results
 
 
-def test_the_api_answers_with_the_state_machine_output(aws_env: Clients, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_api_answers_with_the_state_machine_output(aws_env: Context, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RAGSTEP_STATE_LIMIT_BYTES")  # the Chinese query's trace alone is over the small limit
-    handlers.reset()
-    ctx = handlers.get_clients()
+    runtime.reset()
+    ctx = runtime.get_clients().context()
     _, outputs = handler_outputs(first_state(ctx, "Lambda 冷启动 词典加载"), ctx)
     _, stubber = stubbed_client(ctx)
     stubber.add_response(
@@ -291,7 +292,7 @@ def _stage_exception(kind: str, ctx: Context) -> BaseException:
     ],
 )
 def test_a_failed_execution_answers_like_the_in_process_path(
-    aws_env: Clients, kind: str, status: int, code: str
+    aws_env: Context, kind: str, status: int, code: str
 ) -> None:
     ctx = aws_env
     exc = _stage_exception(kind, ctx)
@@ -333,46 +334,84 @@ def test_a_failed_execution_answers_like_the_in_process_path(
         ),
     ],
 )
-def test_other_outcomes_are_502(aws_env: Clients, response: dict[str, Any], expected: str) -> None:
+def test_other_outcomes_are_502(aws_env: Context, response: dict[str, Any], expected: str) -> None:
     _, stubber = stubbed_client(aws_env)
     stubber.add_response("start_sync_execution", response)
     with pytest.raises(ExecutionFailedError, match=expected) as caught:
         run_remote(first_state(aws_env), aws_env)
-    assert caught.value.http_status == 502 and response["executionArn"] in caught.value.message
+    message = caught.value.message
+    assert caught.value.http_status == 502
+    # The execution is named by its resource part; the API's caller never sees an ARN or the account id.
+    assert response["executionArn"].split(f":{ACCOUNT}:", 1)[1] in message
+    assert "arn:aws" not in message and ACCOUNT not in message
 
 
-def test_a_state_machine_that_cannot_be_started_is_a_clear_502(aws_env: Clients) -> None:
+def test_a_state_machine_that_cannot_be_started_is_a_clear_502(aws_env: Context) -> None:
     _, stubber = stubbed_client(aws_env)
+    role = f"arn:aws:sts::{ACCOUNT}:assumed-role/ragstep-api-role/ragstep-api"
     stubber.add_client_error(
         "start_sync_execution",
         service_error_code="AccessDeniedException",
-        service_message="User is not authorized to perform: states:StartSyncExecution",
+        # What Step Functions says: the caller's and the resource's ARNs, with the account id in both.
+        service_message=f"User: {role} is not authorized to perform: states:StartSyncExecution on resource: "
+        f"{STATE_MACHINE_ARN} because no identity-based policy allows the states:StartSyncExecution action",
         http_status_code=400,
     )
     response = invoke("api", load_event("api_search"))
     assert response["statusCode"] == 502
     message = json.loads(response["body"])["message"]
-    assert STATE_MACHINE_ARN in message and "states:StartSyncExecution" in message
+    assert "stateMachine:ragstep-knowledge-search" in message and "states:StartSyncExecution" in message
+    assert "arn:aws" not in message and ACCOUNT not in message, message
 
 
-def test_the_executor_needs_the_state_machine_arn(aws_env: Clients, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param(
+            f"cannot start {STATE_MACHINE_ARN}.", "cannot start stateMachine:ragstep-knowledge-search.", id="sentence"
+        ),
+        pytest.param(
+            f"User: arn:aws:sts::{ACCOUNT}:assumed-role/r/s is not authorized",
+            "User: assumed-role/r/s is not authorized",
+            id="role",
+        ),
+        pytest.param("arn:aws:s3:::bucket/key (denied)", "bucket/key (denied)", id="no-account"),
+        pytest.param(
+            f"account {ACCOUNT} is over its quota; request 0f4c2a1e-1234-4321-8e6f-123456789012",
+            "account <account id> is over its quota; request 0f4c2a1e-1234-4321-8e6f-123456789012",
+            id="bare-account-id",
+        ),
+        pytest.param("no ARN here: 1234567890123 ms", "no ARN here: 1234567890123 ms", id="13-digits"),
+    ],
+)
+def test_messages_for_the_caller_carry_no_arn_or_account_id(text: str, expected: str) -> None:
+    assert redact(text) == expected
+    cause = json.dumps({"errorMessage": text, "errorType": "InputError"})
+    assert failure_error("InputError", cause).message == expected
+    upstream = failure_error("ProviderError", json.dumps({"errorMessage": text}))
+    assert upstream.message.endswith(f"ProviderError: {expected}")
+
+
+def test_the_executor_needs_the_state_machine_arn(aws_env: Context, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RAGSTEP_STATE_MACHINE_ARN")
-    handlers.reset()
+    runtime.reset()
     with pytest.raises(RagstepError, match="RAGSTEP_STATE_MACHINE_ARN"):
-        knowledge_search(SearchRequest(query="cold start", knowledge_base_ids=["demo-docs"]), handlers.get_clients())
+        knowledge_search(
+            SearchRequest(query="cold start", knowledge_base_ids=["demo-docs"]), runtime.get_clients().context()
+        )
 
 
-def test_knowledge_bases_are_resolved_before_the_execution_starts(aws_env: Clients) -> None:
+def test_knowledge_bases_are_resolved_before_the_execution_starts(aws_env: Context) -> None:
     _, stubber = stubbed_client(aws_env)  # no response queued: a call would fail the test
     with pytest.raises(NotFoundError, match="no-such-kb"):
         knowledge_search(SearchRequest(query="cold start", knowledge_base_ids=["no-such-kb"]), aws_env)
     stubber.assert_no_pending_responses()
 
 
-def test_the_client_is_in_the_state_machine_region(aws_env: Clients, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_client_is_in_the_state_machine_region(aws_env: Context, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAGSTEP_STATE_MACHINE_ARN", STATE_MACHINE_ARN.replace(REGION, "ap-southeast-2"))
-    handlers.reset()
-    assert handlers.get_clients().stepfunctions.meta.region_name == "ap-southeast-2"
+    runtime.reset()
+    assert runtime.get_clients().stepfunctions.meta.region_name == "ap-southeast-2"
 
 
 @pytest.mark.parametrize(

@@ -493,6 +493,82 @@ class TestDynamoCatalogStore(CatalogStoreContract):
         assert catalog_store.list_knowledge("kb") == []
 
 
+class TestDynamoHistoryStoreOfATenant(HistoryStoreContract):
+    """The whole contract again for a tenant other than the default one (prefixed keys, tenant attribute)."""
+
+    @pytest.fixture
+    def make_history_store(self, history_table: str) -> Callable[..., DynamoHistoryStore]:
+        def make(ttl_seconds: float | None = None, clock: Callable[[], float] | None = None) -> DynamoHistoryStore:
+            if clock is None:
+                return DynamoHistoryStore(history_table, ttl_seconds=ttl_seconds, tenant_id="acme")
+            return DynamoHistoryStore(history_table, ttl_seconds=ttl_seconds, clock=clock, tenant_id="acme")
+
+        return make
+
+
+class TestDynamoCatalogStoreOfATenant(CatalogStoreContract):
+    @pytest.fixture
+    def catalog_store(self, catalog_table: str) -> DynamoCatalogStore:
+        return DynamoCatalogStore(catalog_table, tenant_id="acme")
+
+
+def test_tenants_sharing_the_tables_see_nothing_of_each_other(
+    history_table: str, catalog_table: str, dynamodb: Any
+) -> None:
+    stores = {
+        tenant: (
+            DynamoCatalogStore(catalog_table, tenant_id=tenant),
+            DynamoHistoryStore(history_table, ttl_seconds=None, tenant_id=tenant),
+        )
+        for tenant in ("default", "acme", "globex")
+    }
+    # The same ids and names in every tenant: no conflict, each tenant gets its own.
+    for tenant, (catalog, history) in stores.items():
+        catalog.create_kb(make_kb("kb1", "Docs", 1.0, embedding_model=f"openai:{tenant}"))
+        catalog.put_knowledge(make_knowledge("k1", "kb1", 2.0, title=tenant))
+        history.append(make_turn("s1", 3.0, f"asked in {tenant}"))
+    for tenant, (catalog, history) in stores.items():
+        assert [kb.embedding_model for kb in catalog.list_kbs()] == [f"openai:{tenant}"]
+        assert catalog.get_kb("Docs").embedding_model == f"openai:{tenant}"  # type: ignore[union-attr]
+        assert [k.title for k in catalog.list_knowledge("kb1")] == [tenant]
+        assert catalog.get_knowledge("k1").title == tenant  # type: ignore[union-attr]
+        assert [t.query for t in history.recent("s1")] == [f"asked in {tenant}"]
+        assert history.recent("s1")[0].session_id == "s1"
+
+    # Deleting in one tenant leaves the others whole.
+    acme_catalog, acme_history = stores["acme"]
+    acme_catalog.delete_kb("kb1")
+    assert acme_history.delete_session("s1") == 1
+    assert (
+        acme_catalog.list_kbs() == [] and acme_catalog.get_knowledge("k1") is None and acme_history.recent("s1") == []
+    )
+    for tenant in ("default", "globex"):
+        catalog, history = stores[tenant]
+        assert [kb.id for kb in catalog.list_kbs()] == ["kb1"] and catalog.get_knowledge("k1") is not None
+        assert len(history.recent("s1")) == 1
+
+    # The default tenant keeps the layout tables had before tenants; another tenant's keys carry its prefix.
+    turns = {item["session_id"]["S"]: item for item in _scan(dynamodb, history_table)}
+    assert set(turns) == {"s1", "globex#s1"}
+    assert "tenant_id" not in turns["s1"] and turns["globex#s1"]["tenant_id"] == {"S": "globex"}
+    keys = {item["pk"]["S"] for item in _scan(dynamodb, catalog_table)}
+    assert {"KB#kb1", "KBNAME#Docs", "KBLIST", "K#k1", "globex#KB#kb1", "globex#KBLIST"} <= keys
+    assert not any(key.startswith("acme#") for key in keys)
+
+    # A default-tenant session id spelled like another tenant's key reaches nothing of that tenant.
+    default_history = stores["default"][1]
+    assert default_history.recent("globex#s1") == []
+    assert default_history.delete_session("globex#s1") == 0
+    assert len(stores["globex"][1].recent("s1")) == 1
+
+
+def test_a_tenant_id_that_could_not_be_a_key_prefix_is_refused(history_table: str, catalog_table: str) -> None:
+    with pytest.raises(InputError, match="tenant id"):
+        DynamoHistoryStore(history_table, tenant_id="a#b")
+    with pytest.raises(InputError, match="tenant id"):
+        DynamoCatalogStore(catalog_table, tenant_id="")
+
+
 # -- ctx and the template ---------------------------------------------------------------------------------
 
 
@@ -519,6 +595,8 @@ def test_services_build_the_aws_adapters_from_the_environment(aws_env: None, s3:
     assert isinstance(catalog, DynamoCatalogStore) and catalog.table_name == CATALOG_TABLE
     assert isinstance(blobs, S3BlobStore) and (blobs.bucket, blobs.prefix) == (BUCKET, "ragstep/")
     assert ctx.history is history  # built once
+    acme = Clients().context("acme")
+    assert (acme.history.tenant_id, acme.catalog.tenant_id) == ("acme", "acme")  # type: ignore[attr-defined]
 
     kb = catalog.create_kb(make_kb("kb1", "Docs"))
     assert ctx.require_kb("Docs") == kb

@@ -438,6 +438,7 @@ def test_shared_layer_ships_the_table(tmp_path: Path) -> None:
     subprocess.run(cmd, check=True, capture_output=True, env={**os.environ, "PYTHON": sys.executable})
     shipped = out / "python" / "ragstep" / "data" / f"jieba-{jieba.__version__}.pfdict.pkl"
     assert shipped.is_file()
+    assert not (out / "python" / "ragstep" / "bench").exists(), "the benchmarks are not shipped"
     # Bytecode only for the runtime's Python (when the build found one: layers/runtime-python.sh), never this one's
     foreign = [p.name for p in (out / "python").rglob("*.pyc") if ".cpython-312." not in p.name]
     assert not foreign, foreign[:5]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ragstep.app.ingest import ingest_file
 from ragstep.app.search import new_state
 from ragstep.context import Clients, Context
 from ragstep.models import ChunkType, ImageInfo, KnowledgeBase, MatchType, RetrievalSettings, SearchRequest
@@ -15,7 +16,6 @@ from ragstep.models import SearchResult as R
 from ragstep.pipeline import run_stage
 from ragstep.retrieval.text import token_set
 from ragstep.settings import Settings
-from ragstep.stages.ingest.products import ingest_file
 from ragstep.stages.search.chunk_rerank import (
     clean_markdown,
     composite,

@@ -11,6 +11,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
+import shutil
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -23,7 +26,8 @@ from ragstep.entry.cli.demo import DEMO_QUERIES
 from ragstep.entry.cli.main import main
 from ragstep.models import SearchResult, TraceEvent
 
-SHARED = Path(__file__).resolve().parents[1] / "shared"
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO / "shared"
 
 # Four small documents on unrelated topics, two in English and two in Chinese. Both English ones contain "guide",
 # so one query can hit both of them with different strengths.
@@ -211,8 +215,8 @@ def test_kb_create_bad_name_is_refused(cli: Cli, name: str, problem: str) -> Non
 
 
 def test_kb_delete_unknown_and_kb_delete_removes_its_chunks(cli: Cli, indexed: dict[str, str]) -> None:
-    message = cli.fails("kb", "delete", "nope")
-    assert message.startswith("unknown knowledge base 'nope' (known: docs)")
+    # The error names only what was asked for, never the other knowledge bases.
+    assert cli.fails("kb", "delete", "nope") == "unknown knowledge base 'nope'"
     assert_index_intact(cli)
 
     assert cli.ok("kb", "delete", "docs") == f"deleted knowledge base docs ({len(DOCS)} chunks)\n"
@@ -220,6 +224,67 @@ def test_kb_delete_unknown_and_kb_delete_removes_its_chunks(cli: Cli, indexed: d
     # A new knowledge base of the same name starts empty: nothing of the old one is left in the index.
     cli.ok("kb", "create", "docs")
     assert cli.filenames("espresso coffee beans") == []
+
+
+@pytest.mark.parametrize(
+    ("model", "problem"),
+    [
+        ("foo", "unknown embedding provider 'foo' in 'foo'; supported: none, openai, bedrock"),
+        (
+            "cohere:embed-v4",
+            "unknown embedding provider 'cohere' in 'cohere:embed-v4'; supported: none, openai, bedrock",
+        ),
+        ("openai:", "embedding model id 'openai:' names no model; write it as 'openai:<model>'"),
+    ],
+)
+def test_kb_create_unknown_embedding_model_fails_at_once(cli: Cli, model: str, problem: str) -> None:
+    assert cli.fails("kb", "create", "docs", "--embedding-model", model).startswith(problem)
+    assert cli.json("kb", "list") == []
+
+
+def test_kb_create_embedding_model_is_stored_canonically(cli: Cli) -> None:
+    # Checked and spelled canonically; no provider is called (nothing is embedded until the first ingest).
+    out = cli.ok("kb", "create", "docs", "--embedding-model", " OpenAI:text-embedding-3-small ")
+    assert out.startswith("created knowledge base docs (document, embedding: openai:text-embedding-3-small, id ")
+    cli.ok("kb", "create", "plain", "--embedding-model", "NONE")
+    assert [kb["embedding_model"] for kb in cli.json("kb", "list")] == ["openai:text-embedding-3-small", "none"]
+
+
+def test_kb_show_lists_the_documents(cli: Cli, indexed: dict[str, str], tmp_path: Path) -> None:
+    tagged = write_docs(tmp_path / "tagged", {"lava.md": "# Volcano\n\nVolcanoes erupt molten lava.\n"})
+    (lava,) = cli.json("ingest", str(tagged), "--kb", "docs", "--tag", "geology")
+
+    data = cli.json("kb", "show", "docs")
+    assert isinstance(data, dict)
+    assert set(data) == {"knowledge_base", "documents", "chunks"}
+    assert data["knowledge_base"]["name"] == "docs"
+    documents = data["documents"]
+    assert [d["filename"] for d in documents] == sorted([*DOCS, "lava.md"])
+    assert {d["filename"]: d["id"] for d in documents} == {**indexed, "lava.md": lava["knowledge_id"]}
+    assert {(d["chunk_count"], d["status"]) for d in documents} == {(1, "completed")}
+    assert {d["filename"]: d["tag_id"] for d in documents if d["tag_id"]} == {"lava.md": "geology"}
+    assert data["chunks"] == len(DOCS) + 1
+
+    # by id as well, and as a table: one row per document, then a summary line
+    (kb,) = cli.json("kb", "list")
+    out = cli.ok("kb", "show", kb["id"])
+    title, header, _rule, *rows, summary = out.splitlines()
+    assert title == f"knowledge base docs (document, embedding: none, id {kb['id']})"
+    assert header.split() == ["id", "file", "chunks", "tag", "status", "error"]
+    assert [row.split()[:5] for row in rows] == [
+        [d["id"], d["filename"], "1", d["tag_id"] or "-", "completed"] for d in documents
+    ]
+    assert summary == f"{len(DOCS) + 1} documents, {len(DOCS) + 1} chunks"
+
+
+def test_kb_show_empty_and_unknown(cli: Cli) -> None:
+    cli.ok("kb", "create", "docs")
+    assert (
+        cli.ok("kb", "show", "docs").splitlines()[1]
+        == "no documents yet; add some with `ragstep ingest PATH --kb docs`"
+    )
+    assert cli.json("kb", "show", "docs")["documents"] == []  # type: ignore[index]
+    assert cli.fails("kb", "show", "nope") == "unknown knowledge base 'nope'"
 
 
 # -- ingest --------------------------------------------------------------------------------------------------------
@@ -232,9 +297,14 @@ def test_ingest_folder_prints_per_file_chunk_counts(cli: Cli, docs: Path) -> Non
     out = cli.ok("ingest", str(docs), "--kb", "docs")
     header, _rule, *rows, summary = out.splitlines()
     assert header.split() == ["file", "status", "chunks", "error"]
-    assert sorted(Path(row.split()[0]).name for row in rows) == sorted(DOCS)
-    assert all(row.split()[1:] == ["indexed", "1"] for row in rows), rows
-    assert summary == f"{len(DOCS)} of {len(DOCS)} files ingested into docs, {len(DOCS)} chunks"
+    by_name = {Path(row.split()[0]).name: row.split()[1:] for row in rows}
+    # The unsupported file is listed as skipped (with the reason); the hidden one is not a candidate at all.
+    assert sorted(by_name) == sorted([*DOCS, "notes.xyz"])
+    assert all(by_name[name] == ["indexed", "1"] for name in DOCS), rows
+    assert by_name["notes.xyz"][:3] == ["skipped", "0", "notes.xyz:"]
+    assert summary == (
+        f"{len(DOCS)} of {len(DOCS)} files ingested into docs, {len(DOCS)} chunks; 1 file skipped (type not supported)"
+    )
 
 
 def test_ingest_json_gives_per_file_results(cli: Cli, docs: Path) -> None:
@@ -355,8 +425,7 @@ def test_unreadable_path_is_refused_before_anything_is_ingested(
 
 
 def test_ingest_into_unknown_kb(cli: Cli, indexed: dict[str, str], docs: Path) -> None:
-    message = cli.fails("ingest", str(docs), "--kb", "nope")
-    assert message == "unknown knowledge base 'nope' (known: docs); create it with `kb create`"
+    assert cli.fails("ingest", str(docs), "--kb", "nope") == "unknown knowledge base 'nope'"
     assert_index_intact(cli)
 
 
@@ -466,7 +535,13 @@ def test_search_by_kb_id_and_several_kbs(cli: Cli, indexed: dict[str, str], tmp_
 def test_top_k_limits_the_results(cli: Cli, indexed: dict[str, str]) -> None:
     assert len(cli.filenames("guide")) == 2
     assert cli.filenames("espresso guide", "--top-k", "1") == ["coffee.md"]
-    assert "rerank_top_k" in cli.fails("search", "guide", "--kb", "docs", "--top-k", "0")
+    # The errors name the flag that was typed, not the setting behind it.
+    assert cli.fails("search", "guide", "--kb", "docs", "--top-k", "0") == (
+        "--top-k: Input should be greater than or equal to 1"
+    )
+    assert cli.fails("search", "guide", "--kb", "docs", "--top-k", "201") == (
+        "--top-k: Input should be less than or equal to 200"
+    )
 
 
 def test_set_overrides_retrieval_settings(cli: Cli, indexed: dict[str, str]) -> None:
@@ -512,6 +587,40 @@ def test_knowledge_scoping(cli: Cli, indexed: dict[str, str]) -> None:
     assert message.startswith(f"unknown knowledge item '{'0' * 32}'")
 
 
+def test_knowledge_inside_a_knowledge_base(cli: Cli, indexed: dict[str, str], tmp_path: Path) -> None:
+    # --kb X --knowledge ID searches that document inside X, not the rest of X.
+    garden = indexed["garden.txt"]
+    hits = cli.search("guide", "--kb", "docs", "--knowledge", garden)["results"]
+    assert hits and {h["knowledge_id"] for h in hits} == {garden}
+    assert {h["knowledge_id"] for h in cli.search("guide", "--kb", "docs")["results"]} > {garden}
+
+    # A document of another knowledge base is an error that names the knowledge base searched.
+    cli.ok("kb", "create", "other")
+    (lava,) = cli.json(
+        "ingest", str(write_docs(tmp_path / "other", {"lava.md": "# Lava\n\nMolten lava.\n"})), "--kb", "other"
+    )
+    message = cli.fails("search", "lava", "--kb", "docs", "--knowledge", lava["knowledge_id"])
+    assert message == f"knowledge item {lava['knowledge_id']!r} is not in the knowledge base(s) searched (docs)"
+    hits = cli.search("lava", "--kb", "other", "--knowledge", lava["knowledge_id"])["results"]
+    assert [h["knowledge_filename"] for h in hits] == ["lava.md"]
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    ["keyword_threshold", "RAGSTEP_KEYWORD_THRESHOLD", "ragstep_keyword_threshold", "Ragstep_Keyword_Threshold"],
+)
+def test_set_accepts_the_environment_names(cli: Cli, indexed: dict[str, str], spelling: str) -> None:
+    # The documented RAGSTEP_* names work as well as the field names, in any case (as environment names do).
+    keep = ("--set", "RAGSTEP_RERANK_THRESHOLD=0")
+    assert cli.filenames("tomato guide", *keep) == ["garden.txt", "coffee.md"]
+    assert cli.filenames("tomato guide", *keep, "--set", f"{spelling}=0.9") == ["garden.txt"]
+
+
+def test_set_environment_name_of_no_retrieval_setting(cli: Cli, indexed: dict[str, str]) -> None:
+    message = cli.fails("search", "espresso", "--kb", "docs", "--set", "RAGSTEP_DATA_DIR=/tmp")
+    assert message == "overrides.data_dir: Extra inputs are not permitted"
+
+
 @pytest.mark.parametrize(
     ("query", "message"),
     [
@@ -540,9 +649,7 @@ def test_search_needs_a_target_and_a_known_kb(cli: Cli, indexed: dict[str, str])
     assert cli.fails("search", "espresso") == (
         "name at least one knowledge base (knowledge_base_ids) or knowledge item (knowledge_ids)"
     )
-    assert cli.fails("search", "espresso", "--kb", "nope") == (
-        "unknown knowledge base 'nope' (known: docs); create it with `kb create`"
-    )
+    assert cli.fails("search", "espresso", "--kb", "nope") == "unknown knowledge base 'nope'"
     assert_index_intact(cli)
 
 
@@ -634,6 +741,108 @@ def test_demo_runs_and_is_idempotent(cli: Cli) -> None:
     again = [line for line in second.splitlines() if line.startswith("  demo-")]
     assert again == [line.replace(": indexed, ", ": unchanged, ") for line in ingested]
     assert [kb["name"] for kb in cli.json("kb", "list")] == ["demo-docs", "demo-faq"]
+
+
+# -- bad options and serve -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ("serve", "--port", "99999"),
+            "argument --port: 99999 is not a TCP port; use 1-65535 (see `ragstep serve --help`)",
+        ),
+        (("serve", "--port", "0"), "argument --port: 0 is not a TCP port; use 1-65535 (see `ragstep serve --help`)"),
+        (
+            ("serve", "--port", "eighty"),
+            "argument --port: expected a whole number, got 'eighty' (see `ragstep serve --help`)",
+        ),
+        (("serve", "--bogus"), "unrecognized arguments: --bogus (see `ragstep --help`)"),
+        (("kb", "create"), "the following arguments are required: name (see `ragstep kb create --help`)"),
+        (
+            ("kb", "create", "x", "--type", "wiki"),
+            "argument --type: invalid choice: 'wiki'",
+        ),
+        (("search",), "the following arguments are required: query (see `ragstep search --help`)"),
+        (("frobnicate",), "argument COMMAND: invalid choice: 'frobnicate'"),
+        (
+            ("bench", "latency", "--docs", "0"),
+            "argument --docs: must be at least 1, got 0 (see `ragstep bench latency --help`)",
+        ),
+    ],
+    ids=[
+        "port-too-big",
+        "port-zero",
+        "port-not-a-number",
+        "unknown-option",
+        "missing-name",
+        "bad-choice",
+        "missing-query",
+        "unknown-command",
+        "bench-docs",
+    ],
+)
+def test_bad_options_are_one_line(cli: Cli, args: tuple[str, ...], message: str) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli(*args)
+    err = cli.capsys.readouterr().err
+    assert_user_error(int(exit_info.value.code or 0), err)
+    assert err.removeprefix("ragstep: error: ").startswith(message), err
+
+
+def test_serve_on_a_port_in_use_is_one_line(cli: Cli) -> None:
+    pytest.importorskip("uvicorn", reason="`ragstep serve` needs uvicorn (pip install 'ragstep[serve]')")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        message = cli.fails("serve", "--port", str(port))
+    assert message == f"cannot listen on 127.0.0.1:{port}: Address already in use; choose another --port"
+    assert cli.fails("serve", "--host", "no-such-host.invalid").startswith("--host 'no-such-host.invalid': ")
+
+
+# -- the README ----------------------------------------------------------------------------------------------------
+
+
+def quick_start_commands() -> list[str]:
+    """The command lines of the README's quick start, as a new user would paste them."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## 30-second quick start", 1)[1]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def test_readme_quick_start_works_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `./dev demo` runs the demo on the default data dir, which every later command uses too.
+    dev_demo = (REPO / "dev").read_text(encoding="utf-8").split("\n  demo)\n", 1)[1].split(";;", 1)[0]
+    assert '"$VENV/bin/ragstep" demo "$@"' in dev_demo
+    assert "--data-dir" not in dev_demo
+
+    monkeypatch.chdir(tmp_path)
+    ran = []
+    for line in quick_start_commands():
+        words = shlex.split(line, comments=True)
+        if words == ["./dev", "demo"]:
+            words = ["ragstep", "demo"]
+        if words[0] != "ragstep" or words[1] == "serve":  # `source ...`; serve is tests/test_api.py's
+            continue
+        for word in words:  # the files the quick start ingests are the repository's own
+            if (REPO / word).exists() and not (tmp_path / word).exists():
+                copy = shutil.copytree if (REPO / word).is_dir() else shutil.copy
+                (tmp_path / word).parent.mkdir(parents=True, exist_ok=True)
+                copy(REPO / word, tmp_path / word)
+        capsys.readouterr()
+        code = main(words[1:])
+        out, err = capsys.readouterr()
+        assert (code, err) == (0, ""), line
+        ran.append((words[1:], out))
+    assert [args[0] for args, _ in ran][:2] == ["demo", "kb"]
+    assert (tmp_path / ".ragstep" / "catalog.sqlite").is_file()
+    searches = [out for args, out in ran if args[0] == "search"]
+    assert searches and all("no results" not in out for out in searches)
 
 
 # -- real processes ------------------------------------------------------------------------------------------------

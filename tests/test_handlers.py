@@ -3,6 +3,7 @@ handler that ``functions/<name>/app.py`` exposes, against a data dir with the de
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import runpy
@@ -18,18 +19,21 @@ from typing import Any
 
 import pytest
 
+from ragstep.app.ingest import expand_paths, ingest_file
 from ragstep.context import Clients, Context
-from ragstep.entry.aws import handlers
+from ragstep.entry.aws import runtime
+from ragstep.entry.aws.stage import join_handler
 from ragstep.errors import InputError, NotFoundError, RagstepError
 from ragstep.models import KnowledgeBase, PipelineState, SearchResult, TraceEvent
 from ragstep.pipeline import PIPELINES, STAGES, get_pipeline, join_branches, run_pipeline, run_stage, transport
 from ragstep.settings import Settings
-from ragstep.stages.ingest.products import expand_paths, ingest_file
 
 ROOT = Path(__file__).resolve().parents[1]
 EVENTS = ROOT / "events"
 FUNCTIONS = ROOT / "functions"
-SMALL_LIMIT = 4096  # the smallest state_limit_bytes the settings accept
+# Over a state's fixed part (request, effective settings, trace, ...: ~4.5 KB as Lambda sends it), under the sample
+# search's results: each stage has to offload some of them.
+SMALL_LIMIT = 6144
 
 
 @dataclass
@@ -81,12 +85,12 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     # X-Ray is off outside Lambda anyway; say so, as the test environment of a deployment would.
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "ragstep-test")
-    handlers.reset()
+    runtime.reset()
     # Powertools configures the standard logger of a service once per process, with the stdout of that moment:
     # point it at this test's stdout.
-    handlers.logger().registered_handler.stream = sys.stdout
+    runtime.logger().registered_handler.stream = sys.stdout
     yield data
-    handlers.reset()
+    runtime.reset()
 
 
 @pytest.fixture
@@ -110,16 +114,16 @@ def ids(results: list[dict[str, Any]] | list[SearchResult]) -> list[str]:
 
 def test_every_stage_has_a_small_function_folder() -> None:
     folders = {p.name for p in FUNCTIONS.iterdir() if (p / "app.py").is_file()}
-    deployed = {name for pipeline in PIPELINES.values() for name in pipeline.stage_names()}
+    deployed = {name for pipeline in PIPELINES.values() if pipeline.deployed for name in pipeline.stage_names()}
     missing = sorted(deployed - folders)
     assert not missing, f"stages without functions/<stage>/app.py: {missing}"
-    assert folders == set(STAGES) | {"api"}, f"function folders that are neither a stage nor the API: {folders}"
+    strays = sorted(folders - deployed - {"api"})
+    assert not strays, f"function folders that are neither a deployed stage nor the API: {strays}"
+    assert deployed <= set(STAGES)
     for name in folders:
         source = (FUNCTIONS / name / "app.py").read_text(encoding="utf-8")
         code_lines = [line for line in source.splitlines() if line.strip()]
-        assert len(code_lines) <= 6, (
-            f"functions/{name}/app.py should only pick a handler from ragstep.entry.aws.handlers"
-        )
+        assert len(code_lines) <= 6, f"functions/{name}/app.py should only pick a handler from ragstep.entry.aws"
         assert callable(function_handler(name))
 
 
@@ -129,6 +133,41 @@ def test_every_sample_event_belongs_to_a_function() -> None:
         assert (FUNCTIONS / function / "app.py").is_file(), f"{event.name} has no function {function}"
 
 
+def test_every_deployed_stage_has_a_sample_event_of_its_state() -> None:
+    from ragstep.entry.aws.events import is_s3_object_created
+    from ragstep.pipeline.definitions import state_model
+
+    for pipeline in PIPELINES.values():
+        if not pipeline.deployed:
+            continue
+        for stage in pipeline.stage_names():
+            assert (EVENTS / f"{stage}.json").is_file(), f"no sample event events/{stage}.json"
+            event = load_event(stage)
+            if stage == "ingest_parse" and is_s3_object_created(event):
+                continue  # the upload event EventBridge starts the ingest state machine with
+            state = state_model(stage).model_validate(event)
+            assert stage in get_pipeline(state.pipeline).stage_names(), f"events/{stage}.json: {state.pipeline}"
+
+
+def test_the_answer_stage_events_chain_and_answer(data_dir: Path) -> None:
+    """events/chat_completion.json is what into_chat_message makes of events/into_chat_message.json (a run of the rag
+    pipeline on the demo documents), and chat_completion answers it with the embedded default."""
+    import re
+
+    # The context template dates the message ({{current_time}}, {{current_week}}): the clock is not the sample's.
+    now = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|(Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day|星期[一二三四五六日]")
+    built = PipelineState.model_validate(invoke("into_chat_message", load_event("into_chat_message")))
+    sample = PipelineState.model_validate(load_event("chat_completion"))
+    assert now.sub("<now>", built.chat.user_content) == now.sub("<now>", sample.chat.user_content)
+    assert built.chat.passages == sample.chat.passages
+    assert sample.chat.user_content and sample.chat.answer == ""
+
+    answered = PipelineState.model_validate(invoke("chat_completion", load_event("chat_completion")))
+    assert answered.chat.model == "extractive" and answered.chat.fallback is None
+    assert "[1]" in answered.chat.answer and "fusion" in answered.chat.answer
+    assert answered.trace[-1].stage == "chat_completion"
+
+
 def test_importing_a_function_stays_cheap() -> None:
     """A cold start imports app.py at init: nothing heavy may load before the first invocation needs it."""
     heavy = ["pydantic", "numpy", "jieba", "boto3", "botocore", "fastapi", "mangum", "aws_lambda_powertools"]
@@ -136,6 +175,7 @@ def test_importing_a_function_stays_cheap() -> None:
     code = (
         "import json, runpy, sys\n"
         "for app in json.loads(sys.argv[1]): runpy.run_path(app)\n"
+        "import ragstep.entry.aws.events, ragstep.entry.aws.runtime\n"
         "print(json.dumps(sorted(m for m in json.loads(sys.argv[2]) if m in sys.modules)))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT / "shared")}
@@ -144,10 +184,36 @@ def test_importing_a_function_stays_cheap() -> None:
     assert out.stdout.strip() == "[]", out.stdout
 
 
+def _imported_modules(path: Path) -> set[str]:
+    """Every module ``path`` imports, at module level or inside functions."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_nothing_lambda_runs_imports_the_benchmarks() -> None:
+    """shared/Makefile leaves ragstep/bench out of the shared layer (tests/test_bench.py builds it): only the CLI,
+    which no function runs, may import it."""
+    package = ROOT / "shared" / "ragstep"
+    offenders = [
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if not path.is_relative_to(package / "bench") and not path.is_relative_to(package / "entry" / "cli")
+        if any(name == "ragstep.bench" or name.startswith("ragstep.bench.") for name in _imported_modules(path))
+    ]
+    assert not offenders, f"modules the Lambda functions may load import ragstep.bench: {offenders}"
+
+
 # -- stage handlers ------------------------------------------------------------------------------------------------
 
 
-def test_chunk_search_event_runs_like_the_in_process_stage(demo_docs: Clients) -> None:
+def test_chunk_search_event_runs_like_the_in_process_stage(demo_docs: Context) -> None:
     event = load_event("chunk_search")
     out = invoke("chunk_search", event)
 
@@ -174,7 +240,7 @@ def test_filter_top_k_event_keeps_the_best_results(data_dir: Path) -> None:
     assert state.trace[-1].counts == {"input": len(event["search_results"]), "kept": len(expected)}
 
 
-def test_handlers_chained_give_the_in_process_pipeline_result(demo_docs: Clients) -> None:
+def test_handlers_chained_give_the_in_process_pipeline_result(demo_docs: Context) -> None:
     event = load_event("chunk_search")
     out = event
     for stage in get_pipeline("knowledge_search").stage_names():  # what the state machine does, one Lambda a stage
@@ -186,16 +252,16 @@ def test_handlers_chained_give_the_in_process_pipeline_result(demo_docs: Clients
 
 
 def test_services_are_created_once_per_execution_environment_and_logs_are_structured(
-    demo_docs: Clients, capsys: pytest.CaptureFixture[str]
+    demo_docs: Context, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    handlers.logger().registered_handler.stream = sys.stdout  # capsys's stdout
+    runtime.logger().registered_handler.stream = sys.stdout  # capsys's stdout
     handler = function_handler("chunk_search")
     event = load_event("chunk_search")
     first, second = LambdaContext("ragstep-chunk_search"), LambdaContext("ragstep-chunk_search")
     handler(event, first)
-    ctx = handlers.get_clients()
+    ctx = runtime.get_clients()
     handler(event, second)
-    assert handlers.get_clients() is ctx
+    assert runtime.get_clients() is ctx
 
     expected = run_stage("chunk_search", PipelineState.model_validate(event), demo_docs).search_results
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
@@ -212,32 +278,80 @@ def test_services_are_created_once_per_execution_environment_and_logs_are_struct
         assert line["offloaded"] == []
 
 
+# -- uploads: the S3 event that starts an ingest -------------------------------------------------------------------
+
+
+def upload_event(key: str, size: int) -> dict[str, Any]:
+    event = load_event("ingest_parse")
+    event["detail"]["object"].update(key=key, size=size)
+    return event
+
+
+def test_an_upload_under_tenants_is_ingested_for_that_tenant_only(data_dir: Path) -> None:
+    clients = runtime.get_clients()
+    acme = clients.context("acme")
+    kb = acme.catalog.create_kb(KnowledgeBase(id=uuid.uuid4().hex, name="docs", created_at=time.time()))
+    body = resources.files("ragstep").joinpath("data", "demo", "docs", "hybrid-search.md").read_bytes()
+    acme.blobs.put("uploads/docs/guides/hybrid-search.md", body)  # the tenant's store: tenants/acme/ in the bucket
+
+    state: Any = upload_event("tenants/acme/uploads/docs/guides/hybrid-search.md", len(body))
+    for stage in get_pipeline("ingest").stage_names():
+        state = invoke(stage, state)
+        assert state["tenant_id"] == "acme", f"{stage} dropped the tenant"
+    assert state["status"] == "indexed" and state["counts"]["chunks"] > 0
+    assert state["source"]["blob_key"] == "uploads/docs/guides/hybrid-search.md"
+    (knowledge,) = acme.catalog.list_knowledge(kb.id)
+    assert knowledge.id == state["source"]["knowledge_id"] and knowledge.status == "completed"
+    assert clients.context().catalog.list_kbs() == [], "the default tenant sees nothing of it"
+
+    # The same knowledge base name under the default tenant's uploads is not acme's: the default tenant has none.
+    with pytest.raises(NotFoundError, match="'docs'"):
+        invoke("ingest_parse", upload_event("uploads/docs/guides/hybrid-search.md", len(body)))
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        pytest.param("tenants/../uploads/docs/a.md", "tenant id '..'", id="dot-dot"),
+        pytest.param("tenants//uploads/docs/a.md", "tenant id ''", id="empty"),
+        pytest.param("tenants/a b/uploads/docs/a.md", "tenant id 'a b'", id="space"),
+        pytest.param("tenants/default/uploads/docs/a.md", "default tenant's uploads go under uploads/", id="default"),
+        pytest.param("tenants/acme/docs/a.md", "uploads to ingest go under", id="outside-uploads"),
+        pytest.param("tenants/acme/uploads/docs/", "not a file", id="folder"),
+    ],
+)
+def test_an_upload_key_that_names_no_valid_tenant_is_refused(data_dir: Path, key: str, message: str) -> None:
+    with pytest.raises(InputError, match=message) as caught:
+        invoke("ingest_parse", upload_event(key, 10))
+    assert type(caught.value).__name__ == "InputError"
+
+
 # -- the claim check across handlers -------------------------------------------------------------------------------
 
 
 def test_oversized_state_is_offloaded_and_restored_by_the_next_handler(
-    demo_docs: Clients, monkeypatch: pytest.MonkeyPatch
+    demo_docs: Context, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     event = load_event("chunk_search")
     expected = run_pipeline("knowledge_search", PipelineState.model_validate(event), demo_docs)
-    assert len(json.dumps(expected.model_dump(mode="json"))) > 2 * SMALL_LIMIT, "the sample must outgrow the limit"
+    assert transport.wire_size(expected.model_dump(mode="json")) > SMALL_LIMIT, "the sample must outgrow the limit"
 
     monkeypatch.setenv("RAGSTEP_STATE_LIMIT_BYTES", str(SMALL_LIMIT))
-    handlers.reset()
+    runtime.reset()
     searched = invoke("chunk_search", event)
     assert searched["search_results"] == []
     assert set(searched["offloaded"]) == {"search_results"}
-    assert handlers.wire_size(searched) <= SMALL_LIMIT
+    assert transport.wire_size(searched) <= SMALL_LIMIT
 
     final = searched
     for stage in get_pipeline("knowledge_search").stage_names()[1:]:
         final = invoke(stage, final)
-        assert handlers.wire_size(final) <= SMALL_LIMIT
+        assert transport.wire_size(final) <= SMALL_LIMIT
     assert final["offloaded"], "the final state is over the limit too"
     # the rerank stage saw the restored search results, and nothing is lost on the way.
     rerank_row = next(t for t in final["trace"] if t["stage"] == "chunk_rerank")
     assert rerank_row["counts"]["input"] == len(expected.search_results)
-    restored = transport.decode(final, handlers.get_clients().context().blobs)
+    restored = transport.decode(final, runtime.get_clients().context().blobs)
     assert ids(restored.final_results) == ids(expected.final_results)
     assert ids(restored.search_results) == ids(expected.search_results)
 
@@ -253,22 +367,25 @@ def _state_with_chinese_results(n: int) -> PipelineState:
     )
 
 
-@pytest.mark.parametrize(("runtime", "offloads"), [("AWS_Lambda_python3.11", True), ("AWS_Lambda_python3.12", False)])
+@pytest.mark.parametrize(
+    ("execution_env", "offloads"), [("AWS_Lambda_python3.11", True), ("AWS_Lambda_python3.12", False)]
+)
 def test_state_limit_counts_the_bytes_the_runtime_sends(
-    data_dir: Path, monkeypatch: pytest.MonkeyPatch, runtime: str, offloads: bool
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch, execution_env: str, offloads: bool
 ) -> None:
     """Runtimes before python3.12 escape non-ASCII characters (6 bytes per Han character instead of 3)."""
     state = _state_with_chinese_results(6)
     compact = len(json.dumps(state.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":")).encode())
     limit = compact + 1024  # fits as UTF-8, not once escaped
     monkeypatch.setenv("RAGSTEP_STATE_LIMIT_BYTES", str(limit))
-    monkeypatch.setenv("AWS_EXECUTION_ENV", runtime)
-    handlers.reset()
+    monkeypatch.setenv("AWS_EXECUTION_ENV", execution_env)
+    runtime.reset()
 
-    payload = handlers.encode_state(state, handlers.get_clients())
-    assert handlers.wire_size(payload) <= limit
+    clients = runtime.get_clients()
+    payload = transport.encode_for_lambda(state, clients.blobs(state.tenant_id), clients.settings.state_limit_bytes)
+    assert transport.wire_size(payload) <= limit
     assert bool(payload["offloaded"]) is offloads
-    assert ids(handlers.decode_state(payload, handlers.get_clients()).search_results) == ids(state.search_results)
+    assert ids(transport.decode_event(payload, clients.blobs).search_results) == ids(state.search_results)
 
 
 # -- errors --------------------------------------------------------------------------------------------------------
@@ -292,7 +409,7 @@ def test_an_invalid_event_raises_input_error(data_dir: Path, event: Any) -> None
     assert "pipeline state" in caught.value.message
 
 
-def test_an_unknown_knowledge_base_is_an_input_error_with_its_own_name(demo_docs: Clients) -> None:
+def test_an_unknown_knowledge_base_is_an_input_error_with_its_own_name(demo_docs: Context) -> None:
     event = load_event("chunk_search")
     event["request"]["knowledge_base_ids"] = ["no-such-kb"]
     with pytest.raises(NotFoundError, match="no-such-kb") as caught:
@@ -302,7 +419,7 @@ def test_an_unknown_knowledge_base_is_an_input_error_with_its_own_name(demo_docs
 
 def test_a_state_that_cannot_fit_raises_state_too_large(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAGSTEP_STATE_LIMIT_BYTES", str(SMALL_LIMIT))
-    handlers.reset()
+    runtime.reset()
     event = load_event("filter_top_k")
     event["trace"] = [TraceEvent(stage="x", reason="r" * SMALL_LIMIT).model_dump(mode="json")]
     with pytest.raises(RagstepError) as caught:
@@ -313,7 +430,7 @@ def test_a_state_that_cannot_fit_raises_state_too_large(data_dir: Path, monkeypa
 # -- the join after a Parallel state -------------------------------------------------------------------------------
 
 
-def test_join_handler_adds_each_branch_to_the_input_state(demo_docs: Clients, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_join_handler_adds_each_branch_to_the_input_state(demo_docs: Context, monkeypatch: pytest.MonkeyPatch) -> None:
     base = load_event("chunk_search")
     searched = invoke("chunk_search", base)
     cut = invoke("filter_top_k", base)  # a branch that adds a trace event and no results
@@ -321,16 +438,16 @@ def test_join_handler_adds_each_branch_to_the_input_state(demo_docs: Clients, mo
         PipelineState.model_validate(base), [PipelineState.model_validate(s) for s in (searched, cut)]
     )
 
-    joined = handlers.join_handler([base, searched, cut], LambdaContext("ragstep-join"))
+    joined = join_handler([base, searched, cut], LambdaContext("ragstep-join"))
     assert joined == expected.model_dump(mode="json")
 
     # Offloaded branch results are restored before joining.
     monkeypatch.setenv("RAGSTEP_STATE_LIMIT_BYTES", str(SMALL_LIMIT))
-    handlers.reset()
+    runtime.reset()
     small = invoke("chunk_search", base)
     assert small["offloaded"]
-    joined = handlers.join_handler([base, small, cut], LambdaContext("ragstep-join"))
-    restored = transport.decode(joined, handlers.get_clients().context().blobs)
+    joined = join_handler([base, small, cut], LambdaContext("ragstep-join"))
+    restored = transport.decode(joined, runtime.get_clients().context().blobs)
     assert ids(restored.search_results) == ids(expected.search_results)
 
 
@@ -340,14 +457,20 @@ def test_join_handler_adds_each_branch_to_the_input_state(demo_docs: Clients, mo
 )
 def test_join_handler_rejects_what_is_not_a_parallel_output(data_dir: Path, event: Any) -> None:
     with pytest.raises(InputError):
-        handlers.join_handler(event, LambdaContext("ragstep-join"))
+        join_handler(event, LambdaContext("ragstep-join"))
 
 
 def test_join_handler_rejects_branches_of_another_request(data_dir: Path) -> None:
     base = load_event("filter_top_k")
     other = {**base, "request_id": "someone-else"}
     with pytest.raises(InputError, match="someone-else"):
-        handlers.join_handler([base, other], LambdaContext("ragstep-join"))
+        join_handler([base, other], LambdaContext("ragstep-join"))
+
+
+def test_join_handler_rejects_branches_of_another_tenant(data_dir: Path) -> None:
+    base = load_event("filter_top_k")
+    with pytest.raises(InputError, match="another tenant"):
+        join_handler([base, {**base, "tenant_id": "acme"}], LambdaContext("ragstep-join"))
 
 
 # -- the HTTP API --------------------------------------------------------------------------------------------------
@@ -359,7 +482,7 @@ def test_api_healthz(data_dir: Path) -> None:
     assert json.loads(response["body"])["status"] == "ok"
 
 
-def test_api_search_runs_the_pipeline(demo_docs: Clients) -> None:
+def test_api_search_runs_the_pipeline(demo_docs: Context) -> None:
     event = load_event("api_search")
     response = invoke("api", event)
     assert response["statusCode"] == 200, response["body"]
@@ -378,7 +501,7 @@ def test_api_search_runs_the_pipeline(demo_docs: Clients) -> None:
         ({"query": "cold start", "knowledge_base_ids": ["no-such-kb"]}, 404, "not_found"),
     ],
 )
-def test_api_errors_are_json(demo_docs: Clients, body: dict[str, Any], status: int, error: str) -> None:
+def test_api_errors_are_json(demo_docs: Context, body: dict[str, Any], status: int, error: str) -> None:
     event = load_event("api_search")
     event["body"] = json.dumps(body)
     event["headers"]["content-length"] = str(len(event["body"]))

@@ -1,6 +1,6 @@
 """``ragstep bench ingest``: its ``--json`` shape and table on tiny inputs, and its errors.
 
-No timing is asserted (the machines are noisy): what is checked is the shape, that the three measurements agree on
+No timing is asserted (the machines are noisy): what is checked is the shape, that the two measurements agree on
 the chunk count, that the rates are the counts over the median seconds, and that nothing is left on disk.
 """
 
@@ -18,7 +18,7 @@ from conftest import run_cli
 from ragstep.bench.ingest_bench import MB, generate_markdown
 from ragstep.retrieval.chunking import split_text
 
-PARTS = {"documents", "bytes", "mb", "chunking", "pipeline", "direct"}
+PARTS = {"documents", "bytes", "mb", "chunking", "pipeline"}
 FIGURES = {"chunks", "seconds", "runs_s", "chunks_per_s", "mb_per_s"}
 
 
@@ -47,7 +47,7 @@ def tiny_corpus(folder: Path) -> Path:
 def check_figures(part: dict[str, Any], repeat: int) -> None:
     size_mb = part["bytes"] / MB
     assert math.isclose(part["mb"], size_mb, abs_tol=0.001)
-    for stage in ("chunking", "pipeline", "direct"):
+    for stage in ("chunking", "pipeline"):
         f = part[stage]
         assert set(f) >= FIGURES, stage
         assert len(f["runs_s"]) == repeat and all(s >= 0 for s in f["runs_s"])
@@ -56,7 +56,7 @@ def check_figures(part: dict[str, Any], repeat: int) -> None:
         assert math.isclose(f["chunks_per_s"], f["chunks"] / f["seconds"], rel_tol=0.01, abs_tol=0.1)
         assert math.isclose(f["mb_per_s"], size_mb / f["seconds"], rel_tol=0.02, abs_tol=0.01)
     assert {"files_per_s", "duplicates", "snapshot_s"} <= set(part["pipeline"])
-    assert part["direct"]["snapshot_s"] >= 0
+    assert part["pipeline"]["snapshot_s"] >= 0
 
 
 def test_json_shape_on_generated_markdown_and_a_corpus(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -76,7 +76,6 @@ def test_json_shape_on_generated_markdown_and_a_corpus(capsys: pytest.CaptureFix
     assert markdown["documents"] == len(docs)
     expected_chunks = sum(len(split_text(d)) for d in docs)
     assert markdown["chunking"]["chunks"] == markdown["pipeline"]["chunks"] == expected_chunks
-    assert markdown["direct"]["chunks"] == expected_chunks
     assert markdown["pipeline"]["duplicates"] == 0
 
     part = report["corpus"]
@@ -85,9 +84,9 @@ def test_json_shape_on_generated_markdown_and_a_corpus(capsys: pytest.CaptureFix
     texts += ["Glaciers carve valleys as ice flows downhill."] * 2
     assert (part["name"], part["documents"], part["bytes"]) == ("tiny", 4, sum(len(t) for t in texts))
     check_figures(part, 2)
-    # The duplicate passage is skipped by the pipeline (one content per knowledge base), not by the others.
+    # The duplicate passage is skipped by the pipeline (one content per knowledge base), not by the chunker alone.
     assert part["pipeline"]["duplicates"] == 1
-    assert (part["chunking"]["chunks"], part["pipeline"]["chunks"], part["direct"]["chunks"]) == (4, 3, 4)
+    assert (part["chunking"]["chunks"], part["pipeline"]["chunks"]) == (4, 3)
     assert set(Path(tempfile.gettempdir()).glob("ragstep-ingest-bench-*")) == before, "temporary files left behind"
 
 
@@ -99,8 +98,8 @@ def test_table_output_and_progress(capsys: pytest.CaptureFixture[str], tmp_path:
     assert lines[0].startswith("ingestion throughput, no embedding: median of 1 runs")
     assert lines[2].split()[:4] == ["set", "what", "chunks", "median"]
     assert "tiny (4 docs," in lines[4] and "split_text" in lines[4]
-    assert "ragstep ingest (4 stages, blobs)" in lines[5] and "text_chunks + index_document" in lines[6]
-    assert len(lines) == 7, "no generated Markdown with --markdown-mb 0"
+    assert "ragstep ingest (4 stages, blobs)" in lines[5]
+    assert len(lines) == 6, "no generated Markdown with --markdown-mb 0"
     assert "ragstep bench: corpus" in err and "ragstep bench: pipeline run 1/1" in err
 
 

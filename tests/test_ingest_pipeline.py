@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 from ragstep.adapters.embedders import OpenAIEmbedder
+from ragstep.app.ingest import IngestResult, delete_knowledge, ingest_file, knowledge_id_for, new_ingest_state
 from ragstep.context import Clients, Context
 from ragstep.entry.cli.main import main
 from ragstep.errors import InputError, ProviderError, StateTooLargeError
@@ -34,16 +35,8 @@ from ragstep.pipeline import PIPELINES, STAGES, run_pipeline, run_stage, state_m
 from ragstep.ports import SearchFilter
 from ragstep.retrieval.text import query_terms
 from ragstep.settings import Settings
-from ragstep.stages.ingest.products import (
-    EMBED_CONCURRENCY,
-    IngestResult,
-    delete_knowledge,
-    get_chunks,
-    ingest_file,
-    knowledge_id_for,
-    new_ingest_state,
-    source_blob_key,
-)
+from ragstep.stages.ingest.embed import EMBED_CONCURRENCY
+from ragstep.stages.ingest.products import get_chunks, source_blob_key
 from support.scripted_http import RecordedRequest, ScriptedHTTPServer, ScriptedResponse
 
 SHARED = Path(__file__).resolve().parents[1] / "shared"
@@ -189,7 +182,7 @@ def test_the_ingest_pipeline_is_declared_once_with_stable_names() -> None:
     pipeline = PIPELINES["ingest"]
     assert pipeline.stage_names() == STAGE_NAMES
     assert pipeline.kind == "STANDARD"
-    assert all(STAGES[name] == f"ragstep.stages.{name}:run" for name in STAGE_NAMES)
+    assert all(STAGES[name] == f"ragstep.stages.ingest.{name.removeprefix('ingest_')}:run" for name in STAGE_NAMES)
     assert state_model("ingest") is IngestState
     assert all(state_model(name) is IngestState for name in STAGE_NAMES)
     assert state_model("chunk_search").__name__ == "PipelineState"
@@ -204,7 +197,8 @@ def test_stages_one_by_one_through_json(ctx: Context, make_kb: Callable[..., Kno
     text = long_markdown(300)  # ~150 KB of text: far over what a state could carry, far under the blob limits
     state = staged_state(ctx, kb, "guide.md", text.encode())
     kid, digest = state.source.knowledge_id, state.source.content_hash
-    products = f"ingest/{kid}/{digest}/"
+    # Keyed by the run too: a concurrent run of the same file never touches these.
+    products = f"ingest/{kb.id}/{kid}/{digest}/{state.request_id}/"
 
     state = carry(run_stage("ingest_parse", carry(state, ctx), ctx), ctx)
     assert state.status == "parsed"
@@ -277,7 +271,8 @@ def test_data_file_products_and_published_data(ctx: Context, make_kb: Callable[.
     state = staged_state(ctx, kb, "sales.csv", csv)
     kid = state.source.knowledge_id
     parsed = run_stage("ingest_parse", state, ctx)
-    assert parsed.products.tables == f"ingest/{kid}/{parsed.source.content_hash}/tables.json"
+    products = f"ingest/{kb.id}/{kid}/{parsed.source.content_hash}/{state.request_id}/"
+    assert parsed.products.tables == products + "tables.json"
     done = run_pipeline("ingest", state, ctx, check_transport=True)
     assert done.status == "indexed"
     data_key = f"data/{kb.id}/{kid}/sales.csv"

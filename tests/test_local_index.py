@@ -355,3 +355,43 @@ def test_a_stored_vector_of_the_wrong_width_is_a_clear_error(tmp_path: Path) -> 
     shutil.rmtree(tmp_path / "snapshots", ignore_errors=True)
     with pytest.raises(StorageError, match="'c1' has a 3-dimension vector in space 's', whose others have 4"):
         LocalSearchIndex(tmp_path).keyword_search(["one"], ALL, 5, 0.0)
+
+
+def test_keyword_scores_of_a_knowledge_base_ignore_the_others(tmp_path: Path) -> None:
+    idx = LocalSearchIndex(tmp_path)
+    idx.replace_knowledge(
+        "a1",
+        [
+            chunk("a0", "apple banana", kid="a1", kb="A"),
+            chunk("a1", "apple apple cherry", kid="a1", kb="A"),
+            chunk("a2", "banana cherry durian", kid="a1", kb="A"),
+            chunk("a3", "cherry", kid="a1", kb="A"),
+        ],
+    )
+    in_a = SearchFilter(knowledge_base_ids=("A",))
+    terms = ["apple", "cherry"]
+    before = [(h.chunk_id, h.score, h.raw_score) for h in idx.keyword_search(terms, in_a, 10, 0.0)]
+    by_item = [
+        (h.chunk_id, h.raw_score) for h in idx.keyword_search(terms, SearchFilter(knowledge_ids=("a1",)), 10, 0.0)
+    ]
+
+    # A large, different corpus in B: every chunk has "cherry", none has "apple", all are much longer.
+    filler = " ".join(f"word{i}" for i in range(40))
+    idx.replace_knowledge("b1", [chunk(f"b{i}", f"cherry {filler} {i}", kid="b1", kb="B") for i in range(300)])
+    after = [(h.chunk_id, h.score, h.raw_score) for h in idx.keyword_search(terms, in_a, 10, 0.0)]
+    assert [c for c, _, _ in after] == [c for c, _, _ in before]
+    assert [s for _, s, _ in after] == pytest.approx([s for _, s, _ in before], rel=1e-6)
+    assert [r for _, _, r in after] == pytest.approx([r for _, _, r in before], rel=1e-6)
+    # A search by knowledge item uses its knowledge base's statistics: the same raw scores.
+    by_item_after = idx.keyword_search(terms, SearchFilter(knowledge_ids=("a1",)), 10, 0.0)
+    assert [(h.chunk_id, h.raw_score) for h in by_item_after] == [(c, pytest.approx(r, rel=1e-6)) for c, r in by_item]
+    # Each chunk of B is scored with B's statistics: N = df = 300 for "cherry", every chunk of B's average length.
+    (b_best,) = idx.keyword_search(["cherry"], SearchFilter(knowledge_base_ids=("B",)), 1, 0.0)
+    idf = math.log(1 + (300 - 300 + 0.5) / (300 + 0.5))
+    assert b_best.raw_score == pytest.approx(idf * (BM25_K1 + 1) / (1 + BM25_K1), rel=1e-5)
+
+    # And the statistics survive a restart (the snapshot on disk carries the per-knowledge-base norms).
+    again = LocalSearchIndex(tmp_path)
+    assert [(h.chunk_id, h.raw_score) for h in again.keyword_search(terms, in_a, 10, 0.0)] == [
+        (c, pytest.approx(r, rel=1e-6)) for c, _, r in before
+    ]

@@ -23,10 +23,11 @@ from contracts import (
     make_turn,
     run_in_threads,
 )
+from ragstep.adapters._sqlite import SqliteDatabase
 from ragstep.adapters.blobs import local as local_blobs
 from ragstep.adapters.blobs.local import TMP_PREFIX, LocalBlobStore
 from ragstep.adapters.catalog.sqlite import SqliteCatalogStore
-from ragstep.adapters.history.sqlite import SqliteDatabase, SqliteHistoryStore
+from ragstep.adapters.history.sqlite import SqliteHistoryStore
 from ragstep.errors import ConflictError, InputError, StorageError
 from ragstep.ports import BlobStore, CatalogStore, HistoryStore
 

@@ -67,6 +67,16 @@ from support.scripted_http import RecordedRequest, ScriptedHTTPServer, ScriptedR
 SPACE = "openai:text-embedding-3-small"
 FIELD = space_field(SPACE)
 ALL = SearchFilter(enabled_only=False)
+# The default tenant's clause: its own documents, and those written before documents carried a tenant.
+DEFAULT_SCOPE = {
+    "bool": {
+        "should": [
+            {"term": {"tenant_id": "default"}},
+            {"bool": {"must_not": [{"exists": {"field": "tenant_id"}}]}},
+        ],
+        "minimum_should_match": 1,
+    }
+}
 
 
 def chunk(cid: str, content: str, kid: str = "k1", kb: str = "kb1", **kw: Any) -> Chunk:
@@ -103,6 +113,7 @@ def test_mapping_has_the_documented_knn_vector_shape() -> None:
             "dynamic": "strict",
             "properties": {
                 "chunk_id": {"type": "keyword"},
+                "tenant_id": {"type": "keyword"},
                 "knowledge_id": {"type": "keyword"},
                 "knowledge_base_id": {"type": "keyword"},
                 "tag_id": {"type": "keyword"},
@@ -157,6 +168,7 @@ def test_knn_query_has_the_filter_inside_the_knn_clause() -> None:
                     "filter": {
                         "bool": {
                             "filter": [
+                                DEFAULT_SCOPE,
                                 {"term": {"enabled": True}},
                                 {"terms": {"knowledge_base_id": ["kb1", "kb2"]}},
                                 {"terms": {"tag_id": ["t1"]}},
@@ -169,9 +181,11 @@ def test_knn_query_has_the_filter_inside_the_knn_clause() -> None:
         },
     }
     assert build_knn_query([0.6, 0.8, 0.0], FIELD, flt, 5) == expected
-    # No restriction at all: no filter key (an empty bool would still be valid, but is noise).
-    unfiltered = build_knn_query([1.0], FIELD, ALL, 3)
-    assert unfiltered["query"] == {"knn": {FIELD: {"vector": [1.0], "k": 3}}}
+    # No restriction of the SearchFilter: the tenant is still one, always inside the clause.
+    unfiltered = build_knn_query([1.0], FIELD, ALL, 3, tenant_id="acme")
+    assert unfiltered["query"] == {
+        "knn": {FIELD: {"vector": [1.0], "k": 3, "filter": {"bool": {"filter": [{"term": {"tenant_id": "acme"}}]}}}}
+    }
 
 
 def test_keyword_query_is_a_bool_of_terms_with_non_scoring_filters() -> None:
@@ -185,11 +199,13 @@ def test_keyword_query_is_a_bool_of_terms_with_non_scoring_filters() -> None:
             "bool": {
                 "should": [{"term": {"tokens": "向量"}}, {"term": {"tokens": "检索"}}, {"term": {"tokens": "bm25"}}],
                 "minimum_should_match": 1,
-                "filter": [{"term": {"enabled": True}}, {"terms": {"knowledge_id": ["k1"]}}],
+                "filter": [DEFAULT_SCOPE, {"term": {"enabled": True}}, {"terms": {"knowledge_id": ["k1"]}}],
             }
         },
     }
     assert build_keyword_query(["向量", "检索", "bm25", "检索"], flt, 10) == expected
+    acme = build_keyword_query(["bm25"], ALL, 3, tenant_id="acme")
+    assert acme["query"]["bool"]["filter"] == [{"term": {"tenant_id": "acme"}}]
     assert build_keyword_query([], flt, 10)["query"] == {"match_none": {}}
 
 
@@ -222,7 +238,7 @@ def test_delete_by_query_and_scan_bodies() -> None:
     assert build_delete_by_query(knowledge_query(["k1"], keep_version="v2")) == {
         "query": {
             "bool": {
-                "filter": [{"terms": {"knowledge_id": ["k1"]}}],
+                "filter": [DEFAULT_SCOPE, {"terms": {"knowledge_id": ["k1"]}}],
                 "must_not": [{"term": {"version": "v2"}}],
             }
         }
@@ -268,7 +284,11 @@ def test_hybrid_query_and_search_pipeline_follow_the_docs() -> None:
                         "bool": {
                             "should": [{"term": {"tokens": "apple"}}],
                             "minimum_should_match": 1,
-                            "filter": [{"term": {"enabled": True}}, {"terms": {"knowledge_base_id": ["kb1"]}}],
+                            "filter": [
+                                DEFAULT_SCOPE,
+                                {"term": {"enabled": True}},
+                                {"terms": {"knowledge_base_id": ["kb1"]}},
+                            ],
                         }
                     },
                     {
@@ -279,6 +299,7 @@ def test_hybrid_query_and_search_pipeline_follow_the_docs() -> None:
                                 "filter": {
                                     "bool": {
                                         "filter": [
+                                            DEFAULT_SCOPE,
                                             {"term": {"enabled": True}},
                                             {"terms": {"knowledge_base_id": ["kb1"]}},
                                         ]
@@ -711,10 +732,14 @@ def test_fetch_and_knowledge_chunks_rebuild_chunks(
     assert idx.fetch(["c1", "c2", "c1"]) == {"c1": a, "c2": b}
     assert idx.knowledge_chunks("k1", 10) == [a]
     fetch_body, chunks_body = server.requests[0].json, server.requests[1].json
-    assert fetch_body["query"] == {"bool": {"filter": [{"terms": {"chunk_id": ["c1", "c2"]}}]}}
+    assert fetch_body["query"] == {"bool": {"filter": [DEFAULT_SCOPE, {"terms": {"chunk_id": ["c1", "c2"]}}]}}
     assert fetch_body["_source"] == {"excludes": ["tokens", "vec_*"]}
     assert chunks_body["sort"] == [{"chunk_index": "asc"}, {"chunk_id": "asc"}]
-    assert chunks_body["query"]["bool"]["filter"] == [{"term": {"knowledge_id": "k1"}}, {"term": {"enabled": True}}]
+    assert chunks_body["query"]["bool"]["filter"] == [
+        DEFAULT_SCOPE,
+        {"term": {"knowledge_id": "k1"}},
+        {"term": {"enabled": True}},
+    ]
 
 
 def test_set_enabled_sends_partial_updates(server: ScriptedHTTPServer, make_index: Callable[..., OSIndex]) -> None:
@@ -803,7 +828,7 @@ def test_aoss_replace_uses_generated_ids_waits_for_visibility_and_deletes_by_id(
     assert written[0] == {"index": {}} and written[2] == {"index": {}}  # the collection assigns the ids
     version = written[1]["version"]
     assert reqs[3].json == {
-        "query": {"bool": {"filter": [{"term": {"knowledge_id": "k1"}}, {"term": {"version": version}}]}}
+        "query": {"bool": {"filter": [DEFAULT_SCOPE, {"term": {"knowledge_id": "k1"}}, {"term": {"version": version}}]}}
     }
     assert len(slept) == 1
     assert reqs[5].json == build_scan_query(knowledge_query(["k1"], keep_version=version), 1000)
@@ -821,7 +846,7 @@ def test_aoss_set_enabled_reindexes_a_copy(server: ScriptedHTTPServer, make_inde
     assert make_index(flavour="aoss").set_enabled(["c1", "missing"], False) == 1
     reqs = server.requests
     lookup = reqs[0].json
-    assert lookup["query"] == {"bool": {"filter": [{"terms": {"chunk_id": ["c1", "missing"]}}]}}
+    assert lookup["query"] == {"bool": {"filter": [DEFAULT_SCOPE, {"terms": {"chunk_id": ["c1", "missing"]}}]}}
     assert "_source" not in lookup  # the copy needs the vector and tokens
     copy = bulk_lines(reqs[1])
     assert copy[0] == {"index": {}}
@@ -1220,6 +1245,90 @@ def test_scoped_search_with_server_hybrid_falls_back_to_the_items_chunks(
     assert [t.action for t in state.trace if t.action == "fallback"] == ["fallback"]
 
 
+ACME = {"term": {"tenant_id": "acme"}}
+STATS = ok(
+    {
+        "hits": {"total": {"value": 1, "relation": "eq"}, "hits": []},
+        "aggregations": {"knowledge_items": {"value": 1}, "spaces": {"buckets": []}},
+    }
+)
+DELETED = ok({"took": 1, "timed_out": False, "total": 0, "deleted": 0, "failures": []})
+
+
+def test_a_tenant_writes_its_id_and_filters_every_request_on_it(
+    server: ScriptedHTTPServer, make_index: Callable[..., OSIndex]
+) -> None:
+    server.add(
+        NO_INDEX,  # GET /t/_mapping
+        ok({"acknowledged": True, "shards_acknowledged": True, "index": "t"}),  # PUT /t
+        NO_HITS,  # chunk id conflict check
+        bulk_ok,
+        DELETED,  # the previous version
+        NO_HITS,  # keyword search
+        NO_HITS,  # fetch
+        STATS,
+        DELETED,  # the knowledge base
+        bulk_ok,  # disable
+    )
+    idx = make_index(tenant_id="acme")
+    idx.replace_knowledge("k1", [chunk("c1", "apple pie")])
+    assert idx.keyword_search(["apple"], ALL, 3, 0.0) == []
+    assert idx.fetch(["c1"]) == {}
+    assert idx.stats().chunks == 1
+    idx.delete_knowledge_base("kb1")
+    idx.set_enabled(["c1"], False)
+    assert server.pending == 0
+
+    reqs = server.requests
+    assert reqs[1].json == build_mapping({})  # a new index maps tenant_id from the start
+    assert reqs[2].json["query"]["bool"]["filter"] == [ACME, {"terms": {"chunk_id": ["c1"]}}]
+    lines = bulk_lines(reqs[3])
+    # The document carries its tenant; its _id is the tenant's, so another tenant's chunk "c1" is another document.
+    assert lines[0] == {"index": {"_id": "acme#c1"}} and lines[1]["tenant_id"] == "acme"
+    assert reqs[4].json == {
+        "query": {
+            "bool": {
+                "filter": [ACME, {"terms": {"knowledge_id": ["k1"]}}],
+                "must_not": [{"term": {"version": lines[1]["version"]}}],
+            }
+        }
+    }
+    assert reqs[5].json == {
+        "size": 3,
+        "_source": ["chunk_id", "version"],
+        "query": {"bool": {"should": [{"term": {"tokens": "apple"}}], "minimum_should_match": 1, "filter": [ACME]}},
+    }
+    assert reqs[6].json == {
+        "size": 1,
+        "query": {"bool": {"filter": [ACME, {"terms": {"chunk_id": ["c1"]}}]}},
+        "_source": {"excludes": ["tokens", "vec_*"]},
+    }
+    assert reqs[7].json["query"] == {"bool": {"filter": [ACME]}}
+    assert reqs[8].json == {"query": {"bool": {"filter": [ACME, {"term": {"knowledge_base_id": "kb1"}}]}}}
+    assert bulk_lines(reqs[9]) == [{"update": {"_id": "acme#c1"}}, {"doc": {"enabled": False}}]
+
+
+def test_an_index_from_before_tenants_gets_the_tenant_field_before_the_first_write(
+    server: ScriptedHTTPServer, make_index: Callable[..., OSIndex]
+) -> None:
+    before = build_mapping({SPACE: 2})
+    del before["mappings"]["properties"]["tenant_id"]
+    server.add(ok({"t": before}), ok({"acknowledged": True}), NO_HITS, bulk_ok, DELETED)
+    idx = make_index()
+    idx.replace_knowledge("k1", [chunk("c1", "apple")], np.array([[1.0, 0.0]], dtype=np.float32), SPACE)
+    reqs = server.requests
+    # "dynamic": "strict" refuses unmapped fields, so the field is mapped before documents carry it.
+    assert (reqs[1].method, reqs[1].path, reqs[1].json) == (
+        "PUT",
+        "/t/_mapping",
+        {"properties": {"tenant_id": {"type": "keyword"}}},
+    )
+    lines = bulk_lines(reqs[3])
+    assert lines[0] == {"index": {"_id": "c1"}} and lines[1]["tenant_id"] == "default"  # the _id is unchanged
+    # The default tenant still reads documents written without the field (DEFAULT_SCOPE's second clause).
+    assert reqs[2].json["query"]["bool"]["filter"][0] == DEFAULT_SCOPE
+
+
 def test_services_build_the_opensearch_index_lazily(server: ScriptedHTTPServer, tmp_path: Path) -> None:
     settings = Settings(
         data_dir=tmp_path,
@@ -1233,6 +1342,8 @@ def test_services_build_the_opensearch_index_lazily(server: ScriptedHTTPServer, 
     assert isinstance(index, OSIndex) and isinstance(index, SearchIndex)
     assert (index.index, index.flavour, index.url) == ("ragstep-svc", "aoss", server.url)
     assert server.requests == []  # no connection until the first call
+    assert index.tenant_id == "default" and not index.supports_server_hybrid
+    assert Clients(settings).context("acme").index.tenant_id == "acme"  # one view of the shared index per tenant
     with pytest.raises(InputError, match="RAGSTEP_OPENSEARCH_URL"):
         _ = Clients(Settings(data_dir=tmp_path, index_backend="opensearch")).context().index
     with pytest.raises(InputError, match="lower case"):
@@ -1295,7 +1406,7 @@ def test_chunks_at_and_vectors_over_http(server: ScriptedHTTPServer, make_index:
         "size": 6,
         "query": {
             "bool": {
-                "filter": [{"term": {"enabled": True}}],
+                "filter": [DEFAULT_SCOPE, {"term": {"enabled": True}}],
                 "should": [
                     {"bool": {"filter": [{"term": {"knowledge_id": "k1"}}, {"terms": {"chunk_index": [2, 3]}}]}},
                     {"bool": {"filter": [{"term": {"knowledge_id": "k2"}}, {"terms": {"chunk_index": [0]}}]}},
@@ -1309,7 +1420,11 @@ def test_chunks_at_and_vectors_over_http(server: ScriptedHTTPServer, make_index:
     got = idx.vectors(["c1", "c2"], SPACE)
     assert list(got) == ["c1"] and got["c1"].dtype == np.float32
     assert got["c1"] == pytest.approx([0.6, 0.8])
-    assert server.requests[2].json["query"]["bool"]["filter"][1] == {"exists": {"field": FIELD}}
+    assert server.requests[2].json["query"]["bool"]["filter"] == [
+        DEFAULT_SCOPE,
+        {"terms": {"chunk_id": ["c1", "c2"]}},
+        {"exists": {"field": FIELD}},
+    ]
     assert idx.chunks_at({"k1": []}) == {} and idx.vectors([], SPACE) == {}
     assert len(server.requests) == 3
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from ragstep.app.ingest import ingest_file, knowledge_id_for
 from ragstep.context import Context
 from ragstep.errors import InputError
 from ragstep.models import Chunk, ChunkType, IngestOptions, Knowledge, KnowledgeBase
@@ -23,7 +24,8 @@ from ragstep.parsers import SUPPORTED_EXTENSIONS, decode_text, parse
 from ragstep.parsers.data import connect, load_excel
 from ragstep.parsers.faq import parse_faq, split_values
 from ragstep.parsers.html import html_to_markdown
-from ragstep.stages.ingest.products import data_blob_key, data_file_chunks, ingest_file, knowledge_id_for
+from ragstep.stages.ingest.chunkers import data_file_chunks
+from ragstep.stages.ingest.products import data_blob_key
 
 docx = pytest.importorskip("docx")
 pytest.importorskip("reportlab")

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from ragstep.app.ingest import ingest_file
 from ragstep.app.search import knowledge_search, new_state
 from ragstep.context import Context
 from ragstep.errors import InputError, NotFoundError
 from ragstep.models import KnowledgeBase, PipelineState, SearchRequest, SearchResult, TraceEvent
 from ragstep.pipeline import PIPELINES, STAGES, get_pipeline, join_branches, load_stage, run_pipeline
-from ragstep.stages.ingest.products import ingest_file
 
 
 def test_every_declared_stage_is_registered_and_importable() -> None:
@@ -68,8 +68,16 @@ def test_transport_check_gives_the_same_answer(ctx: Context, docs_kb: KnowledgeB
     assert checked.final_results == direct.final_results
 
 
+def test_unknown_knowledge_base_fails_before_any_stage(ctx: Context, docs_kb: KnowledgeBase) -> None:
+    # new_state resolves the knowledge bases once, up front: the message names only what was asked for.
+    with pytest.raises(NotFoundError) as info:
+        new_state(SearchRequest(query="q", knowledge_base_ids=["docs", "missing"]), ctx)
+    assert info.value.message == "unknown knowledge base 'missing'"
+
+
 def test_stage_errors_carry_the_failing_state(ctx: Context) -> None:
-    state = new_state(SearchRequest(query="q", knowledge_base_ids=["missing"]), ctx)
+    # A state written by hand (a sample event) arrives unresolved; chunk_search resolves it, and fails there.
+    state = PipelineState(request=SearchRequest(query="q", knowledge_base_ids=["missing"]))
     with pytest.raises(NotFoundError, match="unknown knowledge base 'missing'") as info:
         run_pipeline("knowledge_search", state, ctx)
     failed = info.value.state

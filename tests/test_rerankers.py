@@ -24,9 +24,6 @@ from ragstep.adapters.rerankers import (
     HttpReranker,
     RerankCandidate,
     TokenVectorReranker,
-    _is_latin,
-    _normalise,
-    _QueryMatcher,
     make_reranker,
     scale_scores,
 )
@@ -35,6 +32,7 @@ from ragstep.errors import InputError, ProviderError
 from ragstep.models import Chunk
 from ragstep.ports import Reranker
 from ragstep.retrieval.text import query_terms, tokenize
+from ragstep.retrieval.token_vector import _is_latin, _normalise, _QueryMatcher
 from ragstep.settings import Settings
 from support.scripted_http import RecordedRequest, ScriptedHTTPServer, ScriptedResponse
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from ragstep.adapters.embedders import PrecomputedEmbedder
+from ragstep.app.ingest import ingest_file
 from ragstep.app.search import new_state
 from ragstep.context import Context
 from ragstep.models import Chunk, Knowledge, KnowledgeBase, MatchType, RetrievalSettings, SearchRequest
@@ -23,9 +24,8 @@ from ragstep.retrieval.expansion import (
     segments,
     strip_question_words,
 )
-from ragstep.stages.ingest.products import ingest_file
 from ragstep.stages.search import chunk_search
-from ragstep.stages.search.chunk_search import run_concurrently
+from ragstep.stages.search.retrievers import run_concurrently
 
 DIM = 8
 

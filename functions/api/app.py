@@ -1,5 +1,5 @@
-"""Lambda function of the HTTP API: FastAPI through Mangum (the logic lives in ragstep.entry.aws.handlers)."""
+"""Lambda function of the HTTP API: FastAPI through Mangum (the logic lives in ragstep.entry.aws.api)."""
 
-from ragstep.entry.aws.handlers import api_handler as handler
+from ragstep.entry.aws.api import api_handler as handler
 
 __all__ = ["handler"]

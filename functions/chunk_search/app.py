@@ -1,5 +1,5 @@
-"""Lambda function of the ``chunk_search`` stage (the logic lives in ragstep.entry.aws.handlers, in the shared layer)."""
+"""Lambda function of the ``chunk_search`` stage (the logic lives in ragstep.entry.aws.stage, in the shared layer)."""
 
-from ragstep.entry.aws.handlers import stage_handler
+from ragstep.entry.aws.stage import stage_handler
 
 handler = stage_handler("chunk_search")

@@ -34,7 +34,17 @@ from ragstep.models import DEFAULT_TENANT, KnowledgeBase, check_tenant
 from ragstep.settings import Settings
 
 if TYPE_CHECKING:
-    from ragstep.ports import BlobStore, CatalogStore, Embedder, HistoryStore, Reranker, SearchIndex
+    from ragstep.ports import (
+        BlobStore,
+        CatalogStore,
+        ChatModel,
+        Embedder,
+        HistoryStore,
+        KeyStore,
+        Reranker,
+        SearchIndex,
+        UsageStore,
+    )
 
 A = TypeVar("A")
 
@@ -55,9 +65,10 @@ class Clients:
         self._embedders: dict[str, Embedder | None] = {}
         self._scoped: dict[tuple[str, str], Any] = {}
 
-    def context(self, tenant_id: str = DEFAULT_TENANT) -> Context:
-        """The request-scoped view of these clients for one tenant."""
-        return Context(check_tenant(tenant_id), self)
+    def context(self, tenant_id: str = DEFAULT_TENANT, allowed_kbs: tuple[str, ...] | None = None) -> Context:
+        """The request-scoped view of these clients for one tenant (limited to the knowledge bases ``allowed_kbs``
+        names, by id or name, when given: an API key's allow-list)."""
+        return Context(check_tenant(tenant_id), self, allowed_kbs)
 
     # -- where a tenant's data lives ------------------------------------------------------------------------------
 
@@ -156,6 +167,28 @@ class Clients:
     # -- shared by every tenant -------------------------------------------------------------------------------------
 
     @cached_property
+    def keys(self) -> KeyStore:
+        """Tenants and API keys: the server's own store (a key resolves *to* a tenant), not any tenant's."""
+        if self.settings.keys_backend == "dynamodb":
+            from ragstep.adapters.keys.dynamodb import DynamoKeyStore
+
+            return DynamoKeyStore(self.settings.keys_table)
+        from ragstep.adapters.keys.sqlite import SqliteKeyStore
+
+        return SqliteKeyStore(self.data_dir / "keys.sqlite")
+
+    @cached_property
+    def usage(self) -> UsageStore:
+        """One usage record per API request, of every tenant (reports read one tenant's)."""
+        if self.settings.usage_backend == "dynamodb":
+            from ragstep.adapters.usage.dynamodb import DynamoUsageStore
+
+            return DynamoUsageStore(self.settings.usage_table, ttl_seconds=self.settings.usage_ttl_seconds or None)
+        from ragstep.adapters.usage.sqlite import SqliteUsageStore
+
+        return SqliteUsageStore(self.data_dir / "usage.sqlite")
+
+    @cached_property
     def executor(self) -> ThreadPoolExecutor:
         """Threads for concurrent retrievers, created once per process (a request does not pay for thread start-up)."""
         return ThreadPoolExecutor(max_workers=self.settings.search_concurrency, thread_name_prefix="ragstep-search")
@@ -181,6 +214,13 @@ class Clients:
         from ragstep.adapters.rerankers import make_reranker
 
         return make_reranker(self.settings)
+
+    @cached_property
+    def chat_model(self) -> ChatModel:
+        """The configured chat model (RAGSTEP_CHAT_PROVIDER; "extractive" = the model-free answerer)."""
+        from ragstep.adapters.chat import make_chat_model
+
+        return make_chat_model(self.settings)
 
     def embedder(self, model_id: str) -> Embedder | None:
         """The embedder of one vector space ("none" -> no embedder: BM25 only); one instance per model id."""
@@ -212,6 +252,9 @@ class Context:
 
     tenant_id: str
     clients: Clients
+    #: The knowledge bases (ids or names) this request may use; None = all of the tenant's. Enforced by the catalog
+    #: view below, so every use case and stage that looks a knowledge base up sees only these.
+    allowed_kbs: tuple[str, ...] | None = None
 
     @property
     def settings(self) -> Settings:
@@ -223,7 +266,12 @@ class Context:
 
     @property
     def catalog(self) -> CatalogStore:
-        return self.clients.catalog(self.tenant_id)
+        catalog = self.clients.catalog(self.tenant_id)
+        if self.allowed_kbs is None:
+            return catalog
+        from ragstep.adapters.catalog.allowed import AllowedCatalog
+
+        return AllowedCatalog(catalog, self.allowed_kbs)
 
     @property
     def history(self) -> HistoryStore:
@@ -245,6 +293,10 @@ class Context:
     @property
     def reranker(self) -> Reranker:
         return self.clients.reranker
+
+    @property
+    def chat_model(self) -> ChatModel:
+        return self.clients.chat_model
 
     def embedder(self, model_id: str) -> Embedder | None:
         return self.clients.embedder(model_id)

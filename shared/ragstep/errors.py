@@ -59,3 +59,28 @@ class StateTooLargeError(RagstepError):
 
     http_status = 413
     code = "state_too_large"
+
+
+class ForbiddenError(RagstepError):
+    """The caller is known but may not do this (an API key without the scope, or limited to other knowledge bases)."""
+
+    http_status = 403
+    code = "forbidden"
+
+
+class UnauthorizedError(RagstepError):
+    """No API key, or one that is malformed, unknown, revoked or expired."""
+
+    http_status = 401
+    code = "unauthorized"
+
+
+class RateLimitedError(RagstepError):
+    """Over a rate limit or quota; ``retry_after`` is how many seconds until a retry can succeed."""
+
+    http_status = 429
+    code = "rate_limited"
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = max(1, retry_after)

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, BinaryIO, Protocol, runtime_checkable
 
-from ragstep.models import Chunk, ChunkType, Knowledge, KnowledgeBase, Turn
+from ragstep.models import Chunk, ChunkType, Knowledge, KnowledgeBase, SessionSummary, Turn
+from ragstep.models.catalog import IngestionJob
+from ragstep.models.tenancy import ApiKey, Tenant, UsageRecord
 
 if TYPE_CHECKING:  # annotations only: stages that never touch vectors (ingest_parse) load no numpy
     import numpy as np
@@ -44,6 +46,11 @@ class IndexStats:
 
 @runtime_checkable
 class SearchIndex(Protocol):
+    #: Whether this index fuses keyword and vector hits itself (:class:`HybridSearch`) and the search stage should
+    #: send it one hybrid query per target instead of the keyword + vector pair. Every index declares it; only an
+    #: index that also implements :class:`HybridSearch` may set it True.
+    supports_server_hybrid: bool
+
     def replace_knowledge(
         self, knowledge_id: str, chunks: Sequence[Chunk], vectors: np.ndarray | None, space: str | None
     ) -> None:
@@ -79,6 +86,37 @@ class SearchIndex(Protocol):
 
 
 @runtime_checkable
+class HybridSearch(Protocol):
+    """The optional server-side fusion of a :class:`SearchIndex` (OpenSearch's ``hybrid`` query)."""
+
+    supports_server_hybrid: bool
+
+    def hybrid_search(
+        self,
+        tokens: Sequence[str],
+        vector: np.ndarray,
+        space: str,
+        flt: SearchFilter,
+        top_k: int,
+        *,
+        w_keyword: float = 0.3,
+        w_vector: float = 0.7,
+    ) -> list[Hit]:
+        """Keyword and vector hits fused by the index (best first), the combined score in ``score`` and
+        ``raw_score``; no thresholds apply (the combined score is relative to each result set)."""
+
+    def pipeline_name(self, w_keyword: float = 0.3, w_vector: float = 0.7) -> str:
+        """What fuses these weights on the server (OpenSearch: the search pipeline's name), for traces."""
+
+
+def server_hybrid(index: SearchIndex) -> HybridSearch | None:
+    """``index`` as a :class:`HybridSearch` when it declares server-side fusion on, else None."""
+    if index.supports_server_hybrid and isinstance(index, HybridSearch):
+        return index
+    return None
+
+
+@runtime_checkable
 class HistoryStore(Protocol):
     def append(self, turn: Turn) -> None: ...
 
@@ -86,6 +124,9 @@ class HistoryStore(Protocol):
         """The newest ``limit`` turns, oldest first."""
 
     def delete_session(self, session_id: str) -> int: ...
+
+    def sessions(self, limit: int = 100) -> list[SessionSummary]:
+        """The sessions with live turns, most recently active first."""
 
 
 @runtime_checkable
@@ -100,6 +141,10 @@ class BlobStore(Protocol):
     def delete(self, key: str) -> None: ...
 
     def list(self, prefix: str = "") -> list[str]: ...
+
+    def put_file(self, key: str, source: BinaryIO, content_type: str = "application/octet-stream") -> str:
+        """Store what ``source`` holds from its current position, read in pieces (never whole into memory), as
+        atomically as :meth:`put`; returns a URI for the blob."""
 
 
 @runtime_checkable
@@ -122,6 +167,22 @@ class CatalogStore(Protocol):
 
     def delete_knowledge(self, knowledge_id: str) -> None: ...
 
+    def update_kb(self, kb: KnowledgeBase) -> KnowledgeBase:
+        """Store a changed knowledge base (same id; a new name must be free). :class:`NotFoundError` if it is gone."""
+
+    # Ingestion jobs (HTTP uploads). They go with their knowledge base in ``delete_kb``.
+
+    def put_job(self, job: IngestionJob) -> None:
+        """Insert or replace. :class:`NotFoundError` if its knowledge base does not exist."""
+
+    def get_job(self, job_id: str) -> IngestionJob | None: ...
+
+    def list_jobs(self, kb_id: str | None = None) -> list[IngestionJob]:
+        """The jobs of one knowledge base (every knowledge base's when None), oldest first (ties by id)."""
+
+    def delete_jobs(self, kb_id: str, knowledge_id: str) -> int:
+        """Remove the jobs of one document; returns how many went."""
+
 
 @runtime_checkable
 class Embedder(Protocol):
@@ -137,10 +198,52 @@ class Embedder(Protocol):
 
 @runtime_checkable
 class Reranker(Protocol):
+    #: Names the reranker in traces and benchmark reports (``none``, ``cohere:<model>``, ``bedrock:<model>``...).
     name: str
 
     def rerank(self, query: str, documents: Sequence[str]) -> list[float]:
         """Relevance in [0, 1] for each document, in input order."""
+
+
+@dataclass(frozen=True, slots=True)
+class RerankCandidate:
+    """What a :class:`CandidateReranker` looks at for one chunk.
+
+    ``title`` and ``important_keywords`` are scored as extra fields (RAGFlow weighs them 2 and 5); ``vector`` is the
+    chunk's embedding, when it has one in the query's vector space.
+    """
+
+    content: str
+    title: str = ""
+    important_keywords: Sequence[str] = ()
+    vector: np.ndarray | Sequence[float] | None = None
+
+    @classmethod
+    def from_chunk(cls, chunk: Chunk, vector: np.ndarray | Sequence[float] | None = None) -> RerankCandidate:
+        """Content, the knowledge item's title, and ``metadata["important_keywords"]`` (a list, or one string)."""
+        keywords = chunk.metadata.get("important_keywords") or ()
+        if isinstance(keywords, str):
+            keywords = (keywords,)
+        return cls(
+            content=chunk.content,
+            title=chunk.knowledge_title,
+            important_keywords=tuple(str(k) for k in keywords),
+            vector=vector,
+        )
+
+
+@runtime_checkable
+class CandidateReranker(Reranker, Protocol):
+    """A reranker that reads more than the text: titles, keywords and the chunk and query vectors (the local
+    token/vector reranker). The rerank stage hands such a reranker :class:`RerankCandidate` s."""
+
+    def rerank_candidates(
+        self,
+        query: str,
+        items: Sequence[RerankCandidate],
+        query_vector: np.ndarray | Sequence[float] | None = None,
+    ) -> list[float]:
+        """Relevance in [0, 1] of each candidate, in input order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,14 +252,108 @@ class ChatMessage:
     content: str
 
 
+@dataclass(frozen=True, slots=True)
+class ChatOptions:
+    """Sampling settings of one call; None leaves the provider's default."""
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+    top_p: float | None = None
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ChatGrounding:
+    """What the messages were built from: the question and the numbered passages (``[1]`` is ``passages[0]``).
+
+    A language model reads all of it from the messages and ignores this; a model-free answerer cannot parse a
+    prompt reliably, so it reads the same material here."""
+
+    question: str
+    passages: tuple[str, ...] = ()
+    #: The answer's length cap for such an answerer (None: its own default).
+    max_chars: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatUsage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ChatResponse:
+    content: str
+    reasoning: str = ""
+    usage: ChatUsage | None = None
+    #: The model that answered, as the provider names it.
+    model: str = ""
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatDelta:
+    """One piece of a streamed answer: answer text, reasoning text, or (usually last) usage and finish reason."""
+
+    content: str = ""
+    reasoning: str = ""
+    usage: ChatUsage | None = None
+    finish_reason: str | None = None
+
+
 @runtime_checkable
 class ChatModel(Protocol):
-    """Answer generation (implemented by a later issue; the port is fixed now so stages can depend on it)."""
+    """Answer generation: an OpenAI-compatible endpoint, Bedrock, or the model-free extractive answerer."""
 
+    #: ``provider:model`` (``extractive`` for the model-free answerer): names the model in traces and history.
     name: str
+    #: False for an answerer that can only quote its grounding (no rewriting, no free-form fallback answer).
+    generative: bool
 
-    def complete(self, messages: Sequence[ChatMessage], *, temperature: float = 0.0, max_tokens: int = 1024) -> str: ...
+    def complete(
+        self, messages: Sequence[ChatMessage], options: ChatOptions, grounding: ChatGrounding | None = None
+    ) -> ChatResponse: ...
 
     def stream(
-        self, messages: Sequence[ChatMessage], *, temperature: float = 0.0, max_tokens: int = 1024
-    ) -> Iterator[str]: ...
+        self, messages: Sequence[ChatMessage], options: ChatOptions, grounding: ChatGrounding | None = None
+    ) -> Iterator[ChatDelta]:
+        """Deltas as they arrive. Closing the iterator early (``close()``) stops the provider's stream: no answer
+        keeps being generated for a reader that has gone. Failures before the first delta are retried; after it,
+        never (a half-streamed answer must not be replayed)."""
+
+
+@runtime_checkable
+class KeyStore(Protocol):
+    """Tenants and their API keys: the server's own table (a key resolves *to* a tenant), one per deployment."""
+
+    def put_tenant(self, tenant: Tenant) -> Tenant:
+        """Store a new tenant; :class:`~ragstep.errors.ConflictError` if its id is taken."""
+
+    def get_tenant(self, tenant_id: str) -> Tenant | None: ...
+
+    def list_tenants(self) -> list[Tenant]: ...
+
+    def put_key(self, key: ApiKey) -> None:
+        """Store a new key; :class:`~ragstep.errors.ConflictError` if its prefix is taken."""
+
+    def get_key(self, prefix: str) -> ApiKey | None: ...
+
+    def list_keys(self, tenant_id: str | None = None) -> list[ApiKey]:
+        """Every key (of one tenant when given), revoked and expired ones included, oldest first."""
+
+    def revoke_key(self, prefix: str, when: float) -> ApiKey | None:
+        """Mark the key revoked at ``when`` (kept for the usage records that name it); None if unknown."""
+
+    def has_keys(self) -> bool:
+        """Whether any key was ever made (a server with keys requires one on every request)."""
+
+
+@runtime_checkable
+class UsageStore(Protocol):
+    """One record per API request, read back per tenant and time range."""
+
+    def add(self, records: Sequence[UsageRecord]) -> None: ...
+
+    def between(self, tenant_id: str, start: float, end: float) -> list[UsageRecord]:
+        """The tenant's records with ``start <= started_at < end``, oldest first."""

@@ -20,10 +20,10 @@ from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_va
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ragstep.errors import StorageError
-from ragstep.models import RetrievalSettings
+from ragstep.models import ChatSettings, RetrievalSettings
 
 #: Settings that may be references to a secret instead of the secret itself.
-SECRET_FIELDS = ("embedding_api_key", "rerank_api_key", "opensearch_password")
+SECRET_FIELDS = ("embedding_api_key", "rerank_api_key", "opensearch_password", "chat_api_key")
 SSM_PREFIX = "ssm:"
 SECRETS_MANAGER_PREFIX = "secretsmanager:"
 DEFAULT_SECRETS_MAX_AGE_S = 300
@@ -166,6 +166,17 @@ class Settings(RetrievalSettings, BaseSettings):
     # Ingestion: files above this size are refused (per file, with a clear error; the batch goes on).
     max_file_bytes: Annotated[int, Field(ge=1)] = 50 * 1024 * 1024
 
+    # The HTTP API answers 413 to a request body over this size, before reading it. At least 16 KiB: a search at
+    # the query limit (4,000 characters, up to 12 KB of UTF-8) must fit.
+    max_request_bytes: Annotated[int, Field(ge=16 * 1024)] = 1024 * 1024
+    # A document upload (POST /v1/knowledge-bases/{id}/documents, all its files) may be this large; each file is
+    # also held to max_file_bytes.
+    max_upload_bytes: Annotated[int, Field(ge=16 * 1024)] = 200 * 1024 * 1024
+    # How many uploaded files `ragstep serve` ingests at once (its background worker threads).
+    ingest_workers: Annotated[int, Field(ge=1, le=32)] = 2
+    # A presigned upload URL (POST /v1/knowledge-bases/{id}/uploads, S3) is valid this long.
+    upload_url_expiry_s: Annotated[int, Field(ge=60, le=3600)] = 300
+
     # Transport limit of the state between stages (Step Functions allows 256 KiB per payload).
     state_limit_bytes: Annotated[int, Field(ge=4096)] = 256 * 1024
 
@@ -174,6 +185,62 @@ class Settings(RetrievalSettings, BaseSettings):
     # state_machine_arn synchronously (StartSyncExecution), one Lambda function per stage (ragstep.pipeline.remote).
     executor: Literal["inprocess", "stepfunctions"] = "inprocess"
     state_machine_arn: str = ""
+
+    # Chat model: extractive (the embedded default: quotes the context, no model) | openai (any OpenAI-compatible
+    # /chat/completions: OpenAI, DeepSeek, DashScope, Ollama, vLLM ...) | bedrock (Converse; region: aws_region).
+    chat_provider: Literal["extractive", "openai", "bedrock"] = "extractive"
+    chat_model: str = ""
+    chat_base_url: str = "https://api.openai.com/v1"
+    chat_api_key: SecretStr | None = None
+    # Read timeout between streamed chunks (and of a whole non-streamed answer); connecting gets at most 10 s.
+    chat_timeout_s: Annotated[float, Field(gt=0, le=600)] = 60.0
+    chat_max_retries: Annotated[int, Field(ge=0, le=10)] = 3
+    # The per-request chat knobs (ragstep.models.ChatSettings), RAGSTEP_CHAT_<FIELD>.
+    chat_max_rounds: Annotated[int, Field(ge=0, le=50)] = 5
+    chat_history_messages: Annotated[int, Field(ge=0, le=200)] = 20
+    chat_enable_rewrite: bool = True
+    chat_temperature: Annotated[float, Field(ge=0.0, le=2.0)] = 0.3
+    chat_max_tokens: Annotated[int, Field(ge=1, le=200_000)] = 2048
+    chat_top_p: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    chat_fallback_strategy: Literal["fixed", "model"] | None = None
+    chat_fallback_response: str | None = None
+    chat_fallback_prompt: str | None = None
+    chat_no_match_prefix: str = "NO_MATCH"
+    chat_system_prompt: str | None = None
+    chat_context_template: str | None = None
+    chat_rewrite_system_prompt: str | None = None
+    chat_rewrite_user_prompt: str | None = None
+    chat_extractive_max_chars: Annotated[int, Field(ge=50, le=20_000)] = 600
+    chat_citations: bool = True
+    chat_context_window: Annotated[int, Field(ge=256, le=2_000_000)] = 8192
+    chat_empty_response: str | None = None
+    chat_cache_answers: bool = False
+    # LLM response and query-embedding cache: sqlite (per tenant, in the data dir) | dynamodb (cache_table, TTL
+    # attribute expires_at) | none. Entries live cache_ttl_seconds (24 h).
+    cache_backend: Literal["sqlite", "dynamodb", "none"] = "sqlite"
+    cache_table: str = ""
+    cache_ttl_seconds: Annotated[int, Field(ge=1, le=365 * 86400)] = 86400
+
+    # Tenants, API keys and usage (ragstep.entry.http.auth). The key and usage stores are the server's own, one per
+    # deployment: <data dir>/keys.sqlite and usage.sqlite, or a DynamoDB table each.
+    keys_backend: Literal["sqlite", "dynamodb"] = "sqlite"
+    keys_table: str = ""
+    usage_backend: Literal["sqlite", "dynamodb"] = "sqlite"
+    usage_table: str = ""
+    # Raw usage records expire this long after the request in DynamoDB (0 = never).
+    usage_ttl_seconds: Annotated[int, Field(ge=0)] = 400 * 86400
+    # "auto": a key is required as soon as one exists (and always off loopback); "required": always.
+    auth: Literal["auto", "required"] = "auto"
+    # The tenant whose `manage` keys administer every tenant (create tenants, keys of any tenant).
+    admin_tenant: str = "default"
+    # A resolved key is reused this long before it is read again (so a revocation takes up to this long to bite).
+    key_cache_seconds: Annotated[float, Field(ge=0, le=3600)] = 10.0
+    # Per-key token bucket: sustained requests per second (0 = no limit) and burst; a key may override both.
+    rate_limit_per_second: Annotated[float, Field(ge=0)] = 0.0
+    rate_limit_burst: Annotated[int, Field(ge=1)] = 20
+    # Per-tenant quotas per UTC day (0 = unlimited); a tenant may override them.
+    daily_request_quota: Annotated[int, Field(ge=0)] = 0
+    daily_token_quota: Annotated[int, Field(ge=0)] = 0
 
     @field_validator("opensearch_server_hybrid", mode="after")
     @classmethod
@@ -197,6 +264,11 @@ class Settings(RetrievalSettings, BaseSettings):
         if self.reranker == "none" and "rerank_threshold" not in self.model_fields_set:
             self.rerank_threshold = MODEL_FREE_RERANK_THRESHOLD
         return self
+
+    def chat_defaults(self) -> ChatSettings:
+        """The configured chat knobs (``chat_<field>``) as the per-request :class:`ChatSettings` defaults."""
+        values = {name: getattr(self, f"chat_{name}") for name in ChatSettings.model_fields if name != "stop"}
+        return ChatSettings.model_validate(values)
 
     def retrieval_defaults(self) -> RetrievalSettings:
         return RetrievalSettings.model_validate(self.model_dump(include=set(RetrievalSettings.model_fields)))

@@ -1,7 +1,7 @@
-"""Plumbing shared by the model-provider adapters (embedders, rerankers): one-line messages, a JSON-over-HTTP
-endpoint with retries, and botocore clients whose failures become :class:`~ragstep.errors.ProviderError`.
+"""Plumbing shared by the adapters that speak HTTP: one-line messages, URLs fit for logs, and a JSON-over-HTTP
+endpoint with retries whose failures become :class:`~ragstep.errors.ProviderError` (AWS clients: :mod:`._aws`).
 
-``httpx``, ``boto3`` and ``botocore`` are imported on first use, as in the adapters themselves.
+``httpx`` is imported on first use, as in the adapters themselves.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from ragstep.errors import ProviderError
 
 if TYPE_CHECKING:
     import httpx
-    from botocore.config import Config
 
 EXCERPT_CHARS = 200
 
@@ -67,7 +66,7 @@ def retry_after_s(headers: Mapping[str, str]) -> float | None:
 
 
 class _LazyClient:
-    """A client (httpx or botocore) created on first use -- once, even when threads race to it -- then reused."""
+    """A client created on first use -- once, even when threads race to it -- then reused."""
 
     def __init__(self) -> None:
         self._client: Any = None
@@ -181,83 +180,3 @@ class JSONEndpoint(_LazyClient):
         ceiling = min(self._backoff_max_s, self._backoff_base_s * 2**attempt)
         # Jitter spreads out clients that failed together (parallel ingest workers hitting one rate limit).
         return ceiling * random.uniform(0.5, 1.0)
-
-
-# ---------------------------------------------------------------------------------------------------- botocore
-
-
-def boto_client(
-    service: str,
-    *,
-    region: str | None,
-    endpoint_url: str | None,
-    timeout_s: float,
-    max_retries: int,
-    retry_mode: str = "standard",
-    max_pool_connections: int = 10,
-    client_config: Config | None = None,
-) -> Any:
-    """A botocore client with our timeouts, retry budget and user agent (``client_config`` merged on top).
-
-    Retries, backoff and timeouts are botocore's (``standard`` mode by default: ``adaptive`` adds client-side
-    rate limiting that can stall every thread for seconds, which is rarely worth it in a short-lived Lambda).
-    """
-    import boto3
-    from botocore.config import Config
-    from botocore.exceptions import BotoCoreError, NoRegionError
-
-    config = Config(
-        connect_timeout=timeout_s,
-        read_timeout=timeout_s,
-        retries={"mode": retry_mode, "total_max_attempts": max_retries + 1},
-        max_pool_connections=max_pool_connections,
-        user_agent_extra=f"ragstep/{__version__}",
-    )
-    if client_config is not None:
-        config = config.merge(client_config)
-    try:
-        # A private Session: boto3's default session is shared module state and not thread-safe.
-        return boto3.session.Session().client(service, region_name=region, endpoint_url=endpoint_url, config=config)
-    except NoRegionError as exc:
-        raise ProviderError("Bedrock needs a region: set RAGSTEP_AWS_REGION or AWS_REGION") from exc
-    except BotoCoreError as exc:
-        raise ProviderError(f"cannot create a Bedrock client: {one_line(str(exc))}") from exc
-
-
-def boto_provider_error(source: str, exc: Exception) -> ProviderError:
-    """The one-line :class:`ProviderError` for a botocore failure of a call to ``source``.
-
-    ``ClientError`` (the service answered with an error, after botocore's retries) names the error code, the
-    HTTP status and the retries spent; anything else (endpoint unreachable, timeouts, missing credentials) says
-    the call could not be made.
-    """
-    from botocore.exceptions import ClientError
-
-    if not isinstance(exc, ClientError):
-        return ProviderError(f"{source} could not be called: {one_line(str(exc))}")
-    error = exc.response.get("Error", {})
-    meta = exc.response.get("ResponseMetadata", {})
-    code = error.get("Code", "UnknownError")
-    retries = meta.get("RetryAttempts", 0)
-    after = f" after {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
-    hint = (
-        " (is access to this model enabled in this account and region?)"
-        if code in ("AccessDeniedException", "ResourceNotFoundException")
-        else ""
-    )
-    return ProviderError(
-        f"{source} failed{after}: {code} (HTTP {meta.get('HTTPStatusCode', '?')}): "
-        f"{one_line(error.get('Message', '')) or '(no message)'}{hint}"
-    )
-
-
-class LazyBotoClient(_LazyClient):
-    """One :func:`boto_client` (``options`` are its keyword arguments), created on first use and reused."""
-
-    def __init__(self, service: str, **options: Any) -> None:
-        super().__init__()
-        self._service = service
-        self._options = options
-
-    def _create(self) -> Any:
-        return boto_client(self._service, **self._options)

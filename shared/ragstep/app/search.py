@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
 from ragstep.context import Context
-from ragstep.models import PipelineState, SearchRequest
+from ragstep.models import PipelineState, SearchRequest, SearchResult, TraceEvent
 from ragstep.pipeline import run_pipeline
 from ragstep.stages.search.scope import resolve_scope
 
@@ -29,11 +31,21 @@ def knowledge_search(request: SearchRequest, ctx: Context) -> PipelineState:
     return run_pipeline("knowledge_search", state, ctx)
 
 
+class SearchResponse(BaseModel):
+    """The public answer of a search (``ragstep search --json`` and ``POST /v1/knowledge-search``)."""
+
+    query: str
+    request_id: str
+    results: list[SearchResult]
+    trace: list[TraceEvent]
+
+    @classmethod
+    def of(cls, state: PipelineState) -> SearchResponse:
+        return cls(
+            query=state.request.query, request_id=state.request_id, results=state.final_results, trace=state.trace
+        )
+
+
 def search_response(state: PipelineState) -> dict[str, Any]:
-    """The public JSON shape of a search (``ragstep search --json`` and ``POST /v1/knowledge-search``)."""
-    return {
-        "query": state.request.query,
-        "request_id": state.request_id,
-        "results": [r.model_dump(mode="json") for r in state.final_results],
-        "trace": [t.model_dump(mode="json") for t in state.trace],
-    }
+    """:class:`SearchResponse` of ``state`` as JSON-ready data."""
+    return SearchResponse.of(state).model_dump(mode="json")

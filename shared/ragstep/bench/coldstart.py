@@ -3,8 +3,8 @@
 A small index (the bundled demo documents) is built once in a temporary data dir. Then each run is a fresh Python
 process that does what a new ``chunk_search`` environment does, timing three phases:
 
-* ``import``: load ``functions/chunk_search/app.py`` as the runtime does (``runpy``; ``ragstep.entry.aws.handlers`` when the
-  package is installed without the repository around it);
+* ``import``: load ``functions/chunk_search/app.py`` as the runtime does (``runpy``; ``ragstep.entry.aws.stage``
+  when the package is installed without the repository around it);
 * ``init``: create what the first invocation needs -- the ctx (settings, local index, catalog, blob store), the
   Powertools objects the handlers use (logger, and tracer and metrics where this build has them), the stage
   module -- and load the jieba dictionary (``init_parts_ms`` splits it in these four);
@@ -53,17 +53,15 @@ app, event_file, mark = sys.argv[1], sys.argv[2], sys.argv[3]
 if app:
     handler = runpy.run_path(app, run_name="app")["handler"]
 else:
-    from ragstep.entry.aws.handlers import stage_handler
+    from ragstep.entry.aws.stage import stage_handler
     handler = stage_handler("chunk_search")
 t1 = time.perf_counter()
 marks = [("start", t1)]
-from ragstep.entry.aws import handlers
-ctx = handlers.get_clients().context()
+from ragstep.entry.aws import runtime
+ctx = runtime.get_clients().context()
 ctx.index, ctx.catalog, ctx.blobs
 marks.append(("services_ms", time.perf_counter()))
-for name in ("logger", "tracer", "metrics"):  # the Powertools objects this build's handlers create on first use
-    if callable(getattr(handlers, name, None)):
-        getattr(handlers, name)()
+runtime.logger(), runtime.tracer(), runtime.metrics()  # the Powertools objects the handlers create on first use
 marks.append(("powertools_ms", time.perf_counter()))
 from ragstep.pipeline import load_stage
 load_stage("chunk_search")
@@ -91,7 +89,7 @@ t3 = time.perf_counter()
 ms = lambda a, b: round((b - a) * 1000.0, 3)
 print(mark + json.dumps({
     "import_ms": ms(t0, t1), "init_ms": ms(t1, t2), "first_query_ms": ms(t2, t3), "total_ms": ms(t0, t3),
-    "results": len(out.get("search_results") or []), "tracer": type(handlers.tracer()).__name__,
+    "results": len(out.get("search_results") or []), "tracer": type(runtime.tracer()).__name__,
     "init": {name: ms(a, b) for (_, a), (name, b) in zip(marks, marks[1:])},
 }), flush=True)
 """
@@ -104,11 +102,11 @@ def handler_app() -> Path | None:
 
 def build_demo_index(data_dir: Path) -> str:
     """The demo documents in a ``demo-docs`` knowledge base; the snapshot is saved, as after any ingest + search."""
+    from ragstep.app.ingest import expand_paths, ingest_file
     from ragstep.context import Clients
     from ragstep.models import KnowledgeBase
     from ragstep.ports import SearchFilter
     from ragstep.settings import Settings
-    from ragstep.stages.ingest.products import expand_paths, ingest_file
 
     ctx = Clients(Settings(data_dir=data_dir)).context()
     kb = ctx.catalog.create_kb(KnowledgeBase(id=uuid.uuid4().hex, name="demo-docs", created_at=time.time()))
@@ -120,13 +118,16 @@ def build_demo_index(data_dir: Path) -> str:
     return kb.id
 
 
-def event_for(query: str, kb_id: str) -> dict[str, Any]:
+def event_for(query: str, kb_id: str, data_dir: Path) -> dict[str, Any]:
+    """The ``chunk_search`` event of a search: the state as the API would start it (knowledge bases resolved in
+    ``data_dir``, as the stage Lambdas receive it)."""
     from ragstep.app.search import new_state
     from ragstep.context import Clients
     from ragstep.models import SearchRequest
     from ragstep.settings import Settings
 
-    state = new_state(SearchRequest(query=query, knowledge_base_ids=[kb_id]), Clients(Settings()).context())
+    ctx = Clients(Settings(data_dir=data_dir)).context()
+    state = new_state(SearchRequest(query=query, knowledge_base_ids=[kb_id]), ctx)
     return state.model_dump(mode="json")
 
 
@@ -192,7 +193,7 @@ def run_coldstart(runs: int = 5, *, queries: dict[str, str] | None = None, xray:
     app = handler_app()
     out: dict[str, Any] = {
         "runs": runs,
-        "handler": str(app) if app else "ragstep.entry.aws.handlers.stage_handler('chunk_search')",
+        "handler": str(app) if app else "ragstep.entry.aws.stage.stage_handler('chunk_search')",
         "jieba_table": jieba_table(),
         "python": sys.version.split()[0],
     }
@@ -210,7 +211,7 @@ def run_coldstart(runs: int = 5, *, queries: dict[str, str] | None = None, xray:
             settings.append((f"{name}_xray", query, xray_env(env, daemon.getsockname()[1])))
         for name, query, run_env in settings:
             event_file = Path(tmp) / f"{name}.json"
-            event_file.write_text(json.dumps(event_for(query, kb_id), ensure_ascii=False), encoding="utf-8")
+            event_file.write_text(json.dumps(event_for(query, kb_id, data_dir), ensure_ascii=False), encoding="utf-8")
             one_run(app, event_file, run_env)  # warm-up: bytecode, file cache
             samples = [one_run(app, event_file, run_env) for _ in range(runs)]
             out[name] = {

@@ -5,11 +5,9 @@ optionally on a BEIR-layout corpus (``corpus.jsonl``, e.g. msmarco-5k), each mea
 median is reported, with every run's seconds for the spread):
 
 * ``chunking``: :func:`ragstep.retrieval.chunking.split_text` alone, default settings -- MB/s of UTF-8 input.
-* ``pipeline``: every document as a file through :func:`ragstep.stages.ingest.products.ingest_file`, i.e. the ``ingest`` pipeline
-  in-process exactly as ``ragstep ingest`` runs it (original and products through the local blob store, catalog,
-  one index transaction per file), into a BM25-only knowledge base -- chunks/s and MB/s.
-* ``direct``: :func:`ragstep.stages.ingest.products.text_chunks` + :func:`ragstep.stages.ingest.products.index_document` (no blobs, what the quality
-  benchmark does) -- chunks/s, for comparison.
+* ``pipeline``: every document as a file through :func:`ragstep.app.ingest.ingest_file`, i.e. the ``ingest``
+  pipeline in-process exactly as ``ragstep ingest`` runs it (original and products through the local blob store,
+  catalog, one index transaction per file), into a BM25-only knowledge base -- chunks/s and MB/s.
 * ``snapshot_s``: building the in-memory BM25 snapshot once afterwards (the first search pays it).
 
 Every run goes into a fresh temporary data dir, removed afterwards. No embedding: the figure is the cost of
@@ -17,8 +15,7 @@ ragstep itself, not of a model provider. MB are MiB of UTF-8 text.
 
 JSON shape: ``{"repeat", "python", "markdown" | "corpus": {"documents", "bytes", "mb", ["name"], "chunking": {"chunks",
 "seconds", "runs_s", "mb_per_s", "chunks_per_s"}, "pipeline": {"chunks", "seconds", "runs_s", "chunks_per_s",
-"mb_per_s", "files_per_s", "duplicates", "snapshot_s"}, "direct": {"chunks", "seconds", "runs_s", "chunks_per_s",
-"mb_per_s", "snapshot_s"}}}``.
+"mb_per_s", "files_per_s", "duplicates", "snapshot_s"}}}``.
 """
 
 from __future__ import annotations
@@ -33,14 +30,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ragstep.app.ingest import ingest_file
 from ragstep.bench.common import median
 from ragstep.context import Clients, Context
 from ragstep.errors import InputError
-from ragstep.models import Knowledge, KnowledgeBase
+from ragstep.models import KnowledgeBase
 from ragstep.ports import SearchFilter
 from ragstep.retrieval.chunking import split_text
 from ragstep.settings import Settings
-from ragstep.stages.ingest.products import index_document, ingest_file, text_chunks
 
 MB = 1024 * 1024
 #: Generated Markdown above this is refused (it is built in memory, and written to disk once).
@@ -194,24 +191,12 @@ def _pipeline_once(paths: Sequence[Path], data_dir: Path) -> tuple[float, int, i
     return elapsed, sum(r.chunks for r in results), duplicates, _snapshot(ctx)
 
 
-def _direct_once(texts: Sequence[str], data_dir: Path) -> tuple[float, int, float]:
-    ctx = Clients(Settings(data_dir=data_dir)).context()
-    kb = _kb(ctx, "bench-direct")
-    started = time.perf_counter()
-    indexed = 0
-    for i, text in enumerate(texts):
-        knowledge = Knowledge(id=f"doc-{i}", knowledge_base_id=kb.id, filename=f"doc-{i}")
-        indexed += index_document(knowledge, text_chunks(kb, knowledge, text), kb, ctx).chunk_count
-    return time.perf_counter() - started, indexed, _snapshot(ctx)
-
-
 def measure(
     texts: Sequence[str],
     workdir: Path,
     *,
     repeat: int = 3,
     pipeline: bool = True,
-    direct: bool = True,
     say: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """The figures for one set of documents (see the module docstring); medians of ``repeat`` runs."""
@@ -252,14 +237,6 @@ def measure(
             snapshot_s=round(median(snapshots), 6),
         )
 
-    if direct:
-        runs, snapshots = [], []
-        for r in range(repeat):
-            elapsed, chunks, snapshot = _direct_once(texts, workdir / f"direct-{r}")
-            runs.append(elapsed)
-            snapshots.append(snapshot)
-            say(f"direct run {r + 1}/{repeat}: {chunks / elapsed:,.0f} chunks/s")
-        out["direct"] = _figures(chunks, runs, size, snapshot_s=round(median(snapshots), 6))
     return out
 
 
@@ -269,7 +246,6 @@ def run(
     corpus: Path | str | None = None,
     repeat: int = 3,
     pipeline: bool = True,
-    direct: bool = True,
     workdir: Path | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
@@ -294,13 +270,11 @@ def run(
         if markdown_mb > 0:
             docs = generate_markdown(int(markdown_mb * MB))
             say(f"generated Markdown: {len(docs)} documents, {markdown_mb:g} MB")
-            results["markdown"] = measure(
-                docs, root / "markdown", repeat=repeat, pipeline=pipeline, direct=direct, say=say
-            )
+            results["markdown"] = measure(docs, root / "markdown", repeat=repeat, pipeline=pipeline, say=say)
         if corpus_file is not None:
             texts = load_corpus(corpus_file)
             say(f"corpus {corpus_file}: {len(texts)} documents")
-            part = measure(texts, root / "corpus", repeat=repeat, pipeline=pipeline, direct=direct, say=say)
+            part = measure(texts, root / "corpus", repeat=repeat, pipeline=pipeline, say=say)
             results["corpus"] = {"name": corpus_file.parent.name, **part}
     return results
 
@@ -319,7 +293,6 @@ def render(r: dict[str, Any]) -> str:
         for stage, what in (
             ("chunking", "split_text"),
             ("pipeline", "ragstep ingest (4 stages, blobs)"),
-            ("direct", "text_chunks + index_document"),
         ):
             f = part.get(stage)
             if f is None:

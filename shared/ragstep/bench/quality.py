@@ -1,6 +1,6 @@
 """``ragstep bench quality --set DIR``: retrieval quality on a BEIR-layout set.
 
-The corpus goes through the real ingestion functions (chunking included) into a fresh temporary data dir. When the
+The corpus goes through the ingest stages (parse, chunk, embed, index) into a fresh temporary data dir. When the
 set ships precomputed embeddings (``corpus.emb.npy`` / ``queries.emb.npy``), a precomputed embedder serves them, so
 no model is needed: every chunk of a document gets its document's vector (the set embeds whole documents). Each run
 retrieves 100 chunks per query; documents rank by their best chunk.
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
 import json
 import tempfile
 import time
@@ -37,16 +38,17 @@ import numpy as np
 
 from ragstep.adapters.embedders import PrecomputedEmbedder
 from ragstep.adapters.rerankers import TokenVectorReranker
+from ragstep.app.ingest import new_ingest_state
 from ragstep.app.search import new_state
 from ragstep.bench.metrics import evaluate
 from ragstep.context import Clients, Context
 from ragstep.errors import InputError
-from ragstep.models import Knowledge, KnowledgeBase, SearchRequest, check_query
+from ragstep.models import IngestState, KnowledgeBase, SearchRequest, check_query
 from ragstep.pipeline import run_pipeline, run_stage
 from ragstep.ports import SearchFilter
 from ragstep.retrieval.text import query_terms
 from ragstep.settings import Settings
-from ragstep.stages.ingest.products import index_document, text_chunks
+from ragstep.stages.ingest.products import get_chunks, source_blob_key
 from ragstep.stages.search.chunk_rerank import model_scores, rerank_text
 
 DEPTH = 100
@@ -105,30 +107,45 @@ def document_text(title: str, text: str) -> str:
 
 
 def build_index(bench: BeirSet, ctx: Context) -> tuple[KnowledgeBase, float]:
-    """Ingest the corpus; returns the knowledge base and the ingest time in seconds (embedding lookups included)."""
+    """Ingest the corpus through the ingest stages; returns the knowledge base and the ingest time in seconds.
+
+    Every document is a ``.txt`` file in the blob store (its BEIR id is its knowledge id, its title its title). The
+    stages run corpus-wide, one stage at a time: every document is parsed and chunked first, so the precomputed
+    embedder can be given each chunk's document vector before ``ingest_embed`` asks for it. A side effect that
+    matters: no document is indexed when the others are parsed, so a passage the corpus holds twice is indexed twice
+    (as BEIR scores it) instead of being skipped as a duplicate.
+    """
     model = f"precomputed:{bench.name}" if bench.corpus_emb is not None else "none"
     kb = ctx.catalog.create_kb(
         KnowledgeBase(id=uuid.uuid4().hex, name=f"bench-{bench.name}", embedding_model=model, created_at=time.time())
     )
     started = time.perf_counter()
-    per_doc = []
-    vectors_by_text: dict[str, np.ndarray] = {}
+    states: list[IngestState] = []
+    rows: list[int] = []
     for i, (doc_id, title, text) in enumerate(bench.corpus):
         body = document_text(title, text)
         if not body.strip():
             continue
-        knowledge = Knowledge(id=doc_id, knowledge_base_id=kb.id, title=title, filename=doc_id)
-        chunks = text_chunks(kb, knowledge, body)
-        if bench.corpus_emb is not None:
-            for c in chunks:
+        data = body.encode("utf-8")
+        digest = hashlib.sha256(data).hexdigest()
+        filename = f"{doc_id}.txt"
+        key = source_blob_key(kb.id, doc_id, digest, filename)
+        ctx.blobs.put(key, data, "text/plain; charset=utf-8")
+        state = new_ingest_state(
+            kb, knowledge_id=doc_id, blob_key=key, filename=filename, title=title, content_hash=digest, size=len(data)
+        )
+        states.append(run_stage("ingest_chunk", run_stage("ingest_parse", state, ctx), ctx))
+        rows.append(i)
+    if bench.corpus_emb is not None and bench.query_emb is not None:
+        vectors_by_text: dict[str, np.ndarray] = {}
+        for state, i in zip(states, rows, strict=True):
+            for c in get_chunks(ctx.blobs, state.products.chunks or ""):
                 vectors_by_text.setdefault(c.embed_text or c.content, bench.corpus_emb[i])
-        per_doc.append((knowledge, chunks))
-    if bench.query_emb is not None:
         for (_, qtext), vec in zip(bench.queries, bench.query_emb, strict=True):
             vectors_by_text.setdefault(qtext, vec)
         ctx.register_embedder(PrecomputedEmbedder(model, vectors_by_text))
-    for knowledge, chunks in per_doc:
-        index_document(knowledge, chunks, kb, ctx)
+    for state in states:
+        run_stage("ingest_index", run_stage("ingest_embed", state, ctx), ctx)
     ctx.index.keyword_search(["warm"], SearchFilter(), 1, 0.0)  # build the snapshot: part of indexing
     return kb, time.perf_counter() - started
 
@@ -161,13 +178,14 @@ def _docs(chunk_ids: list[str]) -> list[str]:
 
 @contextlib.contextmanager
 def _reranker(ctx: Context, reranker: Any) -> Iterator[None]:
-    """``ctx.reranker`` (a cached property) replaced by ``reranker`` for the duration."""
-    previous = ctx.reranker
-    ctx.reranker = reranker
+    """``ctx.reranker`` (the clients' cached property: the context is frozen) replaced by ``reranker`` for the
+    duration."""
+    previous = ctx.clients.reranker
+    ctx.clients.reranker = reranker
     try:
         yield
     finally:
-        ctx.reranker = previous
+        ctx.clients.reranker = previous
 
 
 ALL_RUNS = (

@@ -19,7 +19,21 @@ from ragstep.models.base import (
     check_tenant,
 )
 from ragstep.models.catalog import Knowledge, KnowledgeBase, KnowledgeBaseType
-from ragstep.models.chat import Turn
+from ragstep.models.chat import (
+    ChatRequest,
+    ChatSettings,
+    ChatState,
+    CitationMode,
+    DocAggregate,
+    FallbackStrategy,
+    HistoryRound,
+    Language,
+    SessionSummary,
+    Turn,
+    Usage,
+    Reference,
+    language_of,
+)
 from ragstep.models.ingest import (
     CHILD_OVERLAP_DIVISOR,
     DEFAULT_CHILD_SIZE,
@@ -33,20 +47,18 @@ from ragstep.models.ingest import (
     IngestStatus,
 )
 from ragstep.models.search import (
-    RESULT_FIELDS,
     Chunk,
     ChunkType,
     Fusion,
     ImageInfo,
     MatchType,
-    PipelineState,
     Probability,
-    ResultField,
     RetrievalOverrides,
     RetrievalSettings,
     SearchRequest,
     SearchResult,
 )
+from ragstep.models.state import RESULT_FIELDS, PipelineState, ResultField
 
 __all__ = [
     "CHILD_OVERLAP_DIVISOR",
@@ -58,10 +70,17 @@ __all__ = [
     "MAX_QUERY_CHARS",
     "RESULT_FIELDS",
     "SCHEMA_VERSION",
+    "ChatRequest",
+    "ChatSettings",
+    "ChatState",
     "Chunk",
+    "CitationMode",
+    "DocAggregate",
     "ChunkType",
     "ErrorInfo",
+    "FallbackStrategy",
     "Fusion",
+    "HistoryRound",
     "ImageInfo",
     "IngestOptions",
     "IngestProducts",
@@ -71,19 +90,24 @@ __all__ = [
     "Knowledge",
     "KnowledgeBase",
     "KnowledgeBaseType",
+    "Language",
     "MatchType",
     "PipelineState",
     "Probability",
+    "Reference",
     "ResultField",
     "RetrievalOverrides",
     "RetrievalSettings",
     "SearchRequest",
     "SearchResult",
+    "SessionSummary",
     "StreamEvent",
     "TraceAction",
     "TraceEvent",
     "Turn",
+    "Usage",
     "check_identifier",
     "check_query",
     "check_tenant",
+    "language_of",
 ]

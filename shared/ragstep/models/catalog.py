@@ -22,6 +22,7 @@ class KnowledgeBase(_Model):
     # Embedding model id ("none" for BM25 only). Knowledge bases are searched in groups by this id.
     embedding_model: str = "none"
     created_at: float = 0.0
+    description: str = ""
 
 
 class Knowledge(_Model):
@@ -43,3 +44,37 @@ class Knowledge(_Model):
     source_key: str = ""
     # The :class:`IngestOptions` it was chunked with ({} = the defaults, as for items ingested before they existed).
     options: dict[str, Any] = Field(default_factory=dict)
+    # False: kept (record, chunks, original) but never retrieved. ``disabled_chunks`` are the index rows switched
+    # off, so enabling it again switches exactly those back on (the index only lists a document's enabled chunks).
+    enabled: bool = True
+    disabled_chunks: list[str] = Field(default_factory=list)
+
+
+#: Where an ingestion job is: waiting for a worker, being ingested, or its outcome (as ``ragstep ingest`` reports it).
+JobStatus = Literal["queued", "running", "indexed", "unchanged", "duplicate", "failed"]
+#: The statuses a job leaves only by running: a restarted server picks these up again.
+PENDING_JOB_STATUSES: tuple[JobStatus, ...] = ("queued", "running")
+
+
+class IngestionJob(_Model):
+    """One file to ingest into a knowledge base, from a stored blob (an HTTP upload), and what became of it."""
+
+    id: str
+    knowledge_base_id: str
+    #: The document it makes (or replaces): :func:`ragstep.app.ingest.knowledge_id_for` of the file name.
+    knowledge_id: str
+    filename: str
+    #: The stored original the job ingests (content-addressed under ``sources/``).
+    blob_key: str
+    content_hash: str = ""
+    size: int = 0
+    tag_id: str = ""
+    status: JobStatus = "queued"
+    #: One line: why it failed, or which document holds the same content (``duplicate``).
+    error: str = ""
+    chunks: int = 0
+    #: ``duplicate``: the document that already holds this content.
+    duplicate_of: str = ""
+    created_at: float = 0.0
+    started_at: float | None = None
+    finished_at: float | None = None

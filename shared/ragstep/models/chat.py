@@ -1,17 +1,34 @@
-"""The chat half of the contract: conversation turns (the chat issue adds its messages and answers here)."""
+"""The chat half of the contract: conversation turns, the effective chat settings and the chat part of the state."""
 
 from __future__ import annotations
 
+import json
 import uuid
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
 from ragstep.models.base import _Model
-from ragstep.models.search import SearchResult
+from ragstep.models.search import RetrievalOverrides, SearchResult
+
+FallbackStrategy = Literal["fixed", "model"]
+Language = Literal["zh", "en"]
+
+
+class Usage(_Model):
+    """Token counts the model reported (zeros when it reported none, e.g. the extractive answerer)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
 
 
 class Turn(_Model):
-    """One question/answer exchange of a chat session, with the references the answer used."""
+    """One question/answer exchange of a chat session, with the references the answer used.
+
+    The user message and the answer are one record, written once when the answer is final (or cut short), so a
+    session never holds a question without its answer or half of a turn.
+    """
 
     session_id: str
     turn_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
@@ -19,3 +36,149 @@ class Turn(_Model):
     query: str
     answer: str = ""
     references: list[SearchResult] = Field(default_factory=list)
+    # The request that produced the turn (WeKnora groups a round's messages by it).
+    request_id: str | None = None
+    rewritten_query: str | None = None
+    model: str = ""
+    usage: Usage = Field(default_factory=Usage)
+    # The reader went away mid-answer: ``answer`` is what had been streamed by then.
+    interrupted: bool = False
+
+    #: The fields history stores keep as one JSON document beside the columns every store has had from the start
+    #: (so adding one needs no schema change).
+    META_FIELDS: ClassVar[frozenset[str]] = frozenset(
+        {"request_id", "rewritten_query", "model", "usage", "interrupted"}
+    )
+
+    def meta_json(self) -> str:
+        return self.model_dump_json(include=set(self.META_FIELDS))
+
+    @staticmethod
+    def meta_from_json(text: str | None) -> dict[str, Any]:
+        """The stored meta document as constructor arguments (``{}`` for turns stored before it existed)."""
+        data = json.loads(text) if text else {}
+        return {k: v for k, v in data.items() if k in Turn.META_FIELDS} if isinstance(data, dict) else {}
+
+
+class ChatSettings(_Model):
+    """Every chat knob, with WeKnora's defaults; configured by ``RAGSTEP_CHAT_*`` and overridable per request.
+
+    Prompt fields left None use the shipped prompt in the question's language (:mod:`ragstep.stages.chat.prompts`).
+    """
+
+    max_rounds: Annotated[int, Field(ge=0, le=50)] = 5
+    # Messages read from the history store before grouping into rounds (WeKnora: 20).
+    history_messages: Annotated[int, Field(ge=0, le=200)] = 20
+    enable_rewrite: bool = True
+    temperature: Annotated[float, Field(ge=0.0, le=2.0)] = 0.3
+    max_tokens: Annotated[int, Field(ge=1, le=200_000)] = 2048
+    top_p: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    stop: list[str] = Field(default_factory=list)
+    # None: "model", except with a model that cannot generate freely (extractive), which gets "fixed".
+    fallback_strategy: FallbackStrategy | None = None
+    fallback_response: str | None = None
+    fallback_prompt: str | None = None
+    # An answer starting with this means "the context does not answer" (WeKnora's no_match_prefix, after </think>).
+    no_match_prefix: str = "NO_MATCH"
+    system_prompt: str | None = None
+    context_template: str | None = None
+    rewrite_system_prompt: str | None = None
+    rewrite_user_prompt: str | None = None
+    # The extractive answerer's length cap, in characters.
+    extractive_max_chars: Annotated[int, Field(ge=50, le=20_000)] = 600
+    # Ask the model to cite the passages with [n] markers (and insert citations when it wrote none).
+    citations: bool = True
+    # The chat model's context window in tokens: prompt and answer together (max_tokens is the answer's share).
+    context_window: Annotated[int, Field(ge=256, le=2_000_000)] = 8192
+    # Answered at once, without the model, when retrieval found nothing (RAGFlow's empty_response); None: the
+    # fallback strategy answers.
+    empty_response: str | None = None
+    # Serve a repeated question with the same messages and settings from the response cache.
+    cache_answers: bool = False
+
+
+class Reference(SearchResult):
+    """A passage the answer was given (``[n]`` = the n-th reference), whether the answer cites it, and where: the
+    character offsets of the markers that cite it in the final answer."""
+
+    cited: bool = False
+    positions: list[int] = Field(default_factory=list)
+
+
+class DocAggregate(_Model):
+    """One document of an answer's references (RAGFlow's ``doc_aggs``): how many of its passages were given and
+    how many of those the answer cites."""
+
+    knowledge_id: str
+    knowledge_base_id: str = ""
+    name: str = ""
+    count: int = 0
+    cited: int = 0
+
+
+CitationMode = Literal["model", "inserted", "extractive", "none"]
+
+
+class HistoryRound(_Model):
+    """One earlier question and its answer (``<think>`` removed), as the model sees it."""
+
+    query: str
+    answer: str
+    request_id: str | None = None
+
+
+class ChatState(_Model):
+    """The chat part of the pipeline state: what each chat stage leaves for the next."""
+
+    settings: ChatSettings = Field(default_factory=ChatSettings)
+    language: Language = "en"
+    history: list[HistoryRound] = Field(default_factory=list)
+    # The user message into_chat_message built (query + context); empty = the plain query.
+    user_content: str = ""
+    # The numbered passages of user_content, in order: what the extractive answerer quotes and [n] refers to.
+    passages: list[str] = Field(default_factory=list)
+    answer: str = ""
+    reasoning: str = ""
+    model: str = ""
+    usage: Usage = Field(default_factory=Usage)
+    # "fixed" / "model" when the answer is the fallback; None for a grounded answer.
+    fallback: FallbackStrategy | None = None
+    interrupted: bool = False
+    # The passages given to the model, with their citations (into_chat_message lists them, the completion marks
+    # what the answer cites); empty for the plain chat pipelines.
+    references: list[Reference] = Field(default_factory=list)
+    doc_aggs: list[DocAggregate] = Field(default_factory=list)
+    # Where the answer's markers came from: the model (repaired), insert_citations, the extractive quotes, or none.
+    citation_mode: CitationMode = "none"
+
+
+def language_of(text: str) -> Language:
+    """ "zh" when Han characters make up at least a fifth of the letters of ``text``, else "en": picks the prompts'
+    language (a Chinese question with an English product name is still Chinese)."""
+    han = sum(1 for ch in text if "\u3400" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff")
+    letters = sum(1 for ch in text if ch.isalpha())
+    return "zh" if letters and han * 5 >= letters else "en"
+
+
+class ChatRequest(_Model):
+    """A question for a chat pipeline: what to search, which session it continues, and per-request overrides."""
+
+    query: str
+    knowledge_base_ids: list[str] = Field(default_factory=list)
+    knowledge_ids: list[str] = Field(default_factory=list)
+    # None starts a new session; an id must name an existing session of the caller's tenant.
+    session_id: str | None = None
+    pipeline: str = "rag_stream"
+    overrides: RetrievalOverrides = Field(default_factory=RetrievalOverrides)
+    # ChatSettings fields to override for this request (unknown names are refused).
+    chat: dict[str, Any] = Field(default_factory=dict)
+
+
+class SessionSummary(_Model):
+    """One chat session as ``ragstep sessions list`` shows it."""
+
+    session_id: str
+    turns: int
+    first_query: str
+    created_at: float
+    updated_at: float

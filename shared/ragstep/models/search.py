@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import uuid
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, create_model, field_validator, model_validator
 
 from ragstep.models.base import (
-    DEFAULT_TENANT,
-    SCHEMA_VERSION,
-    ErrorInfo,
-    TraceEvent,
     _Model,
     check_identifier,
     check_query,
-    check_tenant,
 )
-from ragstep.models.catalog import KnowledgeBase
 
 
 class MatchType(StrEnum):
@@ -115,6 +108,55 @@ class SearchResult(_Model):
             "image_info": list(chunk.image_info),
         }
         return cls(**(values | fields))
+
+    # Typed edits for the stages: each names what changes, so a misspelt field is a type error, not a silent no-op.
+
+    def rescored(
+        self,
+        score: float,
+        *,
+        match_type: MatchType | None = None,
+        metadata: dict[str, Any] | None = None,
+        id: str | None = None,
+    ) -> SearchResult:
+        """The result with a new score (and, optionally, how it matched, its metadata or the id it answers for)."""
+        update: dict[str, Any] = {"score": score}
+        if match_type is not None:
+            update["match_type"] = match_type
+        if metadata is not None:
+            update["metadata"] = metadata
+        if id is not None:
+            update["id"] = id
+        return self.model_copy(update=update)
+
+    def with_content(self, content: str) -> SearchResult:
+        return self.model_copy(update={"content": content})
+
+    def with_metadata(self, metadata: dict[str, Any]) -> SearchResult:
+        return self.model_copy(update={"metadata": metadata})
+
+    def spanning(
+        self,
+        *,
+        content: str,
+        start_at: int,
+        end_at: int,
+        chunk_index: int,
+        sub_chunk_ids: list[str],
+        metadata: dict[str, Any],
+        image_info: list[ImageInfo],
+    ) -> SearchResult:
+        """The result grown over neighbouring text of its document (the merge stage's stitching)."""
+        update = {
+            "content": content,
+            "start_at": start_at,
+            "end_at": end_at,
+            "chunk_index": chunk_index,
+            "sub_chunk_ids": sub_chunk_ids,
+            "metadata": metadata,
+            "image_info": image_info,
+        }
+        return self.model_copy(update=update)
 
 
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -225,66 +267,3 @@ class SearchRequest(_Model):
     def scoped(self) -> bool:
         """Scoped to chosen knowledge items or tags: WeKnora forces thresholds to 0 there."""
         return bool(self.knowledge_ids or self.tag_ids)
-
-
-ResultField = Literal["search_results", "rerank_results", "merge_results", "final_results"]
-#: The state's result lists, in pipeline order: the one place their names are spelled (transport offloads them, the
-#: join merges them, metrics count them).
-RESULT_FIELDS: tuple[ResultField, ...] = ("search_results", "rerank_results", "merge_results", "final_results")
-
-
-class PipelineState(_Model):
-    """The one JSON document every stage reads and returns."""
-
-    schema_version: Literal["1"] = SCHEMA_VERSION
-    request_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
-    pipeline: str = "knowledge_search"
-    # Whose data this request reads and writes: set by the entry point, never by the request body.
-    tenant_id: str = DEFAULT_TENANT
-    request: SearchRequest
-    # The knowledge bases of ``request.knowledge_base_ids``, read once when the state is created: no stage (and no
-    # stage Lambda) reads the catalog again for them.
-    knowledge_bases: list[KnowledgeBase] = Field(default_factory=list)
-    # Knowledge id -> its knowledge base id, for the ``knowledge_ids`` the request narrows the search to.
-    knowledge_scope: dict[str, str] = Field(default_factory=dict)
-    # Effective settings (configured defaults + request overrides), resolved once when the state is created so every
-    # stage, in any Lambda, sees the same numbers.
-    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
-    rewritten_query: str | None = None
-    # Query embeddings by embedding model id: computed once per request, reused by later stages.
-    query_embeddings: dict[str, list[float]] = Field(default_factory=dict)
-    search_results: list[SearchResult] = Field(default_factory=list)
-    rerank_results: list[SearchResult] = Field(default_factory=list)
-    merge_results: list[SearchResult] = Field(default_factory=list)
-    final_results: list[SearchResult] = Field(default_factory=list)
-    trace: list[TraceEvent] = Field(default_factory=list)
-    # Claim check: result fields moved to the blob store because the state outgrew the transport limit.
-    offloaded: dict[str, str] = Field(default_factory=dict)
-    error: ErrorInfo | None = None
-
-    @field_validator("tenant_id")
-    @classmethod
-    def _valid_tenant(cls, value: str) -> str:
-        return check_tenant(value)
-
-    @property
-    def search_query(self) -> str:
-        """The text retrieval uses: the rewritten query when a rewrite stage produced one."""
-        return self.rewritten_query or self.request.query
-
-    def with_trace(self, *events: TraceEvent) -> PipelineState:
-        return self.model_copy(update={"trace": [*self.trace, *events]})
-
-    def with_results(self, field: ResultField, results: list[SearchResult], *events: TraceEvent) -> PipelineState:
-        """The state with one result list replaced (checked: it must be a list of results) and ``events`` traced."""
-        if field not in RESULT_FIELDS:
-            raise ValueError(f"{field!r} is not a result field; one of {', '.join(RESULT_FIELDS)}")
-        checked = [r if isinstance(r, SearchResult) else SearchResult.model_validate(r) for r in results]
-        return self.model_copy(update={field: checked, "trace": [*self.trace, *events]})
-
-    def results(self, field: ResultField) -> list[SearchResult]:
-        return list(getattr(self, field))
-
-    def kb(self, knowledge_base_id: str) -> KnowledgeBase | None:
-        """The resolved knowledge base of this request with this id (None when the request did not name it)."""
-        return next((kb for kb in self.knowledge_bases if kb.id == knowledge_base_id), None)

@@ -21,12 +21,10 @@ Markdown never loads them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Any
 
 from ragstep.errors import InputError
-from ragstep.parsers.data import ColumnSummary, DataFileSummary
+from ragstep.parsers.base import ColumnSummary, DataFileSummary, ParsedDocument
 from ragstep.parsers.text import decode_text
 
 __all__ = [
@@ -42,26 +40,6 @@ __all__ = [
     "parse",
     "unsupported",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class ParsedDocument:
-    """The result of :func:`parse`.
-
-    ``text`` is the ordered stream the chunker reads. For data files it is the rendering of ``tables`` (each
-    summary block then each column block, separated by blank lines), so chunk offsets point into it as well.
-    """
-
-    filename: str
-    format: str  # "text" | "markdown" | "html" | "pdf" | "docx" | "csv" | "xlsx"
-    text: str
-    tables: tuple[DataFileSummary, ...] = ()
-    pages: int = 0  # PDF only
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def is_data_file(self) -> bool:
-        return bool(self.tables)
 
 
 def _parse_text(data: bytes, filename: str) -> ParsedDocument:

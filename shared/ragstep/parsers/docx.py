@@ -26,15 +26,12 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 from xml.etree.ElementTree import Element
 
 from ragstep.errors import InputError
 from ragstep.parsers import markdown as md
+from ragstep.parsers.base import ParsedDocument
 from ragstep.parsers.ooxml import attr, local, open_package, read_part, relationships
-
-if TYPE_CHECKING:
-    from ragstep.parsers import ParsedDocument
 
 _KIND = "DOCX"
 _LIST_INDENT = "    "
@@ -346,7 +343,6 @@ def _target(rels: dict[str, tuple[str, str, bool]], kind: str, default: str) -> 
 
 
 def parse_docx(data: bytes, filename: str) -> ParsedDocument:
-    from ragstep.parsers import ParsedDocument
 
     with open_package(data, filename, _KIND) as package:
         main = _target(relationships(package, "", filename, _KIND), "officeDocument", "word/document.xml")

@@ -18,14 +18,11 @@ import codecs
 import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from typing import TYPE_CHECKING
 
 from ragstep.errors import InputError
 from ragstep.parsers import markdown as md
+from ragstep.parsers.base import ParsedDocument
 from ragstep.parsers.text import decode_text
-
-if TYPE_CHECKING:
-    from ragstep.parsers import ParsedDocument
 
 # Elements that never contain main text.
 _DROP = {
@@ -373,7 +370,6 @@ def _find_any(node: _Node, tag: str) -> _Node | None:
 
 
 def parse_html(data: bytes, filename: str) -> ParsedDocument:
-    from ragstep.parsers import ParsedDocument
 
     try:
         text, title = html_to_markdown(_decode(data, filename))

@@ -26,13 +26,11 @@ import io
 import math
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ragstep.errors import InputError
 from ragstep.parsers import markdown as md
-
-if TYPE_CHECKING:
-    from ragstep.parsers import ParsedDocument
+from ragstep.parsers.base import ParsedDocument
 
 PAGE_MARKER = "\n\n<!-- page {page} -->\n\n"
 # C0 controls other than tab and newline (pypdf passes some glyph codes through as controls).
@@ -183,8 +181,6 @@ def _aes_error(filename: str) -> InputError:
 def parse_pdf(data: bytes, filename: str) -> ParsedDocument:
     from pypdf import PdfReader
     from pypdf.errors import DependencyError, FileNotDecryptedError
-
-    from ragstep.parsers import ParsedDocument
 
     if b"%PDF-" not in data[:1024]:  # the header may follow up to 1 KiB of junk
         raise InputError(f"{filename}: not a readable PDF (no %PDF header)")

@@ -6,13 +6,14 @@
 
 Shape of a definition:
 
-* Every :class:`Stage` is a ``Task`` named after the stage whose ``Resource`` is ``${<Stage>FunctionArn}`` (e.g.
+* Every :class:`Stage` (and a final :class:`Stream` step, whose function drains the events and returns the final
+  state: a state machine has no way to relay them) is a ``Task`` named after the stage whose ``Resource`` is ``${<Stage>FunctionArn}`` (e.g.
   ``${ChunkSearchFunctionArn}``), filled in by the template's ``DefinitionSubstitutions``. The function ARN is the
   resource itself rather than ``arn:aws:states:::lambda:invoke`` with ``Payload.$``/``OutputPath``: both invoke the
   function synchronously with the same errors, but the direct form's result is exactly the handler's return value,
   while the optimised integration wraps it in an envelope (status code, executed version, SDK HTTP metadata) that
   counts against the 256 KiB payload quota before ``OutputPath`` strips it. The handlers fit the state to that quota
-  (``ragstep.entry.aws.handlers.encode_state``), so nothing may be added around it.
+  (``ragstep.pipeline.transport.encode_for_lambda``), so nothing may be added around it.
 * Each task retries only what AWS recommends retrying for Lambda (:data:`LAMBDA_RETRIER`: throttling and transient
   service errors). Errors raised by our code (``InputError``, ``NotFoundError``, ...) are never retried: the same
   input fails the same way.
@@ -20,7 +21,7 @@ Shape of a definition:
   caught ``Error`` (the exception class name) and ``Cause`` (the runtime's JSON with the message). An EXPRESS
   execution started synchronously therefore ends ``FAILED`` with both, and the execution log names the stage.
 * A :class:`Parallel` becomes a ``Parallel`` state followed by a ``"<name> join"`` task on ``${JoinFunctionArn}``
-  (``ragstep.entry.aws.handlers.join_handler``). Its first branch is a ``Pass`` state, so the join receives ``[input state,
+  (``ragstep.entry.aws.stage.join_handler``). Its first branch is a ``Pass`` state, so the join receives ``[input state,
   branch 1 state, ...]`` and adds each branch's results to the input, as the in-process executor does. Each item is
   a full state: the branches' stages must leave room for one another under the quota (not yet enforced; no pipeline
   has a Parallel step yet).
@@ -36,7 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ragstep.pipeline.definitions import PIPELINES, Pipeline, Stage, Step
+from ragstep.pipeline.definitions import DEPLOYED_PIPELINES, Pipeline, Stage, Step, Stream
 
 # https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html
 LAMBDA_RETRIER: dict[str, Any] = {
@@ -94,7 +95,7 @@ def _machine(steps: Sequence[Step]) -> dict[str, Any]:
     names = [step.name for step in steps]
     for i, step in enumerate(steps):
         after = names[i + 1] if i + 1 < len(names) else None
-        if isinstance(step, Stage):
+        if isinstance(step, Stage | Stream):
             states[step.name] = _task(step.name, function_arn_placeholder(step.name), after)
             states[failed_state(step.name)] = _fail(f"stage {step.name}")
             continue
@@ -151,7 +152,7 @@ def placeholders(pipeline: Pipeline) -> list[str]:
 
     def walk(steps: Sequence[Step]) -> None:
         for step in steps:
-            if isinstance(step, Stage):
+            if isinstance(step, Stage | Stream):
                 found[function_arn_placeholder(step.name)] = None
             else:
                 for branch in step.branches:
@@ -168,7 +169,7 @@ def file_name(pipeline: Pipeline) -> str:
 
 def _stale_files(folder: Path) -> list[Path]:
     """Generated definitions in ``folder`` whose pipeline is no longer declared."""
-    expected = {file_name(p) for p in PIPELINES.values()}
+    expected = {file_name(p) for p in DEPLOYED_PIPELINES.values()}
     stale = []
     for path in sorted(folder.glob(f"*{SUFFIX}")):
         if path.name not in expected and GENERATED_MARKER in path.read_text(encoding="utf-8"):
@@ -216,10 +217,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode.add_argument("--check", metavar="DIR", type=Path, help="exit 1 if the files in DIR differ from the output")
     parser.add_argument("pipelines", nargs="*", metavar="PIPELINE", help="only these pipelines (default: all)")
     args = parser.parse_args(argv)
-    unknown = [name for name in args.pipelines if name not in PIPELINES]
+    # In-process pipelines (Pipeline.deployed False) have no state machine.
+    unknown = [name for name in args.pipelines if name not in DEPLOYED_PIPELINES]
     if unknown:
-        parser.error(f"unknown pipeline {', '.join(unknown)}; known: {', '.join(sorted(PIPELINES))}")
-    pipelines = [PIPELINES[name] for name in args.pipelines] or list(PIPELINES.values())
+        parser.error(f"unknown pipeline {', '.join(unknown)}; deployed: {', '.join(sorted(DEPLOYED_PIPELINES))}")
+    pipelines = [DEPLOYED_PIPELINES[name] for name in args.pipelines] or list(DEPLOYED_PIPELINES.values())
 
     if args.write is not None:
         for path in write(args.write, pipelines):

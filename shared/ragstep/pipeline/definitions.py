@@ -22,10 +22,15 @@ STAGES: dict[str, str] = {
     "ingest_embed": "ragstep.stages.ingest.embed:run",
     "ingest_index": "ragstep.stages.ingest.index:run",
     "stream_results": "ragstep.stages.search.stream_results:run",
+    "load_history": "ragstep.stages.chat.load_history:run",
+    "rewrite_query": "ragstep.stages.chat.rewrite_query:run",
+    "into_chat_message": "ragstep.stages.chat.into_chat_message:run",
+    "chat_completion": "ragstep.stages.chat.chat_completion:run",
+    "chat_completion_stream": "ragstep.stages.chat.chat_completion_stream:run",
 }
 #: Stages that stream: generators of :class:`~ragstep.models.StreamEvent` that return the final state. Declared, so
 #: a Lambda handler knows to drain one without looking at the function.
-STREAM_STAGES: frozenset[str] = frozenset({"stream_results"})
+STREAM_STAGES: frozenset[str] = frozenset({"stream_results", "chat_completion_stream"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +73,8 @@ class Pipeline:
     kind: Literal["EXPRESS", "STANDARD"] = "EXPRESS"
     # The state model its stages read and return: a class name in ragstep.models (see :func:`state_model`).
     state: Literal["PipelineState", "IngestState"] = "PipelineState"
+    # False: runs in-process only (no state machine, template resource or stage functions are generated for it).
+    deployed: bool = True
 
     def __post_init__(self) -> None:
         streams = [i for i, step in enumerate(self.steps) if isinstance(step, Stream)]
@@ -102,7 +109,47 @@ INGEST = Pipeline(
     state="IngestState",
 )
 
-PIPELINES: dict[str, Pipeline] = {p.name: p for p in (KNOWLEDGE_SEARCH, INGEST)}
+# The answer half (WeKnora's chat pipelines). The answer filter (stream_filter) runs inside the completion stages:
+# a pipeline streams through one final Stream step (see ragstep.stages.chat.stream_filter). The non-streaming ones
+# (rag, chat) also run on Step Functions as EXPRESS state machines; a state machine cannot relay a token stream, so
+# the streaming ones run in-process only (in the API function on AWS).
+CHAT = Pipeline("chat", (Stage("chat_completion"),))
+CHAT_STREAM = Pipeline("chat_stream", (Stream("chat_completion_stream"),), deployed=False)
+CHAT_HISTORY_STREAM = Pipeline(
+    "chat_history_stream", (Stage("load_history"), Stream("chat_completion_stream")), deployed=False
+)
+RAG = Pipeline(
+    "rag",
+    (
+        Stage("chunk_search"),
+        Stage("chunk_rerank"),
+        Stage("chunk_merge"),
+        Stage("into_chat_message"),
+        Stage("chat_completion"),
+    ),
+)
+RAG_STREAM = Pipeline(
+    "rag_stream",
+    (
+        Stage("load_history"),
+        Stage("rewrite_query"),
+        Stage("chunk_search"),
+        Stage("chunk_rerank"),
+        Stage("chunk_merge"),
+        Stage("filter_top_k"),
+        Stage("into_chat_message"),
+        Stream("chat_completion_stream"),
+    ),
+    deployed=False,
+)
+#: The pipelines a chat request may name.
+CHAT_PIPELINES: tuple[str, ...] = ("rag_stream", "rag", "chat_stream", "chat_history_stream", "chat")
+
+PIPELINES: dict[str, Pipeline] = {
+    p.name: p for p in (KNOWLEDGE_SEARCH, INGEST, CHAT, CHAT_STREAM, CHAT_HISTORY_STREAM, RAG, RAG_STREAM)
+}
+#: What Step Functions runs: the state machines, template resources and stage functions are generated for these.
+DEPLOYED_PIPELINES: dict[str, Pipeline] = {name: p for name, p in PIPELINES.items() if p.deployed}
 
 
 def get_pipeline(name: str) -> Pipeline:

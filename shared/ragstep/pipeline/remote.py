@@ -20,11 +20,17 @@ in-process executor would return, and the API answers with the same JSON.
 
 Failing to start the execution at all (access denied, no such state machine, throttled after retries, network) is
 an :class:`ExecutionFailedError` too.
+
+The API answers with these messages, so they never carry an ARN or an account id (:func:`redact`: an ARN becomes its
+resource part, ``stateMachine:ragstep-knowledge-search``); the full text, ARNs included, goes to this module's log
+for the operator.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import re
 from typing import TYPE_CHECKING, Any
 
 from ragstep import errors
@@ -36,11 +42,32 @@ if TYPE_CHECKING:
     from ragstep.context import Context
 
 
+_log = logging.getLogger(__name__)
+
+# arn:<partition>:<service>:<region>:<account>:<resource>; the resource part may hold ':' and '/'.
+_ARN = re.compile(r"\barn:aws[a-z-]*:[a-z0-9-]+:[a-z0-9-]*:(?:\d{12})?:([\w./:@+=*$-]+)")
+_ACCOUNT_ID = re.compile(r"(?<![\w-])\d{12}(?![\w-])")
+
+
 class ExecutionFailedError(RagstepError):
     """The state machine could not be started, or its execution did not succeed for a reason not the caller's."""
 
     http_status = 502
     code = "pipeline_failed"
+
+
+def redact(text: str) -> str:
+    """``text`` without ARNs (each becomes its resource part) and without 12-digit account ids: what a message may
+    show to whoever called the API."""
+    return _ACCOUNT_ID.sub("<account id>", _ARN.sub(r"\1", text))
+
+
+def _public(cls: type[RagstepError], message: str) -> RagstepError:
+    """``cls`` with ``message`` redacted; the full message is logged first (the operator needs the ARNs)."""
+    public = redact(message)
+    if public != message:
+        _log.warning("%s: %s", cls.__name__, message)
+    return cls(public)
 
 
 def run_remote(state: PipelineState, ctx: Context, pipeline: str = "knowledge_search") -> PipelineState:
@@ -55,7 +82,7 @@ def run_remote(state: PipelineState, ctx: Context, pipeline: str = "knowledge_se
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        response = ctx.stepfunctions.start_sync_execution(
+        response = ctx.clients.stepfunctions.start_sync_execution(
             stateMachineArn=arn,
             # The request id names the execution: the execution log and the stages' logs share it.
             name=state.request_id,
@@ -70,9 +97,10 @@ def run_remote(state: PipelineState, ctx: Context, pipeline: str = "knowledge_se
         elif code == "StateMachineTypeNotSupported":
             hint = "; StartSyncExecution needs an EXPRESS state machine"
         detail = ": ".join(part for part in (code, error.get("Message") or "") if part)
-        raise ExecutionFailedError(f"cannot start the {pipeline} state machine {arn}: {detail}{hint}") from exc
+        message = f"cannot start the {pipeline} state machine {arn}: {detail}{hint}"
+        raise _public(ExecutionFailedError, message) from exc
     except BotoCoreError as exc:
-        raise ExecutionFailedError(f"cannot reach Step Functions to run {pipeline} ({arn}): {exc}") from exc
+        raise _public(ExecutionFailedError, f"cannot reach Step Functions to run {pipeline} ({arn}): {exc}") from exc
     return execution_result(response, ctx, pipeline)
 
 
@@ -84,13 +112,14 @@ def execution_result(response: dict[str, Any], ctx: Context, pipeline: str = "kn
     if status == "SUCCEEDED":
         output = response.get("output")
         if not output:
-            raise ExecutionFailedError(f"{pipeline} succeeded on {where} but returned no output")
+            raise _public(ExecutionFailedError, f"{pipeline} succeeded on {where} but returned no output")
         return transport.decode(output, ctx.blobs)
     if status == "FAILED":
         raise failure_error(response.get("error") or "", response.get("cause") or "", pipeline, where)
     if status == "TIMED_OUT":
-        raise ExecutionFailedError(f"{pipeline} timed out on Step Functions (execution {where})")
-    raise ExecutionFailedError(f"{pipeline} ended with status {status!r} on Step Functions (execution {where})")
+        raise _public(ExecutionFailedError, f"{pipeline} timed out on Step Functions (execution {where})")
+    message = f"{pipeline} ended with status {status!r} on Step Functions (execution {where})"
+    raise _public(ExecutionFailedError, message)
 
 
 def _runtime_error(cause: str) -> tuple[str, str]:
@@ -110,21 +139,23 @@ def _ragstep_error_class(name: str) -> type[RagstepError] | None:
 
 
 def failure_error(error: str, cause: str, pipeline: str = "knowledge_search", where: str = "") -> RagstepError:
-    """The exception a ``FAILED`` execution stands for (``error``/``cause`` as the execution reports them)."""
+    """The exception a ``FAILED`` execution stands for (``error``/``cause`` as the execution reports them), with a
+    message fit for the API's caller (:func:`redact`)."""
     error_type, message = _runtime_error(cause)
     name = error or error_type
     cls = _ragstep_error_class(name)
     execution = f" (execution {where})" if where else ""
     if cls is not None and cls.http_status < 500 and message:
-        return cls(message)
+        return _public(cls, message)
     if cls is not None and message:
-        return ExecutionFailedError(f"{pipeline} failed on Step Functions{execution}: {name}: {message}")
+        return _public(ExecutionFailedError, f"{pipeline} failed on Step Functions{execution}: {name}: {message}")
     if name.startswith("States."):
         # Errors of the service itself (States.Timeout, States.DataLimitExceeded ...): their cause is its own text.
         detail = f": {cause}" if cause and not error_type else ""
-        return ExecutionFailedError(f"{pipeline} failed on Step Functions{execution}: {name}{detail}")
+        return _public(ExecutionFailedError, f"{pipeline} failed on Step Functions{execution}: {name}{detail}")
     # An unexpected exception (KeyError ...) or a Lambda error (Sandbox.Timedout ...): say which, not its text.
-    return ExecutionFailedError(
+    return _public(
+        ExecutionFailedError,
         f"{pipeline} failed on Step Functions{execution}: {name or 'unknown error'}; the state machine's "
-        "execution log has the details"
+        "execution log has the details",
     )

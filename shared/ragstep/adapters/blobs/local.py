@@ -8,57 +8,16 @@ from __future__ import annotations
 
 import errno
 import os
-import re
+import shutil
 import tempfile
 from contextlib import suppress
 from pathlib import Path
+from typing import BinaryIO
 
+from ragstep.adapters.blobs._keys import TMP_PREFIX, check_blob_key, check_segments, check_text
 from ragstep.errors import ConflictError, InputError, NotFoundError, StorageError
 
-MAX_KEY_BYTES = 1024  # S3's limit, so a key that works here works on AWS too
-# In-progress writes are named like this; list() hides them and keys may not use the prefix.
-TMP_PREFIX = ".tmp-ragstep-"
 _HINT = "pass --data-dir to a writable folder"
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def _check_segments(what: str, value: str, segments: list[str]) -> None:
-    for segment in segments:
-        if segment == "":
-            raise InputError(f"{what} {value!r} has an empty segment ('//' or a trailing '/'); remove it")
-        if segment in (".", ".."):
-            raise InputError(f"{what} {value!r} contains a {segment!r} segment; use a plain relative path")
-        if segment.startswith(TMP_PREFIX):
-            raise InputError(f"{what} {value!r} uses the reserved prefix {TMP_PREFIX!r}; rename it")
-
-
-def _check_text(what: str, value: str) -> None:
-    if not isinstance(value, str):
-        raise InputError(f"{what} must be a string, got {type(value).__name__}")
-    if value.startswith("/"):
-        raise InputError(f"{what} {value!r} is absolute; use a relative path such as 'docs/a.pdf'")
-    if "\\" in value:
-        raise InputError(f"{what} {value!r} contains a backslash; separate folders with '/'")
-    control = _CONTROL.search(value)
-    if control:
-        ch = control.group()
-        name = "NUL" if ch == "\0" else f"U+{ord(ch):04X}"
-        raise InputError(f"{what} {value!r} contains the control character {name}; remove it")
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise InputError(f"{what} {value!r} is not valid UTF-8 (lone surrogate); re-encode it") from None
-    if size > MAX_KEY_BYTES:
-        raise InputError(f"{what} is {size} bytes of UTF-8; the limit is {MAX_KEY_BYTES}")
-
-
-def check_blob_key(key: str) -> str:
-    """Validate a blob key; returns it unchanged. Raises :class:`InputError` saying what is wrong."""
-    _check_text("blob key", key)
-    if not key:
-        raise InputError("blob key is empty; pass a relative path such as 'docs/a.pdf'")
-    _check_segments("blob key", key, key.split("/"))
-    return key
 
 
 class LocalBlobStore:
@@ -92,12 +51,22 @@ class LocalBlobStore:
 
         The rename is atomic, so readers (and a crash) see the old blob or the new one, never a partial one.
         """
-        path = self._path(key)
         if not isinstance(data, bytes | bytearray | memoryview):
             raise InputError(f"blob data must be bytes, got {type(data).__name__}")
+        return self._store(key, data)
+
+    def put_file(self, key: str, source: BinaryIO, content_type: str = "application/octet-stream") -> str:
+        """As :meth:`put`, copying ``source`` (from its current position) in 1 MiB pieces."""
+        return self._store(key, source)
+
+    def _store(self, key: str, data: bytes | bytearray | memoryview | BinaryIO) -> str:
+        path = self._path(key)
+        start = None if isinstance(data, bytes | bytearray | memoryview) else data.tell()
         # A concurrent delete may prune the folder between mkdir and mkstemp; trying again recreates it.
         for attempt in range(3):
             try:
+                if start is not None and not isinstance(data, bytes | bytearray | memoryview):
+                    data.seek(start)  # a retry copies the whole file again
                 self._write(path, data, durable=not key.startswith(self.scratch_prefixes))
                 break
             except FileNotFoundError:
@@ -120,14 +89,17 @@ class LocalBlobStore:
         return path.as_uri()
 
     @staticmethod
-    def _write(path: Path, data: bytes | bytearray | memoryview, *, durable: bool = True) -> None:
+    def _write(path: Path, data: bytes | bytearray | memoryview | BinaryIO, *, durable: bool = True) -> None:
         if not path.parent.is_dir():  # a stat, where mkdir(exist_ok=True) on an existing folder costs a failed mkdir
             path.parent.mkdir(parents=True, exist_ok=True)
         # Same folder as the target: os.replace is only atomic within one file system.
         fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
+                if isinstance(data, bytes | bytearray | memoryview):
+                    fh.write(data)
+                else:
+                    shutil.copyfileobj(data, fh, 1 << 20)
                 if durable:
                     fh.flush()
                     os.fsync(fh.fileno())  # the bytes are on disk before the name points at them
@@ -179,10 +151,10 @@ class LocalBlobStore:
 
     def list(self, prefix: str = "") -> list[str]:
         """Keys starting with ``prefix`` (a plain string prefix, as on S3), sorted."""
-        _check_text("blob prefix", prefix)
+        check_text("blob prefix", prefix)
         folder, _, _ = prefix.rpartition("/")
         if folder:
-            _check_segments("blob prefix", prefix, folder.split("/"))
+            check_segments("blob prefix", prefix, folder.split("/"))
         start = self.root.joinpath(*folder.split("/")) if folder else self.root
         keys: list[str] = []
         for dirpath, _dirs, files in os.walk(start, onerror=self._walk_error):

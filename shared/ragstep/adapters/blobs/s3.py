@@ -12,17 +12,18 @@ whole object key must still fit S3's 1024 bytes, which leaves correspondingly le
 * Every AWS failure becomes a one-line :class:`StorageError` naming the bucket and what to check; a missing key is
   :class:`NotFoundError` naming the key. boto3's standard retry mode absorbs throttling (``SlowDown``) first.
 
-boto3 is imported, and the client created (:func:`.aws_client`), on first use, then reused: boto3 clients are
-thread-safe.
+boto3 is imported, and the client created (:func:`ragstep.adapters._aws.aws_client`: the process's shared Session,
+standard retries, timeouts), on first use, then reused: boto3 clients are thread-safe.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, BinaryIO
 
-from ragstep.adapters.blobs.local import MAX_KEY_BYTES, _check_segments, _check_text, check_blob_key
-from ragstep.adapters.history.dynamodb import aws_client
+from ragstep.adapters._aws import aws_client
+from ragstep.adapters._http import one_line
+from ragstep.adapters.blobs._keys import MAX_KEY_BYTES, check_blob_key, check_segments, check_text
 from ragstep.errors import InputError, NotFoundError, RagstepError, StorageError
 
 BUCKET_SETTING = "RAGSTEP_BLOB_BUCKET"
@@ -35,10 +36,6 @@ _WRONG_REGION = frozenset(
     {"PermanentRedirect", "AuthorizationHeaderMalformed", "301", "IllegalLocationConstraintException"}
 )
 _BUSY = frozenset({"SlowDown", "ServiceUnavailable", "InternalError", "503", "500", "RequestTimeout"})
-
-
-def _one_line(text: object) -> str:
-    return " ".join(str(text).split())
 
 
 class S3BlobStore:
@@ -82,7 +79,7 @@ class S3BlobStore:
         if self._client is None:
             with self._lock:
                 if self._client is None:
-                    self._client = self._call_guarded("connect to", "", lambda: aws_client("s3", self._region))
+                    self._client = self._call_guarded("connect to", "", lambda: aws_client("s3", region=self._region))
         return self._client
 
     def _object_key(self, key: str) -> str:
@@ -111,14 +108,14 @@ class S3BlobStore:
             raise self._client_error(action, object_key, exc) from exc
         except BotoCoreError as exc:
             raise StorageError(
-                f"cannot {action} {self._where(object_key)}: {_one_line(exc)}; check AWS credentials, region and "
+                f"cannot {action} {self._where(object_key)}: {one_line(str(exc))}; check AWS credentials, region and "
                 "network access to S3"
             ) from exc
 
     def _client_error(self, action: str, object_key: str, exc: Any) -> RagstepError:
         error = exc.response.get("Error", {})
         code = str(error.get("Code", ""))
-        message = _one_line(error.get("Message") or code)
+        message = one_line(error.get("Message") or code)
         where = self._where(object_key)
         if code in _MISSING and object_key:
             key = object_key[len(self.prefix) :]
@@ -164,6 +161,23 @@ class S3BlobStore:
         self._bucket_seen = True
         return self._where(object_key)
 
+    def put_file(self, key: str, source: BinaryIO, content_type: str = "application/octet-stream") -> str:
+        """Store what ``source`` holds with boto3's managed transfer (multipart above 8 MiB, parts read one at a
+        time: never whole into memory); the object appears only when the upload completes."""
+        object_key = self._object_key(key)
+        extra: dict[str, Any] = {"ContentType": content_type or "application/octet-stream"}
+        if self.kms_key_id:
+            extra.update(ServerSideEncryption="aws:kms", SSEKMSKeyId=self.kms_key_id)
+        else:
+            extra["ServerSideEncryption"] = "AES256"
+
+        def upload() -> None:
+            self.client.upload_fileobj(source, self.bucket, object_key, ExtraArgs=extra)
+
+        self._call_guarded("write", object_key, upload)
+        self._bucket_seen = True
+        return self._where(object_key)
+
     def get(self, key: str) -> bytes:
         object_key = self._object_key(key)
 
@@ -193,10 +207,10 @@ class S3BlobStore:
 
     def list(self, prefix: str = "") -> list[str]:
         """Keys starting with ``prefix`` (a plain string prefix), relative to the store's prefix, sorted."""
-        _check_text("blob prefix", prefix)
+        check_text("blob prefix", prefix)
         folder, _, _ = prefix.rpartition("/")
         if folder:
-            _check_segments("blob prefix", prefix, folder.split("/"))
+            check_segments("blob prefix", prefix, folder.split("/"))
         search = self.prefix + prefix
         if len(search.encode("utf-8")) > MAX_KEY_BYTES:
             return []  # no object key can be that long

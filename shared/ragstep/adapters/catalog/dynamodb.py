@@ -8,6 +8,12 @@ Single-table design (the template's ``CatalogTable``: ``pk`` HASH, ``sk`` RANGE,
     KBLIST              <created_at>#<kb_id>      its entry in the listing   kb_id, doc
     KB#<kb_id>          K#<knowledge_id>          a knowledge item           id, kb_id, created_at, doc
     K#<knowledge_id>    K                         lookup of the item by id   id, kb_id, created_at, doc
+    KB#<kb_id>          J#<job_id>                an ingestion job           id, kb_id, knowledge_id, doc
+    JOB#<job_id>        JOB                       lookup of the job by id    id, kb_id, doc
+
+Tenants: the default tenant's keys are exactly the above (tables written before tenants existed need no
+migration). Another tenant's partition keys are prefixed with ``<tenant>#`` (``acme#KB#<kb_id>``, ``acme#KBLIST``...)
+and its items carry a ``tenant_id`` attribute, which every read checks too (:func:`ragstep.adapters._dynamodb.owned`).
 
 ``doc`` is the whole model as JSON (as the SQLite store keeps it), so a new model field needs no migration; the
 other attributes are the keys and what is handy in the console. ``<created_at>`` is
@@ -35,20 +41,28 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ragstep.adapters.catalog.sqlite import check_kb_name
-from ragstep.adapters.history.dynamodb import (
+from ragstep.adapters._dynamodb import (
     MAX_PARTITION_KEY_BYTES,
     MAX_SORT_KEY_BYTES,
+    TENANT_ATTRIBUTE,
     TRANSACT_ITEMS,
     DynamoTable,
+    checked_tenant,
     key_size_error,
     number,
+    owned,
     sortable_float,
+    tenant_attributes,
+    tenant_key,
+    tenant_prefix_bytes,
 )
+from ragstep.adapters.catalog._names import check_kb_name
 from ragstep.errors import ConflictError, InputError, NotFoundError, StorageError
-from ragstep.models import Knowledge, KnowledgeBase
+from ragstep.models import DEFAULT_TENANT, Knowledge, KnowledgeBase
+from ragstep.models.catalog import IngestionJob
 
 CATALOG_TABLE_SETTING = "RAGSTEP_CATALOG_TABLE"
 LIST_PK = "KBLIST"
@@ -58,21 +72,10 @@ LOOKUP_SK = "K"
 # Attempts of a transaction that lost a race (TransactionConflict, or a lookup that changed under it).
 _ATTEMPTS = 6
 _NEW = "attribute_not_exists(pk)"
-
-
-def _kb_pk(kb_id: str) -> str:
-    return f"KB#{kb_id}"
-
-
-def _name_pk(name: str) -> str:
-    return f"KBNAME#{name}"
+_EXISTS = "attribute_exists(pk)"
 
 
 def _knowledge_sk(knowledge_id: str) -> str:
-    return f"K#{knowledge_id}"
-
-
-def _lookup_pk(knowledge_id: str) -> str:
     return f"K#{knowledge_id}"
 
 
@@ -87,11 +90,42 @@ def _backoff(attempt: int) -> None:
 class DynamoCatalogStore:
     """Knowledge bases and their knowledge items in DynamoDB table ``table_name`` (layout: module docstring).
 
-    ``client`` is a boto3 DynamoDB client to use instead of creating one.
+    ``tenant_id`` scopes every key (module docstring); ``client`` is a boto3 DynamoDB client to use instead of
+    creating one.
     """
 
-    def __init__(self, table_name: str, client: Any = None, *, region_name: str | None = None) -> None:
+    def __init__(
+        self,
+        table_name: str,
+        client: Any = None,
+        *,
+        region_name: str | None = None,
+        tenant_id: str = DEFAULT_TENANT,
+    ) -> None:
         self.table = DynamoTable(table_name, CATALOG_TABLE_SETTING, client, region_name)
+        self.tenant_id = checked_tenant(tenant_id)
+        self._tenant_attributes = tenant_attributes(self.tenant_id)
+        # Partition key bytes left for a knowledge base id after the tenant prefix and "KB#".
+        self._max_kb_id_bytes = MAX_PARTITION_KEY_BYTES - 3 - tenant_prefix_bytes(self.tenant_id)
+
+    # -- this tenant's keys ------------------------------------------------------------------------------------
+
+    def _kb_pk(self, kb_id: str) -> str:
+        return tenant_key(self.tenant_id, f"KB#{kb_id}")
+
+    def _name_pk(self, name: str) -> str:
+        return tenant_key(self.tenant_id, f"KBNAME#{name}")
+
+    def _lookup_pk(self, knowledge_id: str) -> str:
+        return tenant_key(self.tenant_id, f"K#{knowledge_id}")
+
+    @property
+    def _list_pk(self) -> str:
+        return tenant_key(self.tenant_id, LIST_PK)
+
+    def _mine(self, items: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """This tenant's items of a Query (the Query must project ``tenant_id``)."""
+        return (item for item in items if owned(item, self.tenant_id))
 
     @property
     def table_name(self) -> str:
@@ -101,7 +135,8 @@ class DynamoCatalogStore:
         if len(pk.encode("utf-8", "surrogatepass")) > MAX_PARTITION_KEY_BYTES:
             return None  # nothing can be stored under a key DynamoDB refuses
         response = self.table.call("get_item", Key=_key(pk, sk), ConsistentRead=True)
-        return response.get("Item")
+        item = response.get("Item")
+        return item if owned(item, self.tenant_id) else None
 
     def _give_up(self, action: str) -> StorageError:
         return StorageError(
@@ -116,19 +151,25 @@ class DynamoCatalogStore:
         check_kb_name(kb.name)
         if not kb.id:
             raise InputError("knowledge base id is empty")
-        if problem := key_size_error("knowledge base id", kb.id, MAX_PARTITION_KEY_BYTES - 3):
+        if problem := key_size_error("knowledge base id", kb.id, self._max_kb_id_bytes):
             raise problem
         doc = {"S": kb.model_dump_json()}
         kb_id = {"S": kb.id}
         kb_item = {
-            **_key(_kb_pk(kb.id), KB_SK),
+            **_key(self._kb_pk(kb.id), KB_SK),
             "id": kb_id,
             "name": {"S": kb.name},
             "created_at": {"N": number(kb.created_at, "created_at")},
             "doc": doc,
+            **self._tenant_attributes,
         }
-        name_item = {**_key(_name_pk(kb.name), NAME_SK), "kb_id": kb_id, "doc": doc}
-        list_item = {**_key(LIST_PK, f"{sortable_float(kb.created_at)}#{kb.id}"), "kb_id": kb_id, "doc": doc}
+        name_item = {**_key(self._name_pk(kb.name), NAME_SK), "kb_id": kb_id, "doc": doc, **self._tenant_attributes}
+        list_item = {
+            **_key(self._list_pk, f"{sortable_float(kb.created_at)}#{kb.id}"),
+            "kb_id": kb_id,
+            "doc": doc,
+            **self._tenant_attributes,
+        }
         for attempt in range(_ATTEMPTS):
             reasons = self.table.transact(
                 [{"Put": {"Item": item, "ConditionExpression": _NEW}} for item in (kb_item, name_item, list_item)],
@@ -147,26 +188,26 @@ class DynamoCatalogStore:
 
     def get_kb(self, id_or_name: str) -> KnowledgeBase | None:
         """By id first, then by name (an id wins over another knowledge base's name equal to it)."""
-        item = self._get(_kb_pk(id_or_name), KB_SK) or self._get(_name_pk(id_or_name), NAME_SK)
+        item = self._get(self._kb_pk(id_or_name), KB_SK) or self._get(self._name_pk(id_or_name), NAME_SK)
         return KnowledgeBase.model_validate_json(item["doc"]["S"]) if item else None
 
     def list_kbs(self) -> list[KnowledgeBase]:
         """All knowledge bases, oldest first (ties by id)."""
         items = self.table.query(
             KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": {"S": LIST_PK}},
-            ProjectionExpression="doc",
+            ExpressionAttributeValues={":pk": {"S": self._list_pk}},
+            ProjectionExpression=f"doc, {TENANT_ATTRIBUTE}",
         )
-        return [KnowledgeBase.model_validate_json(item["doc"]["S"]) for item in items]
+        return [KnowledgeBase.model_validate_json(item["doc"]["S"]) for item in self._mine(items)]
 
     def _knowledge_keys(self, kb_id: str) -> list[tuple[str, str]]:
         """(sk, knowledge id) of every knowledge item stored under the knowledge base."""
         items = self.table.query(
             KeyConditionExpression="pk = :pk AND begins_with(sk, :k)",
-            ExpressionAttributeValues={":pk": {"S": _kb_pk(kb_id)}, ":k": {"S": "K#"}},
-            ProjectionExpression="sk",
+            ExpressionAttributeValues={":pk": {"S": self._kb_pk(kb_id)}, ":k": {"S": "K#"}},
+            ProjectionExpression=f"sk, {TENANT_ATTRIBUTE}",
         )
-        return [(item["sk"]["S"], item["sk"]["S"][2:]) for item in items]
+        return [(item["sk"]["S"], item["sk"]["S"][2:]) for item in self._mine(items)]
 
     def delete_kb(self, kb_id: str) -> None:
         """Delete the knowledge base and all its knowledge items; a missing id is a no-op.
@@ -175,9 +216,9 @@ class DynamoCatalogStore:
         the module docstring). Runs to the end even when the knowledge base item is already gone, so calling it
         again finishes a deletion that failed part-way.
         """
-        if key_size_error("knowledge base id", kb_id, MAX_PARTITION_KEY_BYTES - 3):
+        if key_size_error("knowledge base id", kb_id, self._max_kb_id_bytes):
             return
-        pk = _kb_pk(kb_id)
+        pk = self._kb_pk(kb_id)
         for attempt in range(_ATTEMPTS):
             kb_item = self._get(pk, KB_SK)
             actions: list[dict[str, Any]] = []
@@ -194,8 +235,8 @@ class DynamoCatalogStore:
                         }
                     }
                 )
-                actions.append({"Delete": {"Key": _key(_name_pk(kb.name), NAME_SK)}})
-                actions.append({"Delete": {"Key": _key(LIST_PK, f"{sortable_float(kb.created_at)}#{kb.id}")}})
+                actions.append({"Delete": {"Key": _key(self._name_pk(kb.name), NAME_SK)}})
+                actions.append({"Delete": {"Key": _key(self._list_pk, f"{sortable_float(kb.created_at)}#{kb.id}")}})
             knowledge = self._knowledge_keys(kb_id)
             in_transaction = (TRANSACT_ITEMS - len(actions)) // 2
             for sk, knowledge_id in knowledge[:in_transaction]:
@@ -216,13 +257,124 @@ class DynamoCatalogStore:
             self.table.batch_delete([_key(pk, sk) for sk, _ in rest])
             for _, knowledge_id in rest:
                 self._delete_lookup_if_owned(knowledge_id, kb_id)
+        # Its ingestion jobs: no job can be added any more (put_job checks the knowledge base item too).
+        self._delete_job_items(self.list_jobs(kb_id))
 
-    @staticmethod
-    def _lookup_delete(knowledge_id: str, kb_id: str) -> dict[str, Any]:
+    def update_kb(self, kb: KnowledgeBase) -> KnowledgeBase:
+        """Replace the knowledge base of ``kb.id`` and its name and listing copies in one transaction; a new name
+        is held unique as ``create_kb`` holds it."""
+        check_kb_name(kb.name)
+        for attempt in range(_ATTEMPTS):
+            current = self._get(self._kb_pk(kb.id), KB_SK)
+            if current is None:
+                raise NotFoundError(f"unknown knowledge base {kb.id!r}")
+            old = KnowledgeBase.model_validate_json(current["doc"]["S"])
+            doc = {"S": kb.model_dump_json()}
+            kb_item = {**current, "name": {"S": kb.name}, "doc": doc}
+            name_item = {
+                **_key(self._name_pk(kb.name), NAME_SK),
+                "kb_id": {"S": kb.id},
+                "doc": doc,
+                **self._tenant_attributes,
+            }
+            list_item = {
+                **_key(self._list_pk, f"{sortable_float(old.created_at)}#{kb.id}"),
+                "kb_id": {"S": kb.id},
+                "doc": doc,
+                **self._tenant_attributes,
+            }
+            renamed = old.name != kb.name
+            actions: list[dict[str, Any]] = [
+                {
+                    "Put": {
+                        "Item": kb_item,
+                        "ConditionExpression": "doc = :doc",  # unchanged since read
+                        "ExpressionAttributeValues": {":doc": current["doc"]},
+                    }
+                },
+                {"Put": {"Item": name_item, **({"ConditionExpression": _NEW} if renamed else {})}},
+                {"Put": {"Item": list_item}},
+            ]
+            if renamed:
+                actions.append({"Delete": {"Key": _key(self._name_pk(old.name), NAME_SK)}})
+            reasons = self.table.transact(actions, "update knowledge base")
+            if reasons is None:
+                return kb
+            if renamed and reasons[1] == "ConditionalCheckFailed":
+                raise ConflictError(f"a knowledge base with name {kb.name!r} already exists; choose another name")
+            _backoff(attempt)  # changed under us: read again
+        raise self._give_up("update knowledge base")
+
+    # -- ingestion jobs ----------------------------------------------------------------------------------------
+
+    def _job_lookup_pk(self, job_id: str) -> str:
+        return tenant_key(self.tenant_id, f"JOB#{job_id}")
+
+    def put_job(self, job: IngestionJob) -> None:
+        """Insert or replace the job and its lookup, with a ConditionCheck on its knowledge base (as put_knowledge)."""
+        if not job.id:
+            raise InputError("job id is empty")
+        if problem := key_size_error("job id", job.id, MAX_SORT_KEY_BYTES - 2):
+            raise problem
+        kb_id = job.knowledge_base_id
+        if key_size_error("knowledge base id", kb_id, self._max_kb_id_bytes):
+            raise NotFoundError(f"unknown knowledge base {kb_id!r}")
+        attributes = {
+            "id": {"S": job.id},
+            "kb_id": {"S": kb_id},
+            "knowledge_id": {"S": job.knowledge_id},
+            "doc": {"S": job.model_dump_json()},
+            **self._tenant_attributes,
+        }
+        reasons = self.table.transact(
+            [
+                {"ConditionCheck": {"Key": _key(self._kb_pk(kb_id), KB_SK), "ConditionExpression": _EXISTS}},
+                {"Put": {"Item": {**_key(self._kb_pk(kb_id), f"J#{job.id}"), **attributes}}},
+                {"Put": {"Item": {**_key(self._job_lookup_pk(job.id), "JOB"), **attributes}}},
+            ],
+            "put ingestion job",
+        )
+        if reasons is not None:
+            if reasons[0] == "ConditionalCheckFailed":
+                raise NotFoundError(f"unknown knowledge base {kb_id!r}")
+            raise self._give_up("put ingestion job")
+
+    def get_job(self, job_id: str) -> IngestionJob | None:
+        item = self._get(self._job_lookup_pk(job_id), "JOB")
+        return IngestionJob.model_validate_json(item["doc"]["S"]) if item else None
+
+    def list_jobs(self, kb_id: str | None = None) -> list[IngestionJob]:
+        """Oldest first (ties by id): one Query per knowledge base."""
+        kb_ids = [kb.id for kb in self.list_kbs()] if kb_id is None else [kb_id]
+        jobs: list[IngestionJob] = []
+        for one in kb_ids:
+            if key_size_error("knowledge base id", one, self._max_kb_id_bytes):
+                continue
+            items = self.table.query(
+                KeyConditionExpression="pk = :pk AND begins_with(sk, :j)",
+                ExpressionAttributeValues={":pk": {"S": self._kb_pk(one)}, ":j": {"S": "J#"}},
+                ProjectionExpression=f"doc, {TENANT_ATTRIBUTE}",
+            )
+            jobs.extend(IngestionJob.model_validate_json(item["doc"]["S"]) for item in self._mine(items))
+        jobs.sort(key=lambda j: (j.created_at, j.id))
+        return jobs
+
+    def delete_jobs(self, kb_id: str, knowledge_id: str) -> int:
+        jobs = [job for job in self.list_jobs(kb_id) if job.knowledge_id == knowledge_id]
+        self._delete_job_items(jobs)
+        return len(jobs)
+
+    def _delete_job_items(self, jobs: list[IngestionJob]) -> None:
+        keys = [_key(self._kb_pk(job.knowledge_base_id), f"J#{job.id}") for job in jobs]
+        keys += [_key(self._job_lookup_pk(job.id), "JOB") for job in jobs]
+        if keys:
+            self.table.batch_delete(keys)
+
+    def _lookup_delete(self, knowledge_id: str, kb_id: str) -> dict[str, Any]:
         """Delete the lookup item unless it now belongs to an item moved to another knowledge base."""
         return {
             "Delete": {
-                "Key": _key(_lookup_pk(knowledge_id), LOOKUP_SK),
+                "Key": _key(self._lookup_pk(knowledge_id), LOOKUP_SK),
                 "ConditionExpression": "attribute_not_exists(pk) OR kb_id = :kb",
                 "ExpressionAttributeValues": {":kb": {"S": kb_id}},
             }
@@ -251,30 +403,36 @@ class DynamoCatalogStore:
         if problem := key_size_error("knowledge id", item.id, MAX_SORT_KEY_BYTES - 2):
             raise problem
         kb_id = item.knowledge_base_id
-        if key_size_error("knowledge base id", kb_id, MAX_PARTITION_KEY_BYTES - 3):
+        if key_size_error("knowledge base id", kb_id, self._max_kb_id_bytes):
             raise NotFoundError(f"knowledge base {kb_id!r} not found; create it before adding knowledge")
         attributes = {
             "id": {"S": item.id},
             "kb_id": {"S": kb_id},
             "created_at": {"N": number(item.created_at, "created_at")},
             "doc": {"S": item.model_dump_json()},
+            **self._tenant_attributes,
         }
         for attempt in range(_ATTEMPTS):
-            previous = self._get(_lookup_pk(item.id), LOOKUP_SK)
+            previous = self._get(self._lookup_pk(item.id), LOOKUP_SK)
             old_kb = previous["kb_id"]["S"] if previous else None
-            lookup_put: dict[str, Any] = {"Item": {**_key(_lookup_pk(item.id), LOOKUP_SK), **attributes}}
+            lookup_put: dict[str, Any] = {"Item": {**_key(self._lookup_pk(item.id), LOOKUP_SK), **attributes}}
             if old_kb is None:
                 lookup_put["ConditionExpression"] = _NEW
             else:  # unchanged since it was read, so the move below deletes the right copy
                 lookup_put["ConditionExpression"] = "kb_id = :old"
                 lookup_put["ExpressionAttributeValues"] = {":old": {"S": old_kb}}
             actions: list[dict[str, Any]] = [
-                {"ConditionCheck": {"Key": _key(_kb_pk(kb_id), KB_SK), "ConditionExpression": "attribute_exists(pk)"}},
-                {"Put": {"Item": {**_key(_kb_pk(kb_id), _knowledge_sk(item.id)), **attributes}}},
+                {
+                    "ConditionCheck": {
+                        "Key": _key(self._kb_pk(kb_id), KB_SK),
+                        "ConditionExpression": "attribute_exists(pk)",
+                    }
+                },
+                {"Put": {"Item": {**_key(self._kb_pk(kb_id), _knowledge_sk(item.id)), **attributes}}},
                 {"Put": lookup_put},
             ]
             if old_kb is not None and old_kb != kb_id:
-                actions.append({"Delete": {"Key": _key(_kb_pk(old_kb), _knowledge_sk(item.id))}})
+                actions.append({"Delete": {"Key": _key(self._kb_pk(old_kb), _knowledge_sk(item.id))}})
             reasons = self.table.transact(actions, "put knowledge")
             if reasons is None:
                 return
@@ -284,35 +442,35 @@ class DynamoCatalogStore:
         raise self._give_up("put knowledge")
 
     def get_knowledge(self, knowledge_id: str) -> Knowledge | None:
-        item = self._get(_lookup_pk(knowledge_id), LOOKUP_SK)
+        item = self._get(self._lookup_pk(knowledge_id), LOOKUP_SK)
         return Knowledge.model_validate_json(item["doc"]["S"]) if item else None
 
     def list_knowledge(self, kb_id: str) -> list[Knowledge]:
         """The knowledge base's items ordered by ``created_at``, then id."""
-        if key_size_error("knowledge base id", kb_id, MAX_PARTITION_KEY_BYTES - 3):
+        if key_size_error("knowledge base id", kb_id, self._max_kb_id_bytes):
             return []
         items = self.table.query(
             KeyConditionExpression="pk = :pk AND begins_with(sk, :k)",
-            ExpressionAttributeValues={":pk": {"S": _kb_pk(kb_id)}, ":k": {"S": "K#"}},
-            ProjectionExpression="doc",
+            ExpressionAttributeValues={":pk": {"S": self._kb_pk(kb_id)}, ":k": {"S": "K#"}},
+            ProjectionExpression=f"doc, {TENANT_ATTRIBUTE}",
         )
-        knowledge = [Knowledge.model_validate_json(item["doc"]["S"]) for item in items]
+        knowledge = [Knowledge.model_validate_json(item["doc"]["S"]) for item in self._mine(items)]
         knowledge.sort(key=lambda k: (k.created_at, k.id))  # code-point order is SQLite's UTF-8 byte order
         return knowledge
 
     def delete_knowledge(self, knowledge_id: str) -> None:
         """A missing id is a no-op."""
         for attempt in range(_ATTEMPTS):
-            lookup = self._get(_lookup_pk(knowledge_id), LOOKUP_SK)
+            lookup = self._get(self._lookup_pk(knowledge_id), LOOKUP_SK)
             if lookup is None:
                 return
             kb_id = lookup["kb_id"]["S"]
             reasons = self.table.transact(
                 [
-                    {"Delete": {"Key": _key(_kb_pk(kb_id), _knowledge_sk(knowledge_id))}},
+                    {"Delete": {"Key": _key(self._kb_pk(kb_id), _knowledge_sk(knowledge_id))}},
                     {
                         "Delete": {
-                            "Key": _key(_lookup_pk(knowledge_id), LOOKUP_SK),
+                            "Key": _key(self._lookup_pk(knowledge_id), LOOKUP_SK),
                             "ConditionExpression": "kb_id = :kb",
                             "ExpressionAttributeValues": {":kb": {"S": kb_id}},
                         }

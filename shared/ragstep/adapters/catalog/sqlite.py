@@ -6,40 +6,13 @@ new model field needs no migration.
 
 from __future__ import annotations
 
-import unicodedata
 from pathlib import Path
 
-from ragstep.adapters.history.sqlite import SqliteDatabase
+from ragstep.adapters._sqlite import SqliteDatabase
+from ragstep.adapters.catalog._names import check_kb_name
 from ragstep.errors import ConflictError, InputError, NotFoundError
 from ragstep.models import Knowledge, KnowledgeBase
-
-MAX_KB_NAME_CHARS = 64
-_NAME_RULE = (
-    f"1-{MAX_KB_NAME_CHARS} characters: letters (any script), digits, '-', '_', '.', and spaces (not at the ends)"
-)
-
-
-def check_kb_name(name: str) -> str:
-    """Validate a knowledge base name; returns it unchanged, or raises :class:`InputError` naming the rule.
-
-    Names are typed on command lines and shown in URLs, so they stay to visible word characters. Combining
-    marks count as part of a letter: scripts such as Devanagari or Thai cannot be written without them.
-    """
-    if not isinstance(name, str) or not name:
-        raise InputError(f"knowledge base name is empty; use {_NAME_RULE}")
-    if len(name) > MAX_KB_NAME_CHARS:
-        raise InputError(f"knowledge base name has {len(name)} characters; use {_NAME_RULE}")
-    if name[0] == " " or name[-1] == " ":
-        raise InputError(f"knowledge base name {name!r} starts or ends with a space; use {_NAME_RULE}")
-    for ch in name:
-        category = unicodedata.category(ch)
-        if not (ch in "-_. " or category[0] in "LM" or category == "Nd"):
-            raise InputError(
-                f"knowledge base name {name!r} contains {ch!r} (U+{ord(ch):04X}), which is not allowed; "
-                f"use {_NAME_RULE}"
-            )
-    return name
-
+from ragstep.models.catalog import IngestionJob
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS knowledge_bases (
@@ -55,6 +28,14 @@ CREATE TABLE IF NOT EXISTS knowledge (
     doc TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS knowledge_by_kb ON knowledge (knowledge_base_id, created_at, id);
+CREATE TABLE IF NOT EXISTS ingestion_jobs (
+    id TEXT PRIMARY KEY,
+    knowledge_base_id TEXT NOT NULL,
+    knowledge_id TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    doc TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS jobs_by_kb ON ingestion_jobs (knowledge_base_id, created_at, id);
 """
 
 
@@ -106,8 +87,25 @@ class SqliteCatalogStore:
     def delete_kb(self, kb_id: str) -> None:
         """Delete the knowledge base and all its knowledge items together; a missing id is a no-op."""
         with self._db.write() as conn:
+            conn.execute("DELETE FROM ingestion_jobs WHERE knowledge_base_id = ?", (kb_id,))
             conn.execute("DELETE FROM knowledge WHERE knowledge_base_id = ?", (kb_id,))
             conn.execute("DELETE FROM knowledge_bases WHERE id = ?", (kb_id,))
+
+    def update_kb(self, kb: KnowledgeBase) -> KnowledgeBase:
+        """Replace the stored knowledge base of ``kb.id``; a new name is checked as ``create_kb`` checks it."""
+        check_kb_name(kb.name)
+        with self._db.write() as conn:
+            if conn.execute("SELECT 1 FROM knowledge_bases WHERE id = ?", (kb.id,)).fetchone() is None:
+                raise NotFoundError(f"unknown knowledge base {kb.id!r}")
+            clash = conn.execute(
+                "SELECT 1 FROM knowledge_bases WHERE name = ? AND id != ?", (kb.name, kb.id)
+            ).fetchone()
+            if clash is not None:
+                raise ConflictError(f"a knowledge base with name {kb.name!r} already exists; choose another name")
+            conn.execute(
+                "UPDATE knowledge_bases SET name = ?, doc = ? WHERE id = ?", (kb.name, kb.model_dump_json(), kb.id)
+            )
+        return kb
 
     # -- knowledge items -------------------------------------------------------------------------------------
 
@@ -146,6 +144,43 @@ class SqliteCatalogStore:
         """A missing id is a no-op."""
         with self._db.write() as conn:
             conn.execute("DELETE FROM knowledge WHERE id = ?", (knowledge_id,))
+
+    # -- ingestion jobs --------------------------------------------------------------------------------------
+
+    def put_job(self, job: IngestionJob) -> None:
+        """Insert or replace. :class:`NotFoundError` if its knowledge base does not exist (same transaction)."""
+        if not job.id:
+            raise InputError("job id is empty")
+        with self._db.write() as conn:
+            if conn.execute("SELECT 1 FROM knowledge_bases WHERE id = ?", (job.knowledge_base_id,)).fetchone() is None:
+                raise NotFoundError(f"unknown knowledge base {job.knowledge_base_id!r}")
+            conn.execute(
+                "INSERT OR REPLACE INTO ingestion_jobs (id, knowledge_base_id, knowledge_id, created_at, doc) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (job.id, job.knowledge_base_id, job.knowledge_id, job.created_at, job.model_dump_json()),
+            )
+
+    def get_job(self, job_id: str) -> IngestionJob | None:
+        with self._db.read() as conn:
+            row = conn.execute("SELECT doc FROM ingestion_jobs WHERE id = ?", (job_id,)).fetchone()
+        return IngestionJob.model_validate_json(row[0]) if row else None
+
+    def list_jobs(self, kb_id: str | None = None) -> list[IngestionJob]:
+        """Oldest first (ties by id); one knowledge base's, or all of them."""
+        with self._db.read() as conn:
+            if kb_id is None:
+                rows = conn.execute("SELECT doc FROM ingestion_jobs ORDER BY created_at, id").fetchall()
+            else:
+                rows = conn.execute(
+                    "SELECT doc FROM ingestion_jobs WHERE knowledge_base_id = ? ORDER BY created_at, id", (kb_id,)
+                ).fetchall()
+        return [IngestionJob.model_validate_json(doc) for (doc,) in rows]
+
+    def delete_jobs(self, kb_id: str, knowledge_id: str) -> int:
+        with self._db.write() as conn:
+            return conn.execute(
+                "DELETE FROM ingestion_jobs WHERE knowledge_base_id = ? AND knowledge_id = ?", (kb_id, knowledge_id)
+            ).rowcount
 
     def close(self) -> None:
         self._db.close()

@@ -18,36 +18,50 @@ Design
 
 Keyword scores are normalised per query to the best hit (best = 1.0), which makes ``keyword_threshold`` mean the
 same on any corpus; the raw BM25 score is kept in :attr:`Hit.raw_score`.
+
+BM25 statistics are per knowledge base: a chunk is scored with the document count, document frequencies and average
+length of its own knowledge base, so ingesting into one knowledge base never reorders another's results (a search
+by knowledge ids uses the statistics of those items' knowledge bases, the same rule). The snapshot precomputes each
+chunk's length norm against its knowledge base's average length; a query counts each term's document frequency per
+knowledge base from the term's postings (one ``bincount``, the same O(postings) as the scoring itself). An index that
+holds one knowledge base scores exactly as with whole-index statistics.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import os
-import shutil
 import sqlite3
-import tempfile
 import threading
 from array import array
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from ragstep.adapters._sqlite import SqliteDatabase
 from ragstep.adapters.index._replace import checked_replacement
+from ragstep.adapters.index._snapshot import (
+    BM25_B,
+    BM25_K1,
+    Codes,
+    Snapshot,
+    Space,
+    bm25_norms,
+    csc_postings,
+    load_snapshot,
+    save_snapshot,
+    top,
+)
 from ragstep.errors import ConflictError, InputError, StorageError
 from ragstep.models import Chunk
 from ragstep.ports import Hit, IndexStats, SearchFilter
 from ragstep.retrieval.text import tokenize
 
-BM25_K1 = 1.5
-BM25_B = 0.75
 # Above this many rows a matrix-vector product is split across threads (numpy releases the GIL); below it the
 # thread hand-off costs more than it saves.
 PARALLEL_ROWS = 40_000
@@ -71,99 +85,13 @@ CREATE INDEX IF NOT EXISTS chunks_knowledge ON chunks (knowledge_id, chunk_index
 CREATE INDEX IF NOT EXISTS chunks_kb ON chunks (knowledge_base_id);
 INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', '0'), ('format', '1');
 """
-_MAX_MASKS = 64
-
-
-class _Codes:
-    """Dictionary-encodes a string column so filters become integer comparisons on numpy arrays."""
-
-    def __init__(self, values: Sequence[str]) -> None:
-        self.names = sorted(set(values))
-        self.index = {name: i for i, name in enumerate(self.names)}
-        self.codes = np.fromiter((self.index[v] for v in values), dtype=np.int32, count=len(values))
-
-    @classmethod
-    def restore(cls, names: list[str], codes: np.ndarray) -> _Codes:
-        obj = cls.__new__(cls)
-        obj.names, obj.index, obj.codes = names, {n: i for i, n in enumerate(names)}, codes
-        return obj
-
-    def isin(self, wanted: Sequence[str]) -> np.ndarray:
-        found = [self.index[w] for w in wanted if w in self.index]
-        if not found:
-            return np.zeros(len(self.codes), dtype=bool)
-        if len(found) == 1:
-            return self.codes == found[0]
-        return np.isin(self.codes, found)
-
-
-@dataclass
-class _Space:
-    rows: np.ndarray  # positions (into the snapshot) of the chunks embedded in this space
-    matrix: np.ndarray  # float32 (len(rows), dim), L2-normalised
-    row_of: dict[int, int] | None = None  # position -> matrix row, built on first use
-
-
-@dataclass
-class _Snapshot:
-    generation: int
-    ids: list[str]
-    kb: _Codes
-    knowledge: _Codes
-    tag: _Codes
-    ctype: _Codes
-    enabled: np.ndarray
-    vocab: dict[str, int]
-    indptr: np.ndarray  # int64 (V + 1,)
-    post_rows: np.ndarray  # int32: rows containing each term, grouped by term
-    post_tf: np.ndarray  # float32: term frequency for each posting
-    norm: np.ndarray  # float32 per row: k1 * (1 - b + b * len / avgdl), precomputed for BM25
-    spaces: dict[str, _Space]
-    masks: dict[SearchFilter, np.ndarray] = field(default_factory=dict)
-    _positions: dict[str, int] | None = None
-
-    def position(self, chunk_id: str) -> int | None:
-        if self._positions is None:  # built on first use: only the rerank stage needs it
-            self._positions = {cid: i for i, cid in enumerate(self.ids)}
-        return self._positions.get(chunk_id)
-
-    @property
-    def size(self) -> int:
-        return len(self.ids)
-
-    def mask(self, flt: SearchFilter) -> np.ndarray:
-        cached = self.masks.get(flt)
-        if cached is not None:
-            return cached
-        m = self.enabled.copy() if flt.enabled_only else np.ones(self.size, dtype=bool)
-        if flt.knowledge_base_ids:
-            m &= self.kb.isin(flt.knowledge_base_ids)
-        if flt.knowledge_ids:
-            m &= self.knowledge.isin(flt.knowledge_ids)
-        if flt.tag_ids:
-            m &= self.tag.isin(flt.tag_ids)
-        if flt.chunk_types:
-            m &= self.ctype.isin([str(t) for t in flt.chunk_types])
-        if len(self.masks) >= _MAX_MASKS:
-            self.masks.clear()
-        self.masks[flt] = m
-        return m
-
-
-def _top(scores: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the ``k`` largest finite scores, best first (ties broken by position for determinism)."""
-    finite = np.flatnonzero(np.isfinite(scores))
-    if finite.size == 0:
-        return finite
-    if finite.size > k:
-        part = np.argpartition(-scores[finite], k - 1)[:k]
-        finite = finite[part]
-    order = np.lexsort((finite, -scores[finite]))
-    return finite[order]
 
 
 class LocalSearchIndex:
     """The :class:`ragstep.ports.SearchIndex` of the embedded mode."""
+
+    #: Keyword and vector hits are fused by the search stage (there is no server to fuse them).
+    supports_server_hybrid = False
 
     def __init__(self, root: Path, *, persist_snapshots: bool = True, parallel_rows: int = PARALLEL_ROWS) -> None:
         self.root = Path(root)
@@ -174,48 +102,27 @@ class LocalSearchIndex:
                 f"cannot create the index folder {self.root}: {exc.strerror or exc}; pass --data-dir to a "
                 "writable folder"
             ) from exc
-        self._db_path = self.root / "index.sqlite"
         self._snap_root = self.root / "snapshots"
         self._persist = persist_snapshots
-        self._local = threading.local()
+        # Fails now, with a clear message, if the data dir cannot hold the database.
+        self._db = SqliteDatabase(self.root / "index.sqlite", _SCHEMA)
         self._build_lock = threading.Lock()
-        self._snapshot: _Snapshot | None = None
+        self._snapshot: Snapshot | None = None
         self._workers = max(1, min(4, os.cpu_count() or 1))
         self._parallel_rows = parallel_rows
         self._pool: ThreadPoolExecutor | None = None
-        self._conn()  # fail now, with a clear message, if the data dir cannot hold the database
 
     # -- connections and transactions ---------------------------------------------------------------------------
 
     def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            try:
-                conn = sqlite3.connect(self._db_path, timeout=30.0, isolation_level=None)
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=FULL")
-                conn.executescript(_SCHEMA)
-            except sqlite3.Error as exc:
-                raise StorageError(
-                    f"cannot open the index {self._db_path}: {exc}; check the data dir is writable and not corrupt"
-                ) from exc
-            self._local.conn = conn
-        return conn
+        return self._db.connection()
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        conn = self._conn()
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise StorageError(f"cannot write the index {self._db_path}: {exc}") from exc
-        try:
+        """One write transaction that also bumps the generation, so snapshots of the old state are not used."""
+        with self._db.write() as conn:
             yield conn
             conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
 
     def _generation(self) -> int:
         row = self._conn().execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
@@ -251,18 +158,18 @@ class LocalSearchIndex:
             )
             for i, c in enumerate(chunks)
         ]
-        try:
-            with self._write() as conn:
-                conn.execute("DELETE FROM chunks WHERE knowledge_id = ?", (knowledge_id,))
+        with self._write() as conn:
+            conn.execute("DELETE FROM chunks WHERE knowledge_id = ?", (knowledge_id,))
+            try:
                 conn.executemany(
                     "INSERT INTO chunks (id, knowledge_id, knowledge_base_id, tag_id, chunk_type, chunk_index,"
                     " enabled, tokens, space, vector, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     rows,
                 )
-        except sqlite3.IntegrityError as exc:
-            raise ConflictError(
-                f"a chunk id of knowledge {knowledge_id} is already used by another knowledge item: {exc}"
-            ) from exc
+            except sqlite3.IntegrityError as exc:  # rolled back by _write: the old chunks stay
+                raise ConflictError(
+                    f"a chunk id of knowledge {knowledge_id} is already used by another knowledge item: {exc}"
+                ) from exc
 
     def _check_dimension(self, space: str, dim: int) -> None:
         row = self._conn().execute("SELECT length(vector) FROM chunks WHERE space = ? LIMIT 1", (space,)).fetchone()
@@ -361,18 +268,23 @@ class LocalSearchIndex:
         term_ids = [snap.vocab[t] for t in dict.fromkeys(tokens) if t in snap.vocab]
         if not term_ids or snap.size == 0 or top_k <= 0:
             return []
-        n = snap.size
-        acc = np.zeros(n, dtype=np.float32)
+        acc = np.zeros(snap.size, dtype=np.float32)
+        kb_codes, kb_docs = snap.kb.codes, snap.kb_docs.astype(np.float64)
         for t in term_ids:
             lo, hi = snap.indptr[t], snap.indptr[t + 1]
             rows, tf = snap.post_rows[lo:hi], snap.post_tf[lo:hi]
-            df = hi - lo
-            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            if kb_docs.size == 1:  # one knowledge base: its statistics are the whole index's
+                df = float(hi - lo)
+                idf = math.log(1.0 + (kb_docs[0] - df + 0.5) / (df + 0.5))
+            else:  # each row scored with its own knowledge base's N and df (module docstring)
+                row_kb = kb_codes[rows]
+                dfs = np.bincount(row_kb, minlength=kb_docs.size).astype(np.float64)
+                idf = np.log1p((kb_docs - dfs + 0.5) / (dfs + 0.5)).astype(np.float32)[row_kb]
             # Rows are unique within one term's postings, so fancy-index += accumulates correctly.
             acc[rows] += idf * tf * (BM25_K1 + 1.0) / (tf + snap.norm[rows])
         acc[~snap.mask(flt)] = 0.0
         acc[acc <= 0.0] = -np.inf
-        best = _top(acc, top_k)
+        best = top(acc, top_k)
         if best.size == 0:
             return []
         top_score = float(acc[best[0]])
@@ -412,7 +324,7 @@ class LocalSearchIndex:
             scores[~allowed] = -np.inf
             rows = sp.rows
         scores[scores < threshold] = -np.inf
-        best = _top(scores, top_k)
+        best = top(scores, top_k)
         return [Hit(snap.ids[rows[i]], float(scores[i]), float(scores[i])) for i in best]
 
     def _matvec(self, matrix: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -436,7 +348,7 @@ class LocalSearchIndex:
 
     # -- snapshots -----------------------------------------------------------------------------------------------
 
-    def snapshot(self) -> _Snapshot:
+    def snapshot(self) -> Snapshot:
         """The current immutable snapshot, rebuilt (or loaded from disk) when SQLite has moved on."""
         gen = self._generation()
         snap = self._snapshot
@@ -446,11 +358,11 @@ class LocalSearchIndex:
             snap = self._snapshot
             gen = self._generation()
             if snap is None or snap.generation != gen:
-                snap = self._load_snapshot(gen) or self._build_snapshot()
+                snap = (load_snapshot(self._snap_root, gen) if self._persist else None) or self._build_snapshot()
                 self._snapshot = snap
             return snap
 
-    def _build_snapshot(self) -> _Snapshot:
+    def _build_snapshot(self) -> Snapshot:
         # Rows are streamed from one read transaction into arrays sized up front, rather than fetched all at once:
         # at 100k chunks, fetchall() held every 1.5 kB vector blob as bytes, a Python list held every token id,
         # and np.vstack + astype copied the matrix twice (683 MiB peak for the build; BENCHMARKS.md).
@@ -505,24 +417,24 @@ class LocalSearchIndex:
         n = len(ids)
         lengths_np = np.frombuffer(lengths, dtype=np.int64) if n else np.zeros(0, dtype=np.int64)
         terms_np = np.frombuffer(term_ids, dtype=np.int64) if term_ids else np.zeros(0, dtype=np.int64)
-        indptr, post_rows, post_tf = _csc_postings(terms_np, lengths_np, len(vocab))
+        indptr, post_rows, post_tf = csc_postings(terms_np, lengths_np, len(vocab))
         del term_ids, terms_np
-        avgdl = float(lengths_np.mean()) if n and lengths_np.sum() else 1.0
-        norm = (BM25_K1 * (1.0 - BM25_B + BM25_B * lengths_np / avgdl)).astype(np.float32)
+        kb = Codes(kbs)
+        kb_docs, norm = bm25_norms(kb.codes, len(kb.names), lengths_np)
         spaces = {}
         for name, blob in blobs.items():
             matrix = np.frombuffer(blob, dtype="<f4").reshape(-1, widths[name] // 4).astype(np.float32, copy=False)
-            spaces[name] = _Space(np.frombuffer(positions[name], dtype=np.int32).copy(), matrix)
+            spaces[name] = Space(np.frombuffer(positions[name], dtype=np.int32).copy(), matrix)
             del blob
         blobs.clear()
 
-        snap = _Snapshot(
+        snap = Snapshot(
             generation=gen,
             ids=ids,
-            kb=_Codes(kbs),
-            knowledge=_Codes(knowledge),
-            tag=_Codes(tags),
-            ctype=_Codes(ctypes),
+            kb=kb,
+            knowledge=Codes(knowledge),
+            tag=Codes(tags),
+            ctype=Codes(ctypes),
             enabled=np.frombuffer(bytes(enabled), dtype=np.uint8).astype(bool),
             vocab=vocab,
             indptr=indptr,
@@ -530,101 +442,11 @@ class LocalSearchIndex:
             post_tf=post_tf,
             norm=norm,
             spaces=spaces,
+            kb_docs=kb_docs,
         )
         if self._persist:
-            self._save_snapshot(snap)
+            save_snapshot(snap, self._snap_root)
         return snap
 
-    def _save_snapshot(self, snap: _Snapshot) -> None:
-        """Best effort: a read-only data dir or a full disk only costs the next process a rebuild."""
-        final = self._snap_root / f"gen-{snap.generation}"
-        if final.exists():
-            return
-        tmp: Path | None = None
-        try:
-            self._snap_root.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(dir=self._snap_root, prefix=".build-"))
-            arrays = {
-                "indptr": snap.indptr,
-                "post_rows": snap.post_rows,
-                "post_tf": snap.post_tf,
-                "norm": snap.norm,
-                "enabled": snap.enabled,
-                "kb": snap.kb.codes,
-                "knowledge": snap.knowledge.codes,
-                "tag": snap.tag.codes,
-                "ctype": snap.ctype.codes,
-            }
-            space_names = sorted(snap.spaces)
-            for i, name in enumerate(space_names):
-                arrays[f"space{i}_rows"] = snap.spaces[name].rows
-                arrays[f"space{i}_matrix"] = snap.spaces[name].matrix
-            for key, arr in arrays.items():
-                np.save(tmp / f"{key}.npy", arr)
-            terms = [""] * len(snap.vocab)
-            for term, tid in snap.vocab.items():
-                terms[tid] = term
-            meta = {
-                "generation": snap.generation,
-                "spaces": space_names,
-                "codes": {k: getattr(snap, k).names for k in ("kb", "knowledge", "tag", "ctype")},
-                "ids": snap.ids,
-                "terms": terms,
-            }
-            (tmp / "meta.json").write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
-            os.replace(tmp, final)
-        except OSError:
-            if tmp is not None:
-                shutil.rmtree(tmp, ignore_errors=True)
-            return
-        for old in self._snap_root.glob("gen-*"):
-            # Only older generations: another process may already have written a newer one.
-            suffix = old.name.removeprefix("gen-")
-            if suffix.isdigit() and int(suffix) < snap.generation:
-                shutil.rmtree(old, ignore_errors=True)
 
-    def _load_snapshot(self, gen: int) -> _Snapshot | None:
-        folder = self._snap_root / f"gen-{gen}"
-        if not self._persist or not folder.is_dir():
-            return None
-        try:
-            meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
-
-            def arr(name: str) -> np.ndarray:
-                return np.load(folder / f"{name}.npy", mmap_mode="r")
-
-            codes = meta["codes"]
-            spaces = {
-                name: _Space(np.asarray(arr(f"space{i}_rows")), arr(f"space{i}_matrix"))
-                for i, name in enumerate(meta["spaces"])
-            }
-            return _Snapshot(
-                generation=gen,
-                ids=meta["ids"],
-                kb=_Codes.restore(codes["kb"], np.asarray(arr("kb"))),
-                knowledge=_Codes.restore(codes["knowledge"], np.asarray(arr("knowledge"))),
-                tag=_Codes.restore(codes["tag"], np.asarray(arr("tag"))),
-                ctype=_Codes.restore(codes["ctype"], np.asarray(arr("ctype"))),
-                enabled=np.asarray(arr("enabled")),
-                vocab={t: i for i, t in enumerate(meta["terms"])},
-                indptr=np.asarray(arr("indptr")),
-                post_rows=arr("post_rows"),
-                post_tf=arr("post_tf"),
-                norm=np.asarray(arr("norm")),
-                spaces=spaces,
-            )
-        except (OSError, ValueError, KeyError):
-            return None  # damaged or half-deleted cache: rebuild from SQLite
-
-
-def _csc_postings(term_ids: np.ndarray, lengths: np.ndarray, vocab_size: int) -> tuple[np.ndarray, ...]:
-    """Postings grouped by term: ``indptr`` offsets, the rows holding each term and the term's frequency there."""
-    n = len(lengths)
-    if term_ids.size == 0:
-        return np.zeros(vocab_size + 1, dtype=np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32)
-    rows = np.repeat(np.arange(n, dtype=np.int64), lengths)
-    keys, counts = np.unique(term_ids * n + rows, return_counts=True)  # sorted by term, then row
-    post_terms = keys // n
-    indptr = np.zeros(vocab_size + 1, dtype=np.int64)
-    np.cumsum(np.bincount(post_terms, minlength=vocab_size), out=indptr[1:])
-    return indptr, (keys % n).astype(np.int32), counts.astype(np.float32)
+__all__ = ["BM25_B", "BM25_K1", "PARALLEL_ROWS", "LocalSearchIndex"]

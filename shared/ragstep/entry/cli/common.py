@@ -28,9 +28,25 @@ def context_of(args: argparse.Namespace) -> Context:
     from ragstep.context import Clients
     from ragstep.settings import Settings
 
-    overrides = {"data_dir": Path(args.data_dir)} if getattr(args, "data_dir", None) else {}
-    return Clients(Settings(**overrides)).context()
+    data_dir = getattr(args, "data_dir", None)
+    settings = Settings(data_dir=Path(data_dir)) if data_dir else Settings()
+    return Clients(settings).context()
 
 
 def print_json(data: Any) -> None:
     print(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+def whole_number(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    value = whole_number(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import time
-import uuid
+import argparse
 from importlib import resources
 
+from ragstep.app.ingest import expand_paths, ingest_file
+from ragstep.app.knowledge_bases import create_knowledge_base
 from ragstep.app.search import knowledge_search
 from ragstep.context import Context
-from ragstep.entry.cli.main import render_results
+from ragstep.entry.cli.common import context_of
+from ragstep.entry.cli.render import render_results
 from ragstep.models import KnowledgeBase, KnowledgeBaseType, SearchRequest
-from ragstep.stages.ingest.products import expand_paths, ingest_file
 
 DEMO_QUERIES = (
     ("How are keyword and vector results fused?", "demo-docs"),
@@ -22,17 +23,8 @@ DEMO_QUERIES = (
 
 
 def _ensure_kb(ctx: Context, name: str, kb_type: KnowledgeBaseType) -> KnowledgeBase:
-    kb = ctx.catalog.get_kb(name)
-    if kb is None:
-        kb = KnowledgeBase(
-            id=uuid.uuid4().hex,
-            name=name,
-            type=kb_type,
-            embedding_model=ctx.default_embedding_model(),
-            created_at=time.time(),
-        )
-        ctx.catalog.create_kb(kb)
-    return kb
+    """The demo's knowledge base ``name``: the one a previous run made, or a new one (the demo is idempotent)."""
+    return ctx.catalog.get_kb(name) or create_knowledge_base(ctx, name, kb_type)
 
 
 def run_demo(ctx: Context) -> int:
@@ -58,3 +50,7 @@ def run_demo(ctx: Context) -> int:
         )
         print(render_results(state))
     return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    return run_demo(context_of(args))

@@ -7,12 +7,18 @@ import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from ragstep.entry.cli.common import EXIT_USER_ERROR, context_of, print_json, validation_message
 from ragstep.errors import InputError
+
+if TYPE_CHECKING:
+    from ragstep.app.ingest import IngestResult
+
+#: The exit status of a run stopped by Ctrl-C (128 + SIGINT), as shells report it.
+EXIT_INTERRUPTED = 130
 
 
 def ingest_options(args: argparse.Namespace) -> Any:
@@ -75,51 +81,78 @@ def clip_name(name: str, width: int) -> str:
     return clip(name, width)
 
 
-def ingest_summary(results: Sequence[Any], kb_name: str) -> str:
+def ingest_summary(results: Sequence[IngestResult], kb_name: str) -> str:
     """``3 of 4 files ingested into docs, 12 chunks``: files not failed (indexed, unchanged or duplicate) and the
-    chunks they have in the index (the table above says, per file, which status and which error)."""
+    chunks they have in the index, then how many files found in folders were skipped for their type (the table above
+    says, per file, which status and which error)."""
+    skipped = sum(r.status == "skipped" for r in results)
     failed = sum(r.status == "failed" for r in results)
+    considered = len(results) - skipped
     chunks = sum(r.chunks for r in results)
-    return f"{len(results) - failed} of {len(results)} files ingested into {kb_name}, {chunks} chunks"
+    line = f"{considered - failed} of {considered} files ingested into {kb_name}, {chunks} chunks"
+    if skipped:
+        line += f"; {skipped} {'file' if skipped == 1 else 'files'} skipped (type not supported)"
+    return line
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from ragstep.entry.cli.console import table
-    from ragstep.models import KnowledgeBaseType
-    from ragstep.stages.ingest.products import DOCUMENT_SUFFIXES, FAQ_SUFFIXES, expand_paths, ingest_file
+    from ragstep.app.ingest import IngestResult, check_named_paths, check_tag, ingest_file, scan_paths
+    from ragstep.stages.ingest.common import allowed_suffixes
 
     options = ingest_options(args)  # before anything is read or written
+    tag_id = check_tag(args.tag) if args.tag is not None else ""
     ctx = context_of(args)
     kb = ctx.require_kb(args.kb)
-    suffixes = FAQ_SUFFIXES if kb.type == KnowledgeBaseType.FAQ else DOCUMENT_SUFFIXES
-    for raw in args.paths:
-        if not Path(raw).exists():
-            raise InputError(f"{raw}: no such file or folder")
-    files = list(expand_paths(args.paths, suffixes))
-    if not files:
+    suffixes = allowed_suffixes(kb)
+    check_named_paths(args.paths)
+    found = list(scan_paths(args.paths, suffixes))
+    files = [f for f in found if isinstance(f, Path)]
+    if not files and not any(r.status == "failed" for r in found if isinstance(r, IngestResult)):
         raise InputError(f"no supported files under {' '.join(args.paths)} (supported: {', '.join(suffixes)})")
     progress = Progress(len(files))
-    results = []
+    results: list[IngestResult] = []
+    interrupted = False
     try:
-        for path in files:
-            progress.draw(path.name)
-            result = ingest_file(path, kb, ctx, options)
+        for item in found:
+            if isinstance(item, IngestResult):
+                results.append(item)
+                continue
+            progress.draw(item.name)
+            result = ingest_file(item, kb, ctx, options, tag_id=tag_id)
             results.append(result)
             progress.advance(result.chunks if result.status == "indexed" else 0)
+    except KeyboardInterrupt:
+        # Ctrl-C: the file in flight is abandoned (ingest_file removed its products; its previous version, if any,
+        # is untouched); what was done so far is reported as usual.
+        interrupted = True
     finally:
         progress.close()
-    failed = [r for r in results if r.status == "failed"]
-    if args.json:
+    report(results, kb.name, as_json=args.json)
+    if interrupted:
+        left = len(files) - progress.done
+        print(
+            f"ragstep: interrupted: {left} of {len(files)} files not ingested; run the same command again to finish "
+            "(files already ingested are skipped as unchanged)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    return EXIT_USER_ERROR if any(r.status == "failed" for r in results) else 0
+
+
+def report(results: Sequence[IngestResult], kb_name: str, *, as_json: bool) -> None:
+    from ragstep.entry.cli.console import table
+
+    if as_json:
         print_json([dataclasses.asdict(r) for r in results])
     else:
         rows = [(r.path, r.status, r.chunks, r.error) for r in results]
         print(table(("file", "status", "chunks", "error"), rows))
-        print(ingest_summary(results, kb.name))
-    return EXIT_USER_ERROR if failed else 0
+        print(ingest_summary(results, kb_name))
+    sys.stdout.flush()
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    from ragstep.stages.ingest.products import delete_knowledge
+    from ragstep.app.ingest import delete_knowledge
 
     ctx = context_of(args)
     item = ctx.catalog.get_knowledge(args.knowledge_id)

@@ -1,8 +1,8 @@
 """``ingest_chunk``: the parsed text (or FAQ entries, or data-file summaries) -> ``chunks.jsonl`` in the blob store.
 
 * Documents: structure-preserving chunks of ``options.chunk_size`` / ``chunk_overlap``
-  (:func:`ragstep.retrieval.chunking.split_text`), or with ``options.parent_child`` children of that size that carry their
-  parent's text (:func:`ragstep.stages.ingest.products.parent_child_chunks`).
+  (:func:`ragstep.retrieval.chunking.split_text`), or with ``options.parent_child`` children of that size that carry
+  their parent's text (:func:`ragstep.stages.ingest.chunkers.parent_child_chunks`).
 * Data files: a ``table_summary`` chunk and one ``table_column`` chunk per column of every sheet.
 * FAQ files: one row per phrasing of every entry.
 
@@ -16,18 +16,14 @@ from typing import TYPE_CHECKING
 from ragstep.errors import InputError
 from ragstep.models import IngestState, KnowledgeBaseType, TraceEvent
 from ragstep.retrieval.chunking import ChunkerConfig
+from ragstep.stages.ingest.chunkers import data_chunks, faq_entry_chunks, parent_child_chunks, text_chunks
+from ragstep.stages.ingest.common import require_kb, state_knowledge
 from ragstep.stages.ingest.products import (
-    data_chunks,
     faq_entries_from_json,
-    faq_entry_chunks,
     get_json,
-    parent_child_chunks,
     product_key,
     put_chunks,
-    require_kb,
-    state_knowledge,
     summaries_from_json,
-    text_chunks,
 )
 
 if TYPE_CHECKING:
@@ -39,20 +35,21 @@ STAGE = "ingest_chunk"
 def run(state: IngestState, ctx: Context) -> IngestState:
     if state.skipped:
         return state.with_trace(TraceEvent(stage=STAGE, action="skip", reason=state.status))
-    if state.status != "parsed" or not state.products.parsed:
+    parsed = state.products.parsed
+    if state.status != "parsed" or not parsed:
         raise InputError(f"{STAGE} needs a parsed state (status 'parsed'), got status {state.status!r}")
     kb = require_kb(ctx, state.source.knowledge_base_id)
     knowledge = state_knowledge(state)
     products = state.products
     detail: dict[str, object] = {}
     if kb.type == KnowledgeBaseType.FAQ:
-        chunks = faq_entry_chunks(kb, knowledge, faq_entries_from_json(get_json(ctx.blobs, products.parsed)))
+        chunks = faq_entry_chunks(kb, knowledge, faq_entries_from_json(get_json(ctx.blobs, parsed)))
         detail["mode"] = "faq"
     elif products.tables:
         chunks = data_chunks(kb, knowledge, summaries_from_json(get_json(ctx.blobs, products.tables)))
         detail["mode"] = "data"
     else:
-        text = ctx.blobs.get(products.parsed).decode("utf-8")
+        text = ctx.blobs.get(parsed).decode("utf-8")
         options = state.options
         if options.parent_child:
             chunks = parent_child_chunks(kb, knowledge, text, options)

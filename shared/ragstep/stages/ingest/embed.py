@@ -1,30 +1,56 @@
 """``ingest_embed``: ``chunks.jsonl`` -> ``vectors.npy`` (one float32 row per chunk) with the knowledge base's model.
 
-Batches of ``embedding_batch_size`` (64) texts, a few requests in flight at once
-(:data:`ragstep.stages.ingest.products.EMBED_CONCURRENCY`); the embedders retry transient failures themselves. A batch that still
-fails fails the stage, so the document is never half-indexed: nothing has been written to the index yet, and the
-previous version stays searchable. A BM25-only knowledge base (embedding model "none") skips the stage.
+Batches of ``embedding_batch_size`` (64) texts, :data:`EMBED_CONCURRENCY` requests in flight at once; the embedders
+retry transient failures themselves. A batch that still fails fails the stage, so the document is never
+half-indexed: nothing has been written to the index yet, and the previous version stays searchable. A BM25-only
+knowledge base (embedding model "none") skips the stage.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from ragstep.errors import InputError
 from ragstep.models import IngestState, TraceEvent
-from ragstep.stages.ingest.products import (
-    EMBED_CONCURRENCY,
-    embed_texts,
-    get_chunks,
-    product_key,
-    put_vectors,
-    require_kb,
-)
+from ragstep.stages.ingest.common import require_kb
+from ragstep.stages.ingest.products import get_chunks, product_key, put_vectors
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ragstep.context import Context
+    from ragstep.ports import Embedder
 
 STAGE = "ingest_embed"
+#: Embedding requests in flight at once for one document.
+EMBED_CONCURRENCY = 4
+
+
+def embed_texts(
+    embedder: Embedder, texts: Sequence[str], *, batch_size: int, concurrency: int = EMBED_CONCURRENCY
+) -> tuple[np.ndarray, int]:
+    """Embed in batches of ``batch_size``, at most ``concurrency`` requests in flight; returns (vectors, batches).
+
+    A batch that fails fails the whole call (the other batches are cancelled), so a document is never indexed with
+    some of its vectors missing.
+    """
+    import numpy as np
+
+    batches = [list(texts[i : i + batch_size]) for i in range(0, len(texts), batch_size)]
+    if len(batches) <= 1 or concurrency <= 1:
+        parts = [embedder.embed(b) for b in batches]
+    else:
+        pool = ThreadPoolExecutor(max_workers=min(concurrency, len(batches)), thread_name_prefix="ragstep-embed")
+        futures = [pool.submit(embedder.embed, b) for b in batches]
+        try:
+            parts = [f.result() for f in futures]
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+    if not parts:
+        return np.zeros((0, 0), dtype=np.float32), 0
+    return np.vstack(parts).astype(np.float32, copy=False), len(batches)
 
 
 def run(state: IngestState, ctx: Context) -> IngestState:
@@ -39,9 +65,7 @@ def run(state: IngestState, ctx: Context) -> IngestState:
         return state.model_copy(update={"status": "embedded"}).with_trace(event)
     chunks = get_chunks(ctx.blobs, state.products.chunks)
     batch_size = ctx.settings.embedding_batch_size
-    vectors, batches = embed_texts(
-        embedder, [c.embed_text or c.content for c in chunks], batch_size=batch_size, concurrency=EMBED_CONCURRENCY
-    )
+    vectors, batches = embed_texts(embedder, [c.embed_text or c.content for c in chunks], batch_size=batch_size)
     key = product_key(state, "vectors.npy")
     put_vectors(ctx.blobs, key, vectors)
     found = {"vectors": int(vectors.shape[0]), "batches": batches}

@@ -5,9 +5,9 @@
 2. ``replace_knowledge``: every chunk of the previous version is replaced by the new ones in one index transaction
    (readers see the old version or the new one, never nothing and never a mix).
 3. The knowledge record (status ``completed``, chunk count, content hash, options, ``source_key``).
-4. Clean-up, best effort: this knowledge item's transient products (``ingest/<knowledge id>/``), the originals of
-   earlier versions (``sources/...``) and stale data files. A failure here is logged on the trace, not raised:
-   the document is indexed.
+4. Clean-up, best effort: this run's transient products (``ingest/<kb id>/<knowledge id>/<sha256>/<run id>/``), the
+   originals of earlier versions (``sources/...``) and stale data files. A failure here is logged on the trace, not
+   raised: the document is indexed.
 
 ``duplicate``: nothing is indexed; an older version of this knowledge item (the path used to hold other content) is
 removed with its blobs. ``unchanged`` passes through.
@@ -20,19 +20,17 @@ from typing import TYPE_CHECKING
 
 from ragstep.errors import InputError, RagstepError
 from ragstep.models import IngestState, Knowledge, TraceEvent
-from ragstep.parsers import extension_of
+from ragstep.stages.ingest.common import require_kb, state_knowledge
+from ragstep.stages.ingest.dedupe import mark_hash, unmark_hash
 from ragstep.stages.ingest.products import (
-    CONTENT_TYPES,
+    content_type,
     data_blob_key,
     delete_blobs,
     get_chunks,
     get_vectors,
     is_owned_key,
-    mark_hash,
-    owned_prefixes,
-    require_kb,
-    state_knowledge,
-    unmark_hash,
+    kept_prefixes,
+    run_products_prefix,
 )
 
 if TYPE_CHECKING:
@@ -60,8 +58,7 @@ def run(state: IngestState, ctx: Context) -> IngestState:
     keep = {src.blob_key}
     if state.products.tables:
         key = data_blob_key(kb, knowledge)
-        content_type = CONTENT_TYPES.get(extension_of(src.filename), "application/octet-stream")
-        ctx.blobs.put(key, ctx.blobs.get(src.blob_key), content_type)
+        ctx.blobs.put(key, ctx.blobs.get(src.blob_key), content_type(src.filename))
         keep.add(key)
     space = state.products.space if vectors is not None else None
     ctx.index.replace_knowledge(src.knowledge_id, chunks, vectors, space)
@@ -82,7 +79,10 @@ def run(state: IngestState, ctx: Context) -> IngestState:
         if existing is not None and existing.content_hash != done.content_hash:
             unmark_hash(ctx, existing)
         mark_hash(ctx, done)
-        cleaned = len(delete_blobs(ctx.blobs, owned_prefixes(kb.id, src.knowledge_id), keep=keep))
+        # This run's products, and earlier versions' originals and data files. Not other runs' products: a
+        # concurrent run of the same file (same folder ingested twice at once) is still reading them.
+        prefixes = (*kept_prefixes(kb.id, src.knowledge_id), run_products_prefix(state))
+        cleaned = len(delete_blobs(ctx.blobs, prefixes, keep=keep))
         old = existing.source_key if existing else ""
         if old and old not in keep and is_owned_key(old):
             ctx.blobs.delete(old)
@@ -99,7 +99,9 @@ def _drop_duplicate(state: IngestState, ctx: Context, previous: Knowledge | None
     src = state.source
     removed = ctx.index.delete_knowledge([src.knowledge_id]) if previous else 0
     # Only ingestion's own blobs: an upload outside them is the user's (``ragstep delete`` removes it).
-    gone = delete_blobs(ctx.blobs, owned_prefixes(src.knowledge_base_id, src.knowledge_id))
+    gone = delete_blobs(
+        ctx.blobs, (*kept_prefixes(src.knowledge_base_id, src.knowledge_id), run_products_prefix(state))
+    )
     if previous is not None:
         unmark_hash(ctx, previous)
         ctx.catalog.delete_knowledge(src.knowledge_id)

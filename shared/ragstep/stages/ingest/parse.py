@@ -24,17 +24,9 @@ from ragstep.errors import InputError
 from ragstep.models import IngestState, KnowledgeBaseType, TraceEvent
 from ragstep.parsers import extension_of, parse, unsupported
 from ragstep.parsers.faq import parse_faq
-from ragstep.stages.ingest.products import (
-    allowed_suffixes,
-    check_size,
-    faq_entries_to_json,
-    find_twin,
-    product_key,
-    put_json,
-    require_kb,
-    same_options,
-    summaries_to_json,
-)
+from ragstep.stages.ingest.common import allowed_suffixes, check_size, require_kb
+from ragstep.stages.ingest.dedupe import find_twin, is_unchanged
+from ragstep.stages.ingest.products import faq_entries_to_json, product_key, put_json, summaries_to_json
 
 if TYPE_CHECKING:
     from ragstep.context import Context
@@ -65,22 +57,16 @@ def run(state: IngestState, ctx: Context) -> IngestState:
             f"{name}: knowledge id {src.knowledge_id} belongs to knowledge base {existing.knowledge_base_id}, "
             f"not {kb.id}"
         )
-    if (
-        existing is not None
-        and existing.status == "completed"
-        and existing.content_hash == digest
-        and existing.tag_id == src.tag_id
-        and same_options(existing, state.options)
-    ):
+    if is_unchanged(existing, digest, src.tag_id, state.options):
         event = TraceEvent(stage=STAGE, action="skip", reason="unchanged: same content, options and tag")
-        counts = {**state.counts, "chunks": existing.chunk_count}
+        counts = {**state.counts, "chunks": existing.chunk_count if existing else 0}
         return state.model_copy(update={"status": "unchanged", "counts": counts}).with_trace(event)
     twin = find_twin(ctx, kb.id, digest, src.knowledge_id)
     if twin is not None:
         note = f"duplicate of {twin.filename or twin.id}"
         event = TraceEvent(stage=STAGE, action="skip", reason=note, detail={"duplicate_of": twin.id})
-        update = {"status": "duplicate", "note": note, "duplicate_of": twin.id}
-        return state.model_copy(update=update).with_trace(event)
+        skipped = {"status": "duplicate", "note": note, "duplicate_of": twin.id}
+        return state.model_copy(update=skipped).with_trace(event)
 
     if data is None:
         data = ctx.blobs.get(src.blob_key)
@@ -108,5 +94,5 @@ def run(state: IngestState, ctx: Context) -> IngestState:
             put_json(ctx.blobs, products.tables, summaries_to_json(doc.tables))
             found["tables"] = len(doc.tables)
     event = TraceEvent(stage=STAGE, counts=found, detail={"format": products.format})
-    update = {"status": "parsed", "products": products, "counts": {**state.counts, **found}}
+    update: dict[str, object] = {"status": "parsed", "products": products, "counts": {**state.counts, **found}}
     return state.model_copy(update=update).with_trace(event)

@@ -52,19 +52,15 @@ def combine(first: SearchResult, second: SearchResult, content: str, start_at: i
     ids = list(dict.fromkeys([*_ids(first), *_ids(second)]))
     lo = min(first.chunk_index, second.chunk_index)
     hi = max(last_index(first), last_index(second))
-    return first.model_copy(
-        update={
-            "content": content,
-            "start_at": start_at,
-            "end_at": end_at,
-            "chunk_index": lo,
-            "score": best.score,
-            "match_type": best.match_type,
-            "sub_chunk_ids": ids,
-            "metadata": {**first.metadata, _LAST_INDEX: hi} if hi != lo else first.metadata,
-            "image_info": _images(first.image_info, second.image_info),
-        }
-    )
+    return first.spanning(
+        content=content,
+        start_at=start_at,
+        end_at=end_at,
+        chunk_index=lo,
+        sub_chunk_ids=ids,
+        metadata={**first.metadata, _LAST_INDEX: hi} if hi != lo else first.metadata,
+        image_info=_images(first.image_info, second.image_info),
+    ).rescored(best.score, match_type=best.match_type)
 
 
 def try_join(cur: SearchResult, nxt: SearchResult) -> SearchResult | None:
@@ -108,7 +104,7 @@ def render_faq(r: SearchResult) -> SearchResult:
     if r.chunk_type != ChunkType.FAQ or not question or not answers:
         return r
     content = f"Q: {question}\nAnswer:\n" + "\n".join(f"- {a}" for a in answers)
-    return r if content == r.content else r.model_copy(update={"content": content})
+    return r if content == r.content else r.with_content(content)
 
 
 def needs_context(r: SearchResult, cfg: RetrievalSettings) -> bool:
@@ -141,7 +137,7 @@ def expand_short(r: SearchResult, near: dict[int, Chunk], cfg: RetrievalSettings
             joined = try_join(first, second)
             if joined is None or len(joined.content) > cfg.short_context_max_chars:
                 continue
-            cur = joined.model_copy(update={"score": r.score, "match_type": r.match_type, "id": r.id})
+            cur = joined.rescored(r.score, match_type=r.match_type, id=r.id)
             grew = True
             break
     return cur
@@ -185,9 +181,7 @@ def drop_partial_duplicates(results: Sequence[SearchResult], threshold: float) -
     out = []
     for r, _, dups in kept:
         if dups:
-            r = r.model_copy(
-                update={"metadata": {**r.metadata, "duplicates": [*r.metadata.get("duplicates", []), *dups]}}
-            )
+            r = r.with_metadata({**r.metadata, "duplicates": [*r.metadata.get("duplicates", []), *dups]})
         out.append(r)
     return out, dropped
 
@@ -204,7 +198,7 @@ def history_references(state: PipelineState, ctx: Context, cfg: RetrievalSetting
     scored = [(jaccard(query, token_set(ref.content)), ref) for ref in latest.references]
     chosen = sorted((s for s in scored if s[0] >= cfg.history_min_jaccard), key=lambda s: -s[0])
     return [
-        ref.model_copy(update={"score": ref.score * cfg.history_score_factor, "match_type": MatchType.HISTORY})
+        ref.rescored(ref.score * cfg.history_score_factor, match_type=MatchType.HISTORY)
         for _, ref in chosen[: cfg.history_max_references]
     ]
 
@@ -234,4 +228,4 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
         },
         detail={"source": "rerank_results" if state.rerank_results else "search_results"},
     )
-    return state.model_copy(update={"merge_results": merged, "trace": [*state.trace, event]})
+    return state.with_results("merge_results", merged, event)

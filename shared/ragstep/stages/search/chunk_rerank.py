@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ragstep.models import ChunkType, MatchType, PipelineState, RetrievalSettings, SearchResult, TraceEvent
+from ragstep.ports import CandidateReranker, RerankCandidate
 from ragstep.retrieval.text import jaccard, token_set
 
 if TYPE_CHECKING:
@@ -146,11 +147,8 @@ def model_scores(state: PipelineState, ctx: Context, texts: list[str]) -> list[f
     """Scores from the configured reranker; the local one also gets each chunk's vector and the query vector."""
     reranker = ctx.reranker
     query = state.search_query
-    rich = getattr(reranker, "rerank_candidates", None)
-    if rich is None:
+    if not isinstance(reranker, CandidateReranker):
         return list(reranker.rerank(query, texts))
-    from ragstep.adapters.rerankers import RerankCandidate
-
     candidates = state.search_results
     models = {kb_id: _kb_model(state, kb_id) for kb_id in {r.knowledge_base_id for r in candidates}}
     by_model: dict[str, list[int]] = {}
@@ -169,7 +167,7 @@ def model_scores(state: PipelineState, ctx: Context, texts: list[str]) -> list[f
             )
             for i in idxs
         ]
-        for i, s in zip(idxs, rich(query, items, qvec), strict=True):
+        for i, s in zip(idxs, reranker.rerank_candidates(query, items, qvec), strict=True):
             scores[i] = s
     return scores
 
@@ -193,7 +191,7 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
     candidates = state.search_results
     if not candidates:
         event = TraceEvent(stage=STAGE, action="skip", reason="no search results to rerank")
-        return state.model_copy(update={"trace": [*state.trace, event]})
+        return state.with_trace(event)
     texts = [rerank_text(r) for r in candidates]
     try:
         scores = model_scores(state, ctx, texts)
@@ -202,7 +200,7 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
         event = TraceEvent(
             stage=STAGE, action="degrade", reason=f"reranker failed, results passed through un-reranked: {message}"
         )
-        return state.model_copy(update={"rerank_results": list(candidates), "trace": [*state.trace, event]})
+        return state.with_results("rerank_results", list(candidates), event)
 
     keep, rule = threshold_chain(scores, cfg)
     base = normalise([r.score for r in candidates])
@@ -215,7 +213,7 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
             value = min(value * cfg.faq_score_boost, 1.0)
         relevance.append(value)
         meta = {**r.metadata, "rerank": {"model": round(scores[i], 6), "base": round(base[i], 6)}}
-        chosen.append(r.model_copy(update={"score": value, "metadata": meta}))
+        chosen.append(r.rescored(value, metadata=meta))
     # Token sets of the content (Markdown punctuation is never a token), shared with the merge stage's cache.
     token_sets = [token_set(candidates[i].content) for i in keep]
     order = mmr(relevance, token_sets, min(len(chosen), cfg.rerank_top_k), cfg.mmr_lambda)
@@ -223,6 +221,6 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
     event = TraceEvent(
         stage=STAGE,
         counts={"input": len(candidates), "passed": len(keep), "output": len(results)},
-        detail={"reranker": getattr(ctx.reranker, "name", "?"), "rule": rule, "mmr_lambda": cfg.mmr_lambda},
+        detail={"reranker": ctx.reranker.name, "rule": rule, "mmr_lambda": cfg.mmr_lambda},
     )
-    return state.model_copy(update={"rerank_results": results, "trace": [*state.trace, event]})
+    return state.with_results("rerank_results", results, event)

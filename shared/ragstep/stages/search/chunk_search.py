@@ -34,17 +34,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
-import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from ragstep.errors import InputError, ProviderError
+from ragstep.errors import InputError
 from ragstep.models import (
     ChunkType,
     KnowledgeBaseType,
@@ -59,36 +54,22 @@ from ragstep.ports import Hit, SearchFilter
 from ragstep.retrieval.expansion import expansion_variants
 from ragstep.retrieval.fusion import Fused, fuse_minmax, fuse_rrf
 from ragstep.retrieval.text import query_terms
+from ragstep.stages.search.retrievers import (
+    STAGE,
+    Target,
+    Task,
+    best_per_chunk,
+    embed_query,
+    run_concurrently,
+    search_pass,
+    uses_server_hybrid,
+)
 from ragstep.stages.search.scope import is_resolved, resolve_scope
 
 if TYPE_CHECKING:
     from ragstep.context import Context
 
-STAGE = "chunk_search"
 _SPACES = re.compile(r"\s+")
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """One search scope sharing an embedding model and a knowledge base type."""
-
-    flt: SearchFilter
-    model: str
-    scoped: bool
-    faq: bool = False
-
-
-@dataclass
-class Pass:
-    """What one round of retrieval found."""
-
-    vector: list[Hit] = field(default_factory=list)
-    keyword: list[Hit] = field(default_factory=list)
-    #: Hits of the server-side hybrid queries, already fused (best first), and the targets that ran one.
-    hybrid: list[Hit] = field(default_factory=list)
-    hybrid_targets: frozenset[int] = frozenset()
-    events: list[TraceEvent] = field(default_factory=list)
-    faq_rounds: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,28 +120,10 @@ def resolve_targets(state: PipelineState) -> tuple[list[Target], int]:
     return targets, len(request.knowledge_base_ids)
 
 
-def best_per_chunk(lists: Sequence[Sequence[Hit]]) -> list[Hit]:
-    """Union of several hit lists of one retriever, each chunk at its best score, best first."""
-    if len(lists) == 1:
-        return list(lists[0])
-    best: dict[str, Hit] = {}
-    for hits in lists:
-        for h in hits:
-            if h.chunk_id not in best or h.score > best[h.chunk_id].score:
-                best[h.chunk_id] = h
-    return sorted(best.values(), key=lambda h: (-h.score, h.chunk_id))
-
-
 def fuse(vector: Sequence[Hit], keyword: Sequence[Hit], cfg: RetrievalSettings) -> list[Fused]:
     if cfg.fusion == "minmax":
         return fuse_minmax(vector, keyword, w_vector=cfg.rrf_vector_weight, w_keyword=cfg.rrf_keyword_weight)
     return fuse_rrf(vector, keyword, k=cfg.rrf_k, w_vector=cfg.rrf_vector_weight, w_keyword=cfg.rrf_keyword_weight)
-
-
-def uses_server_hybrid(ctx: Context) -> bool:
-    """The index fuses on the server: an OpenSearch index with ``RAGSTEP_OPENSEARCH_SERVER_HYBRID`` on."""
-    index = ctx.index
-    return bool(getattr(index, "server_hybrid", False)) and callable(getattr(index, "hybrid_search", None))
 
 
 def server_fused(hits: Sequence[Hit]) -> list[Fused]:
@@ -202,157 +165,12 @@ def rank(vector: Sequence[Hit], keyword: Sequence[Hit], server: Sequence[Fused],
 def server_fusion_detail(ctx: Context, cfg: RetrievalSettings, targets: int) -> dict[str, object]:
     """What the trace says about server-side fusion: how many targets used it, through which search pipeline."""
     detail: dict[str, object] = {"targets": targets, "normalization": "min_max", "combination": "arithmetic_mean"}
+    hybrid_index = uses_server_hybrid(ctx)
     with contextlib.suppress(InputError):  # weights both 0: the hybrid calls failed and say why in degrade rows
-        index: Any = ctx.index
-        detail["pipeline"] = index.pipeline_name(cfg.rrf_keyword_weight, cfg.rrf_vector_weight)
+        if hybrid_index is not None:
+            detail["pipeline"] = hybrid_index.pipeline_name(cfg.rrf_keyword_weight, cfg.rrf_vector_weight)
     detail["thresholds_applied"] = False
     return detail
-
-
-# -- running retrievers ---------------------------------------------------------------------------------------------
-
-Task = tuple[str, Callable[[], "list[Hit] | tuple[list[Hit], int]"]]
-
-
-def run_concurrently(ctx: Context, tasks: list[Task], cfg: RetrievalSettings) -> tuple[dict, list[TraceEvent]]:
-    """Run retriever calls on the shared pool; failures and time-outs become ``degrade`` events, never errors."""
-    results: dict[str, object] = {}
-    events: list[TraceEvent] = []
-    if len(tasks) == 1:  # no thread hop for the common single-retriever case
-        name, fn = tasks[0]
-        try:
-            results[name] = fn()
-        except Exception as exc:
-            events.append(_degrade(name, exc))
-        return results, events
-    futures: list[tuple[str, Future]] = [(name, ctx.executor.submit(fn)) for name, fn in tasks]
-    deadline = time.monotonic() + cfg.retriever_timeout_s
-    for name, fut in futures:
-        try:
-            results[name] = fut.result(timeout=max(0.0, deadline - time.monotonic()))
-        except FutureTimeout:
-            fut.cancel()
-            events.append(
-                TraceEvent(stage=STAGE, action="degrade", reason=f"{name} slower than {cfg.retriever_timeout_s}s")
-            )
-        except Exception as exc:
-            events.append(_degrade(name, exc))
-    return results, events
-
-
-def _degrade(name: str, exc: Exception) -> TraceEvent:
-    message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
-    return TraceEvent(stage=STAGE, action="degrade", reason=f"{name} failed, dropped: {message}")
-
-
-def faq_vector_search(
-    ctx: Context, vec: np.ndarray, target: Target, match_count: int, threshold: float, cfg: RetrievalSettings
-) -> tuple[list[Hit], int]:
-    """Vector search over FAQ question rows, widened until enough distinct entries are found.
-
-    Several rows (phrasings) belong to one entry, so k hits can name far fewer than k entries. While the hits fill
-    k but name fewer than ``match_count`` entries, search again with twice the k: k starts at
-    ``min(3 x match_count, 500)``, at most ``faq_max_rounds`` rounds.
-    """
-    index = ctx.index
-    cap = cfg.candidate_pool_max
-    k = min(3 * match_count, cap)
-    hits = index.vector_search(vec, target.model, target.flt, k, threshold)
-    rounds = 1
-    while rounds < cfg.faq_max_rounds and len(hits) >= k and k < cap:
-        chunks = index.fetch([h.chunk_id for h in hits])
-        if len({c.parent_id or c.id for c in chunks.values()}) >= match_count:
-            break
-        k = min(k * 2, cap)
-        hits = index.vector_search(vec, target.model, target.flt, k, threshold)
-        rounds += 1
-    return hits, rounds
-
-
-def search_pass(
-    ctx: Context,
-    cfg: RetrievalSettings,
-    targets: Sequence[Target],
-    terms: Sequence[str],
-    vectors: dict[str, np.ndarray],
-    pool: int,
-    *,
-    vector_threshold: float,
-    keyword_threshold: float,
-) -> Pass:
-    tasks: list[Task] = []
-    server_hybrid = uses_server_hybrid(ctx)
-    hybrid_targets: set[int] = set()
-    for i, t in enumerate(targets):
-        vec = vectors.get(t.model)
-        if server_hybrid and vec is not None and not t.faq:
-            # One query fused on the server replaces the keyword + vector pair; no thresholds (module docstring).
-            index: Any = ctx.index
-            fn = partial(
-                index.hybrid_search, terms, vec, t.model, t.flt, pool,
-                w_keyword=cfg.rrf_keyword_weight, w_vector=cfg.rrf_vector_weight,
-            )  # fmt: skip
-            tasks.append((f"hybrid search #{i}", fn))
-            hybrid_targets.add(i)
-            continue
-        kthr = 0.0 if t.scoped else keyword_threshold
-        tasks.append((f"keyword search #{i}", partial(ctx.index.keyword_search, terms, t.flt, pool, kthr)))
-        if vec is None:
-            continue
-        vthr = 0.0 if t.scoped else vector_threshold
-        if t.faq:
-            fn = partial(faq_vector_search, ctx, vec, t, cfg.embedding_top_k, vthr, cfg)
-        else:
-            fn = partial(ctx.index.vector_search, vec, t.model, t.flt, pool, vthr)
-        tasks.append((f"vector search #{i}", fn))
-    found, events = run_concurrently(ctx, tasks, cfg)
-    out = Pass(events=events, hybrid_targets=frozenset(hybrid_targets))
-    vector_lists, keyword_lists, hybrid_lists = [], [], []
-    for name, value in found.items():
-        if name.startswith("hybrid"):
-            hybrid_lists.append(value)
-        elif name.startswith("keyword"):
-            keyword_lists.append(value)
-        elif isinstance(value, tuple):  # FAQ search: (hits, rounds)
-            vector_lists.append(value[0])
-            out.faq_rounds = max(out.faq_rounds, value[1])
-        else:
-            vector_lists.append(value)
-    out.vector = best_per_chunk(vector_lists) if vector_lists else []
-    out.keyword = best_per_chunk(keyword_lists) if keyword_lists else []
-    out.hybrid = best_per_chunk(hybrid_lists) if hybrid_lists else []
-    return out
-
-
-def embed_query(
-    state: PipelineState, ctx: Context, targets: Sequence[Target], query: str
-) -> tuple[dict[str, list[float]], dict[str, np.ndarray], list[TraceEvent]]:
-    """One query embedding per embedding model (reused from the state when an earlier stage computed it)."""
-    stored = dict(state.query_embeddings)
-    vectors: dict[str, np.ndarray] = {}
-    events: list[TraceEvent] = []
-    for model in dict.fromkeys(t.model for t in targets):
-        embedder = ctx.embedder(model)
-        if embedder is None:
-            events.append(
-                TraceEvent(stage=STAGE, action="skip", reason="no embedding model: keyword (BM25) search only")
-            )
-            continue
-        if model not in stored:
-            try:
-                stored[model] = [float(x) for x in embedder.embed_query(query)]
-            except ProviderError as exc:
-                events.append(
-                    TraceEvent(
-                        stage=STAGE,
-                        action="degrade",
-                        reason=f"embedding failed, keyword search only: {exc.message}",
-                        detail={"model": model},
-                    )
-                )
-                continue
-        vectors[model] = np.asarray(stored[model], dtype=np.float32)
-    return stored, vectors, events
 
 
 # -- from hits to results -------------------------------------------------------------------------------------------
@@ -436,7 +254,7 @@ def apply_faq_rules(results: list[SearchResult], query: str, cfg: RetrievalSetti
             meta = dict(r.metadata)
             if similarity >= cfg.faq_direct_answer_threshold:
                 meta["faq_direct_answer"] = True
-            r = r.model_copy(update={"score": min(r.score * cfg.faq_score_boost, 1.0), "metadata": meta})
+            r = r.rescored(min(r.score * cfg.faq_score_boost, 1.0), metadata=meta)
         kept.append(r)
     if cfg.faq_priority_enabled:
         kept.sort(key=lambda r: -r.score)
@@ -588,6 +406,4 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
             },
         )
     )
-    return state.model_copy(
-        update={"search_results": results, "query_embeddings": embeddings, "trace": [*state.trace, *events]}
-    )
+    return state.with_results("search_results", results, *events, query_embeddings=embeddings)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ragstep.models import PipelineState, SearchResult, TraceEvent
+from ragstep.models import PipelineState, ResultField, SearchResult, TraceEvent
 
 if TYPE_CHECKING:
     from ragstep.context import Context
@@ -19,16 +19,12 @@ def sort_key(r: SearchResult) -> tuple[float, str, str, int, str]:
 
 
 def run(state: PipelineState, ctx: Context) -> PipelineState:
-    for source in ("merge_results", "rerank_results", "search_results"):
-        candidates: list[SearchResult] = getattr(state, source)
-        if candidates:
-            break
-    else:
-        source, candidates = "none", []
+    sources: tuple[ResultField, ...] = ("merge_results", "rerank_results", "search_results")
+    source, candidates = next(((s, state.results(s)) for s in sources if state.results(s)), ("none", []))
     top = sorted(candidates, key=sort_key)[: state.retrieval.rerank_top_k]
     event = TraceEvent(
         stage="filter_top_k",
         counts={"input": len(candidates), "kept": len(top)},
         detail={"source": source, "top_k": state.retrieval.rerank_top_k},
     )
-    return state.model_copy(update={"final_results": top, "trace": [*state.trace, event]})
+    return state.with_results("final_results", top, event)

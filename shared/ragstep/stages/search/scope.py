@@ -25,7 +25,13 @@ def resolve_scope(state: PipelineState, ctx: Context) -> PipelineState:
     """The state with ``request.knowledge_base_ids`` as ids, ``knowledge_bases`` and ``knowledge_scope`` filled."""
     request = state.request
     named: dict[str, KnowledgeBase] = {}
-    for ref in dict.fromkeys(request.knowledge_base_ids):
+    refs = request.knowledge_base_ids
+    if ctx.allowed_kbs is not None and not refs and not request.knowledge_ids:
+        # A key limited to some knowledge bases that names none searches those, never the whole tenant.
+        refs = [kb.id for kb in ctx.catalog.list_kbs()]
+        if not refs:
+            raise NotFoundError("none of this API key's knowledge bases exists; create one or name another")
+    for ref in dict.fromkeys(refs):
         kb = ctx.require_kb(ref)
         named[kb.id] = kb
     scope: dict[str, str] = {}
@@ -40,10 +46,7 @@ def resolve_scope(state: PipelineState, ctx: Context) -> PipelineState:
         if item.knowledge_base_id not in involved:
             involved[item.knowledge_base_id] = ctx.require_kb(item.knowledge_base_id)
         scope[kid] = item.knowledge_base_id
-    resolved = request.model_copy(update={"knowledge_base_ids": list(named)})
-    return state.model_copy(
-        update={"request": resolved, "knowledge_bases": list(involved.values()), "knowledge_scope": scope}
-    )
+    return state.with_scope(list(named), list(involved.values()), scope)
 
 
 def is_resolved(state: PipelineState) -> bool:

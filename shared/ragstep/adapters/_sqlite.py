@@ -1,0 +1,112 @@
+"""SQLite plumbing shared by the embedded stores (catalog, history, local index): :class:`SqliteDatabase`.
+
+One connection per thread, WAL, a busy timeout, synchronous commits, and every SQLite failure turned into a one-line
+:class:`~ragstep.errors.StorageError` that names the file and says what to do.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ragstep.errors import StorageError
+
+# How long a writer waits for another connection's write lock before giving up (SQLITE_BUSY).
+BUSY_TIMEOUT_MS = 30_000
+_HINT_WRITABLE = "pass --data-dir to a writable folder"
+
+
+def storage_error(path: Path, exc: sqlite3.Error) -> StorageError:
+    """One line that names the file and says what to do, instead of a sqlite3 traceback."""
+    text = str(exc)
+    if "not a database" in text or "malformed" in text:
+        hint = "move the file away or pass --data-dir to another folder"
+    elif "locked" in text or "busy" in text:
+        hint = "another process kept the database busy; retry"
+    elif "unable to open" in text or "readonly" in text or "disk I/O" in text:
+        hint = _HINT_WRITABLE
+    elif "full" in text:
+        hint = "free some disk space"
+    else:
+        hint = "check the data dir"
+    return StorageError(f"cannot use database {path}: {text}; {hint}")
+
+
+class SqliteDatabase:
+    """One SQLite file opened lazily, one connection per thread.
+
+    sqlite3 connections must not be used from two threads at once, so each thread gets its own (kept in a
+    ``threading.local`` owned by this object, created on first use). WAL lets readers run while one writer
+    writes; the busy timeout makes concurrent writers queue instead of failing.
+    """
+
+    def __init__(self, path: Path, schema: str) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot open data dir {self.path.parent}: {exc.strerror or exc}; {_HINT_WRITABLE}"
+            ) from exc
+        if self.path.is_dir():
+            raise StorageError(f"cannot open database {self.path}: it is a directory; pass a file path")
+        self._local = threading.local()
+        # Create the schema now so a bad path fails at construction, not on the first request.
+        try:
+            self.connection().executescript(schema)
+        except sqlite3.Error as exc:
+            raise storage_error(self.path, exc) from exc
+
+    def connection(self) -> sqlite3.Connection:
+        """The calling thread's connection, opened on first use."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                # isolation_level=None: no implicit transactions; writes BEGIN IMMEDIATE explicitly (write()).
+                conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+                conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")  # before WAL: switching needs a lock
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=FULL")  # a committed turn or catalog row survives power loss
+            except sqlite3.Error as exc:
+                raise storage_error(self.path, exc) from exc
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        try:
+            yield self.connection()
+        except sqlite3.Error as exc:
+            raise storage_error(self.path, exc) from exc
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; rolled back if the body raises.
+
+        IMMEDIATE takes the write lock up front: a deferred transaction that reads and then writes can fail
+        with SQLITE_BUSY at once (no busy wait) when another connection wrote in between.
+        """
+        conn = self.connection()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise storage_error(self.path, exc) from exc
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:  # SQLite may already have rolled back (e.g. disk full)
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise storage_error(self.path, exc) from exc
+            raise
+
+    def close(self) -> None:
+        """Close the calling thread's connection (other threads' close when those threads end)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None

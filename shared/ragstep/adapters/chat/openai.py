@@ -1,0 +1,264 @@
+"""Any OpenAI-compatible ``/chat/completions`` endpoint (OpenAI, DeepSeek, DashScope compatible mode, Ollama, vLLM,
+SiliconFlow ...) through httpx, answering whole or streamed (server-sent events).
+
+Retries: HTTP 429 and 5xx (honouring ``Retry-After``), timeouts and connection failures are retried with backoff --
+but only until the first answer token. Once a delta has been handed to the caller the answer is never requested
+again (a replay would repeat text the reader already has); a stream that breaks after that is a
+:class:`~ragstep.errors.ProviderError`. Closing the delta iterator closes the HTTP response, so the provider stops
+generating for a reader that has gone.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ragstep import __version__
+from ragstep.adapters._http import display_url, one_line, retry_after_s
+from ragstep.errors import ProviderError
+from ragstep.ports import ChatDelta, ChatGrounding, ChatMessage, ChatOptions, ChatResponse, ChatUsage
+
+if TYPE_CHECKING:
+    import httpx
+
+#: Connecting never waits longer than this, whatever the read timeout (a dead host should fail fast).
+CONNECT_TIMEOUT_S = 10.0
+
+
+class _Retryable(Exception):
+    """A failure worth another attempt (the message says what happened)."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def _usage(data: Any) -> ChatUsage | None:
+    if not isinstance(data, dict):
+        return None
+    prompt = int(data.get("prompt_tokens") or 0)
+    completion = int(data.get("completion_tokens") or 0)
+    return ChatUsage(prompt, completion, int(data.get("total_tokens") or prompt + completion))
+
+
+def parse_sse_line(line: str) -> dict[str, Any] | bool | None:
+    """One line of the event stream: the chunk it carries, ``True`` for ``[DONE]``, ``None`` for anything else
+    (blank lines, comments, ``event:``/``id:`` fields, and ``data:`` that is not a JSON object -- some gateways
+    interleave keep-alive or diagnostic lines, which must not end the answer)."""
+    if not line.startswith("data:"):
+        return None
+    payload = line[5:].strip()
+    if payload == "[DONE]":
+        return True
+    try:
+        chunk = json.loads(payload)
+    except ValueError:
+        return None
+    return chunk if isinstance(chunk, dict) else None
+
+
+def delta_of(chunk: dict[str, Any]) -> ChatDelta:
+    """The text, reasoning, usage and finish reason one streamed chunk carries."""
+    content = reasoning = ""
+    finish = None
+    choices = chunk.get("choices") or []
+    if choices and isinstance(choices[0], dict):
+        delta = choices[0].get("delta") or {}
+        content = delta.get("content") or ""
+        # DeepSeek-R1 and vLLM reasoning parsers: reasoning_content; some OpenRouter-style gateways: reasoning.
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
+        finish = choices[0].get("finish_reason")
+    return ChatDelta(
+        content=str(content), reasoning=str(reasoning), usage=_usage(chunk.get("usage")), finish_reason=finish
+    )
+
+
+class OpenAIChatModel:
+    """``provider:model`` at ``base_url`` (``.../v1``); ``api_key`` may be None for local servers."""
+
+    generative = True
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 60.0,
+        max_retries: int = 3,
+        backoff_base_s: float = 0.5,
+        backoff_max_s: float = 20.0,
+        provider: str = "openai",
+    ) -> None:
+        if not model:
+            raise ProviderError(f"no chat model configured for {provider}; set RAGSTEP_CHAT_MODEL")
+        self.model = model
+        self.name = f"{provider}:{model}"
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.timeout_s = timeout_s
+        self._api_key = api_key or None
+        self._max_retries = max_retries
+        self._backoff_base_s = backoff_base_s
+        self._backoff_max_s = backoff_max_s
+        self._client: httpx.Client | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def source(self) -> str:
+        """How messages name this model: the provider, the model and the URL (never the key)."""
+        return f"chat model {self.name} at {display_url(self.url)}"
+
+    # -- the port --------------------------------------------------------------------------------------------
+
+    def complete(
+        self, messages: Sequence[ChatMessage], options: ChatOptions, grounding: ChatGrounding | None = None
+    ) -> ChatResponse:
+        response = self._open(self._payload(messages, options, stream=False), stream=False)
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise ProviderError(
+                f"{self.source} answered with a body that is not JSON: {one_line(response.text)}"
+            ) from exc
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if not choices or not isinstance(choices[0], dict):
+            raise ProviderError(f"{self.source} answered without choices: {one_line(response.text)}")
+        message = choices[0].get("message") or {}
+        return ChatResponse(
+            content=str(message.get("content") or ""),
+            reasoning=str(message.get("reasoning_content") or message.get("reasoning") or ""),
+            usage=_usage(data.get("usage")),
+            model=str(data.get("model") or self.model),
+            finish_reason=choices[0].get("finish_reason"),
+        )
+
+    def stream(
+        self, messages: Sequence[ChatMessage], options: ChatOptions, grounding: ChatGrounding | None = None
+    ) -> Iterator[ChatDelta]:
+        import httpx
+
+        payload = self._payload(messages, options, stream=True)
+        attempts = self._max_retries + 1
+        for attempt in range(attempts):
+            response = self._open(payload, stream=True)
+            started = False  # a delta reached the caller: from here on, never retry
+            finished = False
+            try:
+                for line in response.iter_lines():
+                    parsed = parse_sse_line(line)
+                    if parsed is True:
+                        finished = True
+                        break
+                    if not parsed:
+                        continue
+                    delta = delta_of(parsed)  # type: ignore[arg-type]
+                    if delta.finish_reason:
+                        finished = True
+                    if delta.content or delta.reasoning or delta.usage or delta.finish_reason:
+                        started = True
+                        yield delta
+            except (httpx.TransportError, httpx.StreamError) as exc:
+                if started or attempt + 1 >= attempts:
+                    raise ProviderError(
+                        f"{self.source}: the answer stream broke off ({type(exc).__name__}: {one_line(str(exc), 120)})"
+                    ) from exc
+                time.sleep(self._delay_s(attempt, None))
+                continue
+            finally:
+                response.close()  # also on GeneratorExit: the provider sees the connection go and stops
+            if not finished:
+                raise ProviderError(f"{self.source}: the answer stream ended before the answer was complete")
+            return
+
+    # -- internals -------------------------------------------------------------------------------------------
+
+    def _payload(self, messages: Sequence[ChatMessage], options: ChatOptions, *, stream: bool) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "stream": stream,
+        }
+        if stream:
+            payload["stream_options"] = {"include_usage": True}
+        if options.temperature is not None:
+            payload["temperature"] = options.temperature
+        if options.max_tokens is not None:
+            payload["max_tokens"] = options.max_tokens
+        if options.top_p is not None:
+            payload["top_p"] = options.top_p
+        if options.stop:
+            payload["stop"] = list(options.stop)
+        return payload
+
+    def _http(self) -> httpx.Client:
+        import httpx
+
+        with self._lock:
+            if self._client is None:
+                headers = {"User-Agent": f"ragstep/{__version__}"}
+                if self._api_key:
+                    headers["Authorization"] = f"Bearer {self._api_key}"
+                timeout = httpx.Timeout(self.timeout_s, connect=min(CONNECT_TIMEOUT_S, self.timeout_s))
+                self._client = httpx.Client(timeout=timeout, headers=headers)
+            return self._client
+
+    def _open(self, payload: dict[str, Any], *, stream: bool) -> httpx.Response:
+        """A successful response (headers read; the body still unread when ``stream``), after retries."""
+        attempts = self._max_retries + 1
+        last = ""
+        for attempt in range(attempts):
+            try:
+                return self._attempt(payload, stream)
+            except _Retryable as exc:
+                last = str(exc)
+                if attempt + 1 < attempts:
+                    time.sleep(self._delay_s(attempt, exc.retry_after))
+        plural = "s" if attempts != 1 else ""
+        raise ProviderError(f"{self.source} failed after {attempts} attempt{plural}: {last}")
+
+    def _attempt(self, payload: dict[str, Any], stream: bool) -> httpx.Response:
+        import httpx
+
+        client = self._http()
+        try:
+            request = client.build_request("POST", self.url, json=payload)
+            response = client.send(request, stream=stream)
+        except httpx.TimeoutException as exc:
+            raise _Retryable(f"timed out after {self.timeout_s:g}s ({type(exc).__name__})") from exc
+        except httpx.ConnectError as exc:
+            raise _Retryable(f"unreachable ({one_line(str(exc), 120)})") from exc
+        except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+            raise _Retryable(f"connection failed ({type(exc).__name__}: {one_line(str(exc), 120)})") from exc
+        except httpx.HTTPError as exc:  # bad URL, proxy misconfiguration: retrying cannot help
+            raise ProviderError(f"{self.source}: request failed: {type(exc).__name__}: {exc}") from exc
+        if response.is_success:
+            return response
+        try:
+            body = one_line(response.read().decode("utf-8", "replace")) or "(empty body)"
+        except httpx.HTTPError:
+            body = "(body unreadable)"
+        finally:
+            response.close()
+        status = response.status_code
+        if status == 429 or status >= 500:
+            raise _Retryable(f"HTTP {status}: {body}", retry_after_s(response.headers))
+        hint = " (check RAGSTEP_CHAT_API_KEY)" if status in (401, 403) else ""
+        if status == 400 and "context" in body.lower() and ("length" in body.lower() or "window" in body.lower()):
+            hint = " (the prompt exceeds the model's context window: lower rerank_top_k or chat max_rounds)"
+        raise ProviderError(f"{self.source} rejected the request: HTTP {status}: {body}{hint}")
+
+    def _delay_s(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, self._backoff_max_s)
+        ceiling = min(self._backoff_max_s, self._backoff_base_s * 2**attempt)
+        return ceiling * random.uniform(0.5, 1.0)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None

@@ -1,0 +1,1 @@
+"""Usage records: :class:`ragstep.ports.UsageStore` in SQLite (embedded) or DynamoDB (AWS)."""

@@ -1,0 +1,209 @@
+"""The chat use case: a question in a session -> a state, the chat pipeline run or streamed, the turn saved.
+
+The turn (question, final answer, references, rewritten query, model, usage) is written once, after the answer is
+final, as one history record: a failed request leaves no trace in the session, and a reader who leaves mid-stream
+leaves what had been shown, marked ``interrupted``. The model stream itself is closed by the streaming stage.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Generator
+from typing import Any
+
+from pydantic import ValidationError
+
+from ragstep.app.search import new_state
+from ragstep.context import Context
+from ragstep.errors import InputError, NotFoundError
+from ragstep.models import (
+    ChatRequest,
+    ChatSettings,
+    HistoryRound,
+    PipelineState,
+    SearchRequest,
+    SearchResult,
+    SessionSummary,
+    StreamEvent,
+    Turn,
+    Usage,
+    check_identifier,
+    language_of,
+)
+from ragstep.pipeline.definitions import CHAT_PIPELINES
+from ragstep.pipeline.executor import drain, stream_pipeline
+from ragstep.stages.chat.common import context_results, strip_think
+from ragstep.stages.chat.into_chat_message import validate_query
+
+
+def _invalid(exc: ValidationError) -> InputError:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err.get("loc", ()))
+    msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+    return InputError(f"{where}: {msg}" if where else msg)
+
+
+def require_session(ctx: Context, session_id: str) -> None:
+    """Refuse a session id this tenant has no live turns under (another tenant's sessions are unknown here)."""
+    try:
+        check_identifier(session_id)
+    except ValueError as exc:
+        raise InputError(f"session id: {exc}") from None
+    if not ctx.history.recent(session_id, limit=1):
+        raise NotFoundError(f"unknown session {session_id!r}; omit the session to start a new one")
+
+
+def new_chat_state(request: ChatRequest, ctx: Context) -> PipelineState:
+    """The state of one chat request: the search part as :func:`ragstep.app.search.new_state` builds it, the
+    effective chat settings (configured defaults + the request's overrides), the question's language, and the
+    session (a new id when the request names none)."""
+    if request.pipeline not in CHAT_PIPELINES:
+        raise InputError(f"unknown chat pipeline {request.pipeline!r}; one of {', '.join(CHAT_PIPELINES)}")
+    # into_chat_message checks again (a stage Lambda trusts no caller); checked here too so a bad question costs
+    # no retrieval and every pipeline refuses it, not only those that build a chat message.
+    validate_query(request.query)
+    if request.session_id is not None:
+        require_session(ctx, request.session_id)
+    session_id = request.session_id or uuid.uuid4().hex
+    try:
+        search = SearchRequest(
+            query=request.query,
+            session_id=session_id,
+            knowledge_base_ids=request.knowledge_base_ids,
+            knowledge_ids=request.knowledge_ids,
+            overrides=request.overrides,
+        )
+        settings = ChatSettings.model_validate({**ctx.settings.chat_defaults().model_dump(), **request.chat})
+    except ValidationError as exc:
+        raise _invalid(exc) from None
+    state = new_state(search, ctx, pipeline=request.pipeline)
+    chat = state.chat.model_copy(update={"settings": settings, "language": language_of(search.query)})
+    return state.model_copy(update={"chat": chat})
+
+
+def turn_of(
+    state: PipelineState,
+    *,
+    answer: str,
+    references: list[SearchResult],
+    model: str,
+    usage: Usage,
+    interrupted: bool,
+) -> Turn:
+    assert state.request.session_id is not None  # new_chat_state always sets one
+    return Turn(
+        session_id=state.request.session_id,
+        created_at=time.time(),
+        query=state.request.query,
+        answer=answer,
+        references=references,
+        request_id=state.request_id,
+        rewritten_query=state.rewritten_query,
+        model=model,
+        usage=usage,
+        interrupted=interrupted,
+    )
+
+
+def stream_chat(request: ChatRequest, ctx: Context) -> Generator[StreamEvent, None, PipelineState]:
+    """Run the request's chat pipeline, relaying its events (a non-streaming pipeline yields none); returns the final
+    state after saving the turn.
+
+    Closing this generator early (the client went away), or a KeyboardInterrupt while it runs, closes the pipeline's
+    stream -- and with it the model's -- and saves the answer shown so far, marked interrupted.
+    """
+    state = new_chat_state(request, ctx)
+    events = stream_pipeline(request.pipeline, state, ctx)
+    shown: list[str] = []
+    references: list[SearchResult] = []
+    model = ""
+    try:
+        while True:
+            try:
+                event = next(events)
+            except StopIteration as stop:
+                final: PipelineState = stop.value
+                break
+            if event.event == "references":
+                references = [SearchResult.model_validate(r) for r in event.data.get("results", [])]
+                model = str(event.data.get("model", ""))
+            elif event.event == "answer":
+                shown.append(str(event.data.get("delta", "")))
+            yield event
+    except (GeneratorExit, KeyboardInterrupt):
+        # The reader left: closed this generator (GeneratorExit at the yield), or Ctrl-C landed inside the pipeline
+        # (the streaming stage has closed the model's stream on its way out). Either way, keep what was shown.
+        events.close()
+        ctx.history.append(
+            turn_of(state, answer="".join(shown), references=references, model=model, usage=Usage(), interrupted=True)
+        )
+        raise
+    ctx.history.append(
+        turn_of(
+            final,
+            answer=final.chat.answer,
+            references=context_results(final),
+            model=final.chat.model,
+            usage=final.chat.usage,
+            interrupted=False,
+        )
+    )
+    return final
+
+
+def run_chat(request: ChatRequest, ctx: Context) -> PipelineState:
+    """Run the request's chat pipeline to the end (its events dropped) and save the turn."""
+    return drain(stream_chat(request, ctx))
+
+
+def chat_response(state: PipelineState) -> dict[str, Any]:
+    """The public JSON shape of an answer (``ragstep chat --json``)."""
+    return {
+        "session_id": state.request.session_id,
+        "request_id": state.request_id,
+        "pipeline": state.pipeline,
+        "query": state.request.query,
+        "rewritten_query": state.rewritten_query,
+        "answer": state.chat.answer,
+        "model": state.chat.model,
+        "usage": state.chat.usage.model_dump(),
+        "fallback": state.chat.fallback,
+        "references": [r.model_dump(mode="json") for r in context_results(state)],
+        "trace": [t.model_dump(mode="json") for t in state.trace],
+    }
+
+
+def list_sessions(ctx: Context, limit: int = 100) -> list[SessionSummary]:
+    return ctx.history.sessions(limit)
+
+
+def session_turns(ctx: Context, session_id: str, limit: int = 1000) -> list[Turn]:
+    require_session(ctx, session_id)
+    return ctx.history.recent(session_id, limit=limit)
+
+
+def delete_session(ctx: Context, session_id: str) -> int:
+    require_session(ctx, session_id)
+    return ctx.history.delete_session(session_id)
+
+
+def stream_stateless_chat(
+    request: ChatRequest, history: list[HistoryRound], ctx: Context
+) -> Generator[StreamEvent, None, PipelineState]:
+    """Like :func:`stream_chat`, with the earlier rounds given by the caller: nothing is read from or written to the
+    history store (a client that keeps its own conversation, as OpenAI-style clients do).
+
+    The rounds get the history stage's treatment: ``<think>`` blocks removed from answers, rounds with an empty
+    question or answer dropped, the newest ``max_rounds`` kept. The state carries no session, so the history stage
+    skips and leaves them as given.
+    """
+    if request.session_id is not None:
+        raise InputError("a stateless chat takes its history from the request; drop the session id, or drop the history")
+    state = new_chat_state(request, ctx)
+    max_rounds = state.chat.settings.max_rounds
+    rounds = [HistoryRound(query=r.query.strip(), answer=strip_think(r.answer)) for r in history]
+    rounds = [r for r in rounds if r.query and r.answer][-max_rounds:] if max_rounds else []
+    chat = state.chat.model_copy(update={"history": rounds})
+    state = state.model_copy(update={"request": state.request.model_copy(update={"session_id": None}), "chat": chat})
+    return (yield from stream_pipeline(request.pipeline, state, ctx))

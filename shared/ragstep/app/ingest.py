@@ -1,0 +1,299 @@
+"""The ingest use case: files and folders into a knowledge base, one result row per file; deleting a document.
+
+A file goes to the blob store (``sources/...``, see :mod:`ragstep.stages.ingest.products`), then the ``ingest``
+pipeline (parse -> chunk -> embed -> index, declared in :mod:`ragstep.pipeline.definitions`) runs in-process on it,
+exactly as the state machine runs it on AWS after an upload.
+
+Idempotent: a file's knowledge id is derived from its knowledge base and path, so ingesting it again replaces its
+chunks in one index transaction (the previous version stays searchable until the new one is complete). Unchanged
+content (same sha256, chunking options and tag) is skipped as ``unchanged``; the same bytes under another path of the
+knowledge base are skipped as ``duplicate`` ("duplicate of a.md"). A file that fails at any step leaves the previous
+version of that document, and every other document, untouched; its error is its result row, so one bad file never
+stops a batch. What a folder holds that cannot be ingested is a row too: a sub-folder that cannot be read
+(``failed``), a file of an unsupported type (``skipped``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ragstep.context import Context
+from ragstep.errors import InputError, RagstepError
+from ragstep.models import (
+    DEFAULT_TENANT,
+    IngestOptions,
+    IngestSource,
+    IngestState,
+    Knowledge,
+    KnowledgeBase,
+    check_identifier,
+)
+from ragstep.parsers import unsupported
+from ragstep.stages.ingest.common import allowed_suffixes, check_size
+from ragstep.stages.ingest.dedupe import unmark_hash
+from ragstep.stages.ingest.products import (
+    SOURCES_PREFIX,
+    content_type,
+    delete_blobs,
+    owned_prefixes,
+    run_products_prefix,
+    source_blob_key,
+)
+
+_NAMESPACE = uuid.UUID("6b1d3c1e-6a53-4c5c-9d0e-3f7f2a1b9c10")
+
+ResultStatus = Literal["indexed", "unchanged", "duplicate", "skipped", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class IngestResult:
+    """One row of an ingest run. ``duplicate``: ``knowledge_id`` is the item that holds the content and ``error``
+    says which file that is ("duplicate of a.md"). ``skipped``: a file found in a folder whose type the knowledge
+    base does not take. Neither is a failure."""
+
+    path: str
+    knowledge_id: str
+    status: ResultStatus
+    chunks: int = 0
+    error: str = ""
+
+
+def knowledge_id_for(kb: KnowledgeBase, name: str) -> str:
+    return uuid.uuid5(_NAMESPACE, f"{kb.id}/{name}").hex
+
+
+def check_tag(tag_id: str) -> str:
+    """A tag given to ``ingest --tag`` (or the API): a non-empty, printable id."""
+    try:
+        return check_identifier(tag_id)
+    except ValueError as exc:
+        raise InputError(f"tag {tag_id!r}: {exc}") from None
+
+
+# -- finding the files ---------------------------------------------------------------------------------------------
+
+
+def check_named_paths(paths: Iterable[str | Path]) -> None:
+    """Refuse, before anything is read or written, a named path that does not exist. A path that cannot be looked
+    at (a folder above it is not readable) is not refused here: it becomes that file's error row."""
+    for raw in paths:
+        try:
+            os.stat(raw)
+        except (FileNotFoundError, NotADirectoryError):
+            raise InputError(f"{raw}: no such file or folder") from None
+        except OSError:
+            continue
+
+
+def scan_paths(paths: Iterable[str | Path], suffixes: tuple[str, ...]) -> Iterator[Path | IngestResult]:
+    """Files named directly, plus the files found under named folders, in path order (hidden names skipped).
+
+    Found in a folder, a file of a type not in ``suffixes`` comes as a ``skipped`` row and a sub-folder that cannot be
+    read as a ``failed`` row naming it; a file named directly is always yielded (ingesting it says what is wrong).
+    """
+    for raw in paths:
+        path = Path(raw)
+        try:
+            is_dir = stat.S_ISDIR(os.stat(path).st_mode)
+        except OSError:
+            is_dir = False  # ingest_file reports why it cannot be read
+        if is_dir:
+            yield from _walk(path, suffixes)
+        else:
+            yield path
+
+
+def _walk(folder: Path, suffixes: tuple[str, ...]) -> Iterator[Path | IngestResult]:
+    try:
+        with os.scandir(folder) as it:
+            # Sorted by name at each level, sub-folders in place: the order of sorted(folder.rglob("*")).
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError as exc:
+        yield IngestResult(str(folder), "", "failed", error=f"{folder}: cannot read the folder: {_reason(exc)}")
+        return
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        path = Path(entry.path)
+        try:
+            # Symlinked folders are not followed (as rglob): a link cycle would never end.
+            if entry.is_dir(follow_symlinks=False):
+                yield from _walk(path, suffixes)
+                continue
+            is_file = entry.is_file()
+        except OSError as exc:
+            yield IngestResult(str(path), "", "failed", error=f"{path}: cannot read it: {_reason(exc)}")
+            continue
+        if not is_file:
+            continue  # a socket, a fifo, a dangling link: not a document
+        if path.suffix.lower() in suffixes:
+            yield path
+        else:
+            yield IngestResult(str(path), "", "skipped", error=unsupported(path.name, suffixes).message)
+
+
+def expand_paths(paths: Iterable[str | Path], suffixes: tuple[str, ...]) -> Iterator[Path]:
+    """The files :func:`scan_paths` finds, for callers that ingest a known-good folder (the demo's sample); a folder
+    that cannot be read is an :class:`InputError`, unsupported files are left out."""
+    for found in scan_paths(paths, suffixes):
+        if isinstance(found, Path):
+            yield found
+        elif found.status == "failed":
+            raise InputError(found.error)
+
+
+def _reason(exc: OSError) -> str:
+    return (exc.strerror or str(exc)).lower()
+
+
+# -- one file ------------------------------------------------------------------------------------------------------
+
+
+def new_ingest_state(
+    kb: KnowledgeBase,
+    *,
+    knowledge_id: str,
+    blob_key: str,
+    filename: str,
+    uri: str = "",
+    title: str = "",
+    content_hash: str = "",
+    size: int | None = None,
+    tag_id: str = "",
+    options: IngestOptions | None = None,
+    tenant_id: str = DEFAULT_TENANT,
+) -> IngestState:
+    """The state the ``ingest`` pipeline starts from (the AWS starter builds the same from an S3 event)."""
+    source = IngestSource(
+        knowledge_base_id=kb.id,
+        knowledge_id=knowledge_id,
+        blob_key=blob_key,
+        filename=filename,
+        uri=uri,
+        title=title,
+        content_hash=content_hash,
+        size=size,
+        tag_id=tag_id,
+    )
+    return IngestState(tenant_id=tenant_id, source=source, options=options or IngestOptions())
+
+
+def ingest_file(
+    path: Path,
+    kb: KnowledgeBase,
+    ctx: Context,
+    options: IngestOptions | None = None,
+    *,
+    tag_id: str = "",
+    check_transport: bool = False,
+) -> IngestResult:
+    """Ingest one file; errors are returned in the result, so one bad file never stops a batch.
+
+    ``tag_id`` tags the document and every chunk of it. ``check_transport`` round-trips the state through JSON
+    between stages as Step Functions would. An interrupt (Ctrl-C) removes this run's products, then propagates.
+    """
+    from ragstep.pipeline import run_pipeline
+
+    resolved = str(path.resolve())
+    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in resolved):
+        # A name that is not UTF-8 (decoded with surrogateescape) can be neither stored nor printed: refuse the file.
+        shown = Path(str(path).encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
+        return IngestResult(
+            str(shown), "", "failed", error=f"{shown.name}: the file name is not valid UTF-8; rename it"
+        )
+    kid = knowledge_id_for(kb, resolved)
+    state: IngestState | None = None
+    try:
+        state = _stage_file(path, kb, kid, ctx, options, tag_id)
+        state = run_pipeline("ingest", state, ctx, check_transport=check_transport)
+    except RagstepError as exc:
+        failed = exc.state if isinstance(exc.state, IngestState) else state
+        if failed is not None:
+            # The failure to report is the first one; leftovers under ingest/ would be harmless.
+            with contextlib.suppress(RagstepError):
+                discard_products(failed, ctx)
+        return IngestResult(str(path), kid, "failed", error=exc.message)
+    except BaseException:
+        if state is not None:
+            with contextlib.suppress(RagstepError):
+                discard_products(state, ctx)
+        raise
+    if state.status == "duplicate":
+        return IngestResult(str(path), state.duplicate_of or kid, "duplicate", 0, state.note)
+    status: ResultStatus = "unchanged" if state.status == "unchanged" else "indexed"
+    return IngestResult(str(path), kid, status, state.counts.get("chunks", 0))
+
+
+def _stage_file(
+    path: Path, kb: KnowledgeBase, kid: str, ctx: Context, options: IngestOptions | None, tag_id: str
+) -> IngestState:
+    """Store the original (content-addressed) and build the state the pipeline starts from."""
+    name = path.name
+    if path.suffix.lower() not in allowed_suffixes(kb):
+        raise unsupported(name, allowed_suffixes(kb))
+    try:
+        size = path.stat().st_size
+        check_size(name, size, ctx)
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the file: {_reason(exc)}") from exc
+    check_size(name, len(data), ctx)  # it may have grown since stat
+    digest = hashlib.sha256(data).hexdigest()
+    key = source_blob_key(kb.id, kid, digest, name)
+    if not ctx.blobs.exists(key):
+        ctx.blobs.put(key, data, content_type(name))
+    return new_ingest_state(
+        kb,
+        knowledge_id=kid,
+        blob_key=key,
+        filename=name,
+        uri=path.resolve().as_uri(),
+        title=path.stem,
+        content_hash=digest,
+        size=size,
+        tag_id=tag_id,
+        options=options,
+        tenant_id=ctx.tenant_id,
+    )
+
+
+def discard_products(state: IngestState, ctx: Context) -> list[str]:
+    """After a failed run: remove its transient products, and its staged original unless it is the one indexed.
+
+    The indexed version (its chunks, its original, its data file) is never touched, nor are other runs' products.
+    """
+    src = state.source
+    if not src.content_hash:
+        return []
+    current = ctx.catalog.get_knowledge(src.knowledge_id)
+    keep = {current.source_key} if current and current.source_key else set()
+    gone = delete_blobs(ctx.blobs, [run_products_prefix(state)])
+    if src.blob_key.startswith(SOURCES_PREFIX) and src.blob_key not in keep and ctx.blobs.exists(src.blob_key):
+        ctx.blobs.delete(src.blob_key)
+        gone.append(src.blob_key)
+    return gone
+
+
+# -- deleting ------------------------------------------------------------------------------------------------------
+
+
+def delete_knowledge(knowledge: Knowledge, ctx: Context) -> int:
+    """Remove a knowledge item everywhere: its chunks, its blobs (original, products, data file), then its record.
+
+    The record goes last, so an interrupted delete can be run again. Returns the number of chunks removed.
+    """
+    removed = ctx.index.delete_knowledge([knowledge.id])
+    delete_blobs(ctx.blobs, owned_prefixes(knowledge.knowledge_base_id, knowledge.id))
+    unmark_hash(ctx, knowledge)
+    if knowledge.source_key:
+        ctx.blobs.delete(knowledge.source_key)  # an upload outside ingestion's prefixes (S3) is the original too
+    ctx.catalog.delete_knowledge(knowledge.id)
+    return removed

@@ -1,0 +1,116 @@
+"""``ragstep bench quality|latency|coldstart|ingest|package``: each prints a table, or JSON with ``--json``.
+
+The benchmarks are imported when their command runs: the rest of the command line never pays for them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ragstep.entry.cli.common import positive_int, print_json
+
+
+def _bench_output(args: argparse.Namespace, result: dict[str, Any], render: Any) -> int:
+    if args.json:
+        print_json(result)
+    else:
+        print(render(result))
+    return 0
+
+
+def _say(args: argparse.Namespace) -> Any:
+    """Progress lines on stderr, for the table output only (``--json`` keeps both streams clean)."""
+    return None if args.json else (lambda msg: print(f"ragstep bench: {msg}", file=sys.stderr, flush=True))
+
+
+def cmd_bench_quality(args: argparse.Namespace) -> int:
+    from ragstep.bench.quality import render, run_quality
+
+    return _bench_output(args, run_quality(Path(args.set_dir)), render)
+
+
+def cmd_bench_latency(args: argparse.Namespace) -> int:
+    from ragstep.bench.latency import render, run_latency
+
+    result = run_latency(
+        args.docs,
+        args.queries,
+        bench_dir=args.bench_dir,
+        batch=args.batch,
+        rank_bm25_queries=args.rank_bm25_queries,
+        seed=args.seed,
+        progress=_say(args),
+    )
+    return _bench_output(args, result, render)
+
+
+def cmd_bench_coldstart(args: argparse.Namespace) -> int:
+    from ragstep.bench.coldstart import render, run_coldstart
+
+    return _bench_output(args, run_coldstart(args.runs, xray=False if args.no_xray else None), render)
+
+
+def cmd_bench_ingest(args: argparse.Namespace) -> int:
+    from ragstep.bench.ingest_bench import render, run
+
+    result = run(markdown_mb=args.markdown_mb, corpus=args.corpus, repeat=args.repeat, progress=_say(args))
+    return _bench_output(args, result, render)
+
+
+def cmd_bench_package(args: argparse.Namespace) -> int:
+    from ragstep.bench.package import render, run_package
+
+    return _bench_output(args, run_package(args.layer_dir, rebuild=args.rebuild), render)
+
+
+def add_bench_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``ragstep bench quality|latency|coldstart|package|ingest`` (each prints a table, or JSON with ``--json``)."""
+    bench = sub.add_parser(
+        "bench", help="benchmarks: quality, latency, cold start, package size, ingestion", parents=[common]
+    )
+    bench_sub = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCHMARK")
+
+    p = bench_sub.add_parser("quality", help="nDCG@10 / Recall on a BEIR-layout set", parents=[common])
+    p.add_argument("--set", required=True, dest="set_dir", metavar="DIR", help="corpus.jsonl, queries.jsonl, qrels.tsv")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=cmd_bench_quality)
+
+    p = bench_sub.add_parser("latency", help="indexing and query latency at scale, against peers", parents=[common])
+    p.add_argument("--docs", type=positive_int, default=100_000, metavar="N", help="chunks to index (100000)")
+    p.add_argument("--queries", type=positive_int, default=200, metavar="Q", help="timed queries (200)")
+    p.add_argument("--bench-dir", metavar="DIR", help="benchmark sets folder (default ../shared/bench)")
+    p.add_argument("--batch", type=positive_int, default=1000, metavar="N", help="chunks per replace_knowledge")
+    p.add_argument(
+        "--rank-bm25-queries", type=positive_int, default=30, metavar="N", help="queries for the slow rank_bm25 peer"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the random vectors and shuffles")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=cmd_bench_latency)
+
+    p = bench_sub.add_parser("coldstart", help="fresh-process cold start of the search function", parents=[common])
+    p.add_argument("--runs", type=positive_int, default=5, metavar="N", help="fresh processes per query (5)")
+    p.add_argument(
+        "--no-xray",
+        action="store_true",
+        help="skip the run with X-Ray tracing active (made by default when aws-xray-sdk is installed)",
+    )
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=cmd_bench_coldstart)
+
+    p = bench_sub.add_parser("ingest", help="chunking MB/s and ingestion chunks/s, no embedding", parents=[common])
+    p.add_argument(
+        "--markdown-mb", type=float, default=5.0, metavar="MB", help="generated Markdown to measure (5; 0 skips it)"
+    )
+    p.add_argument("--corpus", metavar="PATH", help="also a BEIR corpus.jsonl (or its folder), e.g. msmarco-5k")
+    p.add_argument("--repeat", type=positive_int, default=3, metavar="N", help="runs per figure, medians shown (3)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=cmd_bench_ingest)
+
+    p = bench_sub.add_parser("package", help="unzipped size of the Lambda layers", parents=[common])
+    p.add_argument("--layer-dir", metavar="DIR", help="where the layers are built (default layers/build)")
+    p.add_argument("--rebuild", action="store_true", help="build the layers again (needs PyPI, about a minute)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=cmd_bench_package)

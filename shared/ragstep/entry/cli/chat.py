@@ -1,0 +1,243 @@
+"""``ragstep chat`` (one question, or an interactive session) and ``ragstep sessions list|show|delete``.
+
+The answer is printed as it streams, then a numbered Sources table (the ``[n]`` the answer cites) and, with
+``--trace``, the stage table. Ctrl-C while an answer streams stops it (the model's stream is closed) and keeps the
+part shown, marked interrupted, in the session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from ragstep.entry.cli.common import context_of, print_json
+
+PIPELINE_CHOICES = ("rag_stream", "rag", "chat_stream", "chat_history_stream", "chat")
+EXTRACTIVE_NOTE = "answered by the extractive answerer: sentences quoted from the sources, no language model"
+INTERACTIVE_HELP = "/new starts a new session, /sources shows the last answer's sources, /exit quits"
+
+
+def render_sources(references: list[Any]) -> str:
+    from ragstep.entry.cli.console import clip, table
+
+    if not references:
+        return "Sources: none"
+    rows = [
+        (n, clip(r.knowledge_filename or r.knowledge_title or r.knowledge_id, 32), r.chunk_index, f"{r.score:.4f}")
+        for n, r in enumerate(references, start=1)
+    ]
+    return "Sources:\n" + table(("#", "file", "chunk", "score"), rows)
+
+
+def split_overrides(pairs: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``--set KEY=VALUE`` pairs into (retrieval overrides, chat overrides). A chat setting is named by its field
+    (``temperature``) or its environment name (``RAGSTEP_CHAT_TEMPERATURE``); anything else is a retrieval setting."""
+    from ragstep.entry.cli.search import parse_overrides
+    from ragstep.models import ChatSettings
+
+    retrieval: dict[str, Any] = {}
+    chat: dict[str, Any] = {}
+    for key, value in parse_overrides(pairs).items():
+        name = key.removeprefix("chat_")
+        if name in ChatSettings.model_fields:
+            chat[name] = value
+        else:
+            retrieval[key] = value
+    return retrieval, chat
+
+
+def request_of(args: argparse.Namespace, query: str, session_id: str | None) -> Any:
+    from ragstep.models import ChatRequest
+
+    retrieval, chat = split_overrides(getattr(args, "set", None) or [])
+    return ChatRequest(
+        query=query,
+        knowledge_base_ids=args.kb,
+        session_id=session_id,
+        pipeline=args.pipeline,
+        overrides=retrieval,
+        chat=chat,
+    )
+
+
+def _ask(args: argparse.Namespace, ctx: Any, query: str, session_id: str | None, out: TextIO) -> Any:
+    """Stream one answer to ``out``; returns the final state (None if the reader interrupted it)."""
+    from ragstep.app.chat import stream_chat
+
+    events = stream_chat(request_of(args, query, session_id), ctx)
+    streamed = False
+    try:
+        while True:
+            try:
+                event = next(events)
+            except StopIteration as stop:
+                state = stop.value
+                break
+            if event.event == "answer":
+                out.write(event.data["delta"])
+                out.flush()
+                streamed = True
+    except KeyboardInterrupt:
+        events.close()  # stops the model and saves what was shown, marked interrupted
+        out.write("\n[interrupted]\n")
+        return None
+    if not streamed:  # a pipeline that does not stream (rag, chat): the whole answer at once
+        out.write(state.chat.answer)
+    out.write("\n")
+    return state
+
+
+def _report(args: argparse.Namespace, state: Any, out: TextIO) -> None:
+    from ragstep.stages.chat.common import context_results
+
+    if state.chat.model == "extractive":
+        out.write(f"({EXTRACTIVE_NOTE})\n")
+    elif state.chat.fallback:
+        out.write(f"(fallback answer: {state.chat.fallback}; the sources did not answer the question)\n")
+    out.write("\n" + render_sources(context_results(state)) + "\n")
+    if args.trace:
+        from ragstep.entry.cli.render import render_trace
+
+        out.write("\n" + render_trace(state) + "\n")
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    ctx = context_of(args)
+    if args.question is None:
+        for kb in args.kb:  # a wrong name fails now, not at every question of the session
+            ctx.require_kb(kb)
+        return interactive(args, ctx, input_fn=input, out=sys.stdout)
+    if args.json:
+        from ragstep.app.chat import chat_response, run_chat
+
+        print_json(chat_response(run_chat(request_of(args, args.question, args.session), ctx)))
+        return 0
+    state = _ask(args, ctx, args.question, args.session, sys.stdout)
+    if state is None:
+        return 130
+    _report(args, state, sys.stdout)
+    print(f"session: {state.request.session_id}")
+    return 0
+
+
+def interactive(args: argparse.Namespace, ctx: Any, *, input_fn: Callable[[str], str], out: TextIO) -> int:
+    """Ask question after question in one session until ``/exit`` or end of input."""
+    from ragstep.errors import RagstepError
+    from ragstep.stages.chat.common import context_results
+
+    session_id: str | None = args.session
+    last: Any = None
+    out.write(f"ragstep chat ({args.pipeline}); {INTERACTIVE_HELP}\n")
+    while True:
+        try:
+            line = input_fn("> ").strip()
+        except (EOFError, KeyboardInterrupt):
+            out.write("\n")
+            return 0
+        if not line:
+            continue
+        if line in ("/exit", "/quit"):
+            return 0
+        if line == "/new":
+            session_id, last = None, None
+            out.write("new session\n")
+            continue
+        if line == "/sources":
+            out.write((render_sources(context_results(last)) if last else "no answer yet") + "\n")
+            continue
+        if line.startswith("/"):
+            out.write(f"unknown command {line.split()[0]}; {INTERACTIVE_HELP}\n")
+            continue
+        try:
+            state = _ask(args, ctx, line, session_id, out)
+        except RagstepError as exc:  # one bad question does not end the session
+            out.write(f"ragstep: error: {exc.message}\n")
+            continue
+        if state is not None:
+            last = state
+            session_id = state.request.session_id
+            if state.chat.model == "extractive":
+                out.write(f"({EXTRACTIVE_NOTE})\n")
+
+
+def cmd_sessions_list(args: argparse.Namespace) -> int:
+    from datetime import datetime
+
+    from ragstep.app.chat import list_sessions
+    from ragstep.entry.cli.console import clip, table
+
+    sessions = list_sessions(context_of(args))
+    if args.json:
+        print_json([s.model_dump(mode="json") for s in sessions])
+        return 0
+    if not sessions:
+        print('no chat sessions yet; start one with `ragstep chat "QUESTION" --kb NAME`')
+        return 0
+
+    def when(ts: float) -> str:
+        return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+
+    rows = [(s.session_id, s.turns, when(s.updated_at), clip(s.first_query, 48)) for s in sessions]
+    print(table(("session", "turns", "last active", "first question"), rows))
+    return 0
+
+
+def cmd_sessions_show(args: argparse.Namespace) -> int:
+    from ragstep.app.chat import session_turns
+
+    turns = session_turns(context_of(args), args.session_id)
+    if args.json:
+        print_json([t.model_dump(mode="json") for t in turns])
+        return 0
+    for n, turn in enumerate(turns, start=1):
+        flags = " [interrupted]" if turn.interrupted else ""
+        model = f" ({turn.model})" if turn.model else ""
+        print(f"[{n}] Q: {turn.query}")
+        if turn.rewritten_query:
+            print(f"    rewritten: {turn.rewritten_query}")
+        print(f"    A{model}{flags}: {turn.answer}")
+        print()
+    return 0
+
+
+def cmd_sessions_delete(args: argparse.Namespace) -> int:
+    from ragstep.app.chat import delete_session
+
+    deleted = delete_session(context_of(args), args.session_id)
+    print(f"deleted session {args.session_id} ({deleted} turns)")
+    return 0
+
+
+def add_chat_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "chat", help="answer a question from knowledge bases (interactive without one)", parents=[common]
+    )
+    p.add_argument("question", nargs="?", help="the question (omit for an interactive session)")
+    p.add_argument("--kb", action="append", required=True, help="knowledge base name or id (repeatable)")
+    p.add_argument("--session", help="continue this chat session (see `ragstep sessions list`)")
+    p.add_argument("--pipeline", choices=PIPELINE_CHOICES, default="rag_stream", help="chat pipeline (rag_stream)")
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a retrieval or chat setting for this question, by field or RAGSTEP_* name "
+        "(e.g. rerank_top_k=5, temperature=0.1, enable_rewrite=false)",
+    )
+    p.add_argument("--json", action="store_true", help="print the answer, references and trace as JSON")
+    p.add_argument("--trace", action="store_true", help="print the stage table after the answer")
+    p.set_defaults(func=cmd_chat)
+
+    sessions = sub.add_parser("sessions", help="list, show and delete chat sessions", parents=[common])
+    s_sub = sessions.add_subparsers(dest="sessions_command", required=True, metavar="ACTION")
+    p = s_sub.add_parser("list", help="chat sessions, most recently active first", parents=[common])
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_sessions_list)
+    p = s_sub.add_parser("show", help="the turns of one session", parents=[common])
+    p.add_argument("session_id")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_sessions_show)
+    p = s_sub.add_parser("delete", help="delete a session and its turns", parents=[common])
+    p.add_argument("session_id")
+    p.set_defaults(func=cmd_sessions_delete)

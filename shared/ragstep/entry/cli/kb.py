@@ -1,0 +1,66 @@
+"""``ragstep kb create|list|show``: thin shells over :mod:`ragstep.app.knowledge_bases`."""
+
+from __future__ import annotations
+
+import argparse
+
+from ragstep.app.knowledge_bases import KnowledgeBaseContents, create_knowledge_base, show_knowledge_base
+from ragstep.entry.cli.common import context_of, print_json
+from ragstep.entry.cli.console import clip, table
+from ragstep.models import KnowledgeBase
+
+
+def describe(kb: KnowledgeBase) -> str:
+    return f"{kb.name} ({kb.type}, embedding: {kb.embedding_model}, id {kb.id})"
+
+
+def cmd_kb_create(args: argparse.Namespace) -> int:
+    kb = create_knowledge_base(context_of(args), args.name, args.type, args.embedding_model)
+    print(f"created knowledge base {describe(kb)}")
+    return 0
+
+
+def cmd_kb_list(args: argparse.Namespace) -> int:
+    ctx = context_of(args)
+    kbs = ctx.catalog.list_kbs()
+    counts = {kb.id: len(ctx.catalog.list_knowledge(kb.id)) for kb in kbs}
+    if args.json:
+        print_json([{**kb.model_dump(mode="json"), "documents": counts[kb.id]} for kb in kbs])
+        return 0
+    if not kbs:
+        print("no knowledge bases yet; create one with `ragstep kb create NAME`")
+        return 0
+    rows = [(kb.name, kb.type, kb.embedding_model, counts[kb.id], kb.id) for kb in kbs]
+    print(table(("name", "type", "embedding", "documents", "id"), rows))
+    return 0
+
+
+def cmd_kb_show(args: argparse.Namespace) -> int:
+    contents = show_knowledge_base(context_of(args), args.name)
+    if args.json:
+        print_json(contents.model_dump(mode="json"))
+    else:
+        print(render_contents(contents))
+    return 0
+
+
+def render_contents(contents: KnowledgeBaseContents) -> str:
+    kb = contents.knowledge_base
+    lines = [f"knowledge base {describe(kb)}"]
+    if not contents.documents:
+        lines.append(f"no documents yet; add some with `ragstep ingest PATH --kb {kb.name}`")
+        return "\n".join(lines)
+    rows = [
+        (
+            item.id,
+            clip(item.filename or item.title or item.source_uri, 32),
+            item.chunk_count,
+            item.tag_id or "-",
+            item.status,
+            clip(item.error, 40),
+        )
+        for item in contents.documents
+    ]
+    lines.append(table(("id", "file", "chunks", "tag", "status", "error"), rows))
+    lines.append(f"{len(contents.documents)} documents, {contents.chunks} chunks")
+    return "\n".join(lines)

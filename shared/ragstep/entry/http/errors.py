@@ -1,0 +1,80 @@
+"""Every error of the HTTP API is ``{error, message}``: a stable code and one line saying what to fix.
+
+The message is written for whoever called, who may be anyone: it never names another knowledge base (the use
+cases already say only what was asked for) and never carries an AWS resource ARN or account id, which a failing
+adapter or the state machine may put in its message for the server's log.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ragstep.errors import RagstepError
+
+log = logging.getLogger("ragstep.http")
+
+# An ARN runs to the next space, quote or bracket; a trailing ':' or '.' is the sentence's, not the ARN's.
+_ARN = re.compile(r"\barn:aws[\w-]*:[^\s'\"()\[\]{},;]*[^\s'\"()\[\]{},;:.]")
+# Twelve digits standing alone (not inside a hex id or a longer number): an AWS account id.
+_ACCOUNT = re.compile(r"(?<![\w-])\d{12}(?![\w-])")
+_STATUS_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+
+
+class ErrorBody(BaseModel):
+    """What every 4xx and 5xx answer carries."""
+
+    error: str = Field(description="a stable code: invalid_input, not_found, payload_too_large, ...")
+    message: str = Field(description="one line that says what is wrong and what to change")
+
+
+def redact(message: str) -> str:
+    """``message`` without AWS ARNs and account ids."""
+    return _ACCOUNT.sub("<account>", _ARN.sub("<arn>", message))
+
+
+def error_response(status: int, error: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    body = ErrorBody(error=error, message=redact(" ".join(message.split())))
+    return JSONResponse(status_code=status, content=body.model_dump(), headers=headers)
+
+
+def _first_error(exc: RequestValidationError) -> str:
+    err = exc.errors()[0] if exc.errors() else {}
+    where = ".".join(str(p) for p in err.get("loc", ()) if p not in ("body", "__root__"))
+    msg = str(err.get("msg", "invalid request")).removeprefix("Value error, ")
+    if err.get("type") == "json_invalid":
+        return "request body is not valid JSON"
+    return f"{where}: {msg}" if where else msg
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RagstepError)
+    async def _ragstep_error(_: Request, exc: RagstepError) -> JSONResponse:
+        if exc.http_status >= 500:
+            log.warning("%s: %s", exc.code, exc.message)  # the full message stays in the server's log
+        return error_response(exc.http_status, exc.code, exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(422, "invalid_input", _first_error(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        # FastAPI answers a body it cannot decode with a bare 400 ("error parsing the body"); say what is wrong.
+        if isinstance(exc.__cause__, UnicodeDecodeError):
+            return error_response(422, "invalid_input", "request body is not valid UTF-8; send JSON encoded as UTF-8")
+        code = _STATUS_CODES.get(exc.status_code, "invalid_input" if exc.status_code < 500 else "internal_error")
+        message = f"{request.method} {request.url.path}: {exc.detail}"
+        return error_response(exc.status_code, code, message, headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
+        # Starlette logs the traceback after this answer is sent; the caller learns only where to look.
+        message = f"{request.method} {request.url.path}: internal error ({type(exc).__name__}); see the server log"
+        return error_response(500, "internal_error", message)

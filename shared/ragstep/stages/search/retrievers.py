@@ -1,0 +1,210 @@
+"""The retrievers of ``chunk_search``: which searches run for which targets, concurrently, and what they found.
+
+A retriever that fails or is slower than ``retriever_timeout_s`` becomes a ``degrade`` row of the trace and the
+search goes on with the others (WeKnora's rule: one broken retriever must not cost the user every result).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ragstep.errors import ProviderError
+from ragstep.models import PipelineState, RetrievalSettings, TraceEvent
+from ragstep.ports import Hit, HybridSearch, SearchFilter, server_hybrid
+
+if TYPE_CHECKING:
+    from ragstep.context import Context
+
+STAGE = "chunk_search"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One search scope sharing an embedding model and a knowledge base type."""
+
+    flt: SearchFilter
+    model: str
+    scoped: bool
+    faq: bool = False
+
+
+@dataclass
+class Pass:
+    """What one round of retrieval found."""
+
+    vector: list[Hit] = field(default_factory=list)
+    keyword: list[Hit] = field(default_factory=list)
+    #: Hits of the server-side hybrid queries, already fused (best first), and the targets that ran one.
+    hybrid: list[Hit] = field(default_factory=list)
+    hybrid_targets: frozenset[int] = frozenset()
+    events: list[TraceEvent] = field(default_factory=list)
+    faq_rounds: int = 0
+
+
+def best_per_chunk(lists: Sequence[Sequence[Hit]]) -> list[Hit]:
+    """Union of several hit lists of one retriever, each chunk at its best score, best first."""
+    if len(lists) == 1:
+        return list(lists[0])
+    best: dict[str, Hit] = {}
+    for hits in lists:
+        for h in hits:
+            if h.chunk_id not in best or h.score > best[h.chunk_id].score:
+                best[h.chunk_id] = h
+    return sorted(best.values(), key=lambda h: (-h.score, h.chunk_id))
+
+
+def uses_server_hybrid(ctx: Context) -> HybridSearch | None:
+    """The index, when it fuses on the server (an OpenSearch index with ``RAGSTEP_OPENSEARCH_SERVER_HYBRID`` on)."""
+    return server_hybrid(ctx.index)
+
+
+#: A named retriever call: a list of hits, or (hits, rounds) for the FAQ vector search.
+Task = tuple[str, Callable[[], object]]
+
+
+def run_concurrently(ctx: Context, tasks: list[Task], cfg: RetrievalSettings) -> tuple[dict, list[TraceEvent]]:
+    """Run retriever calls on the shared pool; failures and time-outs become ``degrade`` events, never errors."""
+    results: dict[str, object] = {}
+    events: list[TraceEvent] = []
+    if len(tasks) == 1:  # no thread hop for the common single-retriever case
+        name, fn = tasks[0]
+        try:
+            results[name] = fn()
+        except Exception as exc:
+            events.append(_degrade(name, exc))
+        return results, events
+    futures: list[tuple[str, Future]] = [(name, ctx.executor.submit(fn)) for name, fn in tasks]
+    deadline = time.monotonic() + cfg.retriever_timeout_s
+    for name, fut in futures:
+        try:
+            results[name] = fut.result(timeout=max(0.0, deadline - time.monotonic()))
+        except FutureTimeout:
+            fut.cancel()
+            events.append(
+                TraceEvent(stage=STAGE, action="degrade", reason=f"{name} slower than {cfg.retriever_timeout_s}s")
+            )
+        except Exception as exc:
+            events.append(_degrade(name, exc))
+    return results, events
+
+
+def _degrade(name: str, exc: Exception) -> TraceEvent:
+    message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+    return TraceEvent(stage=STAGE, action="degrade", reason=f"{name} failed, dropped: {message}")
+
+
+def faq_vector_search(
+    ctx: Context, vec: np.ndarray, target: Target, match_count: int, threshold: float, cfg: RetrievalSettings
+) -> tuple[list[Hit], int]:
+    """Vector search over FAQ question rows, widened until enough distinct entries are found.
+
+    Several rows (phrasings) belong to one entry, so k hits can name far fewer than k entries. While the hits fill
+    k but name fewer than ``match_count`` entries, search again with twice the k: k starts at
+    ``min(3 x match_count, 500)``, at most ``faq_max_rounds`` rounds.
+    """
+    index = ctx.index
+    cap = cfg.candidate_pool_max
+    k = min(3 * match_count, cap)
+    hits = index.vector_search(vec, target.model, target.flt, k, threshold)
+    rounds = 1
+    while rounds < cfg.faq_max_rounds and len(hits) >= k and k < cap:
+        chunks = index.fetch([h.chunk_id for h in hits])
+        if len({c.parent_id or c.id for c in chunks.values()}) >= match_count:
+            break
+        k = min(k * 2, cap)
+        hits = index.vector_search(vec, target.model, target.flt, k, threshold)
+        rounds += 1
+    return hits, rounds
+
+
+def search_pass(
+    ctx: Context,
+    cfg: RetrievalSettings,
+    targets: Sequence[Target],
+    terms: Sequence[str],
+    vectors: dict[str, np.ndarray],
+    pool: int,
+    *,
+    vector_threshold: float,
+    keyword_threshold: float,
+) -> Pass:
+    tasks: list[Task] = []
+    hybrid_index = uses_server_hybrid(ctx)
+    hybrid_targets: set[int] = set()
+    for i, t in enumerate(targets):
+        vec = vectors.get(t.model)
+        if hybrid_index is not None and vec is not None and not t.faq:
+            # One query fused on the server replaces the keyword + vector pair; no thresholds (module docstring).
+            fn = partial(
+                hybrid_index.hybrid_search, terms, vec, t.model, t.flt, pool,
+                w_keyword=cfg.rrf_keyword_weight, w_vector=cfg.rrf_vector_weight,
+            )  # fmt: skip
+            tasks.append((f"hybrid search #{i}", fn))
+            hybrid_targets.add(i)
+            continue
+        kthr = 0.0 if t.scoped else keyword_threshold
+        tasks.append((f"keyword search #{i}", partial(ctx.index.keyword_search, terms, t.flt, pool, kthr)))
+        if vec is None:
+            continue
+        vthr = 0.0 if t.scoped else vector_threshold
+        if t.faq:
+            fn = partial(faq_vector_search, ctx, vec, t, cfg.embedding_top_k, vthr, cfg)
+        else:
+            fn = partial(ctx.index.vector_search, vec, t.model, t.flt, pool, vthr)
+        tasks.append((f"vector search #{i}", fn))
+    found, events = run_concurrently(ctx, tasks, cfg)
+    out = Pass(events=events, hybrid_targets=frozenset(hybrid_targets))
+    vector_lists, keyword_lists, hybrid_lists = [], [], []
+    for name, value in found.items():
+        if name.startswith("hybrid"):
+            hybrid_lists.append(value)
+        elif name.startswith("keyword"):
+            keyword_lists.append(value)
+        elif isinstance(value, tuple):  # FAQ search: (hits, rounds)
+            vector_lists.append(value[0])
+            out.faq_rounds = max(out.faq_rounds, value[1])
+        else:
+            vector_lists.append(value)
+    out.vector = best_per_chunk(vector_lists) if vector_lists else []
+    out.keyword = best_per_chunk(keyword_lists) if keyword_lists else []
+    out.hybrid = best_per_chunk(hybrid_lists) if hybrid_lists else []
+    return out
+
+
+def embed_query(
+    state: PipelineState, ctx: Context, targets: Sequence[Target], query: str
+) -> tuple[dict[str, list[float]], dict[str, np.ndarray], list[TraceEvent]]:
+    """One query embedding per embedding model (reused from the state when an earlier stage computed it)."""
+    stored = dict(state.query_embeddings)
+    vectors: dict[str, np.ndarray] = {}
+    events: list[TraceEvent] = []
+    for model in dict.fromkeys(t.model for t in targets):
+        embedder = ctx.embedder(model)
+        if embedder is None:
+            events.append(
+                TraceEvent(stage=STAGE, action="skip", reason="no embedding model: keyword (BM25) search only")
+            )
+            continue
+        if model not in stored:
+            try:
+                stored[model] = [float(x) for x in embedder.embed_query(query)]
+            except ProviderError as exc:
+                events.append(
+                    TraceEvent(
+                        stage=STAGE,
+                        action="degrade",
+                        reason=f"embedding failed, keyword search only: {exc.message}",
+                        detail={"model": model},
+                    )
+                )
+                continue
+        vectors[model] = np.asarray(stored[model], dtype=np.float32)
+    return stored, vectors, events

@@ -1,0 +1,241 @@
+"""``ragstep ingest`` / ``kb delete`` as a user meets them: folders it cannot read, files it does not take, two runs
+of the same folder at once, Ctrl-C, ``--tag``, and a knowledge base deleted with everything it owns.
+
+Real processes where the behaviour is about processes (concurrency, signals, file permissions as another user).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ragstep.context import Clients, Context
+from ragstep.settings import Settings
+from test_ingest_pipeline import Cli, long_markdown, stored, subprocess_env, write
+
+
+@pytest.fixture(autouse=True)
+def _plain_environment(plain_environment: None) -> None:
+    pass
+
+
+@pytest.fixture
+def cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
+    return Cli(tmp_path / "data", capsys)
+
+
+def ragstep(*args: str, data_dir: Path, **kwargs: object) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "ragstep", "--data-dir", str(data_dir), *args],
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def context(data_dir: Path) -> Context:
+    return Clients(Settings(data_dir=data_dir)).context()
+
+
+# -- kb delete -----------------------------------------------------------------------------------------------------
+
+
+def files_under(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+def test_kb_delete_leaves_nothing_of_the_knowledge_base(cli: Cli, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    write(docs, "guide.md", long_markdown(3))
+    write(docs, "sales.csv", "city,amount\nBeijing,10\nShanghai,12\n")  # a data file: published under data/
+    write(docs, "copy.md", long_markdown(3))  # a duplicate: skipped, still a hash marker's concern
+    kept = write(tmp_path / "other", "kept.md", "# Kept\n\nThis one belongs to another knowledge base.\n")
+    cli.ok("kb", "create", "docs")
+    cli.ok("kb", "create", "other")
+    rows = cli.json("ingest", str(docs), "--kb", "docs")
+    assert sorted(r["status"] for r in rows) == ["duplicate", "indexed", "indexed"]
+    (other_row,) = cli.json("ingest", str(kept), "--kb", "other")
+    ctx = cli.ctx()
+    kb = ctx.require_kb("docs")
+    items = ctx.catalog.list_knowledge(kb.id)
+    # What a run killed half-way leaves behind (its products), for a document that never completed.
+    ctx.blobs.put(f"ingest/{kb.id}/0123abcd/feed/run1/parsed.md", b"half-way")
+    owned = [kb.id, *(item.id for item in items)]
+    before = files_under(cli.data_dir)
+    assert any(kb.id in f for f in before) and any(item.id in f for item in items for f in before)
+
+    assert cli.ok("kb", "delete", "docs").startswith("deleted knowledge base docs (")
+    ctx = cli.ctx()
+    left = files_under(cli.data_dir)
+    assert [f for f in left if any(ref in f for ref in owned)] == []
+    assert ctx.catalog.get_kb(kb.id) is None and ctx.catalog.list_knowledge(kb.id) == []
+    assert all(stored(ctx, item.id) == [] for item in items)
+    # The other knowledge base is untouched.
+    other = ctx.require_kb("other")
+    assert [i.id for i in ctx.catalog.list_knowledge(other.id)] == [other_row["knowledge_id"]]
+    assert stored(ctx, other_row["knowledge_id"]) and any(other.id in f for f in left)
+
+
+# -- folders it cannot read, files it does not take ----------------------------------------------------------------
+
+
+def without_root_bypass() -> list[str]:
+    """The command prefix that makes file modes bind: root reads any folder whatever its mode, unless the process
+    runs without the capabilities that let it (``setpriv`` drops them for the child only)."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: file modes cannot be made to bind")
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+
+
+def test_unreadable_folders_are_error_rows_and_unsupported_files_are_skipped(tmp_path: Path) -> None:
+    prefix = without_root_bypass()
+    docs = tmp_path / "docs"
+    write(docs, "a.md", "# A\n\nReadable.\n")
+    write(docs, "photo.png", b"\x89PNG\r\n\x1a\n")
+    write(docs / "locked", "b.md", "# B\n\nIn a folder that cannot be listed.\n")
+    inner = write(docs / "no-entry", "c.md", "# C\n\nIn a folder that can be listed but not entered.\n")
+    data_dir = tmp_path / "data"
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*prefix, sys.executable, "-m", "ragstep", "--data-dir", str(data_dir), *args],
+            env=subprocess_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    assert run("kb", "create", "docs").returncode == 0
+    (docs / "locked").chmod(0o000)
+    (docs / "no-entry").chmod(0o644)
+    try:
+        done = run("ingest", str(docs), str(inner), "--kb", "docs", "--json")
+        table = run("ingest", str(docs), "--kb", "docs")
+    finally:
+        (docs / "locked").chmod(0o755)
+        (docs / "no-entry").chmod(0o755)
+
+    assert "internal error" not in done.stderr and "Traceback" not in done.stderr
+    assert done.returncode == 2, done.stderr  # some files failed
+    found = json.loads(done.stdout)
+    rows = [(Path(r["path"]).relative_to(docs).as_posix(), r["status"], r["error"]) for r in found]
+    # In path order, the folder's rows first, then the file named on the command line.
+    assert [(path, status) for path, status, _ in rows] == [
+        ("a.md", "indexed"),
+        ("locked", "failed"),
+        ("no-entry/c.md", "failed"),
+        ("photo.png", "skipped"),
+        ("no-entry/c.md", "failed"),
+    ]
+    for path, status, error in rows:
+        if status == "failed":
+            assert "permission denied" in error.lower() and str(docs / path) in error
+        if status == "skipped":
+            assert "unsupported" in error and ".md" in error
+
+    assert table.returncode == 2 and "Traceback" not in table.stderr
+    assert "skipped" in table.stdout and "permission denied" in table.stdout.lower()
+    summary = table.stdout.strip().splitlines()[-1]
+    assert summary == "1 of 3 files ingested into docs, 1 chunks; 1 file skipped (type not supported)"
+
+
+def test_a_folder_of_unsupported_files_only_is_still_an_error(cli: Cli, tmp_path: Path) -> None:
+    write(tmp_path / "pics", "a.png", b"\x89PNG")
+    cli.ok("kb", "create", "docs")
+    run = cli("ingest", str(tmp_path / "pics"), "--kb", "docs")
+    assert run.code == 2 and run.err.startswith("ragstep: error: no supported files under")
+
+
+# -- two runs at once ----------------------------------------------------------------------------------------------
+
+
+def test_two_concurrent_ingests_of_one_folder_fail_nothing(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    for i in range(60):
+        write(docs, f"note-{i:02d}.md", f"# Note {i}\n\nNote number {i} is about topic{i} and nothing else.\n")
+    data_dir = tmp_path / "data"
+    assert ragstep("kb", "create", "docs", data_dir=data_dir).wait(timeout=60) == 0
+    runs = [ragstep("ingest", str(docs), "--kb", "docs", "--json", data_dir=data_dir) for _ in range(2)]
+    outputs = [run.communicate(timeout=300) for run in runs]
+    for run, (out, err) in zip(runs, outputs, strict=True):
+        rows = json.loads(out)
+        assert len(rows) == 60
+        assert [r for r in rows if r["status"] not in ("indexed", "unchanged")] == []
+        assert run.returncode == 0, err
+    ctx = context(data_dir)
+    kb = ctx.require_kb("docs")
+    items = ctx.catalog.list_knowledge(kb.id)
+    assert len(items) == 60 and {i.status for i in items} == {"completed"}
+    assert all(len(stored(ctx, i.id)) == i.chunk_count > 0 for i in items)
+    assert ctx.blobs.list("ingest/") == []  # every run removed its own products
+
+
+# -- Ctrl-C --------------------------------------------------------------------------------------------------------
+
+
+def test_ctrl_c_prints_the_partial_summary_and_exits_130(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    for i in range(400):
+        write(docs, f"doc-{i:03d}.md", long_markdown(4, 40).replace("Section", f"Doc {i} section"))
+    data_dir = tmp_path / "data"
+    assert ragstep("kb", "create", "docs", data_dir=data_dir).wait(timeout=60) == 0
+    run = ragstep("ingest", str(docs), "--kb", "docs", data_dir=data_dir)
+    ctx = context(data_dir)
+    kb = ctx.require_kb("docs")
+    deadline = time.monotonic() + 120
+    # A few documents indexed: the first results are in (the one in flight when the signal lands is abandoned).
+    while len(ctx.catalog.list_knowledge(kb.id)) < 3 and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert run.poll() is None, "the ingest finished before it could be interrupted"
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 130, err
+    assert "Traceback" not in err and "internal error" not in err
+    lines = out.strip().splitlines()
+    assert lines[0].split() == ["file", "status", "chunks", "error"]
+    done = len(lines) - 3  # header, rule, summary
+    assert 1 <= done < 400
+    assert lines[-1].startswith(f"{done} of {done} files ingested into docs, ")
+    assert f"interrupted: {400 - done} of 400 files not ingested" in err
+    # Nothing half-done is left: the file in flight had its products removed.
+    assert context(data_dir).blobs.list("ingest/") == []
+
+
+# -- --tag ---------------------------------------------------------------------------------------------------------
+
+
+def test_ingest_tag_tags_documents_and_chunks_for_search(cli: Cli, tmp_path: Path) -> None:
+    tagged = write(tmp_path / "a", "release.md", "# Release\n\nThe glacier release notes mention moraine.\n")
+    plain = write(tmp_path / "b", "draft.md", "# Draft\n\nThe glacier draft mentions moraine too.\n")
+    cli.ok("kb", "create", "docs")
+    (row,) = cli.json("ingest", str(tagged), "--kb", "docs", "--tag", "release-1")
+    assert row["status"] == "indexed"
+    cli.json("ingest", str(plain), "--kb", "docs")
+    ctx = cli.ctx()
+    record = ctx.catalog.get_knowledge(row["knowledge_id"])
+    assert record is not None and record.tag_id == "release-1"
+    assert {c.tag_id for c in stored(ctx, row["knowledge_id"])} == {"release-1"}
+
+    found = json.loads(cli.ok("search", "glacier moraine", "--kb", "docs", "--tag", "release-1", "--json"))
+    assert {r["knowledge_id"] for r in found["results"]} == {row["knowledge_id"]}
+    both = json.loads(cli.ok("search", "glacier moraine", "--kb", "docs", "--json"))
+    assert len({r["knowledge_id"] for r in both["results"]}) == 2
+
+    # Same content, another tag: not "unchanged", the document is re-tagged.
+    (again,) = cli.json("ingest", str(tagged), "--kb", "docs", "--tag", "release-2")
+    assert again["status"] == "indexed"
+    assert {c.tag_id for c in stored(cli.ctx(), row["knowledge_id"])} == {"release-2"}
+    bad = cli("ingest", str(tagged), "--kb", "docs", "--tag", " ")
+    assert bad.code == 2 and bad.err.startswith("ragstep: error: tag ' ':")
