@@ -14,7 +14,7 @@ import pytest
 from conftest import run_cli
 from ragstep.adapters.chat.extractive import split_sentences
 from ragstep.context import Clients
-from ragstep.entry.cli.chat import EXTRACTIVE_NOTE, _ask, interactive
+from ragstep.entry.cli.chat import EXTRACTIVE_NOTE, ask, interactive
 from ragstep.entry.cli.common import context_of
 from ragstep.settings import Settings
 from support.llm_server import LLMServer, Reply, sse, streamed
@@ -43,8 +43,8 @@ def test_chat_prints_the_answer_the_sources_and_the_session(data_dir: str, capsy
     assert lines[0] == "Cold starts happen when a new execution environment starts. [1]"
     assert f"({EXTRACTIVE_NOTE})" in lines
     sources = lines.index("Sources:")
-    assert lines[sources + 1].split() == ["#", "file", "chunk", "score"]
-    assert lines[sources + 3].split()[:3] == ["1", "lambda.md", "0"]
+    assert lines[sources + 1].split() == ["#", "file", "chunk", "score", "cited"]
+    assert lines[sources + 3].split()[:3] == ["1", "lambda.md", "0"] and lines[sources + 3].split()[-1] == "yes"
     assert lines[-1].startswith("session: ")
     assert "stage" not in out  # no trace without --trace
 
@@ -165,7 +165,7 @@ def test_ctrl_c_while_an_answer_streams_stops_it_and_keeps_the_part_shown(tmp_pa
                 return super().write(text)
 
         out = Out()
-        assert _ask(args, ctx, "When do cold starts happen?", None, out) is None
+        assert ask(args, ctx, "When do cold starts happen?", None, out) is None
         assert server.hung_up.wait(5)
     assert out.getvalue().endswith("\n[interrupted]\n")
     (session,) = ctx.history.sessions()

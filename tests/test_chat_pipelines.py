@@ -13,8 +13,9 @@ import pytest
 
 from ragstep.adapters.history.dynamodb import DynamoHistoryStore
 from ragstep.adapters.history.sqlite import SqliteHistoryStore
-from ragstep.app.chat import chat_response, delete_session, list_sessions, run_chat, session_turns, stream_chat
+from ragstep.app.chat import chat_response, delete_session, run_chat, stream_chat
 from ragstep.app.ingest import ingest_file
+from ragstep.app.sessions import list_sessions, session_turns
 from ragstep.context import Clients, Context
 from ragstep.errors import InputError, NotFoundError, ProviderError
 from ragstep.models import ChatRequest, KnowledgeBase, StreamEvent, Turn, Usage

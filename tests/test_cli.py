@@ -180,7 +180,7 @@ def test_kb_create_list_delete(cli: Cli) -> None:
         ("docs", "document", 0),
         ("常见问题", "faq", 0),
     ]
-    assert set(listed[0]) == {"id", "name", "type", "embedding_model", "created_at", "documents"}
+    assert set(listed[0]) == {"id", "name", "type", "embedding_model", "created_at", "description", "documents"}
     assert re.fullmatch(r"[0-9a-f]{32}", listed[0]["id"])
 
     assert cli.ok("kb", "delete", "常见问题") == "deleted knowledge base 常见问题 (0 chunks)\n"
@@ -741,6 +741,21 @@ def test_demo_runs_and_is_idempotent(cli: Cli) -> None:
     again = [line for line in second.splitlines() if line.startswith("  demo-")]
     assert again == [line.replace(": indexed, ", ": unchanged, ") for line in ingested]
     assert [kb["name"] for kb in cli.json("kb", "list")] == ["demo-docs", "demo-faq"]
+
+
+def test_demo_streams_two_answers_with_their_sources(cli: Cli) -> None:
+    from ragstep.entry.cli.demo import DEMO_QUESTIONS
+
+    out = cli.ok("demo")
+    assert len(DEMO_QUESTIONS) == 2
+    for question, kb_name in DEMO_QUESTIONS:
+        _, found, block = out.partition(f"\nchat (rag_stream, {kb_name}): {question}\n")
+        assert found, f"the demo asks {question!r}"
+        answer, _, rest = block.partition("\n")
+        assert "[1]" in answer, "the extractive answer cites its source"
+        assert rest.startswith("(answered by the extractive answerer")
+        assert "\nSources:\n#  file" in rest
+    assert len(cli.json("sessions", "list")) == 2, "each question is its own session"
 
 
 # -- bad options and serve -----------------------------------------------------------------------------------------

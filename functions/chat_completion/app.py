@@ -1,4 +1,4 @@
-"""Lambda function of the ``chat_completion`` stage (the logic lives in ragstep.entry.aws.stage, in the shared layer)."""
+"""Lambda function of the ``chat_completion`` stage (the logic lives in ragstep.entry.aws.stage, shared layer)."""
 
 from ragstep.entry.aws.stage import stage_handler
 

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         HistoryStore,
         KeyStore,
         Reranker,
+        ResponseCache,
         SearchIndex,
         UsageStore,
     )
@@ -95,7 +96,7 @@ class Clients:
                 adapter = self._scoped.get(key)
                 if adapter is None:
                     adapter = self._scoped[key] = build()
-        return adapter  # type: ignore[no-any-return]
+        return adapter
 
     # -- per-tenant adapters --------------------------------------------------------------------------------------
 
@@ -110,6 +111,16 @@ class Clients:
 
     def blobs(self, tenant_id: str) -> BlobStore:
         return self._per_tenant("blobs", tenant_id, lambda: self._build_blobs(tenant_id))
+
+    def cache(self, tenant_id: str) -> ResponseCache | None:
+        """The tenant's response cache (None with ``RAGSTEP_CACHE_BACKEND=none``)."""
+
+        def build() -> ResponseCache | None:
+            from ragstep.adapters.cache import make_cache
+
+            return make_cache(self.settings, tenant_id, self.tenant_dir(tenant_id))
+
+        return self._per_tenant("cache", tenant_id, build) if self.settings.cache_backend != "none" else None
 
     def _build_index(self, tenant_id: str) -> SearchIndex:
         backend = self.settings.index_backend
@@ -280,6 +291,10 @@ class Context:
     @property
     def blobs(self) -> BlobStore:
         return self.clients.blobs(self.tenant_id)
+
+    @property
+    def cache(self) -> ResponseCache | None:
+        return self.clients.cache(self.tenant_id)
 
     @property
     def data_dir(self) -> Path:

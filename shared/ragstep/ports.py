@@ -48,8 +48,10 @@ class IndexStats:
 class SearchIndex(Protocol):
     #: Whether this index fuses keyword and vector hits itself (:class:`HybridSearch`) and the search stage should
     #: send it one hybrid query per target instead of the keyword + vector pair. Every index declares it; only an
-    #: index that also implements :class:`HybridSearch` may set it True.
-    supports_server_hybrid: bool
+    #: index that also implements :class:`HybridSearch` may set it True. (A read-only property of the port: an
+    #: adapter may declare it as a class attribute or compute it from its settings.)
+    @property
+    def supports_server_hybrid(self) -> bool: ...
 
     def replace_knowledge(
         self, knowledge_id: str, chunks: Sequence[Chunk], vectors: np.ndarray | None, space: str | None
@@ -89,7 +91,8 @@ class SearchIndex(Protocol):
 class HybridSearch(Protocol):
     """The optional server-side fusion of a :class:`SearchIndex` (OpenSearch's ``hybrid`` query)."""
 
-    supports_server_hybrid: bool
+    @property
+    def supports_server_hybrid(self) -> bool: ...
 
     def hybrid_search(
         self,
@@ -357,3 +360,16 @@ class UsageStore(Protocol):
 
     def between(self, tenant_id: str, start: float, end: float) -> list[UsageRecord]:
         """The tenant's records with ``start <= started_at < end``, oldest first."""
+
+
+@runtime_checkable
+class ResponseCache(Protocol):
+    """Model outputs kept for a while, per tenant: LLM responses (rewrites, answers) and query embeddings.
+
+    Keys are hashes the caller builds from everything that determines the output (model, messages, settings);
+    values are text (JSON for structured outputs). An expired entry is never returned, however late the backend
+    deletes it."""
+
+    def get(self, key: str) -> str | None: ...
+
+    def put(self, key: str, value: str, ttl_s: int) -> None: ...

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from ragstep.adapters._aws import aws_client
@@ -190,9 +191,8 @@ class DynamoTable:
         for start in range(0, len(keys), BATCH_WRITE_ITEMS):
             pending = [{"DeleteRequest": {"Key": key}} for key in keys[start : start + BATCH_WRITE_ITEMS]]
             for attempt in range(_BATCH_ATTEMPTS):
-                response = self.guarded(
-                    "batch delete", lambda p=pending: self.client.batch_write_item(RequestItems={self.name: p})
-                )
+                request = {self.name: pending}
+                response = self.guarded("batch delete", partial(self.client.batch_write_item, RequestItems=request))
                 pending = response.get("UnprocessedItems", {}).get(self.name, [])
                 if not pending:
                     break

@@ -22,9 +22,9 @@ from ragstep.models import (
     ChatSettings,
     HistoryRound,
     PipelineState,
+    Reference,
     SearchRequest,
     SearchResult,
-    SessionSummary,
     StreamEvent,
     Turn,
     Usage,
@@ -126,7 +126,7 @@ def stream_chat(request: ChatRequest, ctx: Context) -> Generator[StreamEvent, No
                 final: PipelineState = stop.value
                 break
             if event.event == "references":
-                references = [SearchResult.model_validate(r) for r in event.data.get("results", [])]
+                references = [Reference.model_validate(r) for r in event.data.get("results", [])]
                 model = str(event.data.get("model", ""))
             elif event.event == "answer":
                 shown.append(str(event.data.get("delta", "")))
@@ -143,7 +143,7 @@ def stream_chat(request: ChatRequest, ctx: Context) -> Generator[StreamEvent, No
         turn_of(
             final,
             answer=final.chat.answer,
-            references=context_results(final),
+            references=list(final.chat.references) or context_results(final),
             model=final.chat.model,
             usage=final.chat.usage,
             interrupted=False,
@@ -169,18 +169,11 @@ def chat_response(state: PipelineState) -> dict[str, Any]:
         "model": state.chat.model,
         "usage": state.chat.usage.model_dump(),
         "fallback": state.chat.fallback,
-        "references": [r.model_dump(mode="json") for r in context_results(state)],
+        "references": [r.model_dump(mode="json") for r in state.chat.references or context_results(state)],
+        "doc_aggs": [a.model_dump(mode="json") for a in state.chat.doc_aggs],
+        "citation_mode": state.chat.citation_mode,
         "trace": [t.model_dump(mode="json") for t in state.trace],
     }
-
-
-def list_sessions(ctx: Context, limit: int = 100) -> list[SessionSummary]:
-    return ctx.history.sessions(limit)
-
-
-def session_turns(ctx: Context, session_id: str, limit: int = 1000) -> list[Turn]:
-    require_session(ctx, session_id)
-    return ctx.history.recent(session_id, limit=limit)
 
 
 def delete_session(ctx: Context, session_id: str) -> int:
@@ -199,7 +192,7 @@ def stream_stateless_chat(
     skips and leaves them as given.
     """
     if request.session_id is not None:
-        raise InputError("a stateless chat takes its history from the request; drop the session id, or drop the history")
+        raise InputError("a stateless chat takes its history from the request; drop the session id or the history")
     state = new_chat_state(request, ctx)
     max_rounds = state.chat.settings.max_rounds
     rounds = [HistoryRound(query=r.query.strip(), answer=strip_think(r.answer)) for r in history]

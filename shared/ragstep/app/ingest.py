@@ -20,9 +20,9 @@ import hashlib
 import os
 import stat
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Literal
 
 from ragstep.context import Context
@@ -200,8 +200,6 @@ def ingest_file(
     ``tag_id`` tags the document and every chunk of it. ``check_transport`` round-trips the state through JSON
     between stages as Step Functions would. An interrupt (Ctrl-C) removes this run's products, then propagates.
     """
-    from ragstep.pipeline import run_pipeline
-
     resolved = str(path.resolve())
     if any(0xD800 <= ord(ch) <= 0xDFFF for ch in resolved):
         # A name that is not UTF-8 (decoded with surrogateescape) can be neither stored nor printed: refuse the file.
@@ -210,9 +208,49 @@ def ingest_file(
             str(shown), "", "failed", error=f"{shown.name}: the file name is not valid UTF-8; rename it"
         )
     kid = knowledge_id_for(kb, resolved)
+    return _run(str(path), kid, ctx, lambda: _stage_file(path, kb, kid, ctx, options, tag_id), check_transport)
+
+
+def ingest_blob(
+    kb: KnowledgeBase,
+    ctx: Context,
+    *,
+    knowledge_id: str,
+    blob_key: str,
+    filename: str,
+    content_hash: str,
+    size: int,
+    tag_id: str = "",
+    options: IngestOptions | None = None,
+) -> IngestResult:
+    """Ingest an original already in the blob store (an HTTP upload, stored under ``sources/`` by its sha256), as
+    :func:`ingest_file` ingests a file: same statuses, same rules. A failure removes the stored original unless it is
+    the version indexed."""
+
+    def stage() -> IngestState:
+        return new_ingest_state(
+            kb,
+            knowledge_id=knowledge_id,
+            blob_key=blob_key,
+            filename=filename,
+            title=PurePath(filename).stem,
+            content_hash=content_hash,
+            size=size,
+            tag_id=tag_id,
+            options=options,
+            tenant_id=ctx.tenant_id,
+        )
+
+    return _run(filename, knowledge_id, ctx, stage, check_transport=False)
+
+
+def _run(label: str, kid: str, ctx: Context, stage: Callable[[], IngestState], check_transport: bool) -> IngestResult:
+    """Stage, then run the ``ingest`` pipeline; a failure is the result (its run's products discarded)."""
+    from ragstep.pipeline import run_pipeline
+
     state: IngestState | None = None
     try:
-        state = _stage_file(path, kb, kid, ctx, options, tag_id)
+        state = stage()
         state = run_pipeline("ingest", state, ctx, check_transport=check_transport)
     except RagstepError as exc:
         failed = exc.state if isinstance(exc.state, IngestState) else state
@@ -220,16 +258,16 @@ def ingest_file(
             # The failure to report is the first one; leftovers under ingest/ would be harmless.
             with contextlib.suppress(RagstepError):
                 discard_products(failed, ctx)
-        return IngestResult(str(path), kid, "failed", error=exc.message)
+        return IngestResult(label, kid, "failed", error=exc.message)
     except BaseException:
         if state is not None:
             with contextlib.suppress(RagstepError):
                 discard_products(state, ctx)
         raise
     if state.status == "duplicate":
-        return IngestResult(str(path), state.duplicate_of or kid, "duplicate", 0, state.note)
+        return IngestResult(label, state.duplicate_of or kid, "duplicate", 0, state.note)
     status: ResultStatus = "unchanged" if state.status == "unchanged" else "indexed"
-    return IngestResult(str(path), kid, status, state.counts.get("chunks", 0))
+    return IngestResult(label, kid, status, state.counts.get("chunks", 0))
 
 
 def _stage_file(
@@ -297,3 +335,28 @@ def delete_knowledge(knowledge: Knowledge, ctx: Context) -> int:
         ctx.blobs.delete(knowledge.source_key)  # an upload outside ingestion's prefixes (S3) is the original too
     ctx.catalog.delete_knowledge(knowledge.id)
     return removed
+
+
+# -- enabling ------------------------------------------------------------------------------------------------------
+
+
+def set_document_enabled(knowledge: Knowledge, enabled: bool, ctx: Context) -> Knowledge:
+    """Switch a document's chunks off (kept, never retrieved) or back on; returns the stored record.
+
+    The index lists only a document's enabled chunks, so the ids switched off are kept on the record to switch the
+    same ones back on. Always applied, never skipped as "already so": running it again repairs a switch that failed
+    between the record and the index.
+    """
+    if enabled:
+        ctx.index.set_enabled(knowledge.disabled_chunks, True)
+        updated = knowledge.model_copy(update={"enabled": True, "disabled_chunks": []})
+        ctx.catalog.put_knowledge(updated)
+        return updated
+    # chunk_count is every index row of the document; the margin covers a count written before a change of rows.
+    found = ctx.index.knowledge_chunks(knowledge.id, max(knowledge.chunk_count, 1) + 1000)
+    ids = list(dict.fromkeys([*knowledge.disabled_chunks, *(chunk.id for chunk in found)]))
+    updated = knowledge.model_copy(update={"enabled": False, "disabled_chunks": ids})
+    # The record first: should the index fail, the ids are known and this call can be made again.
+    ctx.catalog.put_knowledge(updated)
+    ctx.index.set_enabled(ids, False)
+    return updated

@@ -98,7 +98,7 @@ def create_key(
                 key_hash=hash_key(text),
                 tenant_id=tenant_id,
                 name=name,
-                scopes=check_scopes(scopes),  # type: ignore[arg-type]  # checked against SCOPES just now
+                scopes=check_scopes(scopes),
                 knowledge_bases=list(dict.fromkeys(knowledge_bases)),
                 created_at=now,
                 expires_at=expires_at,

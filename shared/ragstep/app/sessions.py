@@ -82,6 +82,18 @@ def sessions_page(ctx: Context, *, offset: int, limit: int) -> tuple[list[Sessio
     return fixed, len(summaries) > offset + limit
 
 
+def list_sessions(ctx: Context, limit: int = MAX_PAGE) -> list[SessionSummary]:
+    """The tenant's most recently active sessions (the CLI's ``sessions list``)."""
+    return sessions_page(ctx, offset=0, limit=limit)[0]
+
+
+def session_turns(ctx: Context, session_id: str, limit: int = 1000) -> list[Turn]:
+    """A session's turns, oldest first, the opening record of an empty session left out."""
+    require_session(ctx, session_id)
+    turns = [t for t in ctx.history.recent(session_id, limit=limit + 1) if not is_opening(t)]
+    return turns[-limit:]
+
+
 def turns_page(ctx: Context, session_id: str, *, before: float | None, limit: int) -> tuple[list[Turn], float | None]:
     """The session's turns created before ``before`` (all when None), newest first, at most ``limit``; and the
     ``before`` that reads the next (older) page, None when this page reaches the first turn."""

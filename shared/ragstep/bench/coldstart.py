@@ -152,7 +152,7 @@ def child_env(data_dir: Path) -> dict[str, str]:
     return env
 
 
-def one_run(app: Path | None, event_file: Path, env: dict[str, str]) -> dict[str, float]:
+def one_run(app: Path | None, event_file: Path, env: dict[str, str]) -> dict[str, Any]:
     started = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, str(app or ""), str(event_file), MARK],

@@ -40,6 +40,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +80,8 @@ def corpus_texts(bench_dir: Path, n: int, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
     out = []
     for i in range(n):
-        copy, text = divmod(i, len(base))
-        text = base[text]
+        copy, k = divmod(i, len(base))
+        text = base[k]
         if copy:
             sentences = _SENTENCE.split(text)
             rng.shuffle(sentences)
@@ -281,8 +282,8 @@ def run_latency(
         say(f"timing {queries} queries: search stage, pipeline ...")
         search_ms, pipeline_ms = [], []
         for text in qtexts:
-            search_ms.append(_timed(lambda t=text: search(t)))
-            pipeline_ms.append(_timed(lambda t=text: pipeline(t)))
+            search_ms.append(_timed(partial(search, text)))
+            pipeline_ms.append(_timed(partial(pipeline, text)))
         out.update({f"search_{k}": v for k, v in summary(search_ms).items()})
         out.update({f"pipeline_{k}": v for k, v in summary(pipeline_ms).items()})
 
@@ -290,7 +291,7 @@ def run_latency(
         pipeline_new_ms = []
         for text in qtexts:
             forget_query()
-            pipeline_new_ms.append(_timed(lambda t=text: pipeline(t)))
+            pipeline_new_ms.append(_timed(partial(pipeline, text)))
         out.update({f"pipeline_new_query_{k}": v for k, v in summary(pipeline_new_ms).items()})
 
         # Post-search stages on 100 candidates; the search that produces them is not timed.
@@ -305,14 +306,14 @@ def run_latency(
 
         for s in states:  # untimed: the "warm" pass sees candidates and queries the process has seen before
             post(s)
-        warm = [_timed(lambda s=s: post(s)) for s in states]
+        warm = [_timed(partial(post, s)) for s in states]
         cold, new_query = [], []
         for s in states:
             forget_token_sets()
-            cold.append(_timed(lambda s=s: post(s)))
+            cold.append(_timed(partial(post, s)))
         for s in states:
             forget_query()
-            new_query.append(_timed(lambda s=s: post(s)))
+            new_query.append(_timed(partial(post, s)))
         out["post_search_p50_ms"] = round(median(warm), 3)
         out["post_search_cold_p50_ms"] = round(median(cold), 3)
         out["post_search_new_query_p50_ms"] = round(median(new_query), 3)
@@ -345,11 +346,11 @@ def run_latency(
         mixed_pipeline: list[float] = []
         peer_ms: dict[str, list[float]] = {name: [] for name in built}
         for i, text in enumerate(qtexts if built else ()):
-            mixed_search.append(_timed(lambda t=text: search(t)))
-            mixed_pipeline.append(_timed(lambda t=text: pipeline(t)))
+            mixed_search.append(_timed(partial(search, text)))
+            mixed_pipeline.append(_timed(partial(pipeline, text)))
             for name, peer in built.items():
                 if i < limits[name]:
-                    peer_ms[name].append(_timed(lambda p=peer, t=text: p.search(t, qvecs[t])))
+                    peer_ms[name].append(_timed(partial(peer.search, text, qvecs[text])))
 
         peer_out: dict[str, Any] = {}
         for name in built:
@@ -401,13 +402,18 @@ def render(r: dict[str, Any]) -> str:
     headers = ("what", "p50 ms", "p95 ms", "p50 / search p50", "p50 / pipeline p50", "queries")
     lines.append(table(headers, rows))
     if r["peers"]:
-        rows = []
+        peer_rows = []
         for name, p in r["peers"].items():
             ratios = f"{p['ratio_vs_search']:.2f}", f"{p['ratio_vs_pipeline']:.2f}"
             ours = p["ours_search_p50_ms"], p["ours_pipeline_p50_ms"]
-            rows.append((f"{name} + cosine, RRF", p["p50_ms"], p["p95_ms"], *ours, *ratios, p["queries"]))
-        headers = ("peer", "p50 ms", "p95 ms", "ours: search", "pipeline", "peer/search", "peer/pipeline", "queries")
-        lines += ["", "peers, timed in turn with ours on each query (p50 ms; ratios of p50s):", table(headers, rows)]
+            peer_rows.append((f"{name} + cosine, RRF", p["p50_ms"], p["p95_ms"], *ours, *ratios, p["queries"]))
+        peer_headers = ["peer", "p50 ms", "p95 ms", "ours: search", "pipeline", "peer/search", "peer/pipeline"]
+        peer_headers.append("queries")
+        lines += [
+            "",
+            "peers, timed in turn with ours on each query (p50 ms; ratios of p50s):",
+            table(peer_headers, peer_rows),
+        ]
     lines += [
         "",
         f"rerank + merge + top-k on {r['post_search_candidates']:.0f} candidates: p50 {r['post_search_p50_ms']} ms, "

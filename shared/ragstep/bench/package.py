@@ -133,7 +133,7 @@ def build_shared_layer(layer_dir: Path) -> None:
 
 def run_package(layer_dir: str | Path | None = None, *, rebuild: bool = False) -> dict[str, Any]:
     explicit = layer_dir is not None
-    layers = Path(layer_dir) if explicit else repo_root() / "layers" / "build"
+    layers = Path(layer_dir) if layer_dir is not None else repo_root() / "layers" / "build"
     dep, shared = layers / "python", layers / "shared" / "python"
     built = []
     if rebuild or not dep.is_dir():

@@ -28,10 +28,10 @@ from ragstep.models.chat import (
     FallbackStrategy,
     HistoryRound,
     Language,
+    Reference,
     SessionSummary,
     Turn,
     Usage,
-    Reference,
     language_of,
 )
 from ragstep.models.ingest import (
@@ -74,9 +74,9 @@ __all__ = [
     "ChatSettings",
     "ChatState",
     "Chunk",
+    "ChunkType",
     "CitationMode",
     "DocAggregate",
-    "ChunkType",
     "ErrorInfo",
     "FallbackStrategy",
     "Fusion",

@@ -69,6 +69,8 @@ class IngestionJob(_Model):
     content_hash: str = ""
     size: int = 0
     tag_id: str = ""
+    #: The :class:`IngestOptions` to chunk it with ({} = the defaults).
+    options: dict[str, Any] = Field(default_factory=dict)
     status: JobStatus = "queued"
     #: One line: why it failed, or which document holds the same content (``duplicate``).
     error: str = ""

@@ -96,6 +96,10 @@ class ChatSettings(_Model):
     # Serve a repeated question with the same messages and settings from the response cache.
     cache_answers: bool = False
 
+    def with_max_tokens(self, max_tokens: int) -> ChatSettings:
+        """These settings with the answer's share lowered to what the token budget leaves (validated: >= 1)."""
+        return ChatSettings.model_validate({**self.model_dump(), "max_tokens": max_tokens})
+
 
 class Reference(SearchResult):
     """A passage the answer was given (``[n]`` = the n-th reference), whether the answer cites it, and where: the
@@ -103,6 +107,10 @@ class Reference(SearchResult):
 
     cited: bool = False
     positions: list[int] = Field(default_factory=list)
+
+    def cited_at(self, positions: list[int]) -> Reference:
+        """This reference cited at these answer offsets (none: not cited)."""
+        return self.model_copy(update={"cited": bool(positions), "positions": list(positions)})
 
 
 class DocAggregate(_Model):
@@ -148,6 +156,8 @@ class ChatState(_Model):
     # what the answer cites); empty for the plain chat pipelines.
     references: list[Reference] = Field(default_factory=list)
     doc_aggs: list[DocAggregate] = Field(default_factory=list)
+    # The FAQ-first layout's labels ("FAQ-1", "DOC-2") -> reference number, for the markers a model writes with them.
+    labels: dict[str, int] = Field(default_factory=dict)
     # Where the answer's markers came from: the model (repaired), insert_citations, the extractive quotes, or none.
     citation_mode: CitationMode = "none"
 

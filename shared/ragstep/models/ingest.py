@@ -141,5 +141,32 @@ class IngestState(_Model):
     def skipped(self) -> bool:
         return self.status in INGEST_SKIPPED
 
-    def with_trace(self, event: TraceEvent) -> IngestState:
-        return self.model_copy(update={"trace": [*self.trace, event]})
+    def with_trace(self, *events: TraceEvent) -> IngestState:
+        return self.model_copy(update={"trace": [*self.trace, *events]})
+
+    # Typed steps for the stages: each names what changes, so a misspelt field is a type error, not a silent no-op.
+
+    def with_content_hash(self, digest: str) -> IngestState:
+        return self.model_copy(update={"source": self.source.model_copy(update={"content_hash": digest})})
+
+    def advanced(
+        self,
+        status: IngestStatus,
+        *events: TraceEvent,
+        products: IngestProducts | None = None,
+        counts: dict[str, int] | None = None,
+        note: str | None = None,
+        duplicate_of: str | None = None,
+    ) -> IngestState:
+        """The state one stage further: its new status, products, the counts it measured (added to the earlier
+        stages' counts) and its trace events."""
+        update: dict[str, object] = {"status": status, "trace": [*self.trace, *events]}
+        if products is not None:
+            update["products"] = products
+        if counts:
+            update["counts"] = {**self.counts, **counts}
+        if note is not None:
+            update["note"] = note
+        if duplicate_of is not None:
+            update["duplicate_of"] = duplicate_of
+        return self.model_copy(update=update)

@@ -87,6 +87,14 @@ class PipelineState(_Model):
         update = {"request": request, "knowledge_bases": knowledge_bases, "knowledge_scope": knowledge_scope}
         return self.model_copy(update=update)
 
+    def with_chat(self, chat: ChatState, *events: TraceEvent) -> PipelineState:
+        """The state with the chat stages' part replaced (a stage edits a copy of ``state.chat``, attribute by
+        attribute, so every field it sets is type-checked) and ``events`` traced."""
+        return self.model_copy(update={"chat": chat, "trace": [*self.trace, *events]})
+
+    def with_rewritten_query(self, query: str, *events: TraceEvent) -> PipelineState:
+        return self.model_copy(update={"rewritten_query": query, "trace": [*self.trace, *events]})
+
     def results(self, field: ResultField) -> list[SearchResult]:
         return list(getattr(self, field))
 

@@ -1,9 +1,10 @@
 """File parsers: bytes in, ONE ordered text stream out (modelled on WeKnora's docreader).
 
-Document formats become Markdown-flavoured text that :func:`ragstep.retrieval.chunking.split_text` understands: headings as
-``#`` lines, tables as Markdown tables, images as ``![alt](target)`` placeholders and links as ``[text](url)``, all in
-the order they appear in the file. Data files (``.csv``, ``.xlsx``) become :class:`DataFileSummary` objects instead
-(one per sheet), rendered to text for display; FAQ files are read by :mod:`ragstep.parsers.faq`.
+Document formats become Markdown-flavoured text that :func:`ragstep.retrieval.chunking.split_text` understands:
+headings as ``#`` lines, tables as Markdown tables, images as ``![alt](target)`` placeholders and links as
+``[text](url)``, all in the order they appear in the file. Data files (``.csv``, ``.xlsx``) become
+:class:`DataFileSummary` objects instead (one per sheet), rendered to text for display; FAQ files are read by
+:mod:`ragstep.parsers.faq`.
 
 Conventions shared by every parser:
 

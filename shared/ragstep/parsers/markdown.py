@@ -17,13 +17,13 @@ def cell(text: str) -> str:
 
 def table(rows: Sequence[Sequence[str]]) -> str:
     """A Markdown table; the first row is the header. Short rows are padded, so every row has the same width."""
-    rows = [[cell(c) for c in row] for row in rows if row]
-    if not rows:
+    cells = [[cell(c) for c in row] for row in rows if row]
+    if not cells:
         return ""
-    width = max(len(row) for row in rows)
-    rows = [row + [""] * (width - len(row)) for row in rows]
-    lines = ["| " + " | ".join(rows[0]) + " |", "|" + " --- |" * width]
-    lines.extend("| " + " | ".join(row) + " |" for row in rows[1:])
+    width = max(len(row) for row in cells)
+    cells = [row + [""] * (width - len(row)) for row in cells]
+    lines = ["| " + " | ".join(cells[0]) + " |", "|" + " --- |" * width]
+    lines.extend("| " + " | ".join(row) + " |" for row in cells[1:])
     return "\n".join(lines)
 
 

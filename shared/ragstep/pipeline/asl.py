@@ -7,8 +7,9 @@
 Shape of a definition:
 
 * Every :class:`Stage` (and a final :class:`Stream` step, whose function drains the events and returns the final
-  state: a state machine has no way to relay them) is a ``Task`` named after the stage whose ``Resource`` is ``${<Stage>FunctionArn}`` (e.g.
-  ``${ChunkSearchFunctionArn}``), filled in by the template's ``DefinitionSubstitutions``. The function ARN is the
+  state: a state machine has no way to relay them) is a ``Task`` named after the stage whose ``Resource`` is
+  ``${<Stage>FunctionArn}`` (e.g. ``${ChunkSearchFunctionArn}``), filled in by the template's
+  ``DefinitionSubstitutions``. The function ARN is the
   resource itself rather than ``arn:aws:states:::lambda:invoke`` with ``Payload.$``/``OutputPath``: both invoke the
   function synchronously with the same errors, but the direct form's result is exactly the handler's return value,
   while the optimised integration wraps it in an envelope (status code, executed version, SDK HTTP metadata) that

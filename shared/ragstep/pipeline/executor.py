@@ -74,7 +74,7 @@ def drain(events: Generator[StreamEvent, None, State]) -> State:
         try:
             next(events)
         except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+            return stop.value
 
 
 def run_pipeline(pipeline: Pipeline | str, state: State, ctx: Context, *, check_transport: bool = False) -> State:

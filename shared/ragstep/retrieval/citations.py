@@ -6,7 +6,7 @@ Two sources of markers, one shape out:
   rewrites ``[ID:3]``, ``(ID:3)``, ``【3】``, ``［３］``, ``[^3]``, ``ref3``, ``[1, 2]`` and full-width digits to
   ``[3]`` / ``[1][2]``, drops markers to passages that do not exist, and collapses a run of markers that repeats a
   passage (``[1] [2][1]`` -> ``[1][2]``). It works on a stream: text that may be the start of a marker (``[I``,
-  ``re``, a trailing space before a marker that may be dropped, a backtick that may open code) is held back until
+  ``re``, a backtick that may open code) is held back until
   the next chunk decides it, so no half marker ever reaches a reader. Code (fenced blocks, inline spans) is never
   touched: ``arr[9]`` is not a citation.
 * **Inserted** -- the model wrote none: :func:`insert_citations` (RAGFlow's ``insert_citations``) cites each
@@ -37,15 +37,18 @@ MARKER = re.compile(
     rf"|\[\^(?P<foot>{_D})\]"  # [^3]
     rf"|[\[【［]\s*(?P<plain>{_LIST})\s*[\]】］]"  # [3] 【3】 ［３］ [1, 2]
     rf"|[\[(（]\s*{_REF}\s*(?P<bref>{_D})\s*[\])）]"  # [ref3] (ref 3)
+    rf"|[\[【［]\s*(?P<label>(?:FAQ|DOC)-{_D})\s*[\]】］]"  # [FAQ-1] [DOC-2]: the FAQ-first layout's labels
     rf"|(?<![A-Za-z]){_REF}(?P<ref>{_D})(?![0-9A-Za-z\uff10-\uff19])"  # ref3
     rf")"
 )
 _GROUPS = ("id", "foot", "plain", "bref", "ref")
 #: What may still become a marker at the end of a chunk: an opening bracket not closed yet (within a marker's
-#: length, on the same line), a lone ``r``/``re``/``ref`` + digits, spaces (before a marker that may be dropped),
-#: one or two backticks (a fence being written).
+#: length, on the same line) or a lone ``r``/``re``/``ref`` + digits, with the spaces before it (dropped with a
+#: dropped marker), and one or two backticks (a fence being written). Plain trailing spaces are not held: chunks
+#: keep their boundaries, and a dropped marker right after a chunk that ended in a space leaves that space.
 _UNSETTLED = re.compile(
-    r"(?:[ \t]*(?:[\[(（【［][^\])）】］\n]{0,24}|(?<![A-Za-z])(?i:r|re|ref\s?[0-9\uff10-\uff19]*))|[ \t]+|`{1,2})\Z"
+    r"(?:[ \t]*(?:[\[(（【［][^\])）】］\n]{0,24}|(?<![A-Za-z])(?i:r|re|ref\s?[0-9\uff10-\uff19]*))"
+    r"|(?<!`)`{1,2})\Z"
 )
 #: An inline code span opened on the current line and not closed yet is held back up to this many characters.
 _MAX_OPEN_CODE = 200
@@ -55,7 +58,11 @@ _INLINE_CODE = re.compile(r"(`[^`\n]*`)")
 CANONICAL = re.compile(r"\[(\d+)\]")
 
 
-def _numbers(match: re.Match[str]) -> list[int]:
+def _numbers(match: re.Match[str], labels: dict[str, int]) -> list[int]:
+    label = match.group("label")
+    if label is not None:
+        kind, _, number = label.partition("-")
+        return [labels.get(f"{kind}-{int(number)}", 0)]  # 0: no such passage (dropped)
     for name in _GROUPS:
         value = match.group(name)
         if value is not None:
@@ -73,12 +80,12 @@ def _settled(buffer: str) -> int:
     tail = _UNSETTLED.search(buffer)
     if tail is not None:
         cut = tail.start()
-    line_start = buffer.rfind("\n") + 1
-    line = buffer[line_start:].replace(_FENCE, "")
+    line_start = buffer.rfind("\n", 0, cut) + 1
+    line = buffer[line_start:cut].replace(_FENCE, "")
     if line.count("`") % 2:  # an inline code span is open: a marker-like text in it must not be repaired
-        opened = buffer.rfind("`")
+        opened = buffer.rfind("`", 0, cut)
         if len(buffer) - opened <= _MAX_OPEN_CODE:
-            cut = min(cut, opened)
+            cut = opened
     return cut
 
 
@@ -88,6 +95,8 @@ class MarkerRepair:
     rest at the end. ``passages`` is how many passages ``[n]`` may point at."""
 
     passages: int
+    #: Layout labels ("FAQ-1", "DOC-2") -> passage number.
+    labels: dict[str, int] = field(default_factory=dict)
     repaired: int = 0  # markers rewritten into the canonical shape
     dropped: int = 0  # references to passages that do not exist
     collapsed: int = 0  # repeated passages in one run of markers
@@ -133,7 +142,7 @@ class MarkerRepair:
             if between:
                 out.append(between)
                 self._group = None
-            numbers = _numbers(match)
+            numbers = _numbers(match, self.labels)
             valid = list(dict.fromkeys(n for n in numbers if 1 <= n <= self.passages))
             self.dropped += len([n for n in numbers if not 1 <= n <= self.passages])
             group = self._group
@@ -149,13 +158,14 @@ class MarkerRepair:
         tail = text[pos:]
         if tail:
             out.append(tail)
-            self._group = None
+            if tail.strip(" \t"):  # spaces alone do not end a run of markers: "[1] " then "[1]" is one run
+                self._group = None
         return "".join(out)
 
 
-def repair_markers(text: str, passages: int) -> tuple[str, MarkerRepair]:
+def repair_markers(text: str, passages: int, labels: dict[str, int] | None = None) -> tuple[str, MarkerRepair]:
     """The whole answer with its markers repaired (and the repair's counts)."""
-    repair = MarkerRepair(passages)
+    repair = MarkerRepair(passages, dict(labels or {}))
     return repair.feed(text) + repair.flush(), repair
 
 

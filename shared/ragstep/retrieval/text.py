@@ -30,7 +30,7 @@ from array import array
 from collections.abc import Iterable, Iterator, MutableMapping
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 # CJK Unified Ideographs, Extension A and Compatibility Ideographs: the runs jieba segments.
 _HAN_RUN = re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)")
@@ -96,7 +96,8 @@ def _default_cache_path() -> Path:
     return _packaged_table() or _user_cache_path()
 
 
-_U32 = next(code for code in "ILH" if array(code).itemsize == 4)
+# memoryview.cast takes a literal format; the one whose items are 4 bytes on this platform ("I" nearly always).
+_U32: Literal["I", "L", "H"] = next(code for code in ("I", "L", "H") if array(code).itemsize == 4)
 _EMPTY = 0  # hash-index slot value of "no key"; slots hold key number + 1
 # A PrefixFreq lookup costs ~1 us against ~0.05 us for a dict: after this many lookups (a long document rather than
 # a query) the table turns into a plain dict, which pays for itself from then on.
@@ -200,7 +201,7 @@ class PrefixFreq(MutableMapping[str, int]):
             raise KeyError(key)
         return self._values[i]
 
-    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, key: str, default: Any = None) -> Any:
         d = self._count()
         if d is not None:
             return d.get(key, default)

@@ -18,7 +18,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-_CJK = "\u1100-\u11ff\u2e80-\u2fdf\u3000-\u30ff\u3100-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
+_CJK = (
+    "\u1100-\u11ff\u2e80-\u2fdf\u3000-\u30ff\u3100-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+    "\uff00-\uffef"
+)
 _PIECE = re.compile(f"[{_CJK}]|[A-Za-z]+|[0-9]+|[^\\s{_CJK}A-Za-z0-9]")
 #: Tokens of role and framing per chat message (OpenAI's chat format: ``<|im_start|>role\n ... <|im_end|>``).
 MESSAGE_OVERHEAD = 4

@@ -162,8 +162,8 @@ class S3BlobStore:
         return self._where(object_key)
 
     def put_file(self, key: str, source: BinaryIO, content_type: str = "application/octet-stream") -> str:
-        """Store what ``source`` holds with boto3's managed transfer (multipart above 8 MiB, parts read one at a
-        time: never whole into memory); the object appears only when the upload completes."""
+        """Store what ``source`` holds with boto3's managed transfer (multipart above 8 MiB, a few 8 MiB parts in
+        memory at a time, never the whole file); the object appears only when the upload completes."""
         object_key = self._object_key(key)
         extra: dict[str, Any] = {"ContentType": content_type or "application/octet-stream"}
         if self.kms_key_id:
@@ -172,7 +172,17 @@ class S3BlobStore:
             extra["ServerSideEncryption"] = "AES256"
 
         def upload() -> None:
-            self.client.upload_fileobj(source, self.bucket, object_key, ExtraArgs=extra)
+            from boto3.exceptions import S3UploadFailedError
+            from botocore.exceptions import ClientError
+
+            try:
+                self.client.upload_fileobj(source, self.bucket, object_key, ExtraArgs=extra)
+            except S3UploadFailedError as exc:
+                # The transfer manager wraps S3's answer; unwrapped, it gets the same one-line error as put.
+                cause = exc.__cause__ or exc.__context__
+                if isinstance(cause, ClientError):
+                    raise cause from None
+                raise StorageError(f"cannot write {self._where(object_key)}: {one_line(str(exc))}") from exc
 
         self._call_guarded("write", object_key, upload)
         self._bucket_seen = True

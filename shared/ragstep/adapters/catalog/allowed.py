@@ -2,8 +2,10 @@
 
 Every lookup goes through here when a request's key names knowledge bases, so a use case or stage cannot forget the
 limit: a knowledge base outside the list, and every document in it, does not exist (the same ``None`` -- and so the
-same 404 text -- as an unknown one). An entry of the list is a knowledge base id or name; a knowledge base matches
-when either is listed, checked on every call (no cache that a deleted and re-created name could outlive).
+same 404 text -- as an unknown one). Each method of :class:`~ragstep.ports.CatalogStore` is written out here, none
+delegated wholesale: a method added to the port fails the type check until it is limited here too. An entry of the
+list is a knowledge base id or name; a knowledge base matches when either is listed, checked on every call (no cache
+that a deleted and re-created name could outlive).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Sequence
 
 from ragstep.errors import ForbiddenError, NotFoundError
 from ragstep.models import Knowledge, KnowledgeBase
+from ragstep.models.catalog import IngestionJob
 from ragstep.ports import CatalogStore
 
 
@@ -34,6 +37,13 @@ class AllowedCatalog:
             )
         return self._inner.create_kb(kb)
 
+    def update_kb(self, kb: KnowledgeBase) -> KnowledgeBase:
+        if not self._kb_ok(kb.id):
+            raise NotFoundError(f"unknown knowledge base {kb.id!r}")
+        if kb.name not in self._allowed and kb.id not in self._allowed:
+            raise ForbiddenError("this API key's knowledge-base limit names the knowledge base by name; keep its name")
+        return self._inner.update_kb(kb)
+
     def get_kb(self, id_or_name: str) -> KnowledgeBase | None:
         return self._ok(self._inner.get_kb(id_or_name))
 
@@ -46,7 +56,9 @@ class AllowedCatalog:
 
     def put_knowledge(self, item: Knowledge) -> None:
         if not self._kb_ok(item.knowledge_base_id):
-            raise NotFoundError(f"knowledge base {item.knowledge_base_id!r} not found; create it before adding knowledge")
+            raise NotFoundError(
+                f"knowledge base {item.knowledge_base_id!r} not found; create it before adding knowledge"
+            )
         self._inner.put_knowledge(item)
 
     def get_knowledge(self, knowledge_id: str) -> Knowledge | None:
@@ -59,3 +71,25 @@ class AllowedCatalog:
     def delete_knowledge(self, knowledge_id: str) -> None:
         if self.get_knowledge(knowledge_id) is not None:
             self._inner.delete_knowledge(knowledge_id)
+
+    # Ingestion jobs belong to their knowledge base: visible only with it.
+
+    def put_job(self, job: IngestionJob) -> None:
+        if not self._kb_ok(job.knowledge_base_id):
+            raise NotFoundError(
+                f"knowledge base {job.knowledge_base_id!r} not found; create it before adding knowledge"
+            )
+        self._inner.put_job(job)
+
+    def get_job(self, job_id: str) -> IngestionJob | None:
+        job = self._inner.get_job(job_id)
+        return job if job is not None and self._kb_ok(job.knowledge_base_id) else None
+
+    def list_jobs(self, kb_id: str | None = None) -> list[IngestionJob]:
+        if kb_id is not None:
+            return self._inner.list_jobs(kb_id) if self._kb_ok(kb_id) else []
+        allowed = {kb.id for kb in self.list_kbs()}
+        return [job for job in self._inner.list_jobs() if job.knowledge_base_id in allowed]
+
+    def delete_jobs(self, kb_id: str, knowledge_id: str) -> int:
+        return self._inner.delete_jobs(kb_id, knowledge_id) if self._kb_ok(kb_id) else 0

@@ -155,7 +155,7 @@ class OpenAIChatModel:
                         break
                     if not parsed:
                         continue
-                    delta = delta_of(parsed)  # type: ignore[arg-type]
+                    delta = delta_of(parsed)
                     if delta.finish_reason:
                         finished = True
                     if delta.content or delta.reasoning or delta.usage or delta.finish_reason:

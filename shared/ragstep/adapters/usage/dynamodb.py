@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from ragstep.adapters._dynamodb import BATCH_WRITE_ITEMS, DynamoTable, number, sortable_float
@@ -44,15 +45,16 @@ class DynamoUsageStore:
         for start in range(0, len(records), BATCH_WRITE_ITEMS):
             pending = [{"PutRequest": {"Item": self._item(r)}} for r in records[start : start + BATCH_WRITE_ITEMS]]
             for attempt in range(_ATTEMPTS):
-                response = table.guarded(
-                    "write usage to", lambda p=pending: table.client.batch_write_item(RequestItems={table.name: p})
-                )
+                response = table.guarded("write usage to", partial(self._batch_write, pending))
                 pending = response.get("UnprocessedItems", {}).get(table.name, [])
                 if not pending:
                     break
                 time.sleep(min(0.05 * 2**attempt, 2.0))
             else:
                 raise StorageError(f"DynamoDB table {table.name!r} left {len(pending)} usage records unwritten; retry")
+
+    def _batch_write(self, requests: list[dict[str, Any]]) -> Any:
+        return self._table.client.batch_write_item(RequestItems={self._table.name: requests})
 
     def between(self, tenant_id: str, start: float, end: float) -> list[UsageRecord]:
         items = self._table.query(

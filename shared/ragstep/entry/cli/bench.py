@@ -1,4 +1,4 @@
-"""``ragstep bench quality|latency|coldstart|ingest|package``: each prints a table, or JSON with ``--json``.
+"""``ragstep bench quality|latency|chat|coldstart|ingest|package``: each prints a table, or JSON with ``--json``.
 
 The benchmarks are imported when their command runs: the rest of the command line never pays for them.
 """
@@ -32,6 +32,12 @@ def cmd_bench_quality(args: argparse.Namespace) -> int:
     return _bench_output(args, run_quality(Path(args.set_dir)), render)
 
 
+def cmd_bench_answer(args: argparse.Namespace) -> int:
+    from ragstep.bench.answer import render, run_answer
+
+    return _bench_output(args, run_answer(Path(args.set_dir), progress=_say(args)), render)
+
+
 def cmd_bench_latency(args: argparse.Namespace) -> int:
     from ragstep.bench.latency import render, run_latency
 
@@ -41,6 +47,23 @@ def cmd_bench_latency(args: argparse.Namespace) -> int:
         bench_dir=args.bench_dir,
         batch=args.batch,
         rank_bm25_queries=args.rank_bm25_queries,
+        seed=args.seed,
+        progress=_say(args),
+    )
+    return _bench_output(args, result, render)
+
+
+def cmd_bench_chat(args: argparse.Namespace) -> int:
+    from ragstep.bench.chat import render, run_chat_bench
+
+    result = run_chat_bench(
+        args.docs,
+        args.questions,
+        tokens=args.tokens,
+        streams=args.streams,
+        answer_len=args.answer_tokens,
+        bench_dir=args.bench_dir,
+        batch=args.batch,
         seed=args.seed,
         progress=_say(args),
     )
@@ -67,9 +90,10 @@ def cmd_bench_package(args: argparse.Namespace) -> int:
 
 
 def add_bench_commands(sub: Any, common: argparse.ArgumentParser) -> None:
-    """``ragstep bench quality|latency|coldstart|package|ingest`` (each prints a table, or JSON with ``--json``)."""
+    """``ragstep bench quality|latency|chat|coldstart|package|ingest`` (each prints a table, or JSON with
+    ``--json``)."""
     bench = sub.add_parser(
-        "bench", help="benchmarks: quality, latency, cold start, package size, ingestion", parents=[common]
+        "bench", help="benchmarks: quality, latency, chat, cold start, package size, ingestion", parents=[common]
     )
     bench_sub = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCHMARK")
 
@@ -77,6 +101,15 @@ def add_bench_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--set", required=True, dest="set_dir", metavar="DIR", help="corpus.jsonl, queries.jsonl, qrels.tsv")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=cmd_bench_quality)
+
+    p = bench_sub.add_parser(
+        "answer", help="answer recall, citation precision/recall, abstention, attribution", parents=[common]
+    )
+    p.add_argument(
+        "--set", required=True, dest="set_dir", metavar="DIR", help="a BEIR-layout set, optionally with answers.jsonl"
+    )
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=cmd_bench_answer)
 
     p = bench_sub.add_parser("latency", help="indexing and query latency at scale, against peers", parents=[common])
     p.add_argument("--docs", type=positive_int, default=100_000, metavar="N", help="chunks to index (100000)")
@@ -89,6 +122,20 @@ def add_bench_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the random vectors and shuffles")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=cmd_bench_latency)
+
+    p = bench_sub.add_parser(
+        "chat", help="time to the LLM request and token relay rate, against an instant chat model", parents=[common]
+    )
+    p.add_argument("--docs", type=positive_int, default=100_000, metavar="N", help="chunks to index (100000)")
+    p.add_argument("--questions", type=positive_int, default=100, metavar="Q", help="timed rag_stream questions (100)")
+    p.add_argument("--tokens", type=positive_int, default=20_000, metavar="N", help="tokens per relayed answer (20000)")
+    p.add_argument("--streams", type=positive_int, default=5, metavar="N", help="relayed answers, median shown (5)")
+    p.add_argument("--answer-tokens", type=positive_int, default=16, metavar="N", help="tokens per timed answer (16)")
+    p.add_argument("--bench-dir", metavar="DIR", help="benchmark sets folder (default ../shared/bench)")
+    p.add_argument("--batch", type=positive_int, default=1000, metavar="N", help="chunks per replace_knowledge")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random vectors and shuffles")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=cmd_bench_chat)
 
     p = bench_sub.add_parser("coldstart", help="fresh-process cold start of the search function", parents=[common])
     p.add_argument("--runs", type=positive_int, default=5, metavar="N", help="fresh processes per query (5)")

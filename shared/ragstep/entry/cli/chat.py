@@ -25,10 +25,17 @@ def render_sources(references: list[Any]) -> str:
     if not references:
         return "Sources: none"
     rows = [
-        (n, clip(r.knowledge_filename or r.knowledge_title or r.knowledge_id, 32), r.chunk_index, f"{r.score:.4f}")
+        (
+            n,
+            clip(r.knowledge_filename or r.knowledge_title or r.knowledge_id, 32),
+            r.chunk_index,
+            f"{r.score:.4f}",
+            "yes" if getattr(r, "cited", False) else "-",
+        )
         for n, r in enumerate(references, start=1)
     ]
-    return "Sources:\n" + table(("#", "file", "chunk", "score"), rows)
+    # "#" is the n of the answer's [n] markers; "cited" says whether the answer cites that source.
+    return "Sources:\n" + table(("#", "file", "chunk", "score", "cited"), rows)
 
 
 def split_overrides(pairs: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -62,7 +69,7 @@ def request_of(args: argparse.Namespace, query: str, session_id: str | None) -> 
     )
 
 
-def _ask(args: argparse.Namespace, ctx: Any, query: str, session_id: str | None, out: TextIO) -> Any:
+def ask(args: argparse.Namespace, ctx: Any, query: str, session_id: str | None, out: TextIO) -> Any:
     """Stream one answer to ``out``; returns the final state (None if the reader interrupted it)."""
     from ragstep.app.chat import stream_chat
 
@@ -85,18 +92,20 @@ def _ask(args: argparse.Namespace, ctx: Any, query: str, session_id: str | None,
         return None
     if not streamed:  # a pipeline that does not stream (rag, chat): the whole answer at once
         out.write(state.chat.answer)
+    elif state.chat.citation_mode == "inserted":  # citations added after the stream: the answer again, with them
+        out.write(f"\n\nwith citations:\n{state.chat.answer}")
     out.write("\n")
     return state
 
 
-def _report(args: argparse.Namespace, state: Any, out: TextIO) -> None:
+def report(args: argparse.Namespace, state: Any, out: TextIO) -> None:
     from ragstep.stages.chat.common import context_results
 
     if state.chat.model == "extractive":
         out.write(f"({EXTRACTIVE_NOTE})\n")
     elif state.chat.fallback:
         out.write(f"(fallback answer: {state.chat.fallback}; the sources did not answer the question)\n")
-    out.write("\n" + render_sources(context_results(state)) + "\n")
+    out.write("\n" + render_sources(state.chat.references or context_results(state)) + "\n")
     if args.trace:
         from ragstep.entry.cli.render import render_trace
 
@@ -114,10 +123,10 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
         print_json(chat_response(run_chat(request_of(args, args.question, args.session), ctx)))
         return 0
-    state = _ask(args, ctx, args.question, args.session, sys.stdout)
+    state = ask(args, ctx, args.question, args.session, sys.stdout)
     if state is None:
         return 130
-    _report(args, state, sys.stdout)
+    report(args, state, sys.stdout)
     print(f"session: {state.request.session_id}")
     return 0
 
@@ -145,13 +154,14 @@ def interactive(args: argparse.Namespace, ctx: Any, *, input_fn: Callable[[str],
             out.write("new session\n")
             continue
         if line == "/sources":
-            out.write((render_sources(context_results(last)) if last else "no answer yet") + "\n")
+            shown = render_sources(last.chat.references or context_results(last)) if last else "no answer yet"
+            out.write(shown + "\n")
             continue
         if line.startswith("/"):
             out.write(f"unknown command {line.split()[0]}; {INTERACTIVE_HELP}\n")
             continue
         try:
-            state = _ask(args, ctx, line, session_id, out)
+            state = ask(args, ctx, line, session_id, out)
         except RagstepError as exc:  # one bad question does not end the session
             out.write(f"ragstep: error: {exc.message}\n")
             continue
@@ -165,7 +175,7 @@ def interactive(args: argparse.Namespace, ctx: Any, *, input_fn: Callable[[str],
 def cmd_sessions_list(args: argparse.Namespace) -> int:
     from datetime import datetime
 
-    from ragstep.app.chat import list_sessions
+    from ragstep.app.sessions import list_sessions
     from ragstep.entry.cli.console import clip, table
 
     sessions = list_sessions(context_of(args))
@@ -185,7 +195,7 @@ def cmd_sessions_list(args: argparse.Namespace) -> int:
 
 
 def cmd_sessions_show(args: argparse.Namespace) -> int:
-    from ragstep.app.chat import session_turns
+    from ragstep.app.sessions import session_turns
 
     turns = session_turns(context_of(args), args.session_id)
     if args.json:

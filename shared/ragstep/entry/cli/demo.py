@@ -1,8 +1,12 @@
-"""``ragstep demo``: ingest the bundled bilingual sample (English and Chinese docs, a FAQ) and run a few searches."""
+"""``ragstep demo``: ingest the bundled bilingual sample (English and Chinese docs, a FAQ), run a few searches, then
+ask two questions (one English, one Chinese) with the ``rag_stream`` pipeline: each answer streams as ``ragstep chat``
+shows it, followed by its sources.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from importlib import resources
 
 from ragstep.app.ingest import expand_paths, ingest_file
@@ -20,6 +24,12 @@ DEMO_QUERIES = (
     ("Can I run ragstep offline on my laptop?", "demo-faq"),
     ("ragstep 能处理中文问题吗", "demo-faq"),
 )
+#: Asked after the searches, each in a new chat session (``ragstep sessions list`` shows them afterwards).
+DEMO_QUESTIONS = (
+    ("How are keyword and vector results fused?", "demo-docs"),
+    ("中文分词如何处理简称？", "demo-docs"),
+)
+DEMO_PIPELINE = "rag_stream"
 
 
 def _ensure_kb(ctx: Context, name: str, kb_type: KnowledgeBaseType) -> KnowledgeBase:
@@ -49,6 +59,22 @@ def run_demo(ctx: Context) -> int:
             SearchRequest(query=query, knowledge_base_ids=[kb_name], overrides={"rerank_top_k": 3}), ctx
         )
         print(render_results(state))
+    return ask_demo_questions(ctx)
+
+
+def ask_demo_questions(ctx: Context) -> int:
+    """Stream the answers to :data:`DEMO_QUESTIONS` with the configured chat model (the extractive answerer unless
+    RAGSTEP_CHAT_PROVIDER says otherwise), each followed by its sources, as ``ragstep chat`` prints them."""
+    # The chat command's own streaming and report, so the demo shows exactly what `ragstep chat` would.
+    from ragstep.entry.cli.chat import ask, report
+
+    for question, kb_name in DEMO_QUESTIONS:
+        args = argparse.Namespace(kb=[kb_name], pipeline=DEMO_PIPELINE, set=None, trace=False)
+        print(f"\nchat ({DEMO_PIPELINE}, {kb_name}): {question}")
+        state = ask(args, ctx, question, None, sys.stdout)
+        if state is None:  # Ctrl-C while it streamed: the part shown is kept in its session
+            return 130
+        report(args, state, sys.stdout)
     return 0
 
 

@@ -23,6 +23,7 @@ from ragstep.entry.cli.common import EXIT_USER_ERROR, context_of, validation_mes
 from ragstep.entry.cli.ingest import cmd_delete, cmd_ingest
 from ragstep.entry.cli.search import cmd_search
 from ragstep.entry.cli.serve import cmd_serve, port_number
+from ragstep.entry.cli.tenants import add_tenant_commands
 from ragstep.errors import InputError, RagstepError
 
 Command = Callable[[argparse.Namespace], int]
@@ -134,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_chat_commands(sub, common)
     add_bench_commands(sub, common)
+    add_tenant_commands(sub, common)
     return parser
 
 

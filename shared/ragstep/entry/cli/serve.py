@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import socket
+import sys
 
 from ragstep.entry.cli.common import context_of, whole_number
 from ragstep.errors import InputError
@@ -36,6 +38,35 @@ def check_listen(host: str, port: int) -> None:
         raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --port") from None
 
 
+def is_loopback(host: str) -> bool:
+    """Whether every address ``host`` names is this machine's loopback (127.0.0.0/8, ::1)."""
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except socket.gaierror:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_loopback for info in infos)
+
+
+def access_rule(host: str, has_keys: bool, auth: str) -> str:
+    """What the server will require, as the line to print at start-up; :class:`InputError` when serving ``host``
+    without keys would let anyone who reaches it read and change every knowledge base."""
+    if has_keys:
+        return f"API keys required on {host}: send `Authorization: Bearer <key>` or `X-API-Key: <key>`"
+    if auth == "required":
+        raise InputError(
+            "RAGSTEP_AUTH=required but no API key exists; make one first: ragstep keys create --scope search"
+        )
+    if not is_loopback(host):
+        raise InputError(
+            f"refusing to serve {host} without API keys: anyone who can reach it could read and change every "
+            "knowledge base; make a key first (ragstep keys create --scope search) or serve on 127.0.0.1"
+        )
+    return (
+        f"no API keys configured: serving the default tenant without authentication on {host} only; "
+        "`ragstep keys create` makes the server require keys"
+    )
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
@@ -46,5 +77,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     ctx = context_of(args)
     ctx.catalog  # noqa: B018 - open the data dir now so a bad --data-dir fails before the server starts
     check_listen(args.host, args.port)
+    print(f"ragstep: {access_rule(args.host, ctx.clients.keys.has_keys(), ctx.settings.auth)}", file=sys.stderr)
     uvicorn.run(create_app(ctx.clients), host=args.host, port=args.port, log_level="info")
     return 0

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from pydantic import BaseModel
 
 from ragstep import __version__
 from ragstep.app.search import SearchResponse, knowledge_search
 from ragstep.context import Clients
-from ragstep.entry.http.deps import RequestContext
+from ragstep.entry.http import chat, knowledge, sessions
+from ragstep.entry.http.admin import router as admin_router
+from ragstep.entry.http.auth import Gate, Metering, install_auth_errors
+from ragstep.entry.http.deps import RequestContext, meter
 from ragstep.entry.http.errors import ErrorBody, install_error_handlers
 from ragstep.entry.http.limits import BodyLimit
+from ragstep.entry.http.uploads import upload_limits
 from ragstep.models import SearchRequest
 
 
@@ -30,6 +34,9 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` for these error statuses, each an :class:`ErrorBody`."""
     said = {
         400: "the request cannot be served as asked (e.g. a knowledge item outside the knowledge bases named)",
+        401: "no API key, or a malformed, unknown, revoked or expired one",
+        403: "the API key lacks the scope this route needs",
+        429: "over the key's rate limit or the tenant's daily quota (see Retry-After)",
         404: "an unknown knowledge base or knowledge item",
         413: "the request body is over RAGSTEP_MAX_REQUEST_BYTES",
         422: "the request is invalid: the message names the field and the rule",
@@ -44,25 +51,37 @@ def create_app(clients: Clients | None = None) -> FastAPI:
     """The API over ``clients`` (built from the environment's settings when not given); each request acts for the
     tenant :func:`~ragstep.entry.http.deps.request_context` resolves."""
     clients = clients or Clients()
+    gate = Gate(clients)
     app = FastAPI(
         title="ragstep",
         version=__version__,
         description="Knowledge search over stateless stages. Every error body is {error, message}.",
         docs_url=None,
         redoc_url=None,
+        lifespan=gate.lifespan,
     )
     app.state.clients = clients
+    app.state.gate = gate
     install_error_handlers(app)
-    app.add_middleware(BodyLimit, limit=clients.settings.max_request_bytes)
+    install_auth_errors(app)
+    app.add_middleware(BodyLimit, limit=clients.settings.max_request_bytes, per_path=upload_limits(clients.settings))
+    app.add_middleware(Metering, gate=gate)
+    app.include_router(admin_router, responses=_errors(400, 401, 403, 404, 422, 429, 500, 503))
 
     @app.get("/healthz", responses=_errors(500))
     def healthz() -> Health:
         """The server is up, and which version it runs."""
         return Health(status="ok", version=__version__)
 
-    @app.post("/v1/knowledge-search", responses=_errors(400, 404, 413, 422, 500, 502, 503))
-    def search(request: SearchRequest, ctx: RequestContext) -> SearchResponse:
+    @app.post("/v1/knowledge-search", responses=_errors(400, 401, 403, 404, 413, 422, 429, 500, 502, 503))
+    def search(request: SearchRequest, ctx: RequestContext, http: Request) -> SearchResponse:
         """Same JSON as ``ragstep search --json``: ``{query, request_id, results, trace}``."""
-        return SearchResponse.of(knowledge_search(request, ctx))
+        state = knowledge_search(request, ctx)
+        usage = meter(http)
+        usage.pipeline, usage.results = state.pipeline, len(state.final_results)
+        return SearchResponse.of(state)
 
+    app.include_router(knowledge.router)
+    app.include_router(chat.router)
+    app.include_router(sessions.router)
     return app

@@ -9,6 +9,8 @@ this one protects a process that also serves other requests.
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Mapping
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -41,17 +43,23 @@ def _declared_length(scope: Scope) -> int | None:
 class BodyLimit:
     """Answer 413 ``{error: "payload_too_large", message}`` to any HTTP request whose body is over ``limit`` bytes."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(self, app: ASGIApp, limit: int, per_path: Mapping[re.Pattern[str], int] | None = None) -> None:
         self.app = app
         self.limit = limit
+        # Routes with a limit of their own (document uploads), by a pattern the whole path must match.
+        self.per_path = dict(per_path or {})
+
+    def limit_for(self, path: str) -> int:
+        return next((n for pattern, n in self.per_path.items() if pattern.fullmatch(path)), self.limit)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.limit_for(scope.get("path", ""))
         declared = _declared_length(scope)
-        if declared is not None and declared > self.limit:
-            await _send_json(send, PAYLOAD_TOO_LARGE, too_large_body(self.limit, declared))
+        if declared is not None and declared > limit:
+            await _send_json(send, PAYLOAD_TOO_LARGE, too_large_body(limit, declared))
             return
 
         received = 0
@@ -63,7 +71,7 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.limit:
+                if received > limit:
                     over = True
                     raise BodyTooLarge
             return message
@@ -84,7 +92,7 @@ class BodyLimit:
             if not over:
                 raise
         if over and not started:
-            await _send_json(send, PAYLOAD_TOO_LARGE, too_large_body(self.limit))
+            await _send_json(send, PAYLOAD_TOO_LARGE, too_large_body(limit))
 
 
 async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:

@@ -1,7 +1,10 @@
 """``chat_completion``: the whole answer in one call (the ``rag`` and ``chat`` pipelines, and Step Functions).
 
-System prompt + history rounds + the user message, then :mod:`stream_filter`'s rules on the whole text: reasoning
-removed, the no-match prefix recognised, the fallback answered when nothing usable came out.
+System prompt (with the citation rules when there are passages) + history rounds + the user message, within the
+token budget (:mod:`budget`); then :mod:`stream_filter`'s rules on the whole text: reasoning removed, the no-match
+prefix recognised, the fallback answered when nothing usable came out; then the citations (:mod:`citing`).
+When retrieval found nothing and an empty response is configured, that is the answer and the model is not called.
+With ``cache_answers`` a repeated question (same model, messages and settings) is answered from the cache.
 """
 
 from __future__ import annotations
@@ -10,14 +13,18 @@ from typing import TYPE_CHECKING
 
 from ragstep.models import PipelineState, TraceEvent, Usage
 from ragstep.ports import ChatResponse
-from ragstep.stages.chat import stream_filter
-from ragstep.stages.chat.chat_completion_stream import system_prompt
-from ragstep.stages.chat.common import grounding, messages, options
+from ragstep.stages.chat import budget, citing, stream_filter
+from ragstep.stages.chat.common import answer_key, complete_cached, empty_retrieval, grounding, messages, options
 
 if TYPE_CHECKING:
     from ragstep.context import Context
+    from ragstep.ports import ChatModel
 
 STAGE = "chat_completion"
+
+
+def system_prompt(state: PipelineState) -> str:
+    return citing.system_prompt(state)
 
 
 def _usage(response: ChatResponse) -> Usage:
@@ -36,10 +43,31 @@ def _filtered(text: str, prefix: str) -> stream_filter.AnswerFilter:
     return flt
 
 
+def empty_answer(state: PipelineState, model: ChatModel) -> PipelineState | None:
+    """The state answered with the configured empty response, when retrieval found nothing (else None)."""
+    text = state.chat.settings.empty_response
+    if not (text and empty_retrieval(state)):
+        return None
+    chat = state.chat.model_copy()
+    chat.answer, chat.model, chat.usage = text, model.name, Usage()
+    event = TraceEvent(stage=STAGE, action="skip", reason="empty_retrieval", detail={"empty_response": True})
+    return state.with_chat(chat, event)
+
+
 def run(state: PipelineState, ctx: Context) -> PipelineState:
     model = ctx.chat_model
+    answered = empty_answer(state, model)
+    if answered is not None:
+        return answered
+    system = system_prompt(state)
+    state, fit_event = budget.fit_state(state, system)
     settings = state.chat.settings
-    response = model.complete(messages(state, system_prompt(state)), options(settings), grounding(state))
+    msgs = messages(state, system)
+    if settings.cache_answers:
+        key = answer_key(state, model.name, system, options(settings))
+        response, hit = complete_cached(ctx, model, "answer", msgs, options(settings), grounding(state), key)
+    else:
+        response, hit = model.complete(msgs, options(settings), grounding(state)), False
     flt = _filtered(response.content, settings.no_match_prefix)
     reasoning = "\n".join(t for t in (response.reasoning, flt.reasoning) if t)
     usage = _usage(response)
@@ -56,8 +84,15 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
             usage = _usage(again)
             if not flt.usable:  # the fallback model said nothing either: the fixed response, never an empty answer
                 flt = _filtered(stream_filter.fixed_response(state), "")
-    chat = state.chat.model_copy(
-        update={"answer": flt.answer, "reasoning": reasoning, "model": model.name, "usage": usage, "fallback": fallback}
-    )
-    event = TraceEvent(stage=STAGE, counts={"answer_chars": len(flt.answer)}, detail={"model": model.name})
-    return state.model_copy(update={"chat": chat}).with_trace(stream_filter.trace(flt, fallback, reason), event)
+    chat = state.chat.model_copy()
+    chat.answer, chat.reasoning, chat.model, chat.usage, chat.fallback = (
+        flt.answer, reasoning, model.name, usage, fallback,
+    )  # fmt: skip
+    state = state.with_chat(chat)
+    state, cite_event = citing.cite(state, ctx, model, flt.answer)
+    detail: dict[str, object] = {"model": model.name}
+    if settings.cache_answers:
+        detail["cache"] = "hit" if hit else "miss"
+    event = TraceEvent(stage=STAGE, counts={"answer_chars": len(state.chat.answer)}, detail=detail)
+    events = [e for e in (fit_event, stream_filter.trace(flt, fallback, reason), cite_event, event) if e is not None]
+    return state.with_trace(*events)

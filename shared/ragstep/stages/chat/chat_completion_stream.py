@@ -1,8 +1,11 @@
 """``chat_completion_stream``: the answer, streamed as it is generated (the ``Stream`` step of the chat pipelines).
 
 Events, in order: ``references`` (the passages the answer may cite, ``[n]`` = ``results[n-1]``), any number of
-``reasoning`` and ``answer`` deltas (after :mod:`stream_filter`), and ``done`` (model, usage, fallback). The final
-state holds the whole answer, so a drained run returns what the events said.
+``reasoning`` and ``answer`` deltas (after :mod:`stream_filter`; citation markers repaired on the way, a marker split
+across chunks held back until it is whole), and ``done`` (model, usage, fallback, and the final answer with the
+references flagged cited and the per-document aggregate: inserted citations exist only there). The final state
+holds the whole answer, so a drained run returns what the events said. With ``empty_response`` configured and
+nothing retrieved, the events are the references (none), that response and ``done``: the model is not called.
 
 When the reader goes away, this generator gets ``GeneratorExit`` at its ``yield``: it closes the model's stream
 (the HTTP response, so the provider stops generating) and lets the exit propagate; whoever consumed the events
@@ -16,8 +19,10 @@ from typing import TYPE_CHECKING
 
 from ragstep.models import PipelineState, StreamEvent, TraceEvent, Usage
 from ragstep.ports import ChatDelta
-from ragstep.stages.chat import prompts, stream_filter
-from ragstep.stages.chat.common import context_results, grounding, messages, options
+from ragstep.retrieval.citations import MarkerRepair
+from ragstep.stages.chat import budget, citing, stream_filter
+from ragstep.stages.chat.chat_completion import empty_answer
+from ragstep.stages.chat.common import answer_key, cached, context_results, grounding, messages, options, remember
 
 if TYPE_CHECKING:
     from ragstep.context import Context
@@ -26,7 +31,7 @@ STAGE = "chat_completion_stream"
 
 
 def system_prompt(state: PipelineState) -> str:
-    return state.chat.settings.system_prompt or prompts.SYSTEM_PROMPT[state.chat.language]
+    return citing.system_prompt(state)
 
 
 def _usage(total: Usage, delta: ChatDelta) -> Usage:
@@ -41,9 +46,23 @@ def _usage(total: Usage, delta: ChatDelta) -> Usage:
 
 
 def _relay(
-    deltas: Iterator[ChatDelta], flt: stream_filter.AnswerFilter, usage: list[Usage]
+    deltas: Iterator[ChatDelta],
+    flt: stream_filter.AnswerFilter,
+    usage: list[Usage],
+    repair: MarkerRepair | None = None,
+    shown: list[str] | None = None,
 ) -> Generator[StreamEvent, None, None]:
-    """Filtered events of one model stream; the stream is closed however this ends (GeneratorExit included)."""
+    """Filtered events of one model stream (markers repaired, split ones held back, when ``repair`` is given; the
+    answer text sent is appended to ``shown``); the stream is closed however this ends (GeneratorExit included)."""
+
+    def answer(text: str, final: bool = False) -> Iterator[StreamEvent]:
+        if repair is not None:
+            text = repair.feed(text) + (repair.flush() if final else "")
+        if text:
+            if shown is not None:
+                shown.append(text)
+            yield StreamEvent(event="answer", data={"delta": text})
+
     try:
         for delta in deltas:
             usage[0] = _usage(usage[0], delta)
@@ -53,13 +72,23 @@ def _relay(
                 text, thought = flt.feed(delta.content)
                 if thought:
                     yield StreamEvent(event="reasoning", data={"delta": thought})
-                if text:
-                    yield StreamEvent(event="answer", data={"delta": text})
+                yield from answer(text)
         text, thought = flt.flush()
         if thought:
             yield StreamEvent(event="reasoning", data={"delta": thought})
-        if text:
-            yield StreamEvent(event="answer", data={"delta": text})
+        yield from answer(text, final=True)
+    finally:
+        close = getattr(deltas, "close", None)
+        if close is not None:
+            close()
+
+
+def _recorded(deltas: Iterator[ChatDelta], content: list[str]) -> Iterator[ChatDelta]:
+    """``deltas`` passed through, their answer text collected in ``content`` (what the cache stores)."""
+    try:
+        for delta in deltas:
+            content.append(delta.content)
+            yield delta
     finally:
         close = getattr(deltas, "close", None)
         if close is not None:
@@ -68,19 +97,41 @@ def _relay(
 
 def run(state: PipelineState, ctx: Context) -> Generator[StreamEvent, None, PipelineState]:
     model = ctx.chat_model
-    settings = state.chat.settings
-    results = context_results(state)
+    results = state.chat.references or context_results(state)
     yield StreamEvent(
         event="references",
         data={"results": [r.model_dump(mode="json") for r in results], "model": model.name},
     )
+    answered = empty_answer(state, model)
+    if answered is not None:
+        yield StreamEvent(event="answer", data={"delta": answered.chat.answer})
+        yield StreamEvent(event="done", data=_done(answered, model.name))
+        return answered
+    system = system_prompt(state)
+    state, fit_event = budget.fit_state(state, system)
+    settings = state.chat.settings
     flt = stream_filter.AnswerFilter(settings.no_match_prefix)
     usage = [Usage()]
-    deltas = model.stream(messages(state, system_prompt(state)), options(settings), grounding(state))
-    yield from _relay(deltas, flt, usage)
+    msgs = messages(state, system)
+    repair = citing.stream_repair(state)
+    shown: list[str] = []
+    cache_detail: dict[str, object] = {}
+    raw: list[str] = []
+    key = answer_key(state, model.name, system, options(settings))
+    hit = cached(ctx, key) if settings.cache_answers else None
+    if hit is not None:
+        deltas: Iterator[ChatDelta] = iter([ChatDelta(content=hit.content, reasoning=hit.reasoning)])
+        cache_detail["cache"] = "hit"
+    else:
+        deltas = _recorded(model.stream(msgs, options(settings), grounding(state)), raw)
+        cache_detail = {"cache": "miss"} if settings.cache_answers else {}
+    yield from _relay(deltas, flt, usage, repair, shown)
+    if settings.cache_answers and hit is None:
+        remember(ctx, key, "".join(raw))
     reasoning = flt.reasoning
     fallback = None
     reason = None
+    answer = "".join(shown) if repair is not None else flt.answer
     if not flt.usable:
         fallback = stream_filter.strategy(state, model)
         reason = stream_filter.no_answer_reason(flt)
@@ -91,24 +142,36 @@ def run(state: PipelineState, ctx: Context) -> Generator[StreamEvent, None, Pipe
             flt = stream_filter.AnswerFilter("")
             text, _ = flt.feed(stream_filter.fixed_response(state))
             yield StreamEvent(event="answer", data={"delta": text})
+        answer = flt.answer
     filter_event = stream_filter.trace(flt, fallback, reason)
-    chat = state.chat.model_copy(
-        update={
-            "answer": flt.answer,
-            "reasoning": reasoning + flt.reasoning,
-            "model": model.name,
-            "usage": usage[0],
-            "fallback": fallback,
-        }
+    chat = state.chat.model_copy()
+    chat.answer, chat.reasoning, chat.model = answer, reasoning + flt.reasoning, model.name
+    chat.usage, chat.fallback = usage[0], fallback
+    state = state.with_chat(chat)
+    state, cite_event = citing.cite(state, ctx, model, answer, repaired=repair is not None)
+    if repair is not None and cite_event is not None:
+        cite_event.counts.update(repaired=repair.repaired, dropped=repair.dropped, collapsed=repair.collapsed)
+    yield StreamEvent(event="done", data=_done(state, model.name))
+    event = TraceEvent(
+        stage=STAGE,
+        counts={"answer_chars": len(state.chat.answer)},
+        detail={"model": model.name, **cache_detail},
     )
-    yield StreamEvent(
-        event="done",
-        data={
-            "request_id": state.request_id,
-            "model": model.name,
-            "usage": usage[0].model_dump(),
-            "fallback": fallback,
-        },
-    )
-    event = TraceEvent(stage=STAGE, counts={"answer_chars": len(flt.answer)}, detail={"model": model.name})
-    return state.model_copy(update={"chat": chat}).with_trace(filter_event, event)
+    events = [e for e in (fit_event, filter_event, cite_event, event) if e is not None]
+    return state.with_trace(*events)
+
+
+def _done(state: PipelineState, model: str) -> dict[str, object]:
+    """The ``done`` event: the final answer (with inserted citations, which the deltas could not carry), the
+    references flagged cited, the per-document aggregate, model, usage and fallback."""
+    chat = state.chat
+    return {
+        "request_id": state.request_id,
+        "model": model,
+        "usage": chat.usage.model_dump(),
+        "fallback": chat.fallback,
+        "answer": chat.answer,
+        "citation_mode": chat.citation_mode,
+        "references": [r.model_dump(mode="json") for r in chat.references],
+        "doc_aggs": [a.model_dump(mode="json") for a in chat.doc_aggs],
+    }

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ragstep.models import ChatSettings, PipelineState, SearchResult
-from ragstep.ports import ChatGrounding, ChatMessage, ChatOptions
+from ragstep.ports import ChatGrounding, ChatMessage, ChatOptions, ChatResponse
+
+if TYPE_CHECKING:
+    from ragstep.context import Context
+    from ragstep.ports import ChatModel
 
 _THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
 
@@ -46,3 +54,70 @@ def grounding(state: PipelineState) -> ChatGrounding:
         passages=tuple(state.chat.passages),
         max_chars=state.chat.settings.extractive_max_chars,
     )
+
+
+def empty_retrieval(state: PipelineState) -> bool:
+    """Retrieval ran for this answer (into_chat_message built the message) and found nothing."""
+    return bool(state.chat.user_content) and not context_results(state)
+
+
+def cache_key(kind: str, model: str, messages: Sequence[ChatMessage], options: ChatOptions | None = None) -> str:
+    """The response cache's key: a hash of what kind of call it is, the model, every message and the generation
+    settings (a different temperature or max_tokens is a different answer)."""
+    payload = {
+        "kind": kind,
+        "model": model,
+        "messages": [[m.role, m.content] for m in messages],
+        "options": None
+        if options is None
+        else [options.temperature, options.max_tokens, options.top_p, list(options.stop)],
+    }
+    blob = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    return f"{kind}:{hashlib.sha256(blob.encode('utf-8')).hexdigest()}"
+
+
+def answer_key(state: PipelineState, model: str, system: str, options: ChatOptions) -> str:
+    """The cache key of an answer. The context template stamps the current time into the user message, so the key
+    is built from what the message was made of instead (question, passages, template), not the message itself."""
+    msgs = messages(state, system)
+    if state.chat.user_content:
+        made_of = [state.request.query, state.chat.settings.context_template or "", *state.chat.passages]
+        msgs[-1] = ChatMessage("user", json.dumps(made_of, ensure_ascii=False))
+    return cache_key("answer", model, msgs, options)
+
+
+def cached(ctx: Context, key: str) -> ChatResponse | None:
+    """The cached response under ``key`` (None on a miss or without a cache)."""
+    cache = ctx.cache
+    text = cache.get(key) if cache is not None else None
+    if text is None:
+        return None
+    data = json.loads(text)
+    return ChatResponse(content=str(data.get("content", "")), reasoning=str(data.get("reasoning", "")))
+
+
+def remember(ctx: Context, key: str, content: str, reasoning: str = "") -> None:
+    cache = ctx.cache
+    if cache is not None and content.strip():
+        payload = json.dumps({"content": content, "reasoning": reasoning}, ensure_ascii=False)
+        cache.put(key, payload, ctx.settings.cache_ttl_seconds)
+
+
+def complete_cached(
+    ctx: Context,
+    model: ChatModel,
+    kind: str,
+    messages: Sequence[ChatMessage],
+    options: ChatOptions,
+    grounding: ChatGrounding | None = None,
+    key: str | None = None,
+) -> tuple[ChatResponse, bool]:
+    """``model.complete`` through the response cache (under ``key``, by default the hash of the call); returns the
+    response and whether it was a hit."""
+    key = key or cache_key(kind, model.name, messages, options)
+    hit = cached(ctx, key)
+    if hit is not None:
+        return hit, True
+    response = model.complete(messages, options, grounding)
+    remember(ctx, key, response.content, response.reasoning)
+    return response, False

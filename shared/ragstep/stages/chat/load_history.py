@@ -33,10 +33,11 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
         by_request.pop(key, None)
         by_request[key] = HistoryRound(query=turn.query.strip(), answer=strip_think(turn.answer), request_id=key)
     rounds = [r for r in by_request.values() if r.query and r.answer][-settings.max_rounds :]
-    chat = state.chat.model_copy(update={"history": rounds})
+    chat = state.chat.model_copy()
+    chat.history = rounds
     event = TraceEvent(
         stage=STAGE,
         counts={"messages": 2 * len(turns), "rounds": len(rounds)},
         detail={"session_id": session_id, "max_rounds": settings.max_rounds},
     )
-    return state.model_copy(update={"chat": chat}).with_trace(event)
+    return state.with_chat(chat, event)

@@ -74,6 +74,30 @@ CONTEXT_TEMPLATE: dict[Language, str] = {
 {{query}}""",
 }
 
+# Appended to the system prompt when citations are on and the answer has passages (RAGFlow's citation prompt idea:
+# cite by the passage's label, right after the statement, a few at most, never an invented one).
+CITATION_PROMPT: dict[Language, str] = {
+    "zh": """
+## 引用规则
+- 检索到的信息中每段资料都有编号标签，如 [1]、[2]（或 [FAQ-1]、[DOC-1]）。
+- 回答中每个依据资料的陈述之后，用方括号写出所依据资料的标签，例如：“……需要4分钟[2]。”或“……[1][3]。”
+- 只能引用上面出现过的标签，不得编造编号；只引用确实支持该陈述的资料。
+- 每句最多引用4段资料，同一处不要重复引用同一段资料。
+- 只使用 [n] 这种格式，不要使用 [ID:n]、(n)、【n】、脚注等其他格式，也不要在结尾列出参考文献。
+- 代码块内不要写引用；不是来自检索信息的内容不要引用。
+""",
+    "en": """
+## Citations
+- Each passage of the retrieved information has a label such as [1], [2] (or [FAQ-1], [DOC-1]).
+- After every statement based on a passage, write the label of that passage in square brackets, e.g. \
+"... takes 4 minutes [2]." or "... [1][3]."
+- Cite only labels that appear above; never invent a number, and cite only passages that support the statement.
+- At most 4 citations per sentence; do not repeat a passage in one place.
+- Use the plain [n] form only: no [ID:n], (n), 【n】 or footnotes, and no list of references at the end.
+- Write no citation inside code blocks, and none for statements that do not come from the retrieved information.
+""",
+}
+
 WEEKDAYS: dict[Language, tuple[str, ...]] = {
     # Monday first, as datetime.weekday() counts.
     "zh": ("星期一", "星期二", "星期三", "星期四", "星期五", "星期六", "星期日"),

@@ -16,7 +16,7 @@ from ragstep.errors import ProviderError
 from ragstep.models import PipelineState, TraceEvent, check_query
 from ragstep.ports import ChatMessage, ChatOptions
 from ragstep.stages.chat import prompts
-from ragstep.stages.chat.common import strip_think
+from ragstep.stages.chat.common import complete_cached, strip_think
 
 if TYPE_CHECKING:
     from ragstep.context import Context
@@ -76,7 +76,11 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
         **prompts.time_values(language),
     )
     try:
-        response = model.complete(
+        # Rewrites repeat (the same follow-up in the same conversation): served from the response cache.
+        response, hit = complete_cached(
+            ctx,
+            model,
+            "rewrite",
             [ChatMessage("system", system), ChatMessage("user", user)],
             ChatOptions(temperature=settings.temperature, max_tokens=REWRITE_MAX_TOKENS),
         )
@@ -93,6 +97,11 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
         return _degrade(state, "invalid_rewrite", error=str(exc), model=model.name)
     event = TraceEvent(
         stage=STAGE,
-        detail={"original": state.request.query, "rewritten": rewritten, "model": model.name},
+        detail={
+            "original": state.request.query,
+            "rewritten": rewritten,
+            "model": model.name,
+            **({"cache": "hit" if hit else "miss"} if ctx.cache is not None else {}),
+        },
     )
-    return state.model_copy(update={"rewritten_query": rewritten}).with_trace(event)
+    return state.with_rewritten_query(rewritten, event)

@@ -66,9 +66,6 @@ def run(state: IngestState, ctx: Context) -> IngestState:
     if state.options.parent_child and detail.get("mode") == "parent_child":
         found["parents"] = len({c.parent_id for c in chunks})
     event = TraceEvent(stage=STAGE, counts=found, detail=detail)
-    update = {
-        "status": "chunked",
-        "products": products.model_copy(update={"chunks": key}),
-        "counts": {**state.counts, **found},
-    }
-    return state.model_copy(update=update).with_trace(event)
+    products = products.model_copy()
+    products.chunks = key
+    return state.advanced("chunked", event, products=products, counts=found)

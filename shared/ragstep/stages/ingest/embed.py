@@ -62,7 +62,7 @@ def run(state: IngestState, ctx: Context) -> IngestState:
     embedder = ctx.embedder(kb.embedding_model)
     if embedder is None:
         event = TraceEvent(stage=STAGE, action="skip", reason="no embedding model: keyword (BM25) search only")
-        return state.model_copy(update={"status": "embedded"}).with_trace(event)
+        return state.advanced("embedded", event)
     chunks = get_chunks(ctx.blobs, state.products.chunks)
     batch_size = ctx.settings.embedding_batch_size
     vectors, batches = embed_texts(embedder, [c.embed_text or c.content for c in chunks], batch_size=batch_size)
@@ -74,9 +74,6 @@ def run(state: IngestState, ctx: Context) -> IngestState:
         counts=found,
         detail={"model": kb.embedding_model, "dimensions": int(vectors.shape[1]), "batch_size": batch_size},
     )
-    update = {
-        "status": "embedded",
-        "products": state.products.model_copy(update={"vectors": key, "space": kb.embedding_model}),
-        "counts": {**state.counts, **found},
-    }
-    return state.model_copy(update=update).with_trace(event)
+    products = state.products.model_copy()
+    products.vectors, products.space = key, kb.embedding_model
+    return state.advanced("embedded", event, products=products, counts=found)

@@ -90,8 +90,7 @@ def run(state: IngestState, ctx: Context) -> IngestState:
         events.append(TraceEvent(stage=STAGE, action="degrade", reason=f"blob clean-up failed: {exc.message}"))
     found = {"indexed": len(chunks), "blobs_removed": cleaned}
     events.insert(0, TraceEvent(stage=STAGE, counts=found, detail={"space": state.products.space}))
-    update = {"status": "indexed", "counts": {**state.counts, "chunks": len(chunks)}}
-    return state.model_copy(update={**update, "trace": [*state.trace, *events]})
+    return state.advanced("indexed", *events, counts={"chunks": len(chunks)})
 
 
 def _drop_duplicate(state: IngestState, ctx: Context, previous: Knowledge | None) -> IngestState:

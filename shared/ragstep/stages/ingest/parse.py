@@ -49,7 +49,7 @@ def run(state: IngestState, ctx: Context) -> IngestState:
         data = ctx.blobs.get(src.blob_key)
         check_size(name, len(data), ctx)
         digest = hashlib.sha256(data).hexdigest()
-    state = state.model_copy(update={"source": src.model_copy(update={"content_hash": digest})})
+    state = state.with_content_hash(digest)
 
     existing = ctx.catalog.get_knowledge(src.knowledge_id)
     if existing is not None and existing.knowledge_base_id != kb.id:
@@ -59,14 +59,12 @@ def run(state: IngestState, ctx: Context) -> IngestState:
         )
     if is_unchanged(existing, digest, src.tag_id, state.options):
         event = TraceEvent(stage=STAGE, action="skip", reason="unchanged: same content, options and tag")
-        counts = {**state.counts, "chunks": existing.chunk_count if existing else 0}
-        return state.model_copy(update={"status": "unchanged", "counts": counts}).with_trace(event)
+        return state.advanced("unchanged", event, counts={"chunks": existing.chunk_count if existing else 0})
     twin = find_twin(ctx, kb.id, digest, src.knowledge_id)
     if twin is not None:
         note = f"duplicate of {twin.filename or twin.id}"
         event = TraceEvent(stage=STAGE, action="skip", reason=note, detail={"duplicate_of": twin.id})
-        skipped = {"status": "duplicate", "note": note, "duplicate_of": twin.id}
-        return state.model_copy(update=skipped).with_trace(event)
+        return state.advanced("duplicate", event, note=note, duplicate_of=twin.id)
 
     if data is None:
         data = ctx.blobs.get(src.blob_key)
@@ -94,5 +92,4 @@ def run(state: IngestState, ctx: Context) -> IngestState:
             put_json(ctx.blobs, products.tables, summaries_to_json(doc.tables))
             found["tables"] = len(doc.tables)
     event = TraceEvent(stage=STAGE, counts=found, detail={"format": products.format})
-    update: dict[str, object] = {"status": "parsed", "products": products, "counts": {**state.counts, **found}}
-    return state.model_copy(update=update).with_trace(event)
+    return state.advanced("parsed", event, products=products, counts=found)

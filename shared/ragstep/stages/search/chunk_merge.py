@@ -159,7 +159,7 @@ def drop_partial_duplicates(results: Sequence[SearchResult], threshold: float) -
     The dropped copy's identity is kept on the result that stays (``metadata["duplicates"]``): the text is the same,
     so the answer can still cite every source that said it.
     """
-    kept: list[tuple[SearchResult, frozenset[str], list[dict[str, str]]]] = []
+    kept: list[tuple[SearchResult, frozenset[str], list[dict[str, object]]]] = []
     dropped = 0
     for r in sorted(results, key=lambda r: -r.score):
         tokens = token_set(r.content)

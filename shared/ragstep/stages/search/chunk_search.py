@@ -194,7 +194,7 @@ def hydrate(fused: Sequence[Fused], ctx: Context, limit: int) -> list[SearchResu
         if key in seen:
             continue
         seen.add(key)
-        retrieval = {
+        retrieval: dict[str, object] = {
             k: v
             for k, v in (
                 ("vector_score", f.vector_score),

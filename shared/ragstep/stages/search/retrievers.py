@@ -19,6 +19,7 @@ import numpy as np
 from ragstep.errors import ProviderError
 from ragstep.models import PipelineState, RetrievalSettings, TraceEvent
 from ragstep.ports import Hit, HybridSearch, SearchFilter, server_hybrid
+from ragstep.stages.embedding_cache import query_embedding
 
 if TYPE_CHECKING:
     from ragstep.context import Context
@@ -155,11 +156,12 @@ def search_pass(
         if vec is None:
             continue
         vthr = 0.0 if t.scoped else vector_threshold
+        search: Callable[[], object]
         if t.faq:
-            fn = partial(faq_vector_search, ctx, vec, t, cfg.embedding_top_k, vthr, cfg)
+            search = partial(faq_vector_search, ctx, vec, t, cfg.embedding_top_k, vthr, cfg)
         else:
-            fn = partial(ctx.index.vector_search, vec, t.model, t.flt, pool, vthr)
-        tasks.append((f"vector search #{i}", fn))
+            search = partial(ctx.index.vector_search, vec, t.model, t.flt, pool, vthr)
+        tasks.append((f"vector search #{i}", search))
     found, events = run_concurrently(ctx, tasks, cfg)
     out = Pass(events=events, hybrid_targets=frozenset(hybrid_targets))
     vector_lists, keyword_lists, hybrid_lists = [], [], []
@@ -195,7 +197,9 @@ def embed_query(
             continue
         if model not in stored:
             try:
-                stored[model] = [float(x) for x in embedder.embed_query(query)]
+                stored[model], hit = query_embedding(ctx, embedder, query)
+                if hit:  # the query-embedding cache answered: no embedding call
+                    events.append(TraceEvent(stage=STAGE, reason="query_embedding_cached", detail={"model": model}))
             except ProviderError as exc:
                 events.append(
                     TraceEvent(

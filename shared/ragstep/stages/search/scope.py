@@ -25,13 +25,7 @@ def resolve_scope(state: PipelineState, ctx: Context) -> PipelineState:
     """The state with ``request.knowledge_base_ids`` as ids, ``knowledge_bases`` and ``knowledge_scope`` filled."""
     request = state.request
     named: dict[str, KnowledgeBase] = {}
-    refs = request.knowledge_base_ids
-    if ctx.allowed_kbs is not None and not refs and not request.knowledge_ids:
-        # A key limited to some knowledge bases that names none searches those, never the whole tenant.
-        refs = [kb.id for kb in ctx.catalog.list_kbs()]
-        if not refs:
-            raise NotFoundError("none of this API key's knowledge bases exists; create one or name another")
-    for ref in dict.fromkeys(refs):
+    for ref in dict.fromkeys(request.knowledge_base_ids):
         kb = ctx.require_kb(ref)
         named[kb.id] = kb
     scope: dict[str, str] = {}

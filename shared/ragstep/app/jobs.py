@@ -1,0 +1,202 @@
+"""Ingestion jobs: an uploaded file waits in the catalog as a ``queued`` job until a worker ingests it.
+
+The HTTP API stores an upload (:mod:`ragstep.entry.http.uploads`), records one job per file and answers at once;
+:class:`JobRunner`, a small pool of threads of the serving process (created on the first job, ``RAGSTEP_INGEST_WORKERS``
+of them), runs :func:`run_job`. Jobs live in the catalog, not in memory: a server stopped with jobs waiting (or one
+running) finds them ``queued``/``running`` on start-up and runs them again (:meth:`JobRunner.resume`); ingesting is
+idempotent, so a job interrupted half-way is simply done again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+import uuid
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ragstep.app.ingest import ingest_blob, knowledge_id_for, set_document_enabled
+from ragstep.context import Clients, Context
+from ragstep.errors import NotFoundError, RagstepError
+from ragstep.models import DEFAULT_TENANT, IngestOptions, KnowledgeBase, check_tenant
+from ragstep.models.catalog import PENDING_JOB_STATUSES, IngestionJob, JobStatus
+
+log = logging.getLogger("ragstep.jobs")
+
+
+def queue_ingestion(
+    ctx: Context,
+    kb: KnowledgeBase,
+    *,
+    filename: str,
+    blob_key: str,
+    content_hash: str,
+    size: int,
+    tag_id: str = "",
+    knowledge_id: str | None = None,
+    options: dict[str, Any] | None = None,
+) -> IngestionJob:
+    """Record a ``queued`` job for a file already stored at ``blob_key``. The document it makes is named by the
+    file name: uploading that name again replaces it (or reports ``unchanged``), as ``ragstep ingest`` does.
+    ``knowledge_id`` re-ingests an existing document (its tag changed); ``options`` are its chunking options."""
+    job = IngestionJob(
+        id=uuid.uuid4().hex,
+        knowledge_base_id=kb.id,
+        knowledge_id=knowledge_id or knowledge_id_for(kb, filename),
+        filename=filename,
+        blob_key=blob_key,
+        content_hash=content_hash,
+        size=size,
+        tag_id=tag_id,
+        options=options or {},
+        created_at=time.time(),
+    )
+    ctx.catalog.put_job(job)
+    return job
+
+
+def require_job(ctx: Context, job_id: str) -> IngestionJob:
+    """This tenant's job; another tenant's is as unknown as one never made (same message)."""
+    job = ctx.catalog.get_job(job_id)
+    if job is None:
+        raise NotFoundError(f"unknown ingestion job {job_id!r}")
+    return job
+
+
+def run_job(ctx: Context, job_id: str) -> IngestionJob | None:
+    """Ingest a pending job's file and record the outcome; None when the job (or its knowledge base) is gone.
+
+    A job already finished is returned as it is. A failure is the job's ``failed`` status and error line; the
+    version of the document already indexed stays as it was. A disabled document stays disabled when its file is
+    replaced (the new chunks are switched off right after they are indexed).
+    """
+    job = ctx.catalog.get_job(job_id)
+    if job is None or job.status not in PENDING_JOB_STATUSES:
+        return job
+    kb = ctx.catalog.get_kb(job.knowledge_base_id)
+    if kb is None:
+        return None
+    before = ctx.catalog.get_knowledge(job.knowledge_id)
+    running = job.model_copy(update={"status": "running", "started_at": time.time()})
+    if not _save(ctx, running):
+        return None
+    result = ingest_blob(
+        kb,
+        ctx,
+        knowledge_id=job.knowledge_id,
+        blob_key=job.blob_key,
+        filename=job.filename,
+        content_hash=job.content_hash,
+        size=job.size,
+        tag_id=job.tag_id,
+        options=IngestOptions.model_validate(job.options) if job.options else None,
+    )
+    status: JobStatus = "failed" if result.status == "skipped" else result.status
+    error = result.error
+    if status == "indexed" and before is not None and not before.enabled:
+        after = ctx.catalog.get_knowledge(job.knowledge_id)
+        if after is not None:
+            try:
+                set_document_enabled(after, False, ctx)
+            except RagstepError as exc:
+                error = f"indexed, but it could not be disabled again: {exc.message}"
+    done = running.model_copy(
+        update={
+            "status": status,
+            "error": error,
+            "chunks": result.chunks,
+            "duplicate_of": result.knowledge_id if status == "duplicate" else "",
+            "finished_at": time.time(),
+        }
+    )
+    return done if _save(ctx, done) else None
+
+
+def _save(ctx: Context, job: IngestionJob) -> bool:
+    """Store the job; False when its knowledge base was deleted meanwhile (the jobs went with it)."""
+    try:
+        ctx.catalog.put_job(job)
+    except NotFoundError:
+        return False
+    return True
+
+
+def known_tenants(clients: Clients) -> list[str]:
+    """The tenants whose embedded catalog exists (the default one, and each ``<data dir>/tenants/<tenant>``); with a
+    shared catalog service (DynamoDB), the default tenant only."""
+    if clients.settings.catalog_backend != "sqlite":
+        return [DEFAULT_TENANT]
+    found = [DEFAULT_TENANT] if (clients.tenant_dir(DEFAULT_TENANT) / "catalog.sqlite").is_file() else []
+    root = clients.data_dir / "tenants"
+    if root.is_dir():
+        for folder in sorted(root.iterdir()):
+            with contextlib.suppress(ValueError):
+                if check_tenant(folder.name) != DEFAULT_TENANT and (folder / "catalog.sqlite").is_file():
+                    found.append(folder.name)
+    return found
+
+
+class JobRunner:
+    """The serving process's ingestion worker: at most ``RAGSTEP_INGEST_WORKERS`` jobs at once, in threads created
+    on the first job. One per :class:`Clients` (:func:`runner_for`)."""
+
+    def __init__(self, clients: Clients) -> None:
+        self.clients = clients
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                workers = self.clients.settings.ingest_workers
+                self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ragstep-ingest")
+            return self._pool
+
+    def submit(self, tenant_id: str, job_id: str) -> None:
+        self._executor().submit(self._run, tenant_id, job_id)
+
+    def _run(self, tenant_id: str, job_id: str) -> None:
+        ctx = self.clients.context(tenant_id)
+        try:
+            run_job(ctx, job_id)
+        except Exception:
+            # Not the file's fault (the catalog or the blob store failed): say so on the job, details in the log.
+            log.exception("ingestion job %s failed", job_id)
+            with contextlib.suppress(Exception):
+                job = ctx.catalog.get_job(job_id)
+                if job is not None and job.status in PENDING_JOB_STATUSES:
+                    error = "internal error while ingesting; see the server log, then upload the file again"
+                    _save(ctx, job.model_copy(update={"status": "failed", "error": error, "finished_at": time.time()}))
+
+    def resume(self) -> int:
+        """Queue again every job left ``queued`` or ``running`` by an earlier process; returns how many."""
+        count = 0
+        for tenant in known_tenants(self.clients):
+            for job in self.clients.context(tenant).catalog.list_jobs():
+                if job.status in PENDING_JOB_STATUSES:
+                    self.submit(tenant, job.id)
+                    count += 1
+        return count
+
+    def shutdown(self) -> None:
+        """Stop taking jobs: those waiting stay ``queued`` in the catalog for the next start; a running one ends."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+_RUNNERS: weakref.WeakKeyDictionary[Clients, JobRunner] = weakref.WeakKeyDictionary()
+_RUNNERS_LOCK = threading.Lock()
+
+
+def runner_for(clients: Clients) -> JobRunner:
+    """The job runner of these clients (one per process serving them), created on first use."""
+    with _RUNNERS_LOCK:
+        runner = _RUNNERS.get(clients)
+        if runner is None:
+            runner = _RUNNERS[clients] = JobRunner(clients)
+        return runner

@@ -1,0 +1,191 @@
+"""``ragstep tenants create|list``, ``ragstep keys create|list|revoke`` and ``ragstep usage``.
+
+The command line administers the server's own key and usage stores directly (whoever can run it on the data dir
+or with the AWS role owns the deployment), so it acts for any tenant; the HTTP admin routes are the same use cases
+behind a ``manage`` key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from ragstep.entry.cli.common import context_of, positive_int, print_json
+from ragstep.entry.cli.console import table
+from ragstep.models import DEFAULT_TENANT
+from ragstep.models.tenancy import SCOPE_MEANING, SCOPES, ApiKey
+
+
+def _when(instant: float | None) -> str:
+    if instant is None:
+        return "-"
+    return datetime.fromtimestamp(instant, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def _key_json(key: ApiKey) -> dict[str, Any]:
+    return key.model_dump(mode="json", exclude={"key_hash"})
+
+
+def cmd_tenants_create(args: argparse.Namespace) -> int:
+    from ragstep.app.tenants import create_tenant
+
+    tenant = create_tenant(
+        context_of(args).clients.keys,
+        args.tenant_id,
+        name=args.name or "",
+        daily_requests=args.daily_requests,
+        daily_tokens=args.daily_tokens,
+    )
+    if args.json:
+        print_json(tenant.model_dump(mode="json"))
+    else:
+        print(f"created tenant {tenant.id}; make it a key with `ragstep keys create --tenant {tenant.id} --scope ...`")
+    return 0
+
+
+def cmd_tenants_list(args: argparse.Namespace) -> int:
+    from ragstep.app.tenants import list_tenants
+
+    clients = context_of(args).clients
+    tenants = list_tenants(clients.keys)
+    if args.json:
+        print_json([t.model_dump(mode="json") for t in tenants])
+        return 0
+    keys = clients.keys.list_keys()
+    rows = []
+    for t in tenants:
+        active = sum(1 for k in keys if k.tenant_id == t.id and k.status(time.time()) == "active")
+        quota = f"{t.daily_requests if t.daily_requests is not None else '-'}/{t.daily_tokens or '-'}"
+        rows.append((t.id, t.name or "-", active, quota, _when(t.created_at or None)))
+    print(table(("tenant", "name", "active keys", "daily requests/tokens", "created"), rows))
+    return 0
+
+
+def _scopes(values: list[str]) -> list[str]:
+    return [s.strip() for value in values for s in value.split(",") if s.strip()]
+
+
+def cmd_keys_create(args: argparse.Namespace) -> int:
+    from ragstep.app.keys import create_key, parse_expiry
+
+    made = create_key(
+        context_of(args).clients.keys,
+        args.tenant,
+        _scopes(args.scope),
+        name=args.name or "",
+        knowledge_bases=args.kb or (),
+        expires_at=parse_expiry(args.expires) if args.expires else None,
+        rate_per_second=args.rate,
+        burst=args.burst,
+    )
+    if args.json:
+        print_json({**_key_json(made.key), "key": made.secret})
+        return 0
+    key = made.key
+    print(made.secret)
+    limits = f"; knowledge bases: {', '.join(key.knowledge_bases)}" if key.knowledge_bases else ""
+    expiry = f"; expires {_when(key.expires_at)} UTC" if key.expires_at else ""
+    print(
+        f"key {key.prefix} for tenant {key.tenant_id} (scopes: {', '.join(key.scopes)}{limits}{expiry}). "
+        "Store it now: it is not shown again.",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def cmd_keys_list(args: argparse.Namespace) -> int:
+    keys = context_of(args).clients.keys.list_keys(args.tenant)
+    if args.json:
+        print_json([_key_json(k) for k in keys])
+        return 0
+    if not keys:
+        print("no API keys yet; make one with `ragstep keys create --scope search`")
+        return 0
+    now = time.time()
+    rows = [
+        (
+            k.prefix,
+            k.tenant_id,
+            k.name or "-",
+            ",".join(k.scopes),
+            ",".join(k.knowledge_bases) or "all",
+            k.status(now),
+            _when(k.expires_at),
+        )
+        for k in keys
+    ]
+    print(table(("prefix", "tenant", "name", "scopes", "knowledge bases", "status", "expires"), rows))
+    return 0
+
+
+def cmd_keys_revoke(args: argparse.Namespace) -> int:
+    from ragstep.app.keys import revoke_key
+
+    key = revoke_key(context_of(args).clients.keys, args.prefix)
+    print(f"revoked key {key.prefix} of tenant {key.tenant_id}")
+    return 0
+
+
+def cmd_usage(args: argparse.Namespace) -> int:
+    from ragstep.app.usage import parse_instant, usage_report
+
+    start = parse_instant(args.start) if args.start else None
+    end = parse_instant(args.end) if args.end else None
+    report = usage_report(context_of(args).clients.usage, args.tenant, start, end, args.group_by)
+    if args.json:
+        print_json(report.model_dump(mode="json"))
+        return 0
+    rows = [
+        (r.group, r.requests, r.errors, r.results, r.prompt_tokens, r.completion_tokens, f"{r.duration_ms:.0f}")
+        for r in [*report.rows, report.total]
+    ]
+    print(f"tenant {report.tenant_id}, {_when(report.start)} to {_when(report.end)} UTC, by {report.group_by}")
+    print(table((args.group_by, "requests", "errors", "results", "prompt tok", "completion tok", "ms"), rows))
+    return 0
+
+
+def add_tenant_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    tenants = sub.add_parser("tenants", help="create and list tenants", parents=[common])
+    t_sub = tenants.add_subparsers(dest="tenants_command", required=True, metavar="ACTION")
+    p = t_sub.add_parser("create", help="create a tenant", parents=[common])
+    p.add_argument("tenant_id", metavar="TENANT", help="1-64 letters, digits, '-' or '_'")
+    p.add_argument("--name", help="a display name")
+    p.add_argument("--daily-requests", type=positive_int, metavar="N", help="requests per UTC day (server default)")
+    p.add_argument("--daily-tokens", type=positive_int, metavar="N", help="LLM tokens per UTC day (server default)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_tenants_create)
+    p = t_sub.add_parser("list", help="list tenants", parents=[common])
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_tenants_list)
+
+    keys = sub.add_parser("keys", help="create, list and revoke API keys", parents=[common])
+    k_sub = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
+    scopes = "; ".join(f"{s}: {SCOPE_MEANING[s]}" for s in SCOPES)
+    p = k_sub.add_parser("create", help="make an API key (printed once)", parents=[common])
+    p.add_argument("--tenant", default=DEFAULT_TENANT, help="the tenant the key acts for (default)")
+    p.add_argument("--scope", action="append", required=True, metavar="SCOPE", help=f"repeatable or a,b. {scopes}")
+    p.add_argument("--kb", action="append", metavar="KB", help="limit the key to this knowledge base (repeatable)")
+    p.add_argument("--expires", metavar="WHEN", help="90d, 12h, 2w, a date (2027-01-31) or an ISO 8601 time")
+    p.add_argument("--name", help="what the key is for")
+    p.add_argument("--rate", type=float, metavar="R", help="requests per second (RAGSTEP_RATE_LIMIT_PER_SECOND)")
+    p.add_argument("--burst", type=positive_int, metavar="N", help="burst size (RAGSTEP_RATE_LIMIT_BURST)")
+    p.add_argument("--json", action="store_true", help="print the key's record and the key as JSON")
+    p.set_defaults(func=cmd_keys_create)
+    p = k_sub.add_parser("list", help="list API keys (prefixes, never the keys)", parents=[common])
+    p.add_argument("--tenant", help="only this tenant's keys")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_keys_list)
+    p = k_sub.add_parser("revoke", help="revoke an API key by its prefix", parents=[common])
+    p.add_argument("prefix")
+    p.set_defaults(func=cmd_keys_revoke)
+
+    p = sub.add_parser("usage", help="a tenant's API usage by day, key or model", parents=[common])
+    p.add_argument("--tenant", default=DEFAULT_TENANT)
+    p.add_argument("--from", dest="start", metavar="WHEN", help="epoch seconds, a date or ISO time (30 days ago)")
+    p.add_argument("--to", dest="end", metavar="WHEN", help="epoch seconds, a date or ISO time (now)")
+    p.add_argument("--group-by", choices=("day", "key", "model"), default="day")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_usage)

@@ -1,0 +1,294 @@
+"""Who is calling: API keys to tenants and scopes, rate limits and quotas, and one usage record per request.
+
+The :class:`Gate` (one per app, ``app.state.gate``) is what :mod:`ragstep.entry.http.deps` asks for every request:
+
+* **Credentials**: ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``, checked by
+  :func:`ragstep.app.keys.verify_key` (constant-time hash comparison). A resolved key is reused for
+  ``RAGSTEP_KEY_CACHE_SECONDS`` (a revocation bites within that time; the hash is compared on every request).
+* **Open local mode**: while no key exists (and ``RAGSTEP_AUTH`` is not ``required``) every request is the default
+  tenant's, with every scope: the single-user install. ``ragstep serve`` allows that only on a loopback address.
+  Once a key exists, the server requires one from then on (checked again every key-cache period while open).
+* **Limits**: a token bucket per key (requests per second and burst; the key's own or the settings'), then the
+  tenant's daily request and token quotas (:class:`ragstep.app.usage.QuotaBook`); over either is 429 with
+  ``Retry-After``.
+* **Metering**: :class:`Metering`, a pure ASGI middleware, writes one :class:`UsageRecord` per authenticated request
+  after the last byte of its answer was sent (so never delaying a stream), from what the route reported in
+  :class:`Meter`.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ragstep.app.keys import split_key, verify_key
+from ragstep.app.tenants import tenant_of
+from ragstep.app.usage import QuotaBook, UsageRecorder
+from ragstep.context import Clients
+from ragstep.entry.http.errors import error_response
+from ragstep.errors import RateLimitedError, UnauthorizedError
+from ragstep.models import DEFAULT_TENANT
+from ragstep.models.tenancy import SCOPES, ApiKey, Tenant, UsageRecord
+
+MISSING_KEY = (
+    "this server requires an API key: send `Authorization: Bearer <key>` or `X-API-Key: <key>` "
+    "(`ragstep keys create` makes one)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """The caller of one request: a tenant and, unless the server is in open local mode, the key it presented."""
+
+    tenant_id: str
+    key: ApiKey | None = None
+
+    @property
+    def scopes(self) -> tuple[str, ...]:
+        return tuple(self.key.scopes) if self.key is not None else SCOPES
+
+    @property
+    def key_prefix(self) -> str:
+        return self.key.prefix if self.key is not None else ""
+
+    @property
+    def allowed_kbs(self) -> tuple[str, ...] | None:
+        return tuple(self.key.knowledge_bases) if self.key is not None and self.key.knowledge_bases else None
+
+
+@dataclass
+class Meter:
+    """What a route reports for its usage record (``deps.meter(request)``); counts add up over a request."""
+
+    pipeline: str = ""
+    results: int = 0
+    model: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add_tokens(self, model: str, prompt_tokens: int, completion_tokens: int) -> None:
+        self.model = model or self.model
+        self.prompt_tokens += prompt_tokens
+        self.completion_tokens += completion_tokens
+
+
+@dataclass
+class _Bucket:
+    tokens: float
+    updated: float
+
+
+@dataclass
+class RateLimiter:
+    """Token buckets per key prefix: ``rate`` tokens per second refill up to ``burst``; a request takes one."""
+
+    clock: Callable[[], float] = time.monotonic
+    _buckets: dict[str, _Bucket] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def take(self, prefix: str, rate: float, burst: int) -> None:
+        if rate <= 0:
+            return
+        now = self.clock()
+        with self._lock:
+            bucket = self._buckets.setdefault(prefix, _Bucket(float(burst), now))
+            bucket.tokens = min(float(burst), bucket.tokens + (now - bucket.updated) * rate)
+            bucket.updated = now
+            if bucket.tokens < 1.0:
+                wait = math.ceil((1.0 - bucket.tokens) / rate)
+                raise RateLimitedError(f"API key {prefix} is over its rate limit ({rate:g}/s, burst {burst})", wait)
+            bucket.tokens -= 1.0
+
+
+def presented_key(headers: Mapping[str, str]) -> str | None:
+    """The key in ``Authorization: Bearer`` or ``X-API-Key`` (None when neither is there)."""
+    authorization = headers.get("authorization")
+    header_key = headers.get("x-api-key")
+    bearer = None
+    if authorization is not None:
+        scheme, _, value = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer" or not value.strip():
+            raise UnauthorizedError("malformed Authorization header: send `Authorization: Bearer <key>`")
+        bearer = value.strip()
+    if bearer is not None and header_key is not None and bearer != header_key.strip():
+        raise UnauthorizedError("two different API keys were sent (Authorization and X-API-Key); send one")
+    key = bearer if bearer is not None else header_key
+    return key.strip() if key is not None else None
+
+
+class Gate:
+    """Authentication, limits and metering of one app (module docstring)."""
+
+    def __init__(self, clients: Clients, clock: Callable[[], float] = time.time) -> None:
+        self.clients = clients
+        self.settings = clients.settings
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._keys: dict[str, tuple[ApiKey, float]] = {}
+        self._tenants: dict[str, tuple[Tenant, float]] = {}
+        self._required = self.settings.auth == "required"
+        self._checked_at = -math.inf
+        self.limiter = RateLimiter()
+
+    # The usage store is opened on first use, not when the app is built: a server that never meters a request (every
+    # request refused, or only /healthz) never touches it.
+
+    @cached_property
+    def quotas(self) -> QuotaBook:
+        return QuotaBook(self.clients.usage, self._clock)
+
+    @cached_property
+    def recorder(self) -> UsageRecorder:
+        return UsageRecorder(self.clients.usage, on_record=self.quotas.charge_tokens)
+
+    def required(self) -> bool:
+        """Whether requests need a key: always once a key exists (sticky), re-checked while none does."""
+        if self._required:
+            return True
+        now = self._clock()
+        if now - self._checked_at >= self.settings.key_cache_seconds:
+            self._checked_at = now
+            self._required = self.clients.keys.has_keys()
+        return self._required
+
+    def _stored_key(self, prefix: str) -> ApiKey | None:
+        now = self._clock()
+        cached = self._keys.get(prefix)
+        if cached is not None and now - cached[1] < self.settings.key_cache_seconds:
+            return cached[0]
+        key = self.clients.keys.get_key(prefix)
+        if key is not None:
+            with self._lock:
+                self._keys[prefix] = (key, now)
+        return key
+
+    def authenticate(self, headers: Mapping[str, str]) -> Principal:
+        if not self.required():
+            # Open local mode: no key exists, so none could be checked. Clients that always send one (the openai SDK
+            # insists on an api_key) are served like any other caller here: as the default tenant.
+            return Principal(DEFAULT_TENANT)
+        text = presented_key(headers)
+        if text is None:
+            raise UnauthorizedError(MISSING_KEY)
+        prefix, _ = split_key(text)
+        key = verify_key(self.clients.keys, text, self._clock(), key=self._stored_key(prefix))
+        return Principal(key.tenant_id, key)
+
+    def _tenant(self, tenant_id: str) -> Tenant:
+        now = self._clock()
+        cached = self._tenants.get(tenant_id)
+        if cached is None or now - cached[1] >= self.settings.key_cache_seconds:
+            cached = (tenant_of(self.clients.keys, tenant_id), now)
+            with self._lock:
+                self._tenants[tenant_id] = cached
+        return cached[0]
+
+    def admit(self, principal: Principal) -> None:
+        """Rate limit, then daily quotas; :class:`RateLimitedError` when over either."""
+        settings = self.settings
+        key = principal.key
+        if key is not None:
+            rate = key.rate_per_second if key.rate_per_second is not None else settings.rate_limit_per_second
+            self.limiter.take(key.prefix, rate, key.burst or settings.rate_limit_burst)
+        elif not (settings.daily_request_quota or settings.daily_token_quota):
+            return  # open local mode without quotas: nothing to count, no store to read
+        self.quotas.admit(self._tenant(principal.tenant_id), settings.daily_request_quota, settings.daily_token_quota)
+
+    def close(self) -> None:
+        if "recorder" in self.__dict__:
+            self.recorder.close()
+
+    @asynccontextmanager
+    async def lifespan(self, _: FastAPI) -> AsyncIterator[None]:
+        """The app's lifespan: on shutdown, the queued usage records are written."""
+        try:
+            yield
+        finally:
+            self.close()
+
+
+def _route_of(scope: Scope) -> str:
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    return str(path) if path else "-"
+
+
+class Metering:
+    """One usage record per request that was authenticated, submitted after its answer's last byte was sent."""
+
+    def __init__(self, app: ASGIApp, gate: Gate) -> None:
+        self.app = app
+        self.gate = gate
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        scope.setdefault("state", {})  # created here so the routes' request.state is this very dict
+        started = time.time()
+        clock = time.perf_counter()
+        status = 500
+        done = False
+
+        def record() -> None:
+            nonlocal done
+            if done:
+                return
+            done = True
+            state = scope.get("state") or {}
+            principal: Principal | None = state.get("principal")
+            if principal is None:  # refused before a tenant was known, or a route without a context (healthz)
+                return
+            meter: Meter = state.get("meter") or Meter()
+            self.gate.recorder.submit(
+                UsageRecord(
+                    id=uuid.uuid4().hex,
+                    tenant_id=principal.tenant_id,
+                    key_prefix=principal.key_prefix,
+                    method=scope.get("method", ""),
+                    route=_route_of(scope),
+                    status=status,
+                    started_at=started,
+                    duration_ms=round((time.perf_counter() - clock) * 1000, 3),
+                    pipeline=meter.pipeline,
+                    results=meter.results,
+                    model=meter.model,
+                    prompt_tokens=meter.prompt_tokens,
+                    completion_tokens=meter.completion_tokens,
+                )
+            )
+
+        async def metered_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                record()
+
+        try:
+            await self.app(scope, receive, metered_send)
+        finally:
+            record()  # an answer cut short (the client left mid-stream) is still a request
+
+
+def install_auth_errors(app: FastAPI) -> None:
+    """401 with ``WWW-Authenticate``, 429 with ``Retry-After`` (more specific than the RagstepError handler)."""
+
+    @app.exception_handler(UnauthorizedError)
+    async def _unauthorized(_: Request, exc: UnauthorizedError) -> JSONResponse:
+        return error_response(401, exc.code, exc.message, headers={"WWW-Authenticate": "Bearer"})
+
+    @app.exception_handler(RateLimitedError)
+    async def _limited(_: Request, exc: RateLimitedError) -> JSONResponse:
+        return error_response(429, exc.code, exc.message, headers={"Retry-After": str(exc.retry_after)})

@@ -1,0 +1,143 @@
+"""Citations in the chat stages: the citation prompt, repair of the model's markers as it streams, inserted
+citations when it wrote none, and the references that go out with every answer.
+
+Where the final answer's markers come from (``ChatState.citation_mode``):
+
+* ``model`` -- a language model was asked to cite (:data:`prompts.CITATION_PROMPT`) and did; its markers are
+  repaired (:class:`ragstep.retrieval.citations.MarkerRepair`), while streaming too.
+* ``inserted`` -- it wrote none: :func:`ragstep.retrieval.citations.insert_citations` cites the answer's pieces by
+  similarity to the passages, with the knowledge base's embedder and the passages' stored vectors (token similarity
+  alone when there is no embedder, or embedding fails). A streamed answer was already shown without them: the final
+  answer (``done`` event, history, ``--json``) carries them.
+* ``extractive`` -- the extractive answerer quotes sentences and cites the passage it quoted: exact provenance, kept
+  as it is (inserting by similarity could only be less exact; an answer without quotes cites nothing).
+* ``none`` -- citations off, no passages, a fallback answer (it is not grounded), or nothing similar enough.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ragstep.errors import RagstepError
+from ragstep.models import CitationMode, DocAggregate, PipelineState, Reference, TraceEvent
+from ragstep.retrieval.citations import Embed, MarkerRepair, cited_positions, insert_citations, repair_markers
+from ragstep.stages.chat import prompts
+
+if TYPE_CHECKING:
+    from ragstep.context import Context
+    from ragstep.ports import ChatModel
+
+STAGE = "citations"
+
+
+def enabled(state: PipelineState) -> bool:
+    return state.chat.settings.citations and bool(state.chat.references)
+
+
+def system_prompt(state: PipelineState, *, grounded: bool | None = None) -> str:
+    """The configured (or shipped) system prompt, with the citation rules when the answer has passages to cite."""
+    base = state.chat.settings.system_prompt or prompts.SYSTEM_PROMPT[state.chat.language]
+    grounded = enabled(state) if grounded is None else grounded and state.chat.settings.citations
+    return base + prompts.CITATION_PROMPT[state.chat.language] if grounded else base
+
+
+def stream_repair(state: PipelineState) -> MarkerRepair | None:
+    """The marker repair for a streamed answer (None when there is nothing to cite)."""
+    return MarkerRepair(len(state.chat.references), dict(state.chat.labels)) if enabled(state) else None
+
+
+def _embedding(state: PipelineState, ctx: Context) -> tuple[Embed | None, np.ndarray | None, str]:
+    """The embedder of the references' vector space and their stored vectors (None, None when there is none)."""
+    spaces = {kb.embedding_model for kb in state.knowledge_bases if kb.embedding_model != "none"}
+    if len(spaces) != 1:  # no vectors, or passages from different spaces: token similarity alone
+        return None, None, "none" if not spaces else "mixed_spaces"
+    space = spaces.pop()
+    embedder = ctx.embedder(space)
+    if embedder is None:
+        return None, None, "no_embedder"
+    refs = state.chat.references
+    stored = ctx.index.vectors([r.id for r in refs], space)
+    missing = [i for i, r in enumerate(refs) if r.id not in stored]
+    rows: list[np.ndarray | None] = [stored.get(r.id) for r in refs]
+    if missing:
+        fresh = embedder.embed([refs[i].content for i in missing])
+        for i, row in zip(missing, fresh, strict=True):
+            rows[i] = row
+    return embedder.embed, np.vstack([np.asarray(r, dtype=np.float32) for r in rows]), space
+
+
+def references_of(state: PipelineState, answer: str) -> tuple[list[Reference], list[DocAggregate]]:
+    """The references flagged with the markers of ``answer`` that cite them, and the per-document aggregate."""
+    positions = cited_positions(answer)
+    refs = [r.cited_at(positions.get(n, [])) for n, r in enumerate(state.chat.references, start=1)]
+    aggs: dict[str, DocAggregate] = {}
+    for r in refs:
+        agg = aggs.get(r.knowledge_id)
+        if agg is None:
+            name = r.knowledge_filename or r.knowledge_title or r.knowledge_id
+            agg = aggs[r.knowledge_id] = DocAggregate(
+                knowledge_id=r.knowledge_id, knowledge_base_id=r.knowledge_base_id, name=name
+            )
+        agg.count += 1
+        agg.cited += r.cited
+    return refs, sorted(aggs.values(), key=lambda a: (-a.cited, -a.count))
+
+
+def cite(
+    state: PipelineState, ctx: Context, model: ChatModel, answer: str, *, repaired: bool = False
+) -> tuple[PipelineState, TraceEvent | None]:
+    """The state with the final answer's citations: markers repaired (unless the stream did it: ``repaired``),
+    inserted when a grounded generative answer has none, and the references flagged. No trace row when the answer
+    had no passages at all (the plain chat pipelines)."""
+    chat = state.chat
+    if not chat.references:
+        return state, None
+    mode: CitationMode = "none"
+    detail: dict[str, object] = {}
+    counts: dict[str, int] = {}
+    if enabled(state) and chat.fallback is None:
+        if not repaired:
+            answer, repair = repair_markers(answer, len(chat.references), chat.labels)
+            counts |= {"repaired": repair.repaired, "dropped": repair.dropped, "collapsed": repair.collapsed}
+        if cited_positions(answer):
+            mode = "model" if model.generative else "extractive"
+        elif model.generative:
+            embed, vectors, space = None, None, "none"
+            try:
+                embed, vectors, space = _embedding(state, ctx)
+            except RagstepError as exc:  # the citations are worth less than the answer: token similarity alone
+                detail["embedding_error"] = exc.message
+            passages = [r.content for r in chat.references]
+            try:
+                inserted = insert_citations(answer, passages, embed=embed, passage_vectors=vectors)
+            except RagstepError as exc:  # embedding the answer's pieces failed: token similarity alone
+                detail["embedding_error"] = exc.message
+                inserted = insert_citations(answer, passages)
+            detail |= {"space": space, "threshold": round(inserted.threshold, 4)}
+            counts |= {"pieces": inserted.pieces, "cited_pieces": len(inserted.cites)}
+            if inserted.cites:
+                answer, mode = inserted.answer, "inserted"
+    # A fallback answer is not grounded: whatever it brackets cites none of the passages.
+    refs, aggs = references_of(state, "" if chat.fallback is not None else answer)
+    counts["cited"] = sum(r.cited for r in refs)
+    counts["references"] = len(refs)
+    cited = chat.model_copy()
+    cited.answer, cited.references, cited.doc_aggs, cited.citation_mode = answer, refs, aggs, mode
+    event = TraceEvent(
+        stage=STAGE,
+        action="run" if mode != "none" else "skip",
+        reason=None if mode != "none" else _why_none(state),
+        counts=counts,
+        detail={"mode": mode, **detail},
+    )
+    return state.with_chat(cited), event
+
+
+def _why_none(state: PipelineState) -> str:
+    if not state.chat.settings.citations:
+        return "citations_disabled"
+    if state.chat.fallback is not None:
+        return "fallback_answer"
+    return "nothing_cited"

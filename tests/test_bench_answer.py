@@ -1,0 +1,94 @@
+"""``ragstep bench answer``: its metrics on a tiny set with hand-checked figures, its helpers and its errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import run_cli
+from ragstep.bench.answer import closest_sentence, contains_answer, load_answers, normalise, run_answer
+from ragstep.errors import InputError
+
+CORPUS = [
+    {"_id": "lambda", "title": "Lambda", "text": "Cold starts happen when a new execution environment starts."},
+    {"_id": "bm25", "title": "BM25", "text": "BM25 ranks documents by term frequency and inverse document frequency."},
+    {"_id": "tea", "title": "Tea", "text": "Green tea is steeped at about 80 degrees for two minutes."},
+    {"_id": "beijing", "title": "北京", "text": "北京是中华人民共和国的首都，也是全国的政治和文化中心。"},
+]
+QUERIES = [
+    {"_id": "q1", "text": "When do cold starts happen?"},
+    {"_id": "q2", "text": "How does BM25 rank documents?"},
+    {"_id": "q3", "text": "At what temperature is green tea steeped?"},
+    {"_id": "q4", "text": "北京是哪个国家的首都？"},
+]
+QRELS = {"q1": "lambda", "q2": "bm25", "q3": "tea", "q4": "beijing"}
+ANSWERS = {
+    "q1": ["a new execution environment starts"],
+    "q2": ["term frequency"],
+    "q3": ["80 degrees"],
+    "q4": ["中华人民共和国"],
+}
+
+
+def write_set(folder: Path, answers: dict[str, list[str]] | None = ANSWERS) -> Path:
+    folder.mkdir()
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in CORPUS), encoding="utf-8")
+    (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUERIES), encoding="utf-8")
+    rows = "".join(f"{q}\t{d}\t1\n" for q, d in QRELS.items())
+    (folder / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + rows, encoding="utf-8")
+    if answers is not None:
+        lines = "".join(json.dumps({"_id": q, "answers": a}, ensure_ascii=False) + "\n" for q, a in answers.items())
+        (folder / "answers.jsonl").write_text(lines, encoding="utf-8")
+    return folder
+
+
+def test_normalised_containment() -> None:
+    assert normalise(" Ａ, b！c ") == "abc"
+    assert contains_answer("It is steeped at about 80 degrees.", ["80 Degrees"])
+    assert not contains_answer("It is hot.", ["80 degrees", ""])
+
+
+def test_the_closest_sentence_holds_the_most_question_terms() -> None:
+    doc = "Tea is old. Green tea is steeped at about 80 degrees. It is green."
+    assert (
+        closest_sentence("At what temperature is green tea steeped?", doc)
+        == "Green tea is steeped at about 80 degrees."
+    )
+
+
+def test_answers_file_errors_say_what_to_fix(tmp_path: Path) -> None:
+    assert load_answers(tmp_path) is None
+    (tmp_path / "answers.jsonl").write_text('{"id": "q1"}\n', encoding="utf-8")
+    with pytest.raises(InputError, match="answers"):
+        load_answers(tmp_path)
+
+
+def test_the_metrics_on_a_tiny_set(tmp_path: Path) -> None:
+    report = run_answer(write_set(tmp_path / "tiny"), abstention_sample=4)
+    assert report["set"] == "tiny" and report["questions"] == 4 and report["chat_model"] == "extractive"
+    # The extractive answerer quotes the sentence that holds each answer, from the relevant document, and cites it.
+    assert report["answer_recall"] == 1.0
+    assert report["citation_precision"] == 1.0 and report["citation_recall"] == 1.0
+    assert report["attribution"] == 1.0 and report["relevant_passage_given"] == 1.0
+    # Without its document, no other passage shares enough with a question: every question abstains.
+    assert report["abstention"] == 1.0 and report["abstention_questions"] == 4
+    assert report["ms_per_question"] > 0
+    assert report["citation_parameters"]["threshold"] == 0.63 and report["citation_parameters"]["max_citations"] == 4
+
+
+def test_a_set_without_answers_reports_no_answer_recall(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = write_set(tmp_path / "plain", answers=None)
+    code, out, err = run_cli(capsys, "bench", "answer", "--set", str(folder), "--json")
+    assert code == 0, err
+    report: dict[str, Any] = json.loads(out)
+    assert report["answer_recall"] is None and report["attribution"] == 1.0
+    code, out, _ = run_cli(capsys, "bench", "answer", "--set", str(folder))
+    assert code == 0 and "citation precision" in out and "attribution" in out
+
+
+def test_a_missing_set_is_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "bench", "answer", "--set", str(tmp_path / "missing"))
+    assert code != 0 and "not a folder" in err and "Traceback" not in err
