@@ -272,3 +272,11 @@ def test_clients_use_the_dynamodb_key_store(aws: None, tmp_path: Path) -> None:
     made = create_key(clients.keys, "default", ["search"])
     assert verify_key(clients.keys, made.secret) == made.key
     assert not (tmp_path / "data" / "keys.sqlite").exists()
+
+
+def test_the_cli_spells_the_default_tenant_as_the_models_do() -> None:
+    # The tenants command keeps pydantic out of `ragstep` start-up by spelling the default tenant out.
+    from ragstep.entry.cli import tenants
+    from ragstep.models import DEFAULT_TENANT
+
+    assert tenants.DEFAULT_TENANT == DEFAULT_TENANT

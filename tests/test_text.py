@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import pickle
 from pathlib import Path
 
+import pytest
+
 from ragstep.retrieval.text import build_jieba_cache, query_terms, stopwords, tokenize
+
+SHARED = Path(__file__).resolve().parents[1] / "shared"
 
 
 def test_english_words_lowercased_without_stopwords() -> None:
@@ -46,3 +52,26 @@ def test_dictionary_cache_round_trip(tmp_path: Path) -> None:
     freq, total = pickle.loads(path.read_bytes())
     assert total > 1_000_000 and freq["北京"] > 0
     assert not list((tmp_path / "sub").glob("*.tmp"))
+
+
+def test_a_user_cache_from_an_earlier_version_is_rewritten_once(tmp_path: Path) -> None:
+    # An earlier ragstep pickled its table class under another module path (ragstep.text, before the restructure):
+    # loading it fails, and the cache must be rewritten, not left for jieba to rebuild its table on every start.
+    import subprocess
+    import sys
+
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path), "PYTHONPATH": str(SHARED)}
+    env.pop("RAGSTEP_JIEBA_CACHE", None)
+    where = "from ragstep.retrieval import text; print(text._default_cache_path(), text._user_cache_path())"
+    default, user = subprocess.run(
+        [sys.executable, "-c", where], capture_output=True, text=True, env=env, check=True
+    ).stdout.split()
+    if default != user:
+        pytest.skip("this checkout ships a packaged jieba table, which is used before the user cache")
+    Path(user).parent.mkdir(parents=True)
+    Path(user).write_bytes(b"\x80\x05cragstep.text\n_restore_prefix_freq\n)R.")  # a class this version lacks
+    code = "from ragstep.retrieval import text; print(type(text.jieba_tokenizer().FREQ).__name__)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert proc.stdout.strip() == "PrefixFreq"
+    with open(user, "rb") as fh:
+        assert type(pickle.load(fh)[0]).__name__ == "PrefixFreq"

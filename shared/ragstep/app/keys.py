@@ -22,8 +22,9 @@ from pydantic import ValidationError
 
 from ragstep.errors import ConflictError, InputError, NotFoundError, UnauthorizedError
 from ragstep.models import DEFAULT_TENANT
-from ragstep.models.tenancy import KEY_MARK, PREFIX_HEX, SCOPES, ApiKey
+from ragstep.models.tenancy import KEY_MARK, PREFIX_HEX, ApiKey
 from ragstep.ports import KeyStore
+from ragstep.scopes import SCOPES
 
 _KEY = re.compile(rf"^{KEY_MARK}_([0-9a-f]{{{PREFIX_HEX}}})_([A-Za-z0-9_-]{{43}})$")
 _DURATION = re.compile(r"^(\d+)([smhdw])$")

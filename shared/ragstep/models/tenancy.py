@@ -15,18 +15,8 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from ragstep.models.base import _Model, check_identifier, check_tenant
+from ragstep.scopes import Scope
 
-Scope = Literal["search", "chat", "ingest", "manage", "usage"]
-#: Every scope, in the order listings print them.
-SCOPES: tuple[Scope, ...] = ("search", "chat", "ingest", "manage", "usage")
-#: What each scope lets a key do (the CLI's help and the README's table).
-SCOPE_MEANING: dict[str, str] = {
-    "search": "search knowledge bases and read their listings",
-    "chat": "chat and read or delete the tenant's chat sessions",
-    "ingest": "create knowledge bases, add and delete documents",
-    "manage": "create tenants and keys (on the admin tenant: every tenant's)",
-    "usage": "read the tenant's usage records",
-}
 KEY_MARK = "rsk"
 PREFIX_HEX = 8
 

@@ -267,8 +267,16 @@ def build_jieba_cache(path: Path) -> Path:
 def _load_table(cache: Path, *, rebuild_old: bool) -> tuple[Any, int]:
     if not cache.is_file():
         build_jieba_cache(cache)
-    with open(cache, "rb") as fh:
-        freq, total = pickle.load(fh)
+    try:
+        with open(cache, "rb") as fh:
+            freq, total = pickle.load(fh)
+    except Exception:
+        if not rebuild_old:
+            raise
+        # A per-user cache this version cannot read (written by an earlier ragstep whose table class lived in
+        # another module, or damaged): rewrite it once rather than let jieba rebuild its table (~1.5 s) every start.
+        build_jieba_cache(cache)
+        return _load_table(cache, rebuild_old=False)
     if isinstance(freq, dict) and rebuild_old:
         # A per-user cache in the earlier format (a plain dict, ~200 ms to load): rewrite it once.
         build_jieba_cache(cache)

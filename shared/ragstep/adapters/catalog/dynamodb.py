@@ -312,13 +312,8 @@ class DynamoCatalogStore:
 
     def put_job(self, job: IngestionJob) -> None:
         """Insert or replace the job and its lookup, with a ConditionCheck on its knowledge base (as put_knowledge)."""
-        if not job.id:
-            raise InputError("job id is empty")
-        if problem := key_size_error("job id", job.id, MAX_SORT_KEY_BYTES - 2):
-            raise problem
         kb_id = job.knowledge_base_id
-        if key_size_error("knowledge base id", kb_id, self._max_kb_id_bytes):
-            raise NotFoundError(f"unknown knowledge base {kb_id!r}")
+        self._check_item_keys("job id", job.id, kb_id, f"unknown knowledge base {kb_id!r}")
         attributes = {
             "id": {"S": job.id},
             "kb_id": {"S": kb_id},
@@ -394,17 +389,22 @@ class DynamoCatalogStore:
 
         self.table.guarded("delete knowledge lookup", run)
 
+    def _check_item_keys(self, what: str, item_id: str, kb_id: str, missing: str) -> None:
+        """An item's own id must fit a sort key; a knowledge base id too long to be a key names no knowledge base."""
+        if not item_id:
+            raise InputError(f"{what} is empty")
+        if problem := key_size_error(what, item_id, MAX_SORT_KEY_BYTES - 2):
+            raise problem
+        if key_size_error("knowledge base id", kb_id, self._max_kb_id_bytes):
+            raise NotFoundError(missing)
+
     # -- knowledge items -------------------------------------------------------------------------------------
 
     def put_knowledge(self, item: Knowledge) -> None:
         """Insert or replace. :class:`NotFoundError` if its knowledge base does not exist (checked atomically)."""
-        if not item.id:
-            raise InputError("knowledge id is empty")
-        if problem := key_size_error("knowledge id", item.id, MAX_SORT_KEY_BYTES - 2):
-            raise problem
         kb_id = item.knowledge_base_id
-        if key_size_error("knowledge base id", kb_id, self._max_kb_id_bytes):
-            raise NotFoundError(f"knowledge base {kb_id!r} not found; create it before adding knowledge")
+        missing = f"knowledge base {kb_id!r} not found; create it before adding knowledge"
+        self._check_item_keys("knowledge id", item.id, kb_id, missing)
         attributes = {
             "id": {"S": item.id},
             "kb_id": {"S": kb_id},

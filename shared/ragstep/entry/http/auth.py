@@ -38,7 +38,8 @@ from ragstep.context import Clients
 from ragstep.entry.http.errors import error_response
 from ragstep.errors import RateLimitedError, UnauthorizedError
 from ragstep.models import DEFAULT_TENANT
-from ragstep.models.tenancy import SCOPES, ApiKey, Tenant, UsageRecord
+from ragstep.models.tenancy import ApiKey, Tenant, UsageRecord
+from ragstep.scopes import SCOPES
 
 MISSING_KEY = (
     "this server requires an API key: send `Authorization: Bearer <key>` or `X-API-Key: <key>` "
