@@ -5,7 +5,14 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, create_model, field_validator, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    create_model,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from ragstep.models.base import (
     _Model,
@@ -210,6 +217,11 @@ class RetrievalSettings(_Model):
 
 
 class _OverridesBase(_Model):
+    # Only the overrides a request set go on the wire: ~50 nulls would cost every state ~1 KiB between stages.
+    @model_serializer(mode="wrap")
+    def _set_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if v is not None}
+
     def apply(self, base: RetrievalSettings) -> RetrievalSettings:
         """The effective settings: ``base`` with every set override applied (validated again)."""
         update = self.model_dump(exclude_none=True)
