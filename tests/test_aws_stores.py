@@ -689,7 +689,7 @@ def test_template_functions_use_the_aws_backends_with_scoped_policies() -> None:
     assert env["RAGSTEP_HISTORY_TABLE"] == {"Ref": "HistoryTable"}
     assert env["RAGSTEP_CATALOG_TABLE"] == {"Ref": "CatalogTable"}
     assert env["RAGSTEP_BLOB_BUCKET"] == {"Ref": "BlobBucket"}
-    ours = {"BlobBucket", "CatalogTable", "HistoryTable", "IdempotencyTable"}
+    ours = {"BlobBucket", "CatalogTable", "HistoryTable", "IdempotencyTable", "KeysTable", "UsageTable"}
     for name, resource in template["Resources"].items():
         if resource["Type"] != "AWS::Serverless::Function":
             continue
@@ -708,3 +708,30 @@ def test_template_functions_use_the_aws_backends_with_scoped_policies() -> None:
         reads_catalog = name in {"ApiFunction", "ChunkSearchFunction"} or name.startswith("Ingest")
         catalog = granted.get("CatalogTable", set()) & {"DynamoDBReadPolicy", "DynamoDBCrudPolicy"}
         assert bool(catalog) == reads_catalog, name
+
+
+def test_the_deployed_api_requires_keys_kept_in_the_stacks_own_tables() -> None:
+    # A Lambda deployment is reachable from anywhere: unlike a local `ragstep serve`, it never runs open.
+    from test_asl import load_template
+
+    resources = load_template()["Resources"]
+    env = resources["ApiFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["RAGSTEP_AUTH"] == "required"
+    assert env["RAGSTEP_KEYS_BACKEND"] == env["RAGSTEP_USAGE_BACKEND"] == "dynamodb"
+    assert env["RAGSTEP_KEYS_TABLE"] == {"Ref": "KeysTable"}
+    assert env["RAGSTEP_USAGE_TABLE"] == {"Ref": "UsageTable"}
+    keys_schema = resources["KeysTable"]["Properties"]["KeySchema"]
+    usage_schema = resources["UsageTable"]["Properties"]["KeySchema"]
+    assert [k["AttributeName"] for k in keys_schema] == ["pk"]  # adapters/keys/dynamodb.py's layout
+    assert [k["AttributeName"] for k in usage_schema] == ["tenant_id", "sk"]  # adapters/usage/dynamodb.py's
+    # Only the API reads keys or writes usage: no stage function is granted either table.
+    granted = {
+        name
+        for name, r in resources.items()
+        if r["Type"] == "AWS::Serverless::Function"
+        for policy in r["Properties"].get("Policies", [])
+        if isinstance(policy, dict)
+        for args in policy.values()
+        if isinstance(args, dict) and args.get("TableName", {}).get("Ref") in ("KeysTable", "UsageTable")
+    }
+    assert granted == {"ApiFunction"}
