@@ -170,7 +170,8 @@ def _body(query: Any = "espresso", **fields: Any) -> bytes:
         (_body(overrides={"rerank_top_k": 0}), "overrides.rerank_top_k: Input should be greater than or equal to 1"),
         (
             json.dumps({"query": "espresso"}).encode(),
-            "name at least one knowledge base (knowledge_base_ids) or knowledge item (knowledge_ids)",
+            "name at least one knowledge base (knowledge_base_ids) or knowledge item (knowledge_ids),"
+            " or turn web search on (overrides.web_search)",
         ),
         (json.dumps({"knowledge_base_ids": ["docs"]}).encode(), "query: Field required"),
         (b'{"query": "espresso", "knowledge_base_ids": ["docs"]', "request body is not valid JSON"),

@@ -35,6 +35,18 @@ RECOMMENDED_RETRIER = {
     "BackoffRate": 2,
 }
 
+# The EXPRESS machines' callers wait (the API gives up at 30 s): one retry of the same errors, delay capped and
+# jittered, and the whole execution bounded under those 30 s.
+EXPRESS_RETRIER = {
+    "ErrorEquals": RECOMMENDED_RETRIER["ErrorEquals"],
+    "IntervalSeconds": 1,
+    "MaxAttempts": 1,
+    "BackoffRate": 2,
+    "MaxDelaySeconds": 2,
+    "JitterStrategy": "FULL",
+}
+API_TIMEOUT_S = 30
+
 FANOUT = Pipeline(
     "fanout_example",
     (
@@ -95,7 +107,8 @@ def test_every_lambda_task_retries_as_recommended_and_catches_into_a_fail_state(
                 continue
             tasks += 1
             assert state["Resource"].startswith("${") and state["Resource"].endswith("FunctionArn}"), name
-            assert state["Retry"] == [RECOMMENDED_RETRIER], name
+            expected = EXPRESS_RETRIER if pipeline.kind == "EXPRESS" else RECOMMENDED_RETRIER
+            assert state["Retry"] == [expected], name
             assert len(state["Catch"]) == 1 and state["Catch"][0]["ErrorEquals"] == ["States.ALL"], name
             target = states[state["Catch"][0]["Next"]]
             assert target == {
@@ -105,6 +118,24 @@ def test_every_lambda_task_retries_as_recommended_and_catches_into_a_fail_state(
                 "CausePath": "$.Cause",
             }, name
     assert tasks == len(pipeline.stage_names()) + sum(isinstance(s, Parallel) for s in pipeline.steps)
+
+
+@pytest.mark.parametrize("pipeline", list(PIPELINES.values()), ids=lambda p: p.name)
+def test_no_retry_chain_outlives_the_caller_of_an_express_machine(pipeline: Pipeline) -> None:
+    machine = committed(pipeline)
+    if pipeline.kind == "STANDARD":
+        assert "TimeoutSeconds" not in machine  # nobody waits for an ingest; Lambda's own timeouts bound each task
+        return
+    timeout = machine["TimeoutSeconds"]
+    assert 0 < timeout < API_TIMEOUT_S
+    for states in scopes(machine):
+        for name, state in states.items():
+            for retrier in state.get("Retry", []):
+                delays = sum(
+                    min(retrier["MaxDelaySeconds"], retrier["IntervalSeconds"] * retrier["BackoffRate"] ** n)
+                    for n in range(retrier["MaxAttempts"])
+                )
+                assert retrier["MaxAttempts"] <= 2 and delays < timeout, name
 
 
 def test_errors_raised_by_ragstep_are_never_retried() -> None:
@@ -189,7 +220,7 @@ def test_cli_writes_checks_and_removes_stale_definitions(tmp_path: Path, capsys:
     assert asl.main(["--write", str(folder)]) == 0
     assert capsys.readouterr().out == "", "an unchanged file is not rewritten"
 
-    path = folder / asl.file_name(PIPELINES["knowledge_search"])
+    path = folder / asl.file_name(PIPELINES["ingest"])
     path.write_text(path.read_text(encoding="utf-8").replace('"MaxAttempts": 6', '"MaxAttempts": 3'), encoding="utf-8")
     assert asl.main(["--check", str(folder)]) == 1
     assert "differs" in capsys.readouterr().err
@@ -297,7 +328,7 @@ def test_template_functions_exist_and_the_api_has_outputs() -> None:
                 makefile = ROOT / resource["Properties"]["ContentUri"] / "Makefile"
                 assert f"build-{name}:" in makefile.read_text(encoding="utf-8"), name
     events = resources["ApiFunction"]["Properties"]["Events"]
-    assert [e["Type"] for e in events.values()] == ["HttpApi"]
+    assert {e["Type"] for e in events.values()} == {"HttpApi"}  # the API, and its health check (no key needed)
     assert {"ApiUrl", "KnowledgeSearchStateMachineArn"} <= set(template["Outputs"])
     assert template["Globals"]["Function"]["Runtime"] == "python3.12"
 
@@ -370,13 +401,13 @@ def test_template_uploads_start_the_ingest_state_machine() -> None:
     # Ingestion's own products never match: none of its prefixes is under uploads/.
     rules = {r["Id"]: r for r in bucket["LifecycleConfiguration"]["Rules"]}
     assert not any(r.get("Prefix", "").startswith(UPLOADS_PREFIX) for r in rules.values()), "uploads never expire"
-    # Only ingest_parse carries the parsers' layer.
+    # Only ingest_parse and data_analysis (DuckDB over the stored data files) carry the parsers' layer.
     with_parsers = [
         name
         for name, r in resources.items()
         if r["Type"] == "AWS::Serverless::Function" and {"Ref": "ParserLayer"} in r["Properties"].get("Layers", [])
     ]
-    assert with_parsers == ["IngestParseFunction"]
+    assert sorted(with_parsers) == ["DataAnalysisFunction", "IngestParseFunction"]
 
 
 def test_template_opensearch_access_is_scoped_and_optional() -> None:
@@ -418,14 +449,25 @@ def test_template_chat_settings_reach_the_functions_that_answer() -> None:
         "RAGSTEP_CHAT_BASE_URL": {"Ref": "ChatBaseUrl"},
         "RAGSTEP_CHAT_API_KEY": {"Ref": "ChatApiKey"},
     }
-    # The API streams in-process; chat_completion answers on Step Functions. Only they resolve the chat API key.
-    for name in ("ApiFunction", "ChatCompletionFunction"):
+    # The API and the streaming chat function answer in-process; chat_completion on Step Functions. Only they resolve
+    # the chat API key.
+    # data_analysis asks the same model for its SQL.
+    # The Slack worker and event-driven retrieval (rag) answer in-process too (README: Channels).
+    # ingest_graph asks the model for each chunk's entities (knowledge bases with a graph).
+    answering = (
+        "ApiFunction",
+        "ChatStreamFunction",
+        "ChatCompletionFunction",
+        "DataAnalysisFunction",
+        "IngestGraphFunction",
+        "SlackWorkerFunction",
+        "RetrievalEventsFunction",
+    )
+    for name in answering:
         env = resources[name]["Properties"]["Environment"]["Variables"]
         assert {k: env.get(k) for k in settings} == settings, name
     others = [
-        name
-        for name, r in resources.items()
-        if r["Type"] == "AWS::Serverless::Function" and name not in ("ApiFunction", "ChatCompletionFunction")
+        name for name, r in resources.items() if r["Type"] == "AWS::Serverless::Function" and name not in answering
     ]
     assert "IntoChatMessageFunction" in others
     for name in others:
@@ -441,16 +483,25 @@ def test_template_bedrock_chat_access_only_with_the_bedrock_provider() -> None:
     assert template["Conditions"]["UseBedrockChat"] == {"Fn::Equals": [{"Ref": "ChatProvider"}, "bedrock"]}
     policy = resources["BedrockChatPolicy"]
     assert policy["Condition"] == "UseBedrockChat"
-    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
-    # Converse needs InvokeModel, ConverseStream InvokeModelWithResponseStream; nothing else.
-    assert statement["Action"] == ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"]
+    # Converse needs InvokeModel, ConverseStream InvokeModelWithResponseStream; nothing else, on ChatModel only.
+    for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+        assert statement["Action"] == ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"]
+        assert "${ChatModel}" in json.dumps(statement), statement["Sid"]
     granted = {"Fn::If": ["UseBedrockChat", {"Ref": "BedrockChatPolicy"}, {"Ref": "AWS::NoValue"}]}
     holders = [
         name
         for name, r in resources.items()
         if r["Type"] == "AWS::Serverless::Function" and granted in r["Properties"]["Policies"]
     ]
-    assert sorted(holders) == ["ApiFunction", "ChatCompletionFunction"]
+    assert sorted(holders) == [
+        "ApiFunction",
+        "ChatCompletionFunction",
+        "ChatStreamFunction",
+        "DataAnalysisFunction",
+        "IngestGraphFunction",
+        "RetrievalEventsFunction",
+        "SlackWorkerFunction",
+    ]
 
 
 def test_template_answer_stages_never_touch_the_history_or_the_index() -> None:
@@ -465,5 +516,5 @@ def test_template_answer_stages_never_touch_the_history_or_the_index() -> None:
             for kind, body in policy.items()
             if kind.startswith("DynamoDB")
         ]
-        assert tables == [{"Ref": "IdempotencyTable"}], name
+        assert tables == [], name
         assert "OpenSearch" not in str(policies), name

@@ -178,13 +178,14 @@ def test_only_files_under_uploads_start_an_execution(stack: Stack) -> None:
 
 
 def test_an_upload_is_ingested_by_the_handlers_and_found_by_a_search(stack: Stack) -> None:
-    key = f"uploads/{KB_NAME}/guides/cold starts.md"  # EventBridge gives the key as it is, spaces included
+    key = f"uploads/{KB_NAME}/guides/cold starts.md"  # moto sends the key unencoded; decoding leaves this one alone
     stack.upload(key, demo_doc(SAMPLE_DOC))
     (event,) = stack.started()
-    parsed, chunked, embedded, indexed = run_ingest(event)
+    parsed, chunked, embedded, indexed, graphed = run_ingest(event)
 
-    assert [s["status"] for s in (parsed, chunked, embedded, indexed)] == ["parsed", "chunked", "embedded", "indexed"]
-    final = IngestState.model_validate(indexed)
+    statuses = [s["status"] for s in (parsed, chunked, embedded, indexed, graphed)]
+    assert statuses == ["parsed", "chunked", "embedded", "indexed", "indexed"]
+    final = IngestState.model_validate(graphed)
     assert final.source.blob_key == key
     assert final.source.filename == "cold starts.md"
     assert final.source.uri == f"s3://{BUCKET}/{key}"
@@ -196,6 +197,8 @@ def test_an_upload_is_ingested_by_the_handlers_and_found_by_a_search(stack: Stac
         ("ingest_embed", "skip"),  # a BM25-only knowledge base
         ("ingest_embed", "run"),
         ("ingest_index", "run"),
+        ("ingest_graph", "skip"),  # a knowledge base without a graph
+        ("ingest_graph", "run"),
     ]
 
     catalog = runtime.get_clients().context().catalog
@@ -216,7 +219,7 @@ def test_the_same_upload_again_is_unchanged_and_new_content_replaces_it(stack: S
 
     stack.upload(SAMPLE_KEY, demo_doc(SAMPLE_DOC))
     again = run_ingest(stack.started()[0])
-    assert [s["status"] for s in again] == ["unchanged"] * 4
+    assert [s["status"] for s in again] == ["unchanged"] * 5
     assert again[-1]["source"]["knowledge_id"] == first["source"]["knowledge_id"]
 
     # The same file under the knowledge base's id is the same document as under its name.
@@ -253,6 +256,22 @@ def test_an_event_that_names_no_ingestible_upload_is_refused(
         invoke("ingest_parse", _event(key, bucket))
     # The Lambda runtime reports the class name: the Error the state machine's Fail state carries.
     assert type(caught.value).__name__ == error.__name__
+
+
+def test_an_event_key_is_url_decoded_once_as_s3_encodes_it(stack: Stack) -> None:
+    """S3 sends EventBridge the key form-encoded (``+`` for a space, ``%2B`` for a plus, UTF-8 percent escapes): the
+    event below has the documented shape and the key of an object named with all three."""
+    event = json.loads((Path(__file__).parent / "data" / "s3_object_created_encoded_key.json").read_text("utf-8"))
+    key = f"uploads/{KB_NAME}/Q3 report + notes 中文.md"
+    assert event["detail"]["object"]["key"] == f"uploads/{KB_NAME}/Q3+report+%2B+notes+%E4%B8%AD%E6%96%87.md"
+    stack.upload(key, demo_doc(SAMPLE_DOC))
+    stack.started()  # moto's own event (its key unencoded) is not the one under test
+
+    final = IngestState.model_validate(run_ingest(event)[-1])
+    assert final.status == "indexed"
+    assert final.source.blob_key == key and final.source.filename == "Q3 report + notes 中文.md"
+    assert final.source.uri == f"s3://{BUCKET}/{key}"
+    assert "Q3 report + notes 中文.md" in search("reciprocal rank fusion of keyword and vector results")
 
 
 def test_an_upload_under_tenants_is_ingested_into_that_tenants_store_and_catalog(stack: Stack) -> None:

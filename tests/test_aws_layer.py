@@ -29,7 +29,23 @@ BUDGET = 150 * MIB
 HARD_LIMIT = 262_144_000  # Lambda's "250 MB": function code and all its layers, unzipped
 # Functions known to be over the budget (but under the hard limit), with the reason; strict: when one fits again,
 # the test says so and the entry must go.
-OVER_BUDGET: dict[str, str] = {}
+_EMBEDS = (
+    "the EmbedderLayer (the local embedding model, ~69 MiB) puts it over the project's 150 MiB budget, still under"
+    " Lambda's 250 MB (README, layers/README.md)"
+)
+OVER_BUDGET: dict[str, str] = {
+    name: _EMBEDS
+    for name in (
+        "ChunkSearchFunction",
+        "IntoChatMessageFunction",
+        "ChatCompletionFunction",
+        "IngestEmbedFunction",
+        "ApiFunction",
+        "ChatStreamFunction",
+        "SlackWorkerFunction",
+        "RetrievalEventsFunction",
+    )
+}
 
 pytestmark = pytest.mark.slow
 
@@ -66,7 +82,8 @@ def template_functions() -> dict[str, tuple[Path, list[str]]]:
     out = {}
     for name, r in template["Resources"].items():
         if r["Type"] == "AWS::Serverless::Function":
-            own = [ref["Ref"] for ref in r["Properties"].get("Layers", [])]
+            # Public layers named by ARN (the streaming function's web adapter) are not built here.
+            own = [ref["Ref"] for ref in r["Properties"].get("Layers", []) if "Ref" in ref]
             out[name] = (ROOT / r["Properties"]["CodeUri"], global_layers + own)
     return out
 
@@ -184,7 +201,10 @@ for name in files:
     state = handler(event, Context())
     out[name] = {"status": state["status"], "error": state.get("error"), "counts": state["counts"]}
 loaded = sorted({m.split(".")[0] for m in sys.modules})
-print("RESULT " + json.dumps({"files": out, "modules": loaded, "path": [p for p in sys.path if "site-packages" in p]}))
+from ragstep.entry.aws import runtime
+tracer = type(runtime.tracer()).__name__
+print("RESULT " + json.dumps({"files": out, "modules": loaded, "tracer": tracer,
+                             "path": [p for p in sys.path if "site-packages" in p]}))
 """
 
 
@@ -210,12 +230,19 @@ def test_ingest_parse_runs_from_its_layers_alone(built_layers: Any, tmp_path: Pa
     files["guide.pdf"] = tmp_path / "guide.pdf"
     make_pdf(files["guide.pdf"], [[("h1", "Brewing guide"), ("p", "Espresso needs finely ground coffee.")]])
     _, layers = template_functions()["IngestParseFunction"]
+    # A Lambda-like environment with tracing active, as the template's default XRayTracing=true deploys it: the
+    # tracer patches what the function's layers hold (this one has neither httpx nor requests) and sends its
+    # segments to the daemon address, here a port nobody reads (UDP: sending never fails).
     env = {
         "PATH": os.environ.get("PATH", ""),
         "HOME": str(tmp_path),
         "RAGSTEP_DATA_DIR": str(tmp_path / "data"),
-        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_TRACE_DISABLED": "false",
         "POWERTOOLS_SERVICE_NAME": "ragstep-test",
+        "LAMBDA_TASK_ROOT": str(ROOT / "functions" / "ingest_parse"),
+        "AWS_LAMBDA_FUNCTION_NAME": "ragstep-ingest_parse",
+        "AWS_XRAY_DAEMON_ADDRESS": "127.0.0.1:2000",
+        "_X_AMZN_TRACE_ID": "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1",
     }
     run = subprocess.run(
         [runtime, "-I", "-B", "-c", PARSE_CHILD, str(ROOT / "functions" / "ingest_parse" / "app.py"),
@@ -227,9 +254,12 @@ def test_ingest_parse_runs_from_its_layers_alone(built_layers: Any, tmp_path: Pa
     result = json.loads(lines[-1].removeprefix("RESULT "))
     for name, state in result["files"].items():
         assert state["status"] == "parsed" and state["error"] is None, (name, state)
-    # Parsing never loads what only the DependencyLayer has (numpy, jieba, httpx, opensearch-py, FastAPI)
-    assert not {"numpy", "jieba", "httpx", "opensearchpy", "fastapi"} & set(result["modules"])
+    # Parsing never loads what only the DependencyLayer has (numpy, jieba, opensearch-py, FastAPI). httpx is in the
+    # ParserLayer too (for data_analysis), and with tracing on X-Ray patches the HTTP clients a function's layers
+    # hold, which imports them.
+    assert not {"numpy", "jieba", "opensearchpy", "fastapi"} & set(result["modules"])
     assert {"duckdb", "pypdf"} <= set(result["modules"])
+    assert result["tracer"] == "Tracer"  # traced, not silently off
 
 
 @pytest.mark.parametrize("function", list(template_functions()))

@@ -679,6 +679,11 @@ def test_template_bucket_is_private_encrypted_versioned_and_expires_states() -> 
     assert any(r.get("NoncurrentVersionExpiration", {}).get("NoncurrentDays") == 30 for r in rules.values())
 
 
+# Functions that never offload a pipeline state: the API key check and the Slack request check run no pipeline; the
+# Slack worker runs its (streaming) pipeline in-process.
+RUNS_NO_PIPELINE = frozenset({"AuthorizerFunction", "SlackWebhookFunction", "SlackWorkerFunction"})
+
+
 def test_template_functions_use_the_aws_backends_with_scoped_policies() -> None:
     from test_asl import load_template
 
@@ -689,7 +694,7 @@ def test_template_functions_use_the_aws_backends_with_scoped_policies() -> None:
     assert env["RAGSTEP_HISTORY_TABLE"] == {"Ref": "HistoryTable"}
     assert env["RAGSTEP_CATALOG_TABLE"] == {"Ref": "CatalogTable"}
     assert env["RAGSTEP_BLOB_BUCKET"] == {"Ref": "BlobBucket"}
-    ours = {"BlobBucket", "CatalogTable", "HistoryTable", "IdempotencyTable", "KeysTable", "UsageTable"}
+    ours = {"BlobBucket", "CatalogTable", "GraphTable", "HistoryTable", "IdempotencyTable", "KeysTable", "UsageTable"}
     for name, resource in template["Resources"].items():
         if resource["Type"] != "AWS::Serverless::Function":
             continue
@@ -701,11 +706,22 @@ def test_template_functions_use_the_aws_backends_with_scoped_policies() -> None:
                     (target,) = args.values()
                     assert isinstance(target, dict) and target.get("Ref") in ours, f"{name}: {kind} is not scoped"
                     granted.setdefault(target["Ref"], set()).add(kind)
-        # Every function may offload pipeline states to the bucket. Only those that read the catalog may: the API
-        # (it resolves a request's knowledge bases once, into the state), chunk_search (a state written by hand
-        # arrives unresolved) and the ingest stages; later query stages read the knowledge bases from the state.
-        assert granted.get("BlobBucket") == {"S3CrudPolicy"}, name
-        reads_catalog = name in {"ApiFunction", "ChunkSearchFunction"} or name.startswith("Ingest")
+        # Every function may offload pipeline states to the bucket: the API through S3CrudPolicy, the stages
+        # through policies scoped to the prefixes they use (tests/test_template_hardening.py). Only those that read
+        # the catalog may: the API (it resolves a request's knowledge bases once, into the state), chunk_search (a
+        # state written by hand arrives unresolved) and the ingest stages; later query stages read the knowledge
+        # bases from the state.
+        blob_policies = {"Ref": "StateBlobsPolicy"}, {"Ref": "IngestBlobsPolicy"}
+        if name in RUNS_NO_PIPELINE:
+            assert "BlobBucket" not in granted, f"{name} offloads no state: it needs no bucket"
+            continue
+        assert granted.get("BlobBucket") == {"S3CrudPolicy"} or any(
+            p in resource["Properties"]["Policies"] for p in blob_policies
+        ), name
+        # The entry points that resolve a request's knowledge bases (the API, the chat stream, the Slack worker, the
+        # retrieval-events consumer) read the catalog too.
+        entry_points = {"ApiFunction", "ChatStreamFunction", "SlackWorkerFunction", "RetrievalEventsFunction"}
+        reads_catalog = name in entry_points | {"ChunkSearchFunction"} or name.startswith("Ingest")
         catalog = granted.get("CatalogTable", set()) & {"DynamoDBReadPolicy", "DynamoDBCrudPolicy"}
         assert bool(catalog) == reads_catalog, name
 
@@ -724,7 +740,8 @@ def test_the_deployed_api_requires_keys_kept_in_the_stacks_own_tables() -> None:
     usage_schema = resources["UsageTable"]["Properties"]["KeySchema"]
     assert [k["AttributeName"] for k in keys_schema] == ["pk"]  # adapters/keys/dynamodb.py's layout
     assert [k["AttributeName"] for k in usage_schema] == ["tenant_id", "sk"]  # adapters/usage/dynamodb.py's
-    # Only the API reads keys or writes usage: no stage function is granted either table.
+    # Only the API, the streaming chat function (the same app) and the authorizer (keys only, read-only: see
+    # tests/test_authorizer.py) read keys or write usage: no stage function is granted either table.
     granted = {
         name
         for name, r in resources.items()
@@ -734,4 +751,4 @@ def test_the_deployed_api_requires_keys_kept_in_the_stacks_own_tables() -> None:
         for args in policy.values()
         if isinstance(args, dict) and args.get("TableName", {}).get("Ref") in ("KeysTable", "UsageTable")
     }
-    assert granted == {"ApiFunction"}
+    assert granted == {"ApiFunction", "ChatStreamFunction", "AuthorizerFunction"}

@@ -28,6 +28,8 @@ from ragstep.retrieval import text
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT / "shared"
 METRICS = {"ndcg@10", "recall@10", "recall@100"}
+#: What the `default` run reports besides the metrics (the tiny set has one relevant document per query).
+DEFAULT_COUNTS = {"mean_results"}
 # The four runs, then ours: the search candidates ordered by each reranker formula alone, the strict
 # pipeline and the pipeline with RAGFlow's formula.
 QUALITY_RUNS = set(ALL_RUNS)
@@ -97,8 +99,8 @@ def check_quality(report: dict[str, Any], runs: set[str]) -> None:
     assert report["queries"] == 4
     assert set(report["runs"]) == runs
     for name, metrics in report["runs"].items():
-        assert set(metrics) == METRICS, name
-        assert all(0.0 <= v <= 1.0 for v in metrics.values()), (name, metrics)
+        assert set(metrics) == (METRICS | DEFAULT_COUNTS if name == "default" else METRICS), name
+        assert all(0.0 <= metrics[m] <= 1.0 for m in METRICS), (name, metrics)
     assert report["documents"] == len(DOCS)
     assert report["chunks"] == len(DOCS)
     assert report["refused_queries"] == 0
@@ -119,6 +121,29 @@ def test_quality_json_with_embeddings(tmp_path: Path, capsys: pytest.CaptureFixt
     check_quality(report, QUALITY_RUNS)
     assert report["runs"]["dense"]["ndcg@10"] == 1.0
     assert report["runs"]["hybrid"]["ndcg@10"] == 1.0
+
+
+def test_quality_default_run_is_what_search_top_k_10_returns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = write_beir(tmp_path / "tiny", embeddings=True)
+    # One query with three relevant documents: the default run reports how many results such queries got.
+    with (folder / "qrels.tsv").open("a", encoding="utf-8") as fh:
+        fh.write("q2\td4\t1\nq2\td3\t1\n")
+    report = bench_json(capsys, "quality", "--set", str(folder))
+    default = report["runs"]["default"]
+    assert 1.0 <= default["mean_results"] <= 10.0
+    assert default["multi_relevant_queries"] == 1 and default["multi_mean_results"] >= 1.0
+    assert 0.0 <= default["multi_at_most_one"] <= 1.0
+    assert default["recall@100"] == default["recall@10"]  # ten results at most: nothing beyond rank 10
+
+
+def test_quality_vectors_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = write_beir(tmp_path / "tiny", embeddings=True)
+    report = bench_json(capsys, "quality", "--set", str(folder), "--vectors", "none")
+    assert report["set"] == "tiny-none" and "dense" not in report["runs"]
+    message = error_line(capsys, "bench", "quality", "--set", str(folder), "--vectors", "e5")
+    assert "no corpus.e5.npy / queries.e5.npy for --vectors e5" in message
 
 
 def test_quality_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

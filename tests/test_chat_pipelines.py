@@ -72,15 +72,18 @@ def answer_of(events: list[StreamEvent]) -> str:
 # -- declarations --------------------------------------------------------------------------------------------------
 
 
-def test_the_five_chat_pipelines_are_declared_in_process_only() -> None:
-    assert set(CHAT_PIPELINES) == {"chat", "chat_stream", "chat_history_stream", "rag", "rag_stream"}
+def test_the_chat_pipelines_stream_in_process_only() -> None:
+    assert set(CHAT_PIPELINES) == {"chat", "chat_stream", "chat_history_stream", "rag", "rag_stream", "viking_stream"}
     assert PIPELINES["rag_stream"].stage_names() == [
         "load_history",
         "rewrite_query",
+        "extract_entities",
         "chunk_search",
+        "entity_search",
         "chunk_rerank",
         "chunk_merge",
         "filter_top_k",
+        "data_analysis",
         "into_chat_message",
         "chat_completion_stream",
     ]

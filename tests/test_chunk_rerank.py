@@ -14,6 +14,7 @@ from ragstep.context import Clients, Context
 from ragstep.models import ChunkType, ImageInfo, KnowledgeBase, MatchType, RetrievalSettings, SearchRequest
 from ragstep.models import SearchResult as R
 from ragstep.pipeline import run_stage
+from ragstep.retrieval.calibration import rerank_calibration
 from ragstep.retrieval.text import token_set
 from ragstep.settings import Settings
 from ragstep.stages.search.chunk_rerank import (
@@ -195,3 +196,32 @@ def test_faq_boost_and_empty_input(ctx: Context, docs: KnowledgeBase) -> None:
     assert {r.id: r.score for r in boosted.rerank_results}[faq.id] == pytest.approx(min(score * 1.2, 1.0))
     empty = run_stage("chunk_rerank", state.model_copy(update={"search_results": []}), ctx)
     assert empty.rerank_results == [] and any(t.action == "skip" for t in empty.trace)
+
+
+# -- score scales (issue 17) ----------------------------------------------------------------------------------------
+
+
+def test_token_scale_is_exempt_from_the_threshold_chain() -> None:
+    cfg = RetrievalSettings(rerank_threshold=0.5)
+    assert threshold_chain([0.1, 0.05], cfg, [True, True]) == (
+        [0, 1],
+        "no threshold on the token scale (keyword_threshold cut already)",
+    )
+    # Mixed knowledge bases: the token-scale candidate passes, the others meet the threshold chain.
+    kept, rule = threshold_chain([0.1, 0.6, 0.2], cfg, [True, False, False])
+    assert kept == [0, 1] and rule == "score >= 0.5; token scale unthresholded"
+    assert threshold_chain([0.1, 0.6], cfg, [False, False]) == threshold_chain([0.1, 0.6], cfg)
+
+
+def test_keyword_only_candidates_are_all_kept_and_ordered_by_the_search(ctx: Context, docs: KnowledgeBase) -> None:
+    # A keyword-only knowledge base: the local reranker has no vectors, its score is on the token scale.
+    state = searched(ctx, docs, "reciprocal rank fusion", keyword_threshold=0.0, rerank_threshold=0.99)
+    out = run_stage("chunk_rerank", state, ctx)
+    row = next(t for t in out.trace if t.stage == "chunk_rerank" and t.action == "run")
+    assert row.detail["scales"] == ["token"]
+    assert row.counts["passed"] == row.counts["input"] == len(state.search_results) >= 2  # 0.99 cut nothing
+    top = out.rerank_results[0]
+    rerank = top.metadata["rerank"]
+    calibration = rerank_calibration("token", 0.99)
+    assert calibration.threshold is None
+    assert top.score == pytest.approx(composite(rerank["model"], rerank["base"], top, calibration), abs=1e-6)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from ragstep.models import MatchType
 from ragstep.ports import Hit
-from ragstep.retrieval.fusion import fuse_minmax, fuse_rrf
+from ragstep.retrieval.fusion import adaptive_weights, agreement, fuse_adaptive, fuse_dbsf, fuse_minmax, fuse_rrf
 
 V = [Hit("a", 0.9), Hit("b", 0.8), Hit("c", 0.5)]
 K = [Hit("c", 1.0), Hit("d", 0.6), Hit("a", 0.4)]
@@ -53,3 +54,58 @@ def test_minmax_convex_combination() -> None:
     assert fused["d"] == pytest.approx(0.3 * (0.6 - 0.4) / 0.6)
     equal = fuse_minmax([Hit("p", 0.3), Hit("q", 0.3)], [Hit("p", 2.0)], w_vector=1.0, w_keyword=1.0)
     assert {f.chunk_id: f.score for f in equal} == {"p": 1.0, "q": 0.5}
+
+
+# -- distribution-based and adaptive fusion (issue 17) --------------------------------------------------------------
+
+
+def test_dbsf_maps_mean_plus_minus_three_sigma_to_the_unit_interval() -> None:
+    vector = [Hit("a", 0.9), Hit("b", 0.5), Hit("c", 0.1)]
+    keyword = [Hit("b", 3.0), Hit("d", 2.0), Hit("a", 1.0)]
+
+    def dbsf(scores: dict[str, float]) -> dict[str, float]:
+        mean, std = float(np.mean(list(scores.values()))), float(np.std(list(scores.values())))
+        return {c: (s - (mean - 3 * std)) / (6 * std) for c, s in scores.items()}
+
+    nv, nk = dbsf({"a": 0.9, "b": 0.5, "c": 0.1}), dbsf({"b": 3.0, "d": 2.0, "a": 1.0})
+    fused = {f.chunk_id: f.score for f in fuse_dbsf(vector, keyword, w_vector=1.0, w_keyword=1.0)}
+    for cid in "abcd":
+        assert fused[cid] == pytest.approx((nv.get(cid, 0.0) + nk.get(cid, 0.0)) / 2)
+    assert next(f.chunk_id for f in fuse_dbsf(vector, keyword)) == "b"
+    # An outlier at the top no longer squeezes the rest of its list towards 0 as min-max does.
+    outlier = [Hit("o", 100.0), *(Hit(f"h{i}", 1.0 + i / 100) for i in range(20))]
+    spread = {f.chunk_id: f.score for f in fuse_dbsf(outlier, [Hit("h0", 1.0)], w_vector=1.0, w_keyword=0.0)}
+    squeezed = {f.chunk_id: f.score for f in fuse_minmax(outlier, [Hit("h0", 1.0)], w_vector=1.0, w_keyword=0.0)}
+    assert spread["o"] == 1.0 and spread["h19"] > 0.4 > 0.01 > squeezed["h19"]
+
+
+def test_agreement_counts_the_head_found_in_the_others_depth() -> None:
+    a = [Hit(c, 1.0) for c in "abcd"]
+    b = [Hit(c, 1.0) for c in "xbya"]
+    assert agreement(a, b, head=2, depth=4) == 1.0  # a and b are both somewhere in b's four
+    assert agreement(a, b, head=4, depth=2) == 0.25  # b's first two are x and b: one of a's four
+    assert agreement([], b) == 0.0
+
+
+def test_adaptive_weights_follow_the_retriever_the_other_confirms() -> None:
+    vector = [Hit(f"v{i}", 1.0 - i / 20) for i in range(10)]
+    confirmed = [Hit(f"v{i}", 1.0 - i / 20) for i in range(5)] + [Hit(f"k{i}", 0.4) for i in range(5)]
+    alone = [Hit(f"k{i}", 1.0 - i / 20) for i in range(10)]
+    # Half of the keyword head is among the vector hits, all of the vector head is not in an unrelated list.
+    wv, wk = adaptive_weights(vector, confirmed, 0.7, 0.3)
+    assert (wv, wk) == pytest.approx((0.7 * 0.5 / (0.7 * 0.5 + 0.3 * 0.5), 0.3 * 0.5 / (0.7 * 0.5 + 0.3 * 0.5)))
+    # No agreement at all: both fall to the floor and the configured weights decide.
+    assert adaptive_weights(vector, alone, 0.7, 0.3) == pytest.approx((0.7, 0.3))
+    # A weak keyword list: its head is noise the vector retriever never found, while the vector head does occur
+    # further down the keyword list. The keyword weight falls to its floor.
+    weak = [Hit(f"k{i}", 1.0 - i / 40) for i in range(10)] + [Hit(f"v{i}", 0.5 - i / 40) for i in range(10)]
+    assert adaptive_weights(vector, weak, 0.5, 0.5) == pytest.approx((1 / 1.1, 0.1 / 1.1))
+    assert adaptive_weights(vector, weak, 0.0, 0.0) == (0.5, 0.5)
+
+
+def test_fuse_adaptive_is_minmax_under_the_adaptive_weights() -> None:
+    wv, wk = adaptive_weights(V, K, 0.7, 0.3)
+    expected = [(f.chunk_id, f.score) for f in fuse_minmax(V, K, w_vector=wv, w_keyword=wk)]
+    assert [(f.chunk_id, f.score) for f in fuse_adaptive(V, K, w_vector=0.7, w_keyword=0.3)] == expected
+    assert [(f.chunk_id, f.score) for f in fuse_adaptive(V, [])] == [("a", 0.9), ("b", 0.8), ("c", 0.5)]
+    assert fuse_dbsf([], []) == []

@@ -134,6 +134,8 @@ def test_match_and_chunk_type_names_are_the_contract() -> None:
         "image_ocr",
         "summary",
         "web_search",
+        "abstract",
+        "overview",
     }
 
 
@@ -171,7 +173,7 @@ def test_overrides_apply_only_what_is_set() -> None:
     [
         ("rerank_top_k", 0, "greater than or equal to 1"),
         ("vector_threshold", 1.5, "less than or equal to 1"),
-        ("fusion", "sum", "'rrf' or 'minmax'"),
+        ("fusion", "sum", "'adaptive', 'minmax', 'dbsf' or 'rrf'"),
         ("no_such_knob", 1, "Extra inputs are not permitted"),
     ],
 )

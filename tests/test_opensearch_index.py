@@ -847,7 +847,8 @@ def test_aoss_set_enabled_reindexes_a_copy(server: ScriptedHTTPServer, make_inde
     reqs = server.requests
     lookup = reqs[0].json
     assert lookup["query"] == {"bool": {"filter": [DEFAULT_SCOPE, {"terms": {"chunk_id": ["c1", "missing"]}}]}}
-    assert "_source" not in lookup  # the copy needs the vector and tokens
+    # The copy needs the vector and tokens: asked for by name, since newer collections leave vectors out of _source
+    assert lookup["_source"] == {"includes": ["*", "vec_*"]}
     copy = bulk_lines(reqs[1])
     assert copy[0] == {"index": {}}
     assert copy[1] == {**doc, "enabled": False, "version": copy[1]["version"]} and copy[1]["version"] > "0001-a"
@@ -1388,6 +1389,20 @@ def test_index_created_concurrently_is_read_back(
     server.add(NO_INDEX, error(400, "mapper_parsing_exception", "unknown space type [cosinesimil] for faiss"))
     with pytest.raises(StorageError, match="RAGSTEP_OPENSEARCH_KNN_ENGINE=lucene"):
         make_index().ensure_index({SPACE: 8})
+    # A Serverless collection has no lucene engine: no hint recommends it there.
+    server.add(NO_INDEX, error(400, "mapper_parsing_exception", "unknown space type [cosinesimil] for faiss"))
+    with pytest.raises(StorageError) as refused:
+        make_index(flavour="aoss").ensure_index({SPACE: 8})
+    assert "lucene" not in refused.value.message
+
+
+def test_lucene_is_refused_on_aoss_at_configuration_time() -> None:
+    with pytest.raises(ValidationError) as err:
+        Settings(opensearch_flavour="aoss", opensearch_knn_engine="lucene")
+    first = err.value.errors()[0]
+    assert first["loc"] == ("opensearch_knn_engine",)
+    assert "OpenSearch Serverless" in first["msg"] and "unset RAGSTEP_OPENSEARCH_KNN_ENGINE" in first["msg"]
+    assert Settings(opensearch_flavour="es", opensearch_knn_engine="lucene").opensearch_knn_engine == "lucene"
 
 
 def test_chunks_at_and_vectors_over_http(server: ScriptedHTTPServer, make_index: Callable[..., OSIndex]) -> None:

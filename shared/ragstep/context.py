@@ -38,13 +38,19 @@ if TYPE_CHECKING:
         BlobStore,
         CatalogStore,
         ChatModel,
+        DataAnalysis,
         Embedder,
+        GraphStore,
         HistoryStore,
+        IdempotencyStore,
         KeyStore,
+        MessageChannel,
         Reranker,
         ResponseCache,
+        ResultDelivery,
         SearchIndex,
         UsageStore,
+        WebSearchProvider,
     )
 
 A = TypeVar("A")
@@ -112,6 +118,27 @@ class Clients:
     def blobs(self, tenant_id: str) -> BlobStore:
         return self._per_tenant("blobs", tenant_id, lambda: self._build_blobs(tenant_id))
 
+    def graph(self, tenant_id: str) -> GraphStore:
+        """The tenant's knowledge graphs (RAGSTEP_GRAPH_BACKEND)."""
+
+        def build() -> GraphStore:
+            settings = self.settings
+            if settings.graph_backend == "dynamodb":
+                from ragstep.adapters.graph.dynamodb import DynamoGraphStore
+
+                return DynamoGraphStore(settings.graph_table, tenant_id=tenant_id)
+            if settings.graph_backend == "neo4j":
+                from ragstep.adapters.graph.neo4j import Neo4jGraphStore
+
+                password = settings.neo4j_password.get_secret_value() if settings.neo4j_password else ""
+                return Neo4jGraphStore(settings.neo4j_url, settings.neo4j_username, password,
+                                       database=settings.neo4j_database, tenant_id=tenant_id)  # fmt: skip
+            from ragstep.adapters.graph.sqlite import SqliteGraphStore
+
+            return SqliteGraphStore(self.tenant_dir(tenant_id) / "graph.sqlite")
+
+        return self._per_tenant("graph", tenant_id, build)
+
     def cache(self, tenant_id: str) -> ResponseCache | None:
         """The tenant's response cache (None with ``RAGSTEP_CACHE_BACKEND=none``)."""
 
@@ -127,11 +154,19 @@ class Clients:
         if backend == "local":
             from ragstep.adapters.index.local import LocalSearchIndex
 
-            return LocalSearchIndex(self.tenant_dir(tenant_id) / "index")
+            return LocalSearchIndex(
+                self.tenant_dir(tenant_id) / "index",
+                vector_storage=self.settings.vector_storage,
+                rescore_factor=self.settings.vector_rescore_factor,
+            )
         if backend == "opensearch":
             from ragstep.adapters.index.opensearch import OpenSearchIndex
 
             return OpenSearchIndex.from_settings(self.settings, tenant_id=tenant_id)
+        if backend == "s3snapshot":
+            from ragstep.adapters.index.s3snapshot import S3SnapshotIndex
+
+            return S3SnapshotIndex.from_settings(self.settings, tenant_id, self.tenant_dir(tenant_id) / "s3index")
         raise InputError(f"index backend {backend!r} is not available in this build")
 
     def _build_catalog(self, tenant_id: str) -> CatalogStore:
@@ -200,9 +235,42 @@ class Clients:
         return SqliteUsageStore(self.data_dir / "usage.sqlite")
 
     @cached_property
+    def idempotency(self) -> IdempotencyStore:
+        """What channels remember as done once (Slack events, retrieval requests, webhook messages), every tenant's."""
+        from ragstep.adapters.idempotency import make_idempotency_store
+
+        return make_idempotency_store(
+            self.settings.idempotency_backend,
+            table=self.settings.idempotency_table,
+            path=self.data_dir / "idempotency.sqlite",
+        )
+
+    @cached_property
+    def replies(self) -> ResultDelivery:
+        """Delivers event-driven retrieval results (EventBridge, SQS, signed HTTPS callbacks)."""
+        from ragstep.adapters.channels.replies import ResultReplies
+
+        secret = self.settings.events_callback_secret
+        return ResultReplies(callback_secret=secret.get_secret_value() if secret else "")
+
+    @cached_property
+    def slack(self) -> MessageChannel:
+        """Slack's Web API with the bot token (RAGSTEP_SLACK_BOT_TOKEN)."""
+        from ragstep.adapters.channels.slack import SlackWebClient
+
+        token = self.settings.slack_bot_token
+        return SlackWebClient(token.get_secret_value() if token else "", api_url=self.settings.slack_api_url)
+
+    @cached_property
     def executor(self) -> ThreadPoolExecutor:
         """Threads for concurrent retrievers, created once per process (a request does not pay for thread start-up)."""
         return ThreadPoolExecutor(max_workers=self.settings.search_concurrency, thread_name_prefix="ragstep-search")
+
+    @cached_property
+    def branch_executor(self) -> ThreadPoolExecutor:
+        """Threads for the branches of Parallel pipeline steps, kept apart from the retrievers' pool (a branch waits
+        on that one) and reused, so a branch's thread keeps its SQLite connections from one request to the next."""
+        return ThreadPoolExecutor(max_workers=32, thread_name_prefix="ragstep-branch")
 
     @cached_property
     def stepfunctions(self) -> Any:
@@ -232,6 +300,20 @@ class Clients:
         from ragstep.adapters.chat import make_chat_model
 
         return make_chat_model(self.settings)
+
+    @cached_property
+    def web_search(self) -> WebSearchProvider:
+        """The configured web search engine (RAGSTEP_WEB_SEARCH_PROVIDER), used by requests that turn web search on."""
+        from ragstep.adapters.web import make_web_search
+
+        return make_web_search(self.settings)
+
+    @cached_property
+    def data_analysis(self) -> DataAnalysis:
+        """Opens the data-analysis sandboxes (in-memory DuckDB, one per request) under the configured limits."""
+        from ragstep.adapters.analysis.duckdb import DuckDBAnalysis
+
+        return DuckDBAnalysis.from_settings(self.settings)
 
     def embedder(self, model_id: str) -> Embedder | None:
         """The embedder of one vector space ("none" -> no embedder: BM25 only); one instance per model id."""
@@ -297,6 +379,10 @@ class Context:
         return self.clients.cache(self.tenant_id)
 
     @property
+    def graph(self) -> GraphStore:
+        return self.clients.graph(self.tenant_id)
+
+    @property
     def data_dir(self) -> Path:
         """The embedded backends' folder of this tenant."""
         return self.clients.tenant_dir(self.tenant_id)
@@ -312,6 +398,14 @@ class Context:
     @property
     def chat_model(self) -> ChatModel:
         return self.clients.chat_model
+
+    @property
+    def web_search(self) -> WebSearchProvider:
+        return self.clients.web_search
+
+    @property
+    def data_analysis(self) -> DataAnalysis:
+        return self.clients.data_analysis
 
     def embedder(self, model_id: str) -> Embedder | None:
         return self.clients.embedder(model_id)

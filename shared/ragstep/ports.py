@@ -7,14 +7,28 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, BinaryIO, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeAlias, runtime_checkable
 
 from ragstep.models import Chunk, ChunkType, Knowledge, KnowledgeBase, SessionSummary, Turn
+from ragstep.models.analysis import DataTable, QueryResult
 from ragstep.models.catalog import IngestionJob
-from ragstep.models.tenancy import ApiKey, Tenant, UsageRecord
+from ragstep.models.graph import GraphExtraction, GraphNode
+
+# The chat models' value types live with the contract; imported from here as before (explicit re-exports).
+from ragstep.models.llm import ChatDelta as ChatDelta
+from ragstep.models.llm import ChatGrounding as ChatGrounding
+from ragstep.models.llm import ChatMessage as ChatMessage
+from ragstep.models.llm import ChatOptions as ChatOptions
+from ragstep.models.llm import ChatResponse as ChatResponse
+from ragstep.models.llm import ChatUsage as ChatUsage
+from ragstep.models.retrieval_events import ReplyTarget
+from ragstep.models.scale import COMMON_SCALE, ScoreScale
+from ragstep.models.tenancy import ApiKey, Tenant, UsagePeriod, UsageRecord, UsageRow
+from ragstep.models.web import WebPage
 
 if TYPE_CHECKING:  # annotations only: stages that never touch vectors (ingest_parse) load no numpy
     import numpy as np
+    from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +134,17 @@ def server_hybrid(index: SearchIndex) -> HybridSearch | None:
 
 
 @runtime_checkable
+class CapacityWarning(Protocol):
+    """An index with a size limit per knowledge base (S3 snapshots): why one should move to a larger index, or None."""
+
+    def capacity_warning(self, knowledge_base_id: str) -> str | None: ...
+
+
+def capacity_warning(index: SearchIndex, knowledge_base_id: str) -> str | None:
+    return index.capacity_warning(knowledge_base_id) if isinstance(index, CapacityWarning) else None
+
+
+@runtime_checkable
 class HistoryStore(Protocol):
     def append(self, turn: Turn) -> None: ...
 
@@ -186,6 +211,9 @@ class CatalogStore(Protocol):
     def delete_jobs(self, kb_id: str, knowledge_id: str) -> int:
         """Remove the jobs of one document; returns how many went."""
 
+    def prune_jobs(self, finished_before: float, kb_id: str | None = None) -> int:
+        """Remove jobs finished (not queued/running) before this instant, of ``kb_id`` or all; returns how many."""
+
 
 @runtime_checkable
 class Embedder(Protocol):
@@ -197,6 +225,18 @@ class Embedder(Protocol):
 
     def embed_query(self, text: str) -> np.ndarray:
         """Embed one query (some models use a different prompt for queries): shape (dim,)."""
+
+
+@runtime_checkable
+class ScaledEmbedder(Embedder, Protocol):
+    """An embedder whose cosines are off the common scale declares where they sit (e5's crowd into ~0.75-1)."""
+
+    score_scale: ScoreScale
+
+
+def score_scale(embedder: Embedder | None) -> ScoreScale:
+    """The declared scale of ``embedder``'s cosines (the common scale when it declares none)."""
+    return embedder.score_scale if isinstance(embedder, ScaledEmbedder) else COMMON_SCALE
 
 
 @runtime_checkable
@@ -249,62 +289,6 @@ class CandidateReranker(Reranker, Protocol):
         """Relevance in [0, 1] of each candidate, in input order."""
 
 
-@dataclass(frozen=True, slots=True)
-class ChatMessage:
-    role: str  # "system" | "user" | "assistant"
-    content: str
-
-
-@dataclass(frozen=True, slots=True)
-class ChatOptions:
-    """Sampling settings of one call; None leaves the provider's default."""
-
-    temperature: float | None = None
-    max_tokens: int | None = None
-    top_p: float | None = None
-    stop: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class ChatGrounding:
-    """What the messages were built from: the question and the numbered passages (``[1]`` is ``passages[0]``).
-
-    A language model reads all of it from the messages and ignores this; a model-free answerer cannot parse a
-    prompt reliably, so it reads the same material here."""
-
-    question: str
-    passages: tuple[str, ...] = ()
-    #: The answer's length cap for such an answerer (None: its own default).
-    max_chars: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ChatUsage:
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ChatResponse:
-    content: str
-    reasoning: str = ""
-    usage: ChatUsage | None = None
-    #: The model that answered, as the provider names it.
-    model: str = ""
-    finish_reason: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ChatDelta:
-    """One piece of a streamed answer: answer text, reasoning text, or (usually last) usage and finish reason."""
-
-    content: str = ""
-    reasoning: str = ""
-    usage: ChatUsage | None = None
-    finish_reason: str | None = None
-
-
 @runtime_checkable
 class ChatModel(Protocol):
     """Answer generation: an OpenAI-compatible endpoint, Bedrock, or the model-free extractive answerer."""
@@ -324,6 +308,34 @@ class ChatModel(Protocol):
         """Deltas as they arrive. Closing the iterator early (``close()``) stops the provider's stream: no answer
         keeps being generated for a reader that has gone. Failures before the first delta are retried; after it,
         never (a half-streamed answer must not be replayed)."""
+
+
+@runtime_checkable
+class AnalysisSession(Protocol):
+    """One request's sandbox: data files loaded, then locked, then read-only queries over those tables only."""
+
+    def load(self, knowledge_id: str, path: str, fmt: str) -> list[DataTable]:
+        """Load a ``csv`` or ``xlsx`` file (every sheet) as tables; :class:`AnalysisError` if it cannot be read.
+        Only before :meth:`lock`."""
+
+    def lock(self) -> None:
+        """No file, network, extension or setting can be reached or changed from here on."""
+
+    def check(self, sql: str) -> str:
+        """``sql`` if it is exactly one SELECT over the loaded tables only, judged by the database's own parser;
+        else :class:`AnalysisError` (``refused``) saying why."""
+
+    def query(self, sql: str) -> QueryResult:
+        """Run a checked query under the session's time, memory and row limits (``timeout`` / ``failed``)."""
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class DataAnalysis(Protocol):
+    """Opens sandboxes (DuckDB in memory); holds the limits they run under."""
+
+    def session(self) -> AnalysisSession: ...
 
 
 @runtime_checkable
@@ -361,6 +373,39 @@ class UsageStore(Protocol):
     def between(self, tenant_id: str, start: float, end: float) -> list[UsageRecord]:
         """The tenant's records with ``start <= started_at < end``, oldest first."""
 
+    def totals(self, tenant_id: str, period: UsagePeriod, first: str, last: str) -> list[UsageRow]:
+        """Counters ``add`` keeps (outliving the records) per UTC day ``2026-11-23`` or month ``2026-11``, ``first``
+        to ``last`` inclusive, oldest first (``group``: the period); periods without requests left out."""
+
+
+@runtime_checkable
+class GraphStore(Protocol):
+    """A tenant's knowledge graphs, kept per document so a re-ingest or delete replaces exactly its part."""
+
+    def replace_knowledge(self, kb_id: str, knowledge_id: str, graph: GraphExtraction) -> None:
+        """The document's nodes (with their chunk ids) and relations, replacing its previous ones in one write."""
+
+    def delete_knowledge(self, knowledge_ids: Sequence[str]) -> int: ...
+
+    def delete_knowledge_base(self, kb_id: str) -> int: ...
+
+    def names(self, kb_ids: Sequence[str]) -> list[str]:
+        """The normalised names of every node of these knowledge bases (what fuzzy matching compares with)."""
+
+    def lookup(self, kb_ids: Sequence[str], names: Sequence[str]) -> list[GraphNode]:
+        """The nodes with these normalised names, each with the chunk ids of every document that mentions it."""
+
+    def neighbours(self, kb_ids: Sequence[str], names: Sequence[str]) -> list[str]:
+        """Normalised names one relation away (either direction) from these, not including them."""
+
+
+@runtime_checkable
+class WebSearchProvider(Protocol):
+    name: str  # the engine, as trace rows and results' metadata show it
+
+    def search(self, query: str, max_results: int) -> list[WebPage]:
+        """Up to ``max_results`` pages, best first ([] when none); ProviderError when the engine fails."""
+
 
 @runtime_checkable
 class ResponseCache(Protocol):
@@ -373,3 +418,32 @@ class ResponseCache(Protocol):
     def get(self, key: str) -> str | None: ...
 
     def put(self, key: str, value: str, ttl_s: int) -> None: ...
+
+
+#: "Done once" records (Slack event ids, retrieval request ids, webhook message ids): Powertools idempotency's
+#: persistence layer contract, which its ``idempotent_function`` drives (conditional put, then the saved response).
+#: DynamoDB (Powertools' own layer) on AWS, SQLite locally (ragstep.adapters.idempotency).
+IdempotencyStore: TypeAlias = "BasePersistenceLayer"
+
+
+@runtime_checkable
+class MessageChannel(Protocol):
+    """A chat platform the bot answers on (Slack's Web API): post into a thread, edit what it posted."""
+
+    def post(self, channel: str, text: str, *, thread_ts: str | None = None) -> str:
+        """Post ``text`` (in the thread ``thread_ts`` when given); returns the new message's ts."""
+
+    def update(self, channel: str, ts: str, text: str) -> None:
+        """Replace the text of the bot's message ``ts``."""
+
+
+@runtime_checkable
+class ResultDelivery(Protocol):
+    """Where event-driven retrieval sends a result event: an EventBridge bus, an SQS queue, an HTTPS callback."""
+
+    def deliver(self, target: ReplyTarget, event: Mapping[str, Any]) -> str:
+        """Send ``event`` (``{source, detail-type, detail}``) to ``target``, retried as the target allows; returns
+        where it went. :class:`~ragstep.errors.ProviderError` when it could not be delivered."""
+
+    def post_signed(self, url: str, payload: Mapping[str, Any], secret: str) -> str:
+        """POST ``payload`` as JSON to ``url``, signed with ``secret`` (``X-Ragstep-Signature``), retried."""

@@ -23,7 +23,18 @@ from ragstep.errors import StorageError
 from ragstep.models import ChatSettings, RetrievalSettings
 
 #: Settings that may be references to a secret instead of the secret itself.
-SECRET_FIELDS = ("embedding_api_key", "rerank_api_key", "opensearch_password", "chat_api_key")
+SECRET_FIELDS = (
+    "embedding_api_key",
+    "rerank_api_key",
+    "opensearch_password",
+    "chat_api_key",
+    "web_search_google_api_key",
+    "web_search_tavily_api_key",
+    "neo4j_password",
+    "slack_bot_token",
+    "slack_signing_secret",
+    "events_callback_secret",
+)
 SSM_PREFIX = "ssm:"
 SECRETS_MANAGER_PREFIX = "secretsmanager:"
 DEFAULT_SECRETS_MAX_AGE_S = 300
@@ -34,6 +45,10 @@ DEFAULT_SECRETS_MAX_AGE_S = 300
 # search stage alone (BENCHMARKS.md, Retrieval quality). Used when RAGSTEP_RERANK_THRESHOLD is not set.
 MODEL_FREE_RERANK_THRESHOLD = 0.2
 
+LUCENE_ON_AOSS = (
+    "RAGSTEP_OPENSEARCH_KNN_ENGINE=lucene is not available on OpenSearch Serverless "
+    "(RAGSTEP_OPENSEARCH_FLAVOUR=aoss): unset RAGSTEP_OPENSEARCH_KNN_ENGINE (faiss, the default)"
+)
 SERVER_HYBRID_ON_AOSS = (
     "RAGSTEP_OPENSEARCH_SERVER_HYBRID needs the neural-search plugin (the hybrid query and the normalization "
     "processor), which OpenSearch Serverless (RAGSTEP_OPENSEARCH_FLAVOUR=aoss) lacks: unset "
@@ -96,7 +111,13 @@ class Settings(RetrievalSettings, BaseSettings):
     data_dir: Path = Path(".ragstep")
 
     # Adapters. "local" are the embedded defaults; the AWS adapters are chosen on Lambda by the template.
-    index_backend: Literal["local", "opensearch"] = "local"
+    index_backend: Literal["local", "opensearch", "s3snapshot"] = "local"
+    # How the local index's snapshot scans vectors: int8 (per-dimension scalar codes, the top
+    # vector_rescore_factor x top_k candidates rescored exactly from the memory-mapped float32 matrix) | float32
+    # (exact scan). Chosen by the numbers in BENCHMARKS.md ("Quantised vectors"); a snapshot written with the other
+    # setting still opens (it is rewritten at the next change).
+    vector_storage: Literal["float32", "int8"] = "int8"
+    vector_rescore_factor: Annotated[int, Field(ge=1, le=64)] = 4
     history_backend: Literal["sqlite", "dynamodb"] = "sqlite"
     blob_backend: Literal["local", "s3"] = "local"
     catalog_backend: Literal["sqlite", "dynamodb"] = "sqlite"
@@ -115,8 +136,10 @@ class Settings(RetrievalSettings, BaseSettings):
     # Secret references (ssm:/path, secretsmanager:name) are cached this long before they are read again.
     secrets_max_age_s: Annotated[int, Field(ge=0, le=86400)] = DEFAULT_SECRETS_MAX_AGE_S
 
-    # Embedding provider for new knowledge bases: none | openai | bedrock (| precomputed, for benchmarks).
-    embedder: str = "none"
+    # Embedding provider for new knowledge bases: local (multilingual-e5-small in the process, no service; the
+    # default) | none (BM25 only) | openai | bedrock (| precomputed, for benchmarks). Existing knowledge bases keep
+    # the model the catalog recorded when they were created.
+    embedder: str = "local"
     embedding_model: str = ""
     embedding_base_url: str = "https://api.openai.com/v1"
     embedding_api_key: SecretStr | None = None
@@ -163,8 +186,37 @@ class Settings(RetrievalSettings, BaseSettings):
     # flavour. The search stage fuses client-side by default.
     opensearch_server_hybrid: bool = False
 
+    # The S3-snapshot index (index_backend = "s3snapshot"; see ragstep.adapters.index.s3snapshot): each knowledge
+    # base's embedded index, stored as immutable generations under <prefix>tenants/<tenant>/index/<kb>/ in the
+    # bucket ("" = blob_bucket) and loaded into the data dir. Readers check the knowledge base's pointer at most every
+    # index_s3_refresh_s seconds (0 = on every call); replaced generations are deleted index_s3_prune_grace_s after
+    # they were replaced; a write gives up after index_s3_write_timeout_s of lost races. A knowledge base whose files
+    # exceed index_s3_warn_bytes gets a warning in the ingest trace, and a write above index_s3_max_bytes is refused.
+    index_s3_bucket: str = ""
+    index_s3_prefix: str = ""
+    index_s3_refresh_s: Annotated[float, Field(ge=0, le=3600)] = 1.0
+    index_s3_prune_grace_s: Annotated[float, Field(ge=0, le=7 * 86400)] = 900.0
+    index_s3_write_timeout_s: Annotated[float, Field(gt=0, le=900)] = 240.0
+    # 700 MB: ~115k chunks of 384-dim vectors (~6 kB each, BENCHMARKS.md); a writer needs ~2.5x that in /tmp (its
+    # copy, the new generation, the snapshot rebuilt), which the template's 2048 MB of ephemeral storage holds.
+    index_s3_warn_bytes: Annotated[int, Field(ge=1)] = 350_000_000
+    index_s3_max_bytes: Annotated[int, Field(ge=1)] = 700_000_000
+
     # Ingestion: files above this size are refused (per file, with a clear error; the batch goes on).
     max_file_bytes: Annotated[int, Field(ge=1)] = 50 * 1024 * 1024
+
+    # Data analysis (ragstep.stages.analysis.data_analysis): questions over ingested .csv/.xlsx answered with one
+    # read-only SQL query in an in-memory DuckDB per request (README, "Data analysis sandbox").
+    data_analysis_enabled: bool = True
+    # Data files analysed per request (the first ones in the results); each is one chat model call.
+    data_analysis_max_files: Annotated[int, Field(ge=1, le=10)] = 3
+    # A data file larger than this is not loaded (it is downloaded to /tmp on AWS).
+    data_analysis_max_file_bytes: Annotated[int, Field(ge=1)] = 50 * 1024 * 1024
+    data_analysis_memory_limit_mb: Annotated[int, Field(ge=16, le=65536)] = 256
+    # Wall clock per query; past it the query is interrupted.
+    data_analysis_timeout_s: Annotated[float, Field(gt=0, le=300)] = 5.0
+    # Result rows put in the context (the rest are counted, not shown).
+    data_analysis_max_rows: Annotated[int, Field(ge=1, le=10_000)] = 200
 
     # The HTTP API answers 413 to a request body over this size, before reading it. At least 16 KiB: a search at
     # the query limit (4,000 characters, up to 12 KB of UTF-8) must fit.
@@ -174,6 +226,9 @@ class Settings(RetrievalSettings, BaseSettings):
     max_upload_bytes: Annotated[int, Field(ge=16 * 1024)] = 200 * 1024 * 1024
     # How many uploaded files `ragstep serve` ingests at once (its background worker threads).
     ingest_workers: Annotated[int, Field(ge=1, le=32)] = 2
+    # Finished ingestion jobs (indexed, unchanged, duplicate, failed) are removed this long after they finished, by
+    # the serving process's worker and by `ragstep jobs prune` (0 = keep them).
+    job_retention_days: Annotated[float, Field(ge=0)] = 30.0
     # A presigned upload URL (POST /v1/knowledge-bases/{id}/uploads, S3) is valid this long.
     upload_url_expiry_s: Annotated[int, Field(ge=60, le=3600)] = 300
 
@@ -221,6 +276,57 @@ class Settings(RetrievalSettings, BaseSettings):
     cache_table: str = ""
     cache_ttl_seconds: Annotated[int, Field(ge=1, le=365 * 86400)] = 86400
 
+    # Web search (ragstep.adapters.web): which engine answers a request's web_search, and where it is. The URLs are
+    # settings so a deployment can use a proxy or mirror (and tests a local server).
+    web_search_provider: Literal["duckduckgo", "google", "searxng", "tavily"] = "duckduckgo"
+    web_search_duckduckgo_url: str = "https://html.duckduckgo.com/html/"
+    web_search_duckduckgo_api_url: str = "https://api.duckduckgo.com/"
+    web_search_google_url: str = "https://www.googleapis.com/customsearch/v1"
+    web_search_google_api_key: SecretStr | None = None
+    web_search_google_engine_id: str = ""
+    # A self-hosted SearXNG instance (its JSON output format must be enabled).
+    web_search_searxng_url: str = ""
+    web_search_tavily_url: str = "https://api.tavily.com/search"
+    web_search_tavily_api_key: SecretStr | None = None
+    # Pages never used: "/regex/" or a glob over the whole URL ("*://*.example.com/*"); JSON list in the environment.
+    web_search_blacklist: list[str] = Field(default_factory=list)
+    # One provider call may take this long; past it the web branch is dropped with a degrade row.
+    web_search_timeout_s: Annotated[float, Field(gt=0, le=120)] = 8.0
+
+    # Hierarchical retrieval (find / search --hierarchical; OpenViking's constants): a child's score = alpha x its
+    # own + (1 - alpha) x its parent's; stop when the top-k is unchanged this many rounds; the global search's best
+    # folders start the walk; at most this many relations per match; the candidate pool scoring the nodes; 0-5
+    # typed queries; layered context's token budget, L1 and L2 counts; the layers' sizes (kb create --layers).
+    viking_score_propagation_alpha: Annotated[float, Field(ge=0, le=1)] = 0.5
+    viking_max_convergence_rounds: Annotated[int, Field(ge=1, le=100)] = 3
+    viking_global_search_topk: Annotated[int, Field(ge=0, le=100)] = 3
+    viking_max_relations: Annotated[int, Field(ge=0, le=50)] = 5
+    viking_score_threshold: Annotated[float, Field(ge=0, le=1)] = 0.0
+    viking_candidate_pool: Annotated[int, Field(ge=10, le=2000)] = 200
+    viking_max_typed_queries: Annotated[int, Field(ge=0, le=5)] = 5
+    viking_context_budget: Annotated[int, Field(ge=100, le=200_000)] = 2000
+    viking_l1_top: Annotated[int, Field(ge=0, le=50)] = 3
+    viking_l2_top: Annotated[int, Field(ge=0, le=50)] = 1
+    viking_abstract_tokens: Annotated[int, Field(ge=10, le=200)] = 60
+    viking_overview_tokens: Annotated[int, Field(ge=50, le=2000)] = 500
+
+    # Knowledge graph (knowledge bases created with --graph): the chat model extracts entities and relations from
+    # each chunk at ingest, this many chunks per batch, this many model calls at once, each chunk cut to max chars.
+    # Where the graphs live: sqlite (per tenant, in the data dir) | dynamodb (graph_table, adjacency items).
+    graph_backend: Literal["sqlite", "dynamodb", "neo4j"] = "sqlite"
+    graph_table: str = ""
+    # neo4j (pip install 'ragstep[neo4j]'): the server (neo4j://, bolt://, neo4j+s:// ...), its user and database.
+    neo4j_url: str = ""
+    neo4j_username: str = ""
+    neo4j_password: SecretStr | None = None
+    neo4j_database: str = ""
+    graph_extraction_batch_size: Annotated[int, Field(ge=1, le=1000)] = 32
+    graph_extraction_concurrency: Annotated[int, Field(ge=1, le=64)] = 4
+    graph_extraction_max_chars: Annotated[int, Field(ge=100, le=100_000)] = 4000
+    # How many question entities entity_search looks up, and how many chunks it returns at most.
+    graph_max_entities: Annotated[int, Field(ge=1, le=100)] = 10
+    graph_max_chunks: Annotated[int, Field(ge=1, le=500)] = 30
+
     # Tenants, API keys and usage (ragstep.entry.http.auth). The key and usage stores are the server's own, one per
     # deployment: <data dir>/keys.sqlite and usage.sqlite, or a DynamoDB table each.
     keys_backend: Literal["sqlite", "dynamodb"] = "sqlite"
@@ -241,6 +347,40 @@ class Settings(RetrievalSettings, BaseSettings):
     # Per-tenant quotas per UTC day (0 = unlimited); a tenant may override them.
     daily_request_quota: Annotated[int, Field(ge=0)] = 0
     daily_token_quota: Annotated[int, Field(ge=0)] = 0
+    # ... and per UTC calendar month (0 = unlimited); a tenant may override them too.
+    monthly_request_quota: Annotated[int, Field(ge=0)] = 0
+    monthly_token_quota: Annotated[int, Field(ge=0)] = 0
+
+    # Channels (README: Channels). Slack: the bot token (xoxb-...) and the app's signing secret, as values or
+    # ssm:/secretsmanager: references; which knowledge bases a channel or workspace searches,
+    # "C0123=kb-a,kb-b;T0456=kb-c;*=docs" (channel id, then workspace id, then "*"; none = all of the tenant's); the
+    # tenant whose knowledge bases and sessions Slack uses; the chat pipeline; how often a streaming answer is edited.
+    slack_bot_token: SecretStr | None = None
+    slack_signing_secret: SecretStr | None = None
+    slack_api_url: str = "https://slack.com/api"
+    slack_knowledge_bases: str = ""
+    slack_tenant: str = "default"
+    slack_pipeline: Literal["rag_stream", "chat_history_stream", "rag"] = "rag_stream"
+    slack_update_interval_s: Annotated[float, Field(ge=0.2, le=30)] = 1.0
+    # Where "done once" is remembered (Slack event ids, retrieval request ids, webhook message ids): sqlite
+    # (<data dir>/idempotency.sqlite) | dynamodb (idempotency_table, Powertools' key "id" and TTL "expiration").
+    idempotency_backend: Literal["sqlite", "dynamodb"] = "sqlite"
+    idempotency_table: str = ""
+    # Event-driven retrieval: the secret that signs HTTPS callbacks (X-Ragstep-Signature; a value or a reference),
+    # and the size above which a result event carries a claim-check reference to the blob store instead of the
+    # results (EventBridge and SQS take 256 KiB per event or message, envelope included).
+    events_callback_secret: SecretStr | None = None
+    events_result_limit_bytes: Annotated[int, Field(ge=1024, le=256 * 1024)] = 200 * 1024
+    # Chatbot webhooks (POST /v1/webhooks/{integration}): the integrations by name, as JSON (README: Channels).
+    webhook_integrations: str = ""
+
+    @field_validator("opensearch_knn_engine", mode="after")
+    @classmethod
+    def _no_lucene_on_aoss(cls, value: str, info: ValidationInfo) -> str:
+        # opensearch_flavour is declared (so validated) before this field.
+        if value == "lucene" and info.data.get("opensearch_flavour") == "aoss":
+            raise ValueError(LUCENE_ON_AOSS)
+        return value
 
     @field_validator("opensearch_server_hybrid", mode="after")
     @classmethod

@@ -12,6 +12,7 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -83,9 +84,13 @@ class Received:
 
 
 class LLMServer:
-    def __init__(self, *replies: Reply, fallback: Reply | None = None) -> None:
+    def __init__(
+        self, *replies: Reply, fallback: Reply | None = None, responder: Callable[[Received], Reply] | None = None
+    ) -> None:
         self._script: deque[Reply] = deque(replies)
         self.fallback = fallback
+        #: Answers from the request once the script is used up (for concurrent callers, whose order is not fixed).
+        self.responder = responder
         self._lock = threading.Lock()
         self.requests: list[Received] = []
         #: Set when a client disconnected before a stream was fully written.
@@ -110,6 +115,8 @@ class LLMServer:
             self.requests.append(received)
             if self._script:
                 return self._script.popleft()
+        if self.responder is not None:
+            return self.responder(received)
         return self.fallback or Reply(599, {"error": "scripted LLM server: no reply left"})
 
     def __enter__(self) -> LLMServer:

@@ -178,6 +178,9 @@ def chat_response(state: PipelineState) -> dict[str, Any]:
 
 def delete_session(ctx: Context, session_id: str) -> int:
     require_session(ctx, session_id)
+    from ragstep.stages.search.web_search import forget_session
+
+    forget_session(ctx, session_id)  # its temporary web knowledge base goes with it
     return ctx.history.delete_session(session_id)
 
 

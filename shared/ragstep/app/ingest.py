@@ -328,6 +328,9 @@ def delete_knowledge(knowledge: Knowledge, ctx: Context) -> int:
 
     The record goes last, so an interrupted delete can be run again. Returns the number of chunks removed.
     """
+    kb = ctx.catalog.get_kb(knowledge.knowledge_base_id)
+    if kb is not None and kb.graph:  # before the chunks: no node ever points at a chunk that is gone
+        ctx.graph.delete_knowledge([knowledge.id])
     removed = ctx.index.delete_knowledge([knowledge.id])
     delete_blobs(ctx.blobs, owned_prefixes(knowledge.knowledge_base_id, knowledge.id))
     unmark_hash(ctx, knowledge)

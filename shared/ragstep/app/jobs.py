@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import time
 import uuid
@@ -20,7 +21,7 @@ from typing import Any
 
 from ragstep.app.ingest import ingest_blob, knowledge_id_for, set_document_enabled
 from ragstep.context import Clients, Context
-from ragstep.errors import NotFoundError, RagstepError
+from ragstep.errors import InputError, NotFoundError, RagstepError
 from ragstep.models import DEFAULT_TENANT, IngestOptions, KnowledgeBase, check_tenant
 from ragstep.models.catalog import PENDING_JOB_STATUSES, IngestionJob, JobStatus
 
@@ -115,6 +116,14 @@ def run_job(ctx: Context, job_id: str) -> IngestionJob | None:
     return done if _save(ctx, done) else None
 
 
+def prune_jobs(ctx: Context, retention_s: float, now: float | None = None) -> int:
+    """Remove this tenant's jobs that finished more than ``retention_s`` ago (queued and running jobs stay, however
+    old); returns how many went. The documents they made stay: a job is only the record of one upload."""
+    if retention_s < 0:
+        raise InputError("the retention must be 0 or more")
+    return ctx.catalog.prune_jobs((time.time() if now is None else now) - retention_s)
+
+
 def _save(ctx: Context, job: IngestionJob) -> bool:
     """Store the job; False when its knowledge base was deleted meanwhile (the jobs went with it)."""
     try:
@@ -143,10 +152,14 @@ class JobRunner:
     """The serving process's ingestion worker: at most ``RAGSTEP_INGEST_WORKERS`` jobs at once, in threads created
     on the first job. One per :class:`Clients` (:func:`runner_for`)."""
 
+    #: How often the worker removes old finished jobs (per tenant, after a job of that tenant finished).
+    PRUNE_EVERY_S = 3600.0
+
     def __init__(self, clients: Clients) -> None:
         self.clients = clients
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        self._pruned: dict[str, float] = {}
 
     def _executor(self) -> ThreadPoolExecutor:
         with self._lock:
@@ -170,11 +183,28 @@ class JobRunner:
                 if job is not None and job.status in PENDING_JOB_STATUSES:
                     error = "internal error while ingesting; see the server log, then upload the file again"
                     _save(ctx, job.model_copy(update={"status": "failed", "error": error, "finished_at": time.time()}))
+        self.prune(tenant_id)
+
+    def prune(self, tenant_id: str, force: bool = False) -> int:
+        """Remove the tenant's finished jobs older than ``RAGSTEP_JOB_RETENTION_DAYS`` (at most once per
+        :attr:`PRUNE_EVERY_S` unless ``force``); a failure is logged, never raised: it must not stop the worker."""
+        days = self.clients.settings.job_retention_days
+        now = time.time()
+        with self._lock:
+            if not days or (not force and now - self._pruned.get(tenant_id, -math.inf) < self.PRUNE_EVERY_S):
+                return 0
+            self._pruned[tenant_id] = now
+        try:
+            return prune_jobs(self.clients.context(tenant_id), days * 86400.0, now)
+        except Exception:
+            log.exception("could not prune the finished ingestion jobs of tenant %s", tenant_id)
+            return 0
 
     def resume(self) -> int:
         """Queue again every job left ``queued`` or ``running`` by an earlier process; returns how many."""
         count = 0
         for tenant in known_tenants(self.clients):
+            self.prune(tenant, force=True)
             for job in self.clients.context(tenant).catalog.list_jobs():
                 if job.status in PENDING_JOB_STATUSES:
                     self.submit(tenant, job.id)

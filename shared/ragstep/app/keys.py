@@ -14,7 +14,7 @@ import hmac
 import re
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
@@ -135,6 +135,22 @@ def split_key(text: str) -> tuple[str, str]:
             f"malformed API key: expected {KEY_MARK}_<8 hex digits>_<43 characters>, as `ragstep keys create` prints it"
         )
     return match[1], text
+
+
+def presented_key(headers: Mapping[str, str]) -> str | None:
+    """The key in ``Authorization: Bearer`` or ``X-API-Key`` (None when neither is there)."""
+    authorization = headers.get("authorization")
+    header_key = headers.get("x-api-key")
+    bearer = None
+    if authorization is not None:
+        scheme, _, value = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer" or not value.strip():
+            raise UnauthorizedError("malformed Authorization header: send `Authorization: Bearer <key>`")
+        bearer = value.strip()
+    if bearer is not None and header_key is not None and bearer != header_key.strip():
+        raise UnauthorizedError("two different API keys were sent (Authorization and X-API-Key); send one")
+    key = bearer if bearer is not None else header_key
+    return key.strip() if key is not None else None
 
 
 def verify_key(store: KeyStore, text: str, now: float | None = None, key: ApiKey | None = None) -> ApiKey:

@@ -29,8 +29,11 @@ def create_knowledge_base(
     kb_type: KnowledgeBaseType | str = KnowledgeBaseType.DOCUMENT,
     embedding_model: str | None = None,
     description: str = "",
+    *,
+    graph: bool = False,
+    layers: bool = False,
 ) -> KnowledgeBase:
-    """A new, empty knowledge base of ``ctx``'s tenant.
+    """A new, empty knowledge base of ``ctx``'s tenant (``graph``: with a knowledge graph built at ingest).
 
     ``embedding_model`` ("provider:model" or "none"; None = the settings' model) is checked here, before anything is
     stored: a typo would otherwise surface only at the first ingest, in a knowledge base nobody can fill. The catalog
@@ -51,6 +54,8 @@ def create_knowledge_base(
         embedding_model=model,
         created_at=time.time(),
         description=check_description(description),
+        graph=graph,
+        layers=layers,
     )
     return ctx.catalog.create_kb(kb)
 
@@ -92,8 +97,11 @@ def delete_knowledge_base(ctx: Context, ref: str) -> KnowledgeBaseDeletion:
     """
     kb = ctx.require_kb(ref)
     items = ctx.catalog.list_knowledge(kb.id)
+    if kb.graph:  # before the chunks: no node ever points at a chunk that is gone
+        ctx.graph.delete_knowledge_base(kb.id)
     chunks = ctx.index.delete_knowledge_base(kb.id)
     gone = delete_blobs(ctx.blobs, knowledge_base_prefixes(kb.id))
+    gone += delete_blobs(ctx.blobs, [f"viking/{kb.id}/"])  # its hierarchy (ragstep.stages.viking.tree)
     for item in items:
         # An S3 upload (uploads/<kb>/...) is the original of its document: it goes with it, as `ragstep delete` does.
         if item.source_key and not is_owned_key(item.source_key) and ctx.blobs.exists(item.source_key):

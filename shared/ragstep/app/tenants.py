@@ -23,6 +23,8 @@ def create_tenant(
     name: str = "",
     daily_requests: int | None = None,
     daily_tokens: int | None = None,
+    monthly_requests: int | None = None,
+    monthly_tokens: int | None = None,
     now: float | None = None,
 ) -> Tenant:
     if tenant_id == DEFAULT_TENANT:
@@ -34,6 +36,8 @@ def create_tenant(
             created_at=time.time() if now is None else now,
             daily_requests=daily_requests,
             daily_tokens=daily_tokens,
+            monthly_requests=monthly_requests,
+            monthly_tokens=monthly_tokens,
         )
     except ValidationError as exc:
         err = exc.errors()[0]

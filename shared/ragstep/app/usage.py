@@ -1,12 +1,13 @@
-"""Usage: one record per API request, written after the answer; reports grouped by day, key or model; daily quotas.
+"""Usage: one record per API request, written after the answer; reports grouped by day, month, key or model, or
+read from the per-day and per-month counters the stores keep (:func:`counted_report`); daily and monthly quotas.
 
 * :class:`UsageRecorder` takes records from the request path without waiting (a queue) and writes them in batches
   on its own thread, so a usage write never delays an answer or a stream; :meth:`UsageRecorder.close` (the server's
   shutdown) writes what is queued.
-* :class:`QuotaBook` counts each tenant's requests and tokens of the current UTC day in this process, starting from
-  what the usage store already holds for the day when it first sees the tenant. Several processes (Lambda
-  instances) each count their own share on top of the stored records, so a quota may be overrun by the requests
-  in flight in other processes between two flushes: a budget guard, not an exact meter.
+* :class:`QuotaBook` counts each tenant's requests and tokens of the current UTC day and month in this process,
+  starting from the usage store's counters for the day and month when it first sees the tenant. Several processes
+  (Lambda instances) each count their own share on top of the stored counters, so a quota may be overrun by the
+  requests in flight in other processes: a budget guard, not an exact meter.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from ragstep.errors import InputError, RateLimitedError
-from ragstep.models.tenancy import GroupBy, Tenant, UsageRecord, UsageReport, UsageRow
+from ragstep.models.tenancy import GroupBy, Tenant, UsagePeriod, UsageRecord, UsageReport, UsageRow
 from ragstep.ports import UsageStore
 
 log = logging.getLogger("ragstep.usage")
@@ -41,6 +42,8 @@ def day_start(instant: float) -> float:
 def _group(record: UsageRecord, group_by: GroupBy) -> str:
     if group_by == "day":
         return day_of(record.started_at)
+    if group_by == "month":
+        return month_of(record.started_at)
     if group_by == "key":
         return record.key_prefix or "-"
     return record.model or "-"
@@ -82,6 +85,41 @@ def usage_report(
     return summarize(store.between(tenant_id, start, end), tenant_id, start, end, group_by)
 
 
+#: The longest report from the counters: each period is one counter, so even years are one small read.
+MAX_COUNTED_SECONDS = 10 * 366 * DAY
+
+
+def counted_report(
+    store: UsageStore, tenant_id: str, period: UsagePeriod, start: float | None, end: float | None
+) -> UsageReport:
+    """``tenant_id``'s usage per UTC day or month from the stored counters, which outlive the raw records: every
+    whole day or month that overlaps ``[start, end)`` (default: the last 30 days, or the last 12 months including
+    this one). Not split by key or model: the counters are per tenant."""
+    end = time.time() if end is None else end
+    if start is None:
+        start = end - 30 * DAY if period == "day" else _months_back(end, 11)
+    if start >= end:
+        raise InputError("the report's start must be before its end")
+    if end - start > MAX_COUNTED_SECONDS:
+        raise InputError(f"a report covers at most {MAX_COUNTED_SECONDS // (366 * DAY)} years; narrow from/to")
+    key = day_of if period == "day" else month_of
+    last = end - 1e-3  # the period of the range's last instant: `end` itself is outside it
+    rows = store.totals(tenant_id, period, key(start), key(last))
+    total = UsageRow(group="total")
+    for row in rows:
+        for name in ("requests", "errors", "results", "prompt_tokens", "completion_tokens"):
+            setattr(total, name, getattr(total, name) + getattr(row, name))
+        total.duration_ms = round(total.duration_ms + row.duration_ms, 3)
+    return UsageReport(tenant_id=tenant_id, start=start, end=end, group_by=period, rows=rows, total=total)
+
+
+def _months_back(instant: float, months: int) -> float:
+    """The start (00:00 UTC on the 1st) of the month ``months`` before ``instant``'s."""
+    moment = datetime.fromtimestamp(instant, UTC)
+    index = moment.year * 12 + moment.month - 1 - months
+    return datetime(index // 12, index % 12 + 1, 1, tzinfo=UTC).timestamp()
+
+
 def parse_instant(text: str) -> float:
     """``from``/``to``: epoch seconds, a date (midnight UTC) or an ISO 8601 time."""
     try:
@@ -98,59 +136,104 @@ def parse_instant(text: str) -> float:
 
 
 @dataclass
-class _Day:
-    day: float
+class _Counts:
+    """A tenant's requests and tokens of one UTC day or month (``period``: ``2026-11-23`` or ``2026-11``)."""
+
+    period: str
     requests: int = 0
     tokens: int = 0
 
 
+def month_of(instant: float) -> str:
+    return datetime.fromtimestamp(instant, UTC).strftime("%Y-%m")
+
+
+def next_month_start(instant: float) -> float:
+    moment = datetime.fromtimestamp(instant, UTC)
+    year, month = (moment.year + 1, 1) if moment.month == 12 else (moment.year, moment.month + 1)
+    return datetime(year, month, 1, tzinfo=UTC).timestamp()
+
+
 class QuotaBook:
-    """Per-tenant daily request and token counts against the tenant's quotas (module docstring)."""
+    """Per-tenant daily and monthly request and token counts against the tenant's quotas (module docstring)."""
 
     def __init__(self, store: UsageStore, clock: Callable[[], float] = time.time) -> None:
         self._store = store
         self._clock = clock
         self._lock = threading.Lock()
-        self._days: dict[str, _Day] = {}
+        self._counts: dict[tuple[str, UsagePeriod], _Counts] = {}
 
-    def _today(self, tenant_id: str, now: float) -> _Day:
-        today = day_start(now)
-        counts = self._days.get(tenant_id)
-        if counts is None or counts.day != today:
-            stored = self._store.between(tenant_id, today, now + 1)
-            counts = _Day(today, len(stored), sum(r.tokens for r in stored))
-            self._days[tenant_id] = counts
+    def _current(self, tenant_id: str, period: UsagePeriod, now: float) -> _Counts:
+        """This day's or month's counts, from the store's counters the first time (and at each new period)."""
+        key = day_of(now) if period == "day" else month_of(now)
+        counts = self._counts.get((tenant_id, period))
+        if counts is None or counts.period != key:
+            stored = self._store.totals(tenant_id, period, key, key)
+            counts = _Counts(
+                key, sum(r.requests for r in stored), sum(r.prompt_tokens + r.completion_tokens for r in stored)
+            )
+            self._counts[(tenant_id, period)] = counts
         return counts
 
-    def admit(self, tenant: Tenant, requests_quota: int, tokens_quota: int) -> None:
-        """Count one request of ``tenant``, or raise :class:`RateLimitedError` when a daily quota is spent (the
-        tenant's own quota when set, else the given server defaults; 0 = unlimited)."""
-        max_requests = tenant.daily_requests if tenant.daily_requests is not None else requests_quota
-        max_tokens = tenant.daily_tokens if tenant.daily_tokens is not None else tokens_quota
-        if not max_requests and not max_tokens:
+    def admit(
+        self,
+        tenant: Tenant,
+        requests_quota: int,
+        tokens_quota: int,
+        monthly_requests_quota: int = 0,
+        monthly_tokens_quota: int = 0,
+    ) -> None:
+        """Count one request of ``tenant``, or raise :class:`RateLimitedError` when a daily or monthly quota is spent
+        (the tenant's own quota when set, else the given server defaults; 0 = unlimited)."""
+
+        def own(value: int | None, default: int) -> int:
+            return value if value is not None else default
+
+        limits: list[tuple[UsagePeriod, int, int]] = [
+            ("day", own(tenant.daily_requests, requests_quota), own(tenant.daily_tokens, tokens_quota)),
+            (
+                "month",
+                own(tenant.monthly_requests, monthly_requests_quota),
+                own(tenant.monthly_tokens, monthly_tokens_quota),
+            ),
+        ]
+        limits = [limit for limit in limits if limit[1] or limit[2]]
+        if not limits:
             return
         now = self._clock()
         with self._lock:
-            counts = self._today(tenant.id, now)
-            retry = int(counts.day + DAY - now) + 1
-            if max_requests and counts.requests >= max_requests:
-                raise RateLimitedError(
-                    f"the daily request quota ({max_requests}) is used up; it resets at 00:00 UTC", retry
-                )
-            if max_tokens and counts.tokens >= max_tokens:
-                raise RateLimitedError(
-                    f"the daily token quota ({max_tokens}) is used up; it resets at 00:00 UTC", retry
-                )
-            counts.requests += 1
+            counted = [(period, self._current(tenant.id, period, now), most, tokens) for period, most, tokens in limits]
+            for period, counts, max_requests, max_tokens in counted:
+                if period == "day":
+                    said, resets, retry = "daily", "00:00 UTC", int(day_start(now) + DAY - now) + 1
+                else:
+                    said, resets = "monthly", "the first of the month, 00:00 UTC"
+                    retry = int(next_month_start(now) - now) + 1
+                if max_requests and counts.requests >= max_requests:
+                    raise RateLimitedError(
+                        f"the {said} request quota ({max_requests}) is used up; it resets at {resets}", retry
+                    )
+                if max_tokens and counts.tokens >= max_tokens:
+                    raise RateLimitedError(
+                        f"the {said} token quota ({max_tokens}) is used up; it resets at {resets}", retry
+                    )
+            for _, counts, _, _ in counted:
+                counts.requests += 1
 
     def charge_tokens(self, record: UsageRecord) -> None:
-        """Add a finished request's tokens to its tenant's day (the request itself was counted when admitted)."""
+        """Add a finished request's tokens to its tenant's day and month (the request itself was counted when
+        admitted)."""
         if not record.tokens:
             return
         with self._lock:
-            counts = self._days.get(record.tenant_id)
-            if counts is not None and counts.day == day_start(record.started_at):
-                counts.tokens += record.tokens
+            periods: tuple[tuple[UsagePeriod, str], ...] = (
+                ("day", day_of(record.started_at)),
+                ("month", month_of(record.started_at)),
+            )
+            for period, key in periods:
+                counts = self._counts.get((record.tenant_id, period))
+                if counts is not None and counts.period == key:
+                    counts.tokens += record.tokens
 
 
 class UsageRecorder:

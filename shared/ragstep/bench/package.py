@@ -8,7 +8,9 @@ in MiB. The layers are those of a ``sam build``, built into ``--layer-dir`` (def
 * shared layer: ``<layer-dir>/shared/python``, built by ``make -C shared build-SharedLayer`` (the ``ragstep``
   package and its prebuilt jieba table);
 * parser layer: ``<layer-dir>/parsers/python`` (``layers/parsers/requirements.txt``), which the ``ingest_parse``
-  function has instead of the dependency layer: reported with the shared layer as that function's total.
+  function has instead of the dependency layer: reported with the shared layer as that function's total;
+* embedder layer: ``<layer-dir>/embedder/python`` (``make -C layers/embedder build-EmbedderLayer``: the local
+  embedding model), which only the functions that embed have, on top of the other two: reported as their total.
 
 An existing build is reused unless ``--rebuild``; one whose installed versions differ from
 ``layers/dependencies/requirements.txt`` is reported as stale. A package is a top-level folder or module together
@@ -131,6 +133,18 @@ def build_shared_layer(layer_dir: Path) -> None:
         raise InputError(f"`make build-SharedLayer` failed (exit {proc.returncode}); see its output above")
 
 
+def build_embedder_layer(layer_dir: Path) -> None:
+    """``make build-EmbedderLayer`` in ``layers/embedder`` into ``layer_dir/embedder`` (the local embedding model)."""
+    folder = repo_root() / "layers" / "embedder"
+    if shutil.which("make") is None:
+        raise InputError("cannot build the embedder layer: `make` is not installed")
+    env = {**os.environ, "PYTHON": os.environ.get("PYTHON") or sys.executable}
+    cmd = ["make", "--no-print-directory", "-C", str(folder), "build-EmbedderLayer", f"ARTIFACTS_DIR={layer_dir}"]
+    proc = subprocess.run(cmd, env=env, stdout=sys.stderr)
+    if proc.returncode != 0:
+        raise InputError(f"`make build-EmbedderLayer` failed (exit {proc.returncode}); see its output above")
+
+
 def run_package(layer_dir: str | Path | None = None, *, rebuild: bool = False) -> dict[str, Any]:
     explicit = layer_dir is not None
     layers = Path(layer_dir) if layer_dir is not None else repo_root() / "layers" / "build"
@@ -154,6 +168,12 @@ def run_package(layer_dir: str | Path | None = None, *, rebuild: bool = False) -
     if (rebuild or not parsers.is_dir()) and not (explicit and not rebuild) and parser_requirements.is_file():
         build_dependency_layer(layers / "parsers", parser_requirements)
         built.append("parser")
+
+    embedder = layers / "embedder" / "python"
+    embedder_makefile = repo_root() / "layers" / "embedder" / "Makefile"
+    if (rebuild or not embedder.is_dir()) and not (explicit and not rebuild) and embedder_makefile.is_file():
+        build_embedder_layer(layers / "embedder")
+        built.append("embedder")
 
     dep_sizes = package_sizes(dep)
     shared_sizes = package_sizes(shared)
@@ -180,6 +200,10 @@ def run_package(layer_dir: str | Path | None = None, *, rebuild: bool = False) -
         out["parser_largest"] = [
             {"name": n, "mb": round(size / MIB, 1)} for n, size in sorted(parser_sizes.items(), key=lambda e: -e[1])[:5]
         ]
+    if embedder.is_dir():
+        embedder_bytes = sum(package_sizes(embedder).values())
+        out["embedder_layer_mb"] = round(embedder_bytes / MIB, 1)
+        out["embedding_functions_total_mb"] = round((dep_bytes + shared_bytes + embedder_bytes) / MIB, 1)
     return out
 
 
@@ -199,6 +223,12 @@ def render(r: dict[str, Any]) -> str:
             "",
             f"ingest_parse: parser layer {r['parser_layer_mb']}  +  shared layer {r['shared_layer_mb']}  =  "
             f"{r['ingest_parse_total_mb']}  (largest: {largest})",
+        ]
+    if "embedder_layer_mb" in r:
+        lines += [
+            "",
+            f"functions that embed: dependency + shared + embedder layer {r['embedder_layer_mb']}  =  "
+            f"{r['embedding_functions_total_mb']}",
         ]
     if r["built_now"]:
         lines.append(f"built now: {', '.join(r['built_now'])} layer")

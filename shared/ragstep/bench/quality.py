@@ -8,7 +8,10 @@ retrieves 100 chunks per query; documents rank by their best chunk.
 Runs: ``bm25`` (the keyword retriever alone, no threshold), ``dense`` (the vector retriever alone, no threshold),
 ``hybrid`` (the chunk_search stage with its default settings) and ``pipeline`` (the whole knowledge_search pipeline).
 ``hybrid`` and ``pipeline`` keep their thresholds; only their result counts are raised to 100 so Recall@100 can be
-measured. The merge stage folds duplicate passages into one result and records the sources it folded; ``pipeline``
+measured. ``default`` is exactly what ``ragstep search --top-k 10`` returns (every threshold as configured, at most
+10 results); it also reports the mean number of results, overall and over the queries with several relevant
+documents (a user's chat model should see more than one passage there).
+The merge stage folds duplicate passages into one result and records the sources it folded; ``pipeline``
 credits a result with those sources (at its rank), ``pipeline_strict`` counts only the kept result's own document.
 
 The local reranker against RAGFlow's original (RAGFlow issues #11759, #12013: its token similarity counts each query
@@ -52,6 +55,12 @@ from ragstep.stages.ingest.products import get_chunks, source_blob_key
 from ragstep.stages.search.chunk_rerank import model_scores, rerank_text
 
 DEPTH = 100
+#: The `default` run's `ragstep search --top-k`.
+DEFAULT_TOP_K = 10
+#: The precomputed vectors a set is read with unless told otherwise (``corpus.emb.npy``, ``queries.emb.npy``).
+DEFAULT_VECTORS = "emb"
+#: ``--vectors none``: keyword search only, as a knowledge base without an embedding model.
+NO_VECTORS = "none"
 
 
 @dataclass
@@ -69,7 +78,10 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
-def load_beir(folder: Path) -> BeirSet:
+def load_beir(folder: Path, vectors: str = DEFAULT_VECTORS) -> BeirSet:
+    """A BEIR-layout set; ``vectors`` picks its precomputed embeddings (``corpus.<vectors>.npy`` and
+    ``queries.<vectors>.npy``: ``emb`` all-MiniLM-L6-v2, ``e5`` multilingual-e5-small in shared/bench; ``none``
+    ignores them: keyword search only)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(f"{folder}: not a folder; expected a BEIR-layout set (corpus.jsonl, queries.jsonl, qrels.tsv)")
@@ -77,13 +89,13 @@ def load_beir(folder: Path) -> BeirSet:
         if not (folder / required).is_file():
             raise InputError(f"{folder}: missing {required}; expected a BEIR-layout folder")
     try:
-        return _read_beir(folder)
+        return _read_beir(folder, vectors)
     except (ValueError, KeyError, TypeError) as exc:  # bad JSON, a missing field, a bad score, bad UTF-8 ...
         detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
         raise InputError(f"{folder}: not a valid BEIR set ({type(exc).__name__}: {detail})") from exc
 
 
-def _read_beir(folder: Path) -> BeirSet:
+def _read_beir(folder: Path, vectors: str) -> BeirSet:
     corpus = [(str(d["_id"]), d.get("title") or "", d.get("text") or "") for d in _jsonl(folder / "corpus.jsonl")]
     queries = [(str(q["_id"]), q["text"]) for q in _jsonl(folder / "queries.jsonl")]
     qrels: dict[str, dict[str, int]] = {}
@@ -94,12 +106,18 @@ def _read_beir(folder: Path) -> BeirSet:
             if len(row) >= 3:
                 qrels.setdefault(row[0], {})[row[1]] = int(float(row[2]))
     corpus_emb = query_emb = None
-    if (folder / "corpus.emb.npy").is_file() and (folder / "queries.emb.npy").is_file():
-        corpus_emb = np.load(folder / "corpus.emb.npy").astype(np.float32)
-        query_emb = np.load(folder / "queries.emb.npy").astype(np.float32)
+    corpus_file, queries_file = folder / f"corpus.{vectors}.npy", folder / f"queries.{vectors}.npy"
+    present = corpus_file.is_file() and queries_file.is_file()
+    if vectors not in (DEFAULT_VECTORS, NO_VECTORS) and not present:
+        raise InputError(f"{folder}: no {corpus_file.name} / {queries_file.name} for --vectors {vectors}")
+    if present and vectors != NO_VECTORS:
+        corpus_emb = np.load(corpus_file).astype(np.float32)
+        query_emb = np.load(queries_file).astype(np.float32)
         if corpus_emb.shape[0] != len(corpus) or query_emb.shape[0] != len(queries):
             raise InputError(f"{folder}: embedding rows do not match corpus/query lines")
-    return BeirSet(folder.name, corpus, queries, qrels, corpus_emb, query_emb)
+    # The set is named after its vectors too: "msmarco-5k-e5" is another experiment than "msmarco-5k".
+    name = folder.name if vectors == DEFAULT_VECTORS else f"{folder.name}-{vectors}"
+    return BeirSet(name, corpus, queries, qrels, corpus_emb, query_emb)
 
 
 def document_text(title: str, text: str) -> str:
@@ -197,13 +215,24 @@ ALL_RUNS = (
     "pipeline",
     "pipeline_strict",
     "pipeline_ragflow_rerank",
+    "default",
 )
 
 
-def run_quality(folder: Path, *, runs: tuple[str, ...] = ALL_RUNS) -> dict[str, Any]:
-    bench = load_beir(folder)
+def run_quality(
+    folder: Path,
+    *,
+    runs: tuple[str, ...] = ALL_RUNS,
+    vectors: str = DEFAULT_VECTORS,
+    settings: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Every run of ``runs`` on the set in ``folder`` (read with its ``vectors``); ``settings`` are ``Settings``
+    fields (``RAGSTEP_*`` without the prefix) the runs share, e.g. ``{"fusion": "rrf"}`` for another experiment."""
+    from ragstep.entry.cli.search import top_k_overrides  # the very overrides `ragstep search --top-k` sends
+
+    bench = load_beir(folder, vectors)
     with tempfile.TemporaryDirectory(prefix="ragstep-bench-") as tmp:
-        ctx = Clients(Settings(data_dir=Path(tmp))).context()
+        ctx = Clients(Settings(data_dir=Path(tmp), **(settings or {}))).context()
         kb, ingest_s = build_index(bench, ctx)
         flt = SearchFilter(knowledge_base_ids=(kb.id,))
         qvec = (
@@ -250,6 +279,15 @@ def run_quality(folder: Path, *, runs: tuple[str, ...] = ALL_RUNS) -> dict[str, 
             return sources(state.final_results)
 
         ragflow = TokenVectorReranker(formula="ragflow")
+        counts: list[int] = []
+
+        def default(qid: str, text: str) -> list[str]:
+            # What `ragstep search --top-k 10` returns: every threshold as configured, ten results at most. Folded
+            # duplicates are credited as in `pipeline`: the result lists them (metadata.duplicates) for the user.
+            req = SearchRequest(query=text, knowledge_base_ids=[kb.id], overrides=top_k_overrides(DEFAULT_TOP_K))
+            state = run_pipeline("knowledge_search", new_state(req, ctx), ctx)
+            counts.append(len(state.final_results))
+            return sources(state.final_results)
 
         def pipeline_ragflow_rerank(qid: str, text: str) -> list[str]:
             with _reranker(ctx, ragflow):
@@ -270,6 +308,7 @@ def run_quality(folder: Path, *, runs: tuple[str, ...] = ALL_RUNS) -> dict[str, 
             "pipeline": pipeline,
             "pipeline_strict": pipeline_strict,
             "pipeline_ragflow_rerank": pipeline_ragflow_rerank,
+            "default": default,
         }
         if qvec:
             available["dense"] = dense
@@ -284,6 +323,9 @@ def run_quality(folder: Path, *, runs: tuple[str, ...] = ALL_RUNS) -> dict[str, 
             rankings = {qid: available[name](qid, text) for qid, text in bench.queries if qid not in refused}
             timings[name] = round((time.perf_counter() - started) * 1000 / max(1, len(bench.queries)), 3)
             results[name] = evaluate(rankings, bench.qrels)
+        if counts:
+            results["default"]["mean_results"] = round(sum(counts) / len(counts), 2)
+            results["default"].update(_multi_relevant_counts(bench, counts, refused))
         chunks = ctx.index.stats().chunks
     judged = sum(1 for j in bench.qrels.values() if any(r > 0 for r in j.values()))
     return {
@@ -298,6 +340,24 @@ def run_quality(folder: Path, *, runs: tuple[str, ...] = ALL_RUNS) -> dict[str, 
     }
 
 
+def _multi_relevant_counts(bench: BeirSet, counts: list[int], refused: set[str]) -> dict[str, float]:
+    """Over the queries with more than one relevant document: the mean number of results of the `default` run and
+    the share of those queries that got a single result (or none)."""
+    asked = [qid for qid, _ in bench.queries if qid not in refused]
+    multi = [
+        n
+        for qid, n in zip(asked, counts, strict=True)
+        if sum(1 for r in bench.qrels.get(qid, {}).values() if r > 0) > 1
+    ]
+    if not multi:
+        return {}
+    return {
+        "multi_relevant_queries": len(multi),
+        "multi_mean_results": round(sum(multi) / len(multi), 2),
+        "multi_at_most_one": round(sum(1 for n in multi if n <= 1) / len(multi), 4),
+    }
+
+
 RUN_LABELS = {
     "bm25": "bm25 (keyword retriever alone)",
     "dense": "dense (vector retriever alone)",
@@ -307,6 +367,7 @@ RUN_LABELS = {
     "pipeline": "pipeline (folded sources credited)",
     "pipeline_strict": "pipeline_strict (kept results only)",
     "pipeline_ragflow_rerank": "pipeline_ragflow_rerank (pipeline, RAGFlow's formula)",
+    "default": "default (`ragstep search --top-k 10`, thresholds as configured)",
 }
 
 
@@ -328,6 +389,15 @@ def render(r: dict[str, Any]) -> str:
         f"(ingest {r['ingest_s']} s)"
     )
     lines = [head, "", table(("run", "nDCG@10", "Recall@10", "Recall@100", "ms/query"), rows)]
+    d = r["runs"].get("default")
+    if d and "mean_results" in d:
+        more = (
+            f"; {d['multi_relevant_queries']} queries with several relevant documents: {d['multi_mean_results']} "
+            f"results, {d['multi_at_most_one']:.0%} got at most one"
+            if "multi_relevant_queries" in d
+            else ""
+        )
+        lines.append(f"default: {d['mean_results']} results per query{more}")
     if "dense" not in r["runs"]:
         lines.append("no precomputed embeddings (corpus.emb.npy, queries.emb.npy): dense run omitted, BM25 only")
     if r["refused_queries"]:

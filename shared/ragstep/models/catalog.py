@@ -23,6 +23,11 @@ class KnowledgeBase(_Model):
     embedding_model: str = "none"
     created_at: float = 0.0
     description: str = ""
+    # Knowledge graph: an LLM extracts entities and relations from every chunk at ingest (`kb create --graph`).
+    graph: bool = False
+    # Hierarchy layers: an abstract (L0) and an overview (L1) per folder and document, indexed at ingest
+    # (`kb create --layers`; ragstep.app.viking).
+    layers: bool = False
 
 
 class Knowledge(_Model):

@@ -36,6 +36,8 @@ class PipelineState(_Model):
     # stage, in any Lambda, sees the same numbers.
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     rewritten_query: str | None = None
+    # The question's entities (extract_entities), for the knowledge-graph search beside chunk_search.
+    entities: list[str] = Field(default_factory=list)
     # Query embeddings by embedding model id: computed once per request, reused by later stages.
     query_embeddings: dict[str, list[float]] = Field(default_factory=dict)
     search_results: list[SearchResult] = Field(default_factory=list)
@@ -91,6 +93,9 @@ class PipelineState(_Model):
         """The state with the chat stages' part replaced (a stage edits a copy of ``state.chat``, attribute by
         attribute, so every field it sets is type-checked) and ``events`` traced."""
         return self.model_copy(update={"chat": chat, "trace": [*self.trace, *events]})
+
+    def with_entities(self, entities: list[str], *events: TraceEvent) -> PipelineState:
+        return self.model_copy(update={"entities": list(entities), "trace": [*self.trace, *events]})
 
     def with_rewritten_query(self, query: str, *events: TraceEvent) -> PipelineState:
         return self.model_copy(update={"rewritten_query": query, "trace": [*self.trace, *events]})

@@ -31,6 +31,9 @@ class Tenant(_Model):
     daily_requests: int | None = Field(default=None, ge=0)
     #: LLM tokens (prompt + completion) per UTC day (None: RAGSTEP_DAILY_TOKEN_QUOTA; 0: unlimited).
     daily_tokens: int | None = Field(default=None, ge=0)
+    #: Requests and LLM tokens per UTC calendar month (None: RAGSTEP_MONTHLY_*_QUOTA; 0: unlimited).
+    monthly_requests: int | None = Field(default=None, ge=0)
+    monthly_tokens: int | None = Field(default=None, ge=0)
 
     @field_validator("id")
     @classmethod
@@ -99,11 +102,13 @@ class UsageRecord(_Model):
         return self.prompt_tokens + self.completion_tokens
 
 
-GroupBy = Literal["day", "key", "model"]
+GroupBy = Literal["day", "month", "key", "model"]
+#: The periods usage is also counted by, per tenant: kept after the raw records expire (``UsageStore.totals``).
+UsagePeriod = Literal["day", "month"]
 
 
 class UsageRow(_Model):
-    """Usage summed over one group (a UTC day ``YYYY-MM-DD``, a key prefix or a model)."""
+    """Usage summed over one group (a UTC day ``YYYY-MM-DD``, a month ``YYYY-MM``, a key prefix or a model)."""
 
     group: str
     requests: int = 0

@@ -176,7 +176,7 @@ def xlsx_sheets(data: bytes, filename: str) -> list[str]:
     return names
 
 
-def _read_sheet(con: duckdb.DuckDBPyConnection, table: str, path: str, sheet: str) -> bool:
+def read_sheet(con: duckdb.DuckDBPyConnection, table: str, path: str, sheet: str) -> bool:
     """Load one sheet into ``table``; False when the sheet is empty."""
     import duckdb
 
@@ -227,7 +227,7 @@ def parse_xlsx(data: bytes, filename: str) -> ParsedDocument:
             load_excel(con)
             for i, sheet in enumerate(sheets):
                 try:
-                    if not _read_sheet(con, f"sheet_{i}", str(path), sheet):
+                    if not read_sheet(con, f"sheet_{i}", str(path), sheet):
                         skipped.append(sheet)
                         continue
                     summary = summarize_table(con, f"sheet_{i}", filename, "xlsx", sheet)

@@ -21,12 +21,17 @@ STAGES: dict[str, str] = {
     "ingest_chunk": "ragstep.stages.ingest.chunk:run",
     "ingest_embed": "ragstep.stages.ingest.embed:run",
     "ingest_index": "ragstep.stages.ingest.index:run",
+    "ingest_graph": "ragstep.stages.ingest.graph:run",
     "stream_results": "ragstep.stages.search.stream_results:run",
     "load_history": "ragstep.stages.chat.load_history:run",
     "rewrite_query": "ragstep.stages.chat.rewrite_query:run",
+    "extract_entities": "ragstep.stages.chat.extract_entities:run",
+    "entity_search": "ragstep.stages.search.entity_search:run",
     "into_chat_message": "ragstep.stages.chat.into_chat_message:run",
     "chat_completion": "ragstep.stages.chat.chat_completion:run",
     "chat_completion_stream": "ragstep.stages.chat.chat_completion_stream:run",
+    "data_analysis": "ragstep.stages.analysis.data_analysis:run",
+    "viking_context": "ragstep.stages.viking.viking_context:run",
 }
 #: Stages that stream: generators of :class:`~ragstep.models.StreamEvent` that return the final state. Declared, so
 #: a Lambda handler knows to drain one without looking at the function.
@@ -104,7 +109,7 @@ KNOWLEDGE_SEARCH = Pipeline(
 # One file: S3 upload (or the CLI) -> parse -> chunk -> embed -> index. Products pass through the blob store.
 INGEST = Pipeline(
     "ingest",
-    (Stage("ingest_parse"), Stage("ingest_chunk"), Stage("ingest_embed"), Stage("ingest_index")),
+    (Stage("ingest_parse"), Stage("ingest_chunk"), Stage("ingest_embed"), Stage("ingest_index"), Stage("ingest_graph")),
     kind="STANDARD",
     state="IngestState",
 )
@@ -124,6 +129,7 @@ RAG = Pipeline(
         Stage("chunk_search"),
         Stage("chunk_rerank"),
         Stage("chunk_merge"),
+        Stage("data_analysis"),
         Stage("into_chat_message"),
         Stage("chat_completion"),
     ),
@@ -132,21 +138,32 @@ RAG_STREAM = Pipeline(
     "rag_stream",
     (
         Stage("load_history"),
-        Stage("rewrite_query"),
-        Stage("chunk_search"),
+        # WeKnora's rag_stream: the question's entities are extracted while it is rewritten, and the knowledge graph
+        # is searched while the knowledge bases (and the web) are.
+        Parallel("understand_query", ((Stage("rewrite_query"),), (Stage("extract_entities"),))),
+        Parallel("search", ((Stage("chunk_search"),), (Stage("entity_search"),))),
         Stage("chunk_rerank"),
         Stage("chunk_merge"),
         Stage("filter_top_k"),
+        Stage("data_analysis"),
         Stage("into_chat_message"),
         Stream("chat_completion_stream"),
     ),
     deployed=False,
 )
+#: OpenViking's retrieval before the answer: typed queries, the folder tree, layered context (ragstep.app.viking).
+#: In-process only: the typed queries as a Map state is not generated yet.
+VIKING_STREAM = Pipeline(
+    "viking_stream",
+    (Stage("load_history"), Stage("viking_context"), Stage("into_chat_message"), Stream("chat_completion_stream")),
+    deployed=False,
+)
 #: The pipelines a chat request may name.
-CHAT_PIPELINES: tuple[str, ...] = ("rag_stream", "rag", "chat_stream", "chat_history_stream", "chat")
+CHAT_PIPELINES: tuple[str, ...] = ("rag_stream", "rag", "chat_stream", "chat_history_stream", "chat", "viking_stream")
 
 PIPELINES: dict[str, Pipeline] = {
-    p.name: p for p in (KNOWLEDGE_SEARCH, INGEST, CHAT, CHAT_STREAM, CHAT_HISTORY_STREAM, RAG, RAG_STREAM)
+    p.name: p
+    for p in (KNOWLEDGE_SEARCH, INGEST, CHAT, CHAT_STREAM, CHAT_HISTORY_STREAM, RAG, RAG_STREAM, VIKING_STREAM)
 }
 #: What Step Functions runs: the state machines, template resources and stage functions are generated for these.
 DEPLOYED_PIPELINES: dict[str, Pipeline] = {name: p for name, p in PIPELINES.items() if p.deployed}

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, wait
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ragstep.errors import InputError, RagstepError
-from ragstep.models import RESULT_FIELDS, ErrorInfo, IngestState, PipelineState, SearchResult, StreamEvent, TraceEvent
+from ragstep.models import RESULT_FIELDS, ErrorInfo, IngestState, PipelineState, StreamEvent, TraceEvent
 from ragstep.pipeline import transport
 from ragstep.pipeline.definitions import STREAM_STAGES, Parallel, Pipeline, Step, Stream, get_pipeline, load_stage
+from ragstep.pipeline.join import join_branches
 
 if TYPE_CHECKING:
     from ragstep.context import Context
@@ -109,49 +110,38 @@ def _recorded(
 
 def _run_step(step: Step, state: State, ctx: Context, check: bool) -> State:
     if isinstance(step, Parallel):
-        return _run_parallel(step, state, ctx, check)
-    try:
-        state = run_stage(step.name, state, ctx)
-    except RagstepError as exc:
-        exc.state = state.model_copy(update={"error": ErrorInfo(stage=step.name, error=exc.code, message=exc.message)})
-        raise
-    if check:
+        state = _run_parallel(step, state, ctx, check)
+    else:
+        try:
+            state = run_stage(step.name, state, ctx)
+        except RagstepError as exc:
+            info = ErrorInfo(stage=step.name, error=exc.code, message=exc.message)
+            exc.state = state.model_copy(update={"error": info})
+            raise
+    if check:  # the joined state of a Parallel step crosses the wire too (the join Lambda's output)
         limit = ctx.settings.state_limit_bytes
         state = transport.decode(transport.encode(state, ctx.blobs, limit), ctx.blobs, type(state))
     return state
 
 
 def _run_parallel(step: Parallel, state: State, ctx: Context, check: bool) -> State:
+    """The first branch runs in this thread, the others on the process's branch threads; then the join."""
+
     def branch(steps: tuple[Step, ...]) -> State:
         out = state
         for s in steps:
             out = _run_step(s, out, ctx, check)
         return out
 
-    with ThreadPoolExecutor(max_workers=len(step.branches), thread_name_prefix=f"ragstep-{step.name}") as pool:
-        outputs = list(pool.map(branch, step.branches))
+    pool = ctx.clients.branch_executor
+    others: list[Future[State]] = [pool.submit(branch, steps) for steps in step.branches[1:]]
+    try:
+        first = branch(step.branches[0])
+    except BaseException:
+        wait(others)  # no branch outlives the step that failed
+        raise
+    outputs: list[Any] = [first, *(f.result() for f in others)]
     return join_branches(state, outputs)  # type: ignore[arg-type,return-value]  # query pipelines only
 
 
-def join_branches(base: PipelineState, outputs: list[PipelineState]) -> PipelineState:
-    """Combine parallel branches: each branch's new results and trace events are added to ``base``.
-
-    A chunk found by several branches keeps its best score. The same function backs the ``join`` Lambda that
-    follows a Parallel state on AWS, whose output is the list of branch states.
-    """
-    update: dict[str, object] = {}
-    for name in RESULT_FIELDS:
-        merged: dict[str, SearchResult] = {r.id: r for r in getattr(base, name)}
-        for out in outputs:
-            for r in getattr(out, name):
-                if r.id not in merged or r.score > merged[r.id].score:
-                    merged[r.id] = r
-        update[name] = sorted(merged.values(), key=lambda r: -r.score)
-    trace = list(base.trace)
-    embeddings = dict(base.query_embeddings)
-    for out in outputs:
-        trace.extend(out.trace[len(base.trace) :])
-        embeddings.update(out.query_embeddings)
-    update["trace"] = trace
-    update["query_embeddings"] = embeddings
-    return base.model_copy(update=update)
+__all__ = ["drain", "join_branches", "result_counts", "run_pipeline", "run_stage", "stream_pipeline", "stream_stage"]

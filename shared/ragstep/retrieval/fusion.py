@@ -2,12 +2,23 @@
 
 Used by the search stage whatever the backend (the local index and OpenSearch both return two lists and fuse here),
 so every deployment ranks the same way.
+
+Why fixed weights fail when one retriever is weak: min-max normalisation gives every list's best hit 1.0 however
+poor it is, and a fixed weight then trusts that hit as much on a corpus where the retriever is useless as on one
+where it is nearly perfect. On msmarco-5k the vector list is the better one (0.8 x vector scores best), on
+cmrc2018-zh with e5 vectors the keyword list is (0.5 does); no single pair suits both (BENCHMARKS.md, "Robust
+fusion"). :func:`fuse_adaptive`, the default, keeps the configured weights as a prior and scales each by how much
+of the list's head the *other* retriever confirms: a retriever whose best hits the other one does not find at all
+is probably the weak one on this query. :func:`fuse_dbsf` is Qdrant's distribution-based score fusion (each list
+normalised to mean +- 3 sigma), kept as a setting with RRF and min-max.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from ragstep.models import MatchType
 from ragstep.ports import Hit
@@ -111,6 +122,70 @@ def fuse_minmax(
         return (w_vector * nv.get(cid, 0.0) + w_keyword * nk.get(cid, 0.0)) / total
 
     return _combine(vector, keyword, score)
+
+
+def _dbsf(hits: Sequence[Hit], sigmas: float = 3.0) -> dict[str, float]:
+    scores = np.fromiter((h.score for h in hits), dtype=np.float64, count=len(hits))
+    mean, std = float(scores.mean()), float(scores.std())
+    if std == 0:  # one hit, or all equal: no ordering information, full credit as in _minmax
+        return {h.chunk_id: 1.0 for h in reversed(hits)}
+    lo = mean - sigmas * std
+    return {h.chunk_id: min(1.0, max(0.0, (h.score - lo) / (2 * sigmas * std))) for h in reversed(hits)}
+
+
+def fuse_dbsf(
+    vector: Sequence[Hit], keyword: Sequence[Hit], *, w_vector: float = 0.5, w_keyword: float = 0.5
+) -> list[Fused]:
+    """Distribution-based score fusion (Qdrant's DBSF): each list's scores mapped from [mean - 3 sigma, mean + 3
+    sigma] to [0, 1] (clipped), then the weighted mean (a missing score counts as 0). An outlier at the top of a list
+    no longer stretches the rest of it, as it does under min-max."""
+    if not vector or not keyword:
+        return _single(vector, MatchType.VECTOR, True) if vector else _single(keyword, MatchType.KEYWORD, False)
+    total = (w_vector + w_keyword) or 1.0
+    nv, nk = _dbsf(vector), _dbsf(keyword)
+
+    def score(cid: str, _in_v: bool, _in_k: bool, _rank_v: int, _rank_k: int) -> float:
+        return (w_vector * nv.get(cid, 0.0) + w_keyword * nk.get(cid, 0.0)) / total
+
+    return _combine(vector, keyword, score)
+
+
+#: Adaptive fusion: the head of a list (its best AGREEMENT_HEAD hits) is looked for among the other list's best
+#: AGREEMENT_DEPTH; a list none of whose head the other confirms keeps AGREEMENT_FLOOR of its weight (it may still
+#: be right where the other retriever is blind, e.g. a product code the embedding model has never seen).
+AGREEMENT_HEAD, AGREEMENT_DEPTH, AGREEMENT_FLOOR = 10, 100, 0.1
+
+
+def agreement(
+    hits: Sequence[Hit], other: Sequence[Hit], head: int = AGREEMENT_HEAD, depth: int = AGREEMENT_DEPTH
+) -> float:
+    """Share of the first ``head`` hits of ``hits`` that are among the first ``depth`` of ``other`` (0 to 1)."""
+    top = hits[:head]
+    if not top:
+        return 0.0
+    seen = {h.chunk_id for h in other[:depth]}
+    return sum(1 for h in top if h.chunk_id in seen) / len(top)
+
+
+def adaptive_weights(
+    vector: Sequence[Hit], keyword: Sequence[Hit], w_vector: float, w_keyword: float
+) -> tuple[float, float]:
+    """The query's weights: each configured weight times its list's :func:`agreement` with the other (at least
+    ``AGREEMENT_FLOOR``), normalised to sum to 1 (equal when both configured weights are 0)."""
+    wv = w_vector * max(agreement(vector, keyword), AGREEMENT_FLOOR)
+    wk = w_keyword * max(agreement(keyword, vector), AGREEMENT_FLOOR)
+    total = wv + wk
+    return (wv / total, wk / total) if total > 0 else (0.5, 0.5)
+
+
+def fuse_adaptive(
+    vector: Sequence[Hit], keyword: Sequence[Hit], *, w_vector: float = 0.7, w_keyword: float = 0.3
+) -> list[Fused]:
+    """Min-max normalised scores under query-adaptive weights (:func:`adaptive_weights`; module docstring)."""
+    if not vector or not keyword:
+        return _single(vector, MatchType.VECTOR, True) if vector else _single(keyword, MatchType.KEYWORD, False)
+    wv, wk = adaptive_weights(vector, keyword, w_vector, w_keyword)
+    return fuse_minmax(vector, keyword, w_vector=wv, w_keyword=wk)
 
 
 def _order(f: Fused) -> tuple[float, int, str]:

@@ -93,3 +93,8 @@ class AllowedCatalog:
 
     def delete_jobs(self, kb_id: str, knowledge_id: str) -> int:
         return self._inner.delete_jobs(kb_id, knowledge_id) if self._kb_ok(kb_id) else 0
+
+    def prune_jobs(self, finished_before: float, kb_id: str | None = None) -> int:
+        if kb_id is not None:
+            return self._inner.prune_jobs(finished_before, kb_id) if self._kb_ok(kb_id) else 0
+        return sum(self._inner.prune_jobs(finished_before, kb.id) for kb in self.list_kbs())

@@ -62,7 +62,7 @@ from ragstep.adapters._dynamodb import (
 from ragstep.adapters.catalog._names import check_kb_name
 from ragstep.errors import ConflictError, InputError, NotFoundError, StorageError
 from ragstep.models import DEFAULT_TENANT, Knowledge, KnowledgeBase
-from ragstep.models.catalog import IngestionJob
+from ragstep.models.catalog import PENDING_JOB_STATUSES, IngestionJob
 
 CATALOG_TABLE_SETTING = "RAGSTEP_CATALOG_TABLE"
 LIST_PK = "KBLIST"
@@ -356,6 +356,17 @@ class DynamoCatalogStore:
 
     def delete_jobs(self, kb_id: str, knowledge_id: str) -> int:
         jobs = [job for job in self.list_jobs(kb_id) if job.knowledge_id == knowledge_id]
+        self._delete_job_items(jobs)
+        return len(jobs)
+
+    def prune_jobs(self, finished_before: float, kb_id: str | None = None) -> int:
+        jobs = [
+            job
+            for job in self.list_jobs(kb_id)
+            if job.status not in PENDING_JOB_STATUSES
+            and job.finished_at is not None
+            and job.finished_at < finished_before
+        ]
         self._delete_job_items(jobs)
         return len(jobs)
 

@@ -12,7 +12,7 @@ from ragstep.adapters._sqlite import SqliteDatabase
 from ragstep.adapters.catalog._names import check_kb_name
 from ragstep.errors import ConflictError, InputError, NotFoundError
 from ragstep.models import Knowledge, KnowledgeBase
-from ragstep.models.catalog import IngestionJob
+from ragstep.models.catalog import PENDING_JOB_STATUSES, IngestionJob
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS knowledge_bases (
@@ -182,5 +182,23 @@ class SqliteCatalogStore:
                 "DELETE FROM ingestion_jobs WHERE knowledge_base_id = ? AND knowledge_id = ?", (kb_id, knowledge_id)
             ).rowcount
 
+    def prune_jobs(self, finished_before: float, kb_id: str | None = None) -> int:
+        # The status and finish time live in the job's JSON; the few jobs a knowledge base keeps are read in one go.
+        with self._db.write() as conn:
+            rows = conn.execute(
+                "SELECT id, doc FROM ingestion_jobs WHERE ? IS NULL OR knowledge_base_id = ?", (kb_id, kb_id)
+            ).fetchall()
+            gone = [
+                job_id
+                for job_id, doc in rows
+                if _finished_before(IngestionJob.model_validate_json(doc), finished_before)
+            ]
+            conn.executemany("DELETE FROM ingestion_jobs WHERE id = ?", [(job_id,) for job_id in gone])
+        return len(gone)
+
     def close(self) -> None:
         self._db.close()
+
+
+def _finished_before(job: IngestionJob, instant: float) -> bool:
+    return job.status not in PENDING_JOB_STATUSES and job.finished_at is not None and job.finished_at < instant

@@ -192,6 +192,9 @@ class OpenAIChatModel:
             payload["top_p"] = options.top_p
         if options.stop:
             payload["stop"] = list(options.stop)
+        if options.json_object:
+            # JSON mode: OpenAI, DeepSeek, DashScope, vLLM and Ollama's OpenAI endpoint all take this form.
+            payload["response_format"] = {"type": "json_object"}
         return payload
 
     def _http(self) -> httpx.Client:

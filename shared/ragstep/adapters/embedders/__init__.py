@@ -1,4 +1,5 @@
-"""Embedding adapters: OpenAI-compatible HTTP servers, Amazon Bedrock, and precomputed vectors for benchmarks.
+"""Embedding adapters: a model in the process (the default), OpenAI-compatible HTTP servers, Amazon Bedrock, and
+precomputed vectors for benchmarks.
 
 Every adapter returns float32 arrays whose rows are L2-normalised, so the index can score with a dot product
 whichever provider produced the vectors, and validates what the provider sent back (row count, one dimension,
@@ -11,7 +12,8 @@ the provider and what it answered; the state machine and the CLI show that messa
 should not pay the cold-start cost of the other's client library.
 
 This package holds the factory (:func:`make_embedder`); each adapter lives in its own module (:mod:`.openai`,
-:mod:`.bedrock`, :mod:`.precomputed`), re-exported here.
+:mod:`.bedrock`, :mod:`.local`, :mod:`.precomputed`), re-exported here. The local model's
+package is imported on its first embedding, not here.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ragstep.adapters.embedders.bedrock import BedrockEmbedder
+from ragstep.adapters.embedders.local import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, LocalEmbedder
 from ragstep.adapters.embedders.openai import OpenAIEmbedder
 from ragstep.adapters.embedders.precomputed import PrecomputedEmbedder
 from ragstep.errors import InputError
@@ -28,8 +31,10 @@ if TYPE_CHECKING:
     from ragstep.settings import Settings
 
 __all__ = [
+    "DEFAULT_LOCAL_MODEL",
     "SUPPORTED_PROVIDERS",
     "BedrockEmbedder",
+    "LocalEmbedder",
     "OpenAIEmbedder",
     "PrecomputedEmbedder",
     "embedder_model_id",
@@ -38,7 +43,7 @@ __all__ = [
 ]
 
 #: Providers :func:`make_embedder` can build from a ``"<provider>:<model>"`` id.
-SUPPORTED_PROVIDERS = ("openai", "bedrock")
+SUPPORTED_PROVIDERS = ("openai", "bedrock", "local")
 
 
 def _split_model_id(model_id: str) -> tuple[str, str]:
@@ -57,7 +62,12 @@ def _split_model_id(model_id: str) -> tuple[str, str]:
         )
     if not model:
         raise InputError(f"embedding model id {model_id!r} names no model; write it as '{provider}:<model>'")
-    return provider, model
+    if provider == "local" and model.lower() not in LOCAL_MODELS:
+        raise InputError(
+            f"unknown local embedding model {model!r} in {model_id!r}; supported: "
+            f"{', '.join(f'local:{name}' for name in sorted(LOCAL_MODELS))}"
+        )
+    return provider, model.lower() if provider == "local" else model
 
 
 def normalize_model_id(model_id: str) -> str:
@@ -73,6 +83,8 @@ def embedder_model_id(settings: Settings) -> str:
     provider = settings.embedder.strip().lower()
     if provider == "none":
         return "none"
+    if provider == "local" and not settings.embedding_model.strip():
+        return f"local:{DEFAULT_LOCAL_MODEL}"
     if not settings.embedding_model.strip():
         raise InputError(f"RAGSTEP_EMBEDDER={provider} needs RAGSTEP_EMBEDDING_MODEL (e.g. text-embedding-3-small)")
     return ":".join(_split_model_id(f"{provider}:{settings.embedding_model}"))
@@ -88,6 +100,8 @@ def make_embedder(settings: Settings, model_id: str | None = None) -> Embedder |
     if full_id.strip().lower() == "none":
         return None
     provider, model = _split_model_id(full_id)
+    if provider == "local":
+        return LocalEmbedder(model)
     if provider == "openai":
         key = settings.embedding_api_key.get_secret_value() if settings.embedding_api_key else None
         return OpenAIEmbedder(

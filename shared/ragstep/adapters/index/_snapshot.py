@@ -15,12 +15,16 @@ from pathlib import Path
 import numpy as np
 
 from ragstep.ports import SearchFilter
+from ragstep.retrieval.quantize import ScalarQuantizer
 
 BM25_K1 = 1.5
 BM25_B = 0.75
 _MAX_MASKS = 64
 #: Written into saved snapshots; a snapshot of another format (e.g. whole-index BM25 norms) is rebuilt, not used.
-SNAPSHOT_FORMAT = "bm25-per-kb-1"
+#: Format 2 adds optional int8 codes per space (``storage`` in meta.json); format 1 snapshots (float32 only) are the
+#: same files without them and still open as they are.
+SNAPSHOT_FORMAT = "bm25-per-kb-2"
+READABLE_FORMATS = frozenset({"bm25-per-kb-1", SNAPSHOT_FORMAT})
 
 
 class Codes:
@@ -49,8 +53,15 @@ class Codes:
 @dataclass
 class Space:
     rows: np.ndarray  # positions (into the snapshot) of the chunks embedded in this space
-    matrix: np.ndarray  # float32 (len(rows), dim), L2-normalised
+    matrix: np.ndarray  # float32 (len(rows), dim), L2-normalised; memory-mapped when loaded from disk
     row_of: dict[int, int] | None = None  # position -> matrix row, built on first use
+    # int8 codes of ``matrix`` (vector_storage = int8): scanned first, then the top candidates rescored on ``matrix``
+    codes: np.ndarray | None = None
+    quantizer: ScalarQuantizer | None = None
+
+    @property
+    def storage(self) -> str:
+        return "int8" if self.codes is not None else "float32"
 
 
 @dataclass
@@ -136,6 +147,11 @@ def save_snapshot(snap: Snapshot, snap_root: Path) -> None:
         for i, name in enumerate(space_names):
             arrays[f"space{i}_rows"] = snap.spaces[name].rows
             arrays[f"space{i}_matrix"] = snap.spaces[name].matrix
+            sp = snap.spaces[name]
+            if sp.codes is not None and sp.quantizer is not None:
+                arrays[f"space{i}_codes"] = sp.codes
+                arrays[f"space{i}_qoffset"] = sp.quantizer.offset
+                arrays[f"space{i}_qstep"] = sp.quantizer.step
         for key, arr in arrays.items():
             np.save(tmp / f"{key}.npy", arr)
         terms = [""] * len(snap.vocab)
@@ -145,6 +161,7 @@ def save_snapshot(snap: Snapshot, snap_root: Path) -> None:
             "format": SNAPSHOT_FORMAT,
             "generation": snap.generation,
             "spaces": space_names,
+            "storage": {name: snap.spaces[name].storage for name in space_names},
             "codes": {k: getattr(snap, k).names for k in ("kb", "knowledge", "tag", "ctype")},
             "ids": snap.ids,
             "terms": terms,
@@ -168,7 +185,7 @@ def load_snapshot(snap_root: Path, gen: int) -> Snapshot | None:
         return None
     try:
         meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
-        if meta.get("format") != SNAPSHOT_FORMAT:
+        if meta.get("format") not in READABLE_FORMATS:
             return None  # written by an older version (other BM25 norms): rebuild from SQLite
 
         def arr(name: str) -> np.ndarray:
@@ -176,10 +193,14 @@ def load_snapshot(snap_root: Path, gen: int) -> Snapshot | None:
 
         codes = meta["codes"]
         kb = Codes.restore(codes["kb"], np.asarray(arr("kb")))
-        spaces = {
-            name: Space(np.asarray(arr(f"space{i}_rows")), arr(f"space{i}_matrix"))
-            for i, name in enumerate(meta["spaces"])
-        }
+        storage = meta.get("storage", {})  # absent in format 1: every space float32
+        spaces = {}
+        for i, name in enumerate(meta["spaces"]):
+            sp = Space(np.asarray(arr(f"space{i}_rows")), arr(f"space{i}_matrix"))
+            if storage.get(name) == "int8":
+                sp.codes = arr(f"space{i}_codes")
+                sp.quantizer = ScalarQuantizer(np.asarray(arr(f"space{i}_qoffset")), np.asarray(arr(f"space{i}_qstep")))
+            spaces[name] = sp
         return Snapshot(
             generation=gen,
             ids=meta["ids"],

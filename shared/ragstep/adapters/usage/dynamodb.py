@@ -7,22 +7,29 @@ Table layout (the template's ``UsageTable``)::
 
 The sort key orders a tenant's records by time (an order-preserving encoding of the float), so a report is one
 Query over a key range. Raw records expire after ``ttl_seconds`` (DynamoDB's TTL).
+
+The day and month counters (``UsageStore.totals``) live in the same table, never expiring::
+
+    tenant_id (S, HASH) | sk (S, RANGE) = "#day#2026-11-23" or "#month#2026-11"
+    requests, errors, results, prompt_tokens, completion_tokens, duration_ms (N)
+
+``#`` sorts before every hex digit, so no range of record keys ever reaches a counter. Each record is written in one
+transaction with the ``ADD`` to its day's and month's counters, on the condition that it is not stored yet: the
+counters always match the records, and a record submitted twice is counted once. (A transaction per record rather
+than a batch write: on Lambda each invocation writes its own record anyway, and ``ADD`` is not idempotent.)
 """
 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Sequence
-from functools import partial
 from typing import Any
 
-from ragstep.adapters._dynamodb import BATCH_WRITE_ITEMS, DynamoTable, number, sortable_float
-from ragstep.errors import StorageError
-from ragstep.models.tenancy import UsageRecord
+from ragstep.adapters._dynamodb import DynamoTable, number, sortable_float
+from ragstep.adapters.usage._totals import COUNTERS, fold
+from ragstep.models.tenancy import UsagePeriod, UsageRecord, UsageRow
 
 USAGE_TABLE_SETTING = "RAGSTEP_USAGE_TABLE"
-_ATTEMPTS = 8
 
 
 class DynamoUsageStore:
@@ -41,20 +48,55 @@ class DynamoUsageStore:
         return item
 
     def add(self, records: Sequence[UsageRecord]) -> None:
-        table = self._table
-        for start in range(0, len(records), BATCH_WRITE_ITEMS):
-            pending = [{"PutRequest": {"Item": self._item(r)}} for r in records[start : start + BATCH_WRITE_ITEMS]]
-            for attempt in range(_ATTEMPTS):
-                response = table.guarded("write usage to", partial(self._batch_write, pending))
-                pending = response.get("UnprocessedItems", {}).get(table.name, [])
-                if not pending:
-                    break
-                time.sleep(min(0.05 * 2**attempt, 2.0))
-            else:
-                raise StorageError(f"DynamoDB table {table.name!r} left {len(pending)} usage records unwritten; retry")
+        for record in records:
+            self._add_one(record)
 
-    def _batch_write(self, requests: list[dict[str, Any]]) -> Any:
-        return self._table.client.batch_write_item(RequestItems={self._table.name: requests})
+    def _add_one(self, record: UsageRecord) -> None:
+        """The record and its day's and month's counters in one transaction, unless the record is stored already."""
+        from botocore.exceptions import ClientError
+
+        table = self._table
+        item = self._item(record)
+        counted = [
+            {
+                "Update": {
+                    "TableName": table.name,
+                    "Key": {"tenant_id": {"S": record.tenant_id}, "sk": {"S": f"#{period}#{start}"}},
+                    "UpdateExpression": "ADD " + ", ".join(f"{c} :{c}" for c in COUNTERS),
+                    "ExpressionAttributeValues": {f":{c}": {"N": number(getattr(row, c), c)} for c in COUNTERS},
+                }
+            }
+            for (_, period, start), row in fold([record]).items()
+        ]
+        put = {"Put": {"TableName": table.name, "Item": item, "ConditionExpression": "attribute_not_exists(sk)"}}
+
+        def transact() -> None:
+            try:
+                table.client.transact_write_items(TransactItems=[put, *counted])
+            except ClientError as exc:
+                reasons = exc.response.get("CancellationReasons") or []
+                if not (reasons and reasons[0].get("Code") == "ConditionalCheckFailed"):
+                    raise
+                # Written before (a batch submitted again): counted then.
+
+        table.guarded("write usage to", transact)
+
+    def totals(self, tenant_id: str, period: UsagePeriod, first: str, last: str) -> list[UsageRow]:
+        items = self._table.query(
+            KeyConditionExpression="tenant_id = :t AND sk BETWEEN :a AND :b",
+            ExpressionAttributeValues={
+                ":t": {"S": tenant_id},
+                ":a": {"S": f"#{period}#{first}"},
+                ":b": {"S": f"#{period}#{last}"},
+            },
+        )
+        return [
+            UsageRow(
+                group=item["sk"]["S"].removeprefix(f"#{period}#"),
+                **{c: float(item[c]["N"]) if c == "duration_ms" else int(item[c]["N"]) for c in COUNTERS},
+            )
+            for item in items
+        ]
 
     def between(self, tenant_id: str, start: float, end: float) -> list[UsageRecord]:
         items = self._table.query(

@@ -1,12 +1,19 @@
-"""Usage records in one SQLite file (``<data dir>/usage.sqlite``): the embedded :class:`ragstep.ports.UsageStore`."""
+"""Usage records in one SQLite file (``<data dir>/usage.sqlite``): the embedded :class:`ragstep.ports.UsageStore`.
+
+Next to the raw records, ``usage_totals`` counts each tenant's requests, errors, results, tokens and time per UTC day
+and month, updated in the same transaction as the records it counts (a record written again, by id, is not counted
+twice). A file from before the counters existed has them filled from its records once, when it is opened.
+"""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
 from ragstep.adapters._sqlite import SqliteDatabase
-from ragstep.models.tenancy import UsageRecord
+from ragstep.adapters.usage._totals import COUNTERS, fold
+from ragstep.models.tenancy import UsagePeriod, UsageRecord, UsageRow
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS usage (
@@ -16,21 +23,64 @@ CREATE TABLE IF NOT EXISTS usage (
     doc TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS usage_by_tenant ON usage (tenant_id, started_at);
+CREATE TABLE IF NOT EXISTS usage_totals (
+    tenant_id TEXT NOT NULL,
+    period TEXT NOT NULL,
+    start TEXT NOT NULL,
+    requests INTEGER NOT NULL,
+    errors INTEGER NOT NULL,
+    results INTEGER NOT NULL,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    duration_ms REAL NOT NULL,
+    PRIMARY KEY (tenant_id, period, start)
+);
 """
+_ADD = ", ".join(f"{c} = {c} + excluded.{c}" for c in COUNTERS)
+_UPSERT = (
+    f"INSERT INTO usage_totals (tenant_id, period, start, {', '.join(COUNTERS)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    f"ON CONFLICT (tenant_id, period, start) DO UPDATE SET {_ADD}"
+)
 
 
 class SqliteUsageStore:
     def __init__(self, path: Path) -> None:
         self._db = SqliteDatabase(path, _SCHEMA)
+        self._fill_totals()
+
+    def _fill_totals(self) -> None:
+        """Count the records of a file written before the counters existed (once: then they are never empty)."""
+        with self._db.read() as conn:
+            if conn.execute("SELECT 1 FROM usage_totals LIMIT 1").fetchone() is not None:
+                return
+            if conn.execute("SELECT 1 FROM usage LIMIT 1").fetchone() is None:
+                return
+        with self._db.write() as conn:
+            if conn.execute("SELECT 1 FROM usage_totals LIMIT 1").fetchone() is None:
+                records = [UsageRecord.model_validate_json(doc) for (doc,) in conn.execute("SELECT doc FROM usage")]
+                self._count(conn, records)
+
+    @staticmethod
+    def _count(conn: sqlite3.Connection, records: Sequence[UsageRecord]) -> None:
+        rows = [
+            (tenant, period, start, *(getattr(row, c) for c in COUNTERS))
+            for (tenant, period, start), row in fold(records).items()
+        ]
+        conn.executemany(_UPSERT, rows)
 
     def add(self, records: Sequence[UsageRecord]) -> None:
         if not records:
             return
         with self._db.write() as conn:  # one transaction per batch: the writer flushes many records at once
-            conn.executemany(
-                "INSERT OR REPLACE INTO usage (id, tenant_id, started_at, doc) VALUES (?, ?, ?, ?)",
-                [(r.id, r.tenant_id, r.started_at, r.model_dump_json()) for r in records],
-            )
+            new = []
+            for r in records:
+                cursor = conn.execute(
+                    "INSERT OR IGNORE INTO usage (id, tenant_id, started_at, doc) VALUES (?, ?, ?, ?)",
+                    (r.id, r.tenant_id, r.started_at, r.model_dump_json()),
+                )
+                if cursor.rowcount:
+                    new.append(r)
+            self._count(conn, new)
 
     def between(self, tenant_id: str, start: float, end: float) -> list[UsageRecord]:
         with self._db.read() as conn:
@@ -40,3 +90,12 @@ class SqliteUsageStore:
                 (tenant_id, start, end),
             ).fetchall()
         return [UsageRecord.model_validate_json(doc) for (doc,) in rows]
+
+    def totals(self, tenant_id: str, period: UsagePeriod, first: str, last: str) -> list[UsageRow]:
+        with self._db.read() as conn:
+            rows = conn.execute(
+                f"SELECT start, {', '.join(COUNTERS)} FROM usage_totals "
+                "WHERE tenant_id = ? AND period = ? AND start >= ? AND start <= ? ORDER BY start",
+                (tenant_id, period, first, last),
+            ).fetchall()
+        return [UsageRow(group=row[0], **dict(zip(COUNTERS, row[1:], strict=True))) for row in rows]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ragstep.entry.aws.runtime import get_clients, metrics, with_lambda_context
+from ragstep.entry.aws.runtime import get_clients, metrics, warm_up, with_lambda_context
 
 if TYPE_CHECKING:
     from ragstep.context import Clients
@@ -36,8 +36,8 @@ def _mangum(clients: Clients) -> Any:
 
                 from ragstep.entry.http.app import create_app
 
-                # The API serves the default tenant until requests carry an authenticated one.
-                current = _app = (clients, Mangum(create_app(clients), lifespan="off"))
+                # Usage records are written before each answer ends: a frozen environment must not hold one.
+                current = _app = (clients, Mangum(create_app(clients, flush_usage=True), lifespan="off"))
     return current[1]
 
 
@@ -61,3 +61,5 @@ def _serve_api(event: Any, context: Any) -> dict[str, Any]:
 # The API Gateway request id (HTTP API payload 2.0) is the correlation id of an API call.
 api_handler = with_lambda_context(_serve_api, correlation_id_path="requestContext.requestId")
 api_handler.__doc__ = "The HTTP API (API Gateway HTTP API, payload format 2.0) served by FastAPI through Mangum."
+# Provisioned concurrency or SnapStart: the app is built during init, off the first request's path.
+warm_up(lambda: _mangum(get_clients()))

@@ -33,6 +33,18 @@ def is_s3_object_created(event: Any) -> bool:
     )
 
 
+def object_key(obj: dict[str, Any]) -> str:
+    """The object key of an event's ``detail.object``, decoded once, here and nowhere else.
+
+    S3 URL-encodes the key in the events it sends EventBridge as in its other notifications, in the form encoding:
+    ``Q3 report + notes 中文.md`` arrives as ``Q3+report+%2B+notes+%E4%B8%AD%E6%96%87.md`` (``/`` stays). Decoding it
+    as a form value (``+`` is a space, ``%2B`` a plus) gives the key to read the object with.
+    """
+    from urllib.parse import unquote_plus
+
+    return unquote_plus(str(obj.get("key") or ""), encoding="utf-8", errors="strict")
+
+
 def split_upload_key(key: str, prefix: str, where: str) -> tuple[str, str, str]:
     """``(tenant, knowledge base reference, path)`` of the upload ``key`` (an object key that starts with the blob
     ``prefix``); :class:`InputError` saying where uploads go when it is not a file under one of the two layouts."""
@@ -69,8 +81,7 @@ def ingest_state_from_s3_event(event: dict[str, Any], clients: Clients) -> Inges
 
     ``<knowledge base>`` is the id or the name of an existing knowledge base of the tenant; ``<path>`` may have
     folders, and its last part is the file name. The knowledge id comes from the knowledge base id and the path, so
-    uploading the same path again replaces that document (or skips it when the content is unchanged). EventBridge
-    gives the object key as it is (not URL-encoded, unlike S3 event notifications).
+    uploading the same path again replaces that document (or skips it when the content is unchanged).
     """
     from pathlib import PurePosixPath
 
@@ -81,7 +92,7 @@ def ingest_state_from_s3_event(event: dict[str, Any], clients: Clients) -> Inges
     detail = event["detail"]
     bucket = str((detail.get("bucket") or {}).get("name") or "")
     obj = detail.get("object") or {}
-    key = str(obj.get("key") or "")
+    key = object_key(obj)
     where = f"s3://{bucket}/{key}"
     settings = clients.settings
     if settings.blob_backend == "s3" and bucket != settings.blob_bucket:

@@ -36,6 +36,9 @@ DEFAULT_SERVICE_NAME = "ragstep"
 METRICS_NAMESPACE_ENV = "POWERTOOLS_METRICS_NAMESPACE"
 DEFAULT_METRICS_NAMESPACE = "ragstep"
 
+#: The clients whose calls X-Ray records, where installed (:func:`patchable_modules`).
+TRACED_MODULES = ("botocore", "httpx", "requests")
+
 _lock = threading.RLock()
 _clients: Clients | None = None
 _logger: Logger | None = None
@@ -99,6 +102,42 @@ def logger() -> Logger:
     return _logger
 
 
+# -- initialisation ahead of requests ------------------------------------------------------------------------------
+
+#: ``AWS_LAMBDA_INITIALIZATION_TYPE`` values whose init phase runs before any request waits for it (provisioned
+#: concurrency, SnapStart's snapshot), so everything built then is off every request's path; ``on-demand`` init is
+#: on the first request's path anyway and stays lazy (a function that fails before needing a client pays for none).
+AHEAD_OF_TIME_INIT = frozenset({"provisioned-concurrency", "snap-start"})
+
+
+def initialised_ahead(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this execution environment is initialised ahead of its requests (:data:`AHEAD_OF_TIME_INIT`)."""
+    env = os.environ if environ is None else environ
+    return env.get("AWS_LAMBDA_INITIALIZATION_TYPE", "on-demand") in AHEAD_OF_TIME_INIT
+
+
+def warm_up(*loaders: Callable[[], object]) -> bool:
+    """When initialised ahead (:func:`initialised_ahead`): build the clients, the Powertools objects and whatever
+    ``loaders`` load (a stage's module, the API's app) now, during init. Returns whether it did.
+
+    A failure is logged and left to the first invocation, which builds everything again lazily and reports the error
+    to its caller: failing the init would only make Lambda retry it.
+    """
+    if not initialised_ahead():
+        return False
+    try:
+        logger()
+        tracer()
+        metrics()
+        get_clients()
+        for load in loaders:
+            load()
+    except Exception:
+        logger().exception("initialisation ahead of requests failed; the first invocation tries again")
+        return False
+    return True
+
+
 # -- tracing ------------------------------------------------------------------------------------------------------
 
 
@@ -159,12 +198,20 @@ def _make_tracer() -> Any:
         return NullTracer()
     from aws_lambda_powertools import Tracer
 
-    # Patch only the clients whose calls leave the process (AWS services, HTTP model providers, OpenSearch);
-    # Powertools' default patches sqlite3 too, which would make every local index query a subsegment.
-    return Tracer(
-        service=os.environ.get(SERVICE_NAME_ENV) or DEFAULT_SERVICE_NAME,
-        patch_modules=("botocore", "httpx", "requests"),
-    )
+    return Tracer(service=os.environ.get(SERVICE_NAME_ENV) or DEFAULT_SERVICE_NAME, patch_modules=patchable_modules())
+
+
+def patchable_modules() -> tuple[str, ...]:
+    """The clients X-Ray patches, of those this function's layers hold.
+
+    Only the clients whose calls leave the process (AWS services, HTTP model providers, OpenSearch); Powertools'
+    default patches sqlite3 too, which would make every local index query a subsegment. Each function has its own
+    layers (ingest_parse has no httpx and no requests), and the X-Ray SDK raises on patching a module that is not
+    installed, which failed every invocation, so the list is what is importable here: found, not imported.
+    """
+    import importlib.util
+
+    return tuple(name for name in TRACED_MODULES if importlib.util.find_spec(name) is not None)
 
 
 # -- metrics ------------------------------------------------------------------------------------------------------

@@ -32,7 +32,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ragstep.entry.aws.runtime import LambdaHandler, get_clients, logger, metrics, tracer, with_lambda_context
+from ragstep.entry.aws.runtime import (
+    LambdaHandler,
+    get_clients,
+    logger,
+    metrics,
+    tracer,
+    warm_up,
+    with_lambda_context,
+)
 
 if TYPE_CHECKING:
     from ragstep.context import Clients
@@ -75,7 +83,17 @@ def stage_handler(stage_name: str) -> LambdaHandler:
 
     run.__name__ = f"{stage_name}_handler"
     run.__doc__ = f"Lambda handler of the {stage_name!r} stage."
+    warm_up(lambda: _load_stage(stage_name))
     return with_lambda_context(run)
+
+
+def _load_stage(stage_name: str) -> None:
+    """Import what an invocation of ``stage_name`` imports: its module, the state models and the transport."""
+    from ragstep.pipeline import transport  # noqa: F401
+    from ragstep.pipeline.definitions import load_stage, state_model
+
+    state_model(stage_name)
+    load_stage(stage_name)
 
 
 def _input_state(stage_name: str, event: Any, clients: Clients) -> Any:

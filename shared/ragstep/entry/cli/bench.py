@@ -29,7 +29,7 @@ def _say(args: argparse.Namespace) -> Any:
 def cmd_bench_quality(args: argparse.Namespace) -> int:
     from ragstep.bench.quality import render, run_quality
 
-    return _bench_output(args, run_quality(Path(args.set_dir)), render)
+    return _bench_output(args, run_quality(Path(args.set_dir), vectors=args.vectors), render)
 
 
 def cmd_bench_answer(args: argparse.Namespace) -> int:
@@ -71,15 +71,69 @@ def cmd_bench_chat(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_coldstart(args: argparse.Namespace) -> int:
+    if args.function == "chat":
+        from ragstep.bench import coldstart_chat
+
+        return _bench_output(args, coldstart_chat.run_chat_coldstart(args.runs), coldstart_chat.render)
     from ragstep.bench.coldstart import render, run_coldstart
 
     return _bench_output(args, run_coldstart(args.runs, xray=False if args.no_xray else None), render)
+
+
+def cmd_bench_s3snapshot(args: argparse.Namespace) -> int:
+    from ragstep.bench.s3snapshot_bench import render, run_s3snapshot
+
+    result = run_s3snapshot(
+        args.docs, args.queries, runs=args.runs, bench_dir=args.bench_dir, batch=args.batch, progress=_say(args)
+    )
+    return _bench_output(args, result, render)
+
+
+def cmd_bench_vectors(args: argparse.Namespace) -> int:
+    from ragstep.bench.vectors import render, run_vectors
+
+    result = run_vectors(
+        args.docs,
+        args.queries,
+        factor=args.rescore_factor,
+        hnsw=not args.no_hnsw,
+        bench_dir=args.bench_dir,
+        seed=args.seed,
+        progress=_say(args),
+    )
+    return _bench_output(args, result, render)
 
 
 def cmd_bench_ingest(args: argparse.Namespace) -> int:
     from ragstep.bench.ingest_bench import render, run
 
     result = run(markdown_mb=args.markdown_mb, corpus=args.corpus, repeat=args.repeat, progress=_say(args))
+    return _bench_output(args, result, render)
+
+
+def cmd_bench_analysis(args: argparse.Namespace) -> int:
+    from ragstep.bench.analysis import render, run_analysis_bench
+
+    return _bench_output(args, run_analysis_bench(args.rows, args.repeat, progress=_say(args)), render)
+
+
+def cmd_bench_viking(args: argparse.Namespace) -> int:
+    from ragstep.bench.viking import render, run_viking_bench
+    from ragstep.errors import InputError
+
+    sources = {}
+    for pair in args.source or []:
+        name, sep, path = pair.partition("=")
+        if not sep or not name or not Path(path).is_dir():
+            raise InputError(f"--source expects NAME=FOLDER (an existing folder), got {pair!r}")
+        sources[name] = Path(path)
+    result = run_viking_bench(
+        sources=sources or None,
+        questions=args.questions,
+        budget=args.budget,
+        embedding_model=args.embedding_model,
+        progress=_say(args),
+    )
     return _bench_output(args, result, render)
 
 
@@ -99,6 +153,13 @@ def add_bench_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
     p = bench_sub.add_parser("quality", help="nDCG@10 / Recall on a BEIR-layout set", parents=[common])
     p.add_argument("--set", required=True, dest="set_dir", metavar="DIR", help="corpus.jsonl, queries.jsonl, qrels.tsv")
+    p.add_argument(
+        "--vectors",
+        default="emb",
+        metavar="NAME",
+        help="precomputed vectors: corpus.NAME.npy / queries.NAME.npy (emb = all-MiniLM-L6-v2, the default; "
+        "e5 = multilingual-e5-small; none = keyword search only)",
+    )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=cmd_bench_quality)
 
@@ -137,8 +198,16 @@ def add_bench_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=cmd_bench_chat)
 
-    p = bench_sub.add_parser("coldstart", help="fresh-process cold start of the search function", parents=[common])
+    p = bench_sub.add_parser(
+        "coldstart", help="fresh-process cold start of the search or the streaming chat function", parents=[common]
+    )
     p.add_argument("--runs", type=positive_int, default=5, metavar="N", help="fresh processes per query (5)")
+    p.add_argument(
+        "--function",
+        choices=("search", "chat"),
+        default="search",
+        help="search: the chunk_search function (default); chat: the streaming chat function to its first token",
+    )
     p.add_argument(
         "--no-xray",
         action="store_true",
@@ -146,6 +215,31 @@ def add_bench_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=cmd_bench_coldstart)
+
+    p = bench_sub.add_parser(
+        "s3snapshot", help="S3-snapshot index: cold load from S3 (moto) and warm search vs local", parents=[common]
+    )
+    p.add_argument("--docs", type=positive_int, default=100_000, metavar="N", help="chunks to index (100000)")
+    p.add_argument("--queries", type=positive_int, default=200, metavar="Q", help="timed warm queries (200)")
+    p.add_argument("--runs", type=positive_int, default=3, metavar="N", help="fresh processes for the cold load (3)")
+    p.add_argument("--bench-dir", metavar="DIR", help="benchmark sets folder (default ../shared/bench)")
+    p.add_argument("--batch", type=positive_int, default=1000, metavar="N", help="chunks per replace_knowledge")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=cmd_bench_s3snapshot)
+
+    p = bench_sub.add_parser(
+        "vectors", help="int8 + rescoring and float32 kNN against numpy and faiss (flat, HNSW)", parents=[common]
+    )
+    p.add_argument("--docs", type=positive_int, default=100_000, metavar="N", help="vectors to index (100000)")
+    p.add_argument("--queries", type=positive_int, default=200, metavar="Q", help="timed queries (200)")
+    p.add_argument(
+        "--rescore-factor", type=positive_int, default=4, metavar="F", help="int8 candidates rescored: F x k (4)"
+    )
+    p.add_argument("--no-hnsw", action="store_true", help="skip the faiss HNSW peer (its build takes the longest)")
+    p.add_argument("--bench-dir", metavar="DIR", help="benchmark sets folder (default ../shared/bench)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the noise added to the tiled vectors")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=cmd_bench_vectors)
 
     p = bench_sub.add_parser("ingest", help="chunking MB/s and ingestion chunks/s, no embedding", parents=[common])
     p.add_argument(
@@ -155,6 +249,29 @@ def add_bench_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--repeat", type=positive_int, default=3, metavar="N", help="runs per figure, medians shown (3)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=cmd_bench_ingest)
+
+    p = bench_sub.add_parser(
+        "analysis", help="latency the data_analysis stage adds for a large CSV (load + query)", parents=[common]
+    )
+    p.add_argument("--rows", type=positive_int, default=100_000, metavar="N", help="rows of the CSV (100000)")
+    p.add_argument("--repeat", type=positive_int, default=5, metavar="N", help="runs, medians shown (5)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=cmd_bench_analysis)
+
+    p = bench_sub.add_parser(
+        "viking", help="hierarchical find against flat hybrid search on a documentation tree", parents=[common]
+    )
+    p.add_argument("--questions", type=positive_int, default=150, metavar="N", help="questions asked (150)")
+    p.add_argument("--budget", type=positive_int, default=2000, metavar="TOKENS", help="layered context (2000)")
+    p.add_argument("--embedding-model", default="none", help="the knowledge base's model (none: BM25 only)")
+    p.add_argument(
+        "--source",
+        action="append",
+        metavar="NAME=FOLDER",
+        help="a documentation tree to use, under NAME/ (repeatable; default npm's and CMake's installed docs)",
+    )
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=cmd_bench_viking)
 
     p = bench_sub.add_parser("package", help="unzipped size of the Lambda layers", parents=[common])
     p.add_argument("--layer-dir", metavar="DIR", help="where the layers are built (default layers/build)")

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from ragstep.entry.cli.common import context_of, print_json
 
-PIPELINE_CHOICES = ("rag_stream", "rag", "chat_stream", "chat_history_stream", "chat")
+PIPELINE_CHOICES = ("rag_stream", "rag", "chat_stream", "chat_history_stream", "chat", "viking_stream")
 EXTRACTIVE_NOTE = "answered by the extractive answerer: sentences quoted from the sources, no language model"
 INTERACTIVE_HELP = "/new starts a new session, /sources shows the last answer's sources, /exit quits"
 
@@ -35,7 +35,14 @@ def render_sources(references: list[Any]) -> str:
         for n, r in enumerate(references, start=1)
     ]
     # "#" is the n of the answer's [n] markers; "cited" says whether the answer cites that source.
-    return "Sources:\n" + table(("#", "file", "chunk", "score", "cited"), rows)
+    out = "Sources:\n" + table(("#", "file", "chunk", "score", "cited"), rows)
+    # A data analysis is a query, not a passage of the file: the SQL is what can be checked.
+    queries = [
+        f"[{n}] SQL: {' '.join(str(r.metadata.get('sql', '')).split())}"
+        for n, r in enumerate(references, start=1)
+        if str(getattr(r, "match_type", "")) == "data_analysis" and r.metadata.get("sql")
+    ]
+    return "\n".join([out, *queries])
 
 
 def split_overrides(pairs: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -59,6 +66,8 @@ def request_of(args: argparse.Namespace, query: str, session_id: str | None) -> 
     from ragstep.models import ChatRequest
 
     retrieval, chat = split_overrides(getattr(args, "set", None) or [])
+    if getattr(args, "web", False):
+        retrieval["web_search"] = True
     return ChatRequest(
         query=query,
         knowledge_base_ids=args.kb,
@@ -234,6 +243,11 @@ def add_chat_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="override a retrieval or chat setting for this question, by field or RAGSTEP_* name "
         "(e.g. rerank_top_k=5, temperature=0.1, enable_rewrite=false)",
+    )
+    p.add_argument(
+        "--web",
+        action="store_true",
+        help="search the web beside the knowledge bases (RAGSTEP_WEB_SEARCH_PROVIDER; web_search_max_results=N)",
     )
     p.add_argument("--json", action="store_true", help="print the answer, references and trace as JSON")
     p.add_argument("--trace", action="store_true", help="print the stage table after the answer")

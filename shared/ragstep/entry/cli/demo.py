@@ -1,6 +1,7 @@
-"""``ragstep demo``: ingest the bundled bilingual sample (English and Chinese docs, a FAQ), run a few searches, then
-ask two questions (one English, one Chinese) with the ``rag_stream`` pipeline: each answer streams as ``ragstep chat``
-shows it, followed by its sources.
+"""``ragstep demo``: ingest the bundled bilingual sample (English and Chinese docs, a FAQ), run a few searches (one
+that only the meaning can answer: none of its words is in the document it finds), then ask two questions (one
+English, one Chinese) with the ``rag_stream`` pipeline: each answer streams as ``ragstep chat`` shows it, followed by
+its sources.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ DEMO_QUERIES = (
     ("Can I run ragstep offline on my laptop?", "demo-faq"),
     ("ragstep 能处理中文问题吗", "demo-faq"),
 )
+#: Shares no word with the passage that answers it ("an idle deployment costs almost nothing"): the keyword retriever
+#: finds nothing, the embedding model finds it by meaning.
+MEANING_QUERY = ("Is it cheap when nobody is using it?", "demo-docs")
 #: Asked after the searches, each in a new chat session (``ragstep sessions list`` shows them afterwards).
 DEMO_QUESTIONS = (
     ("How are keyword and vector results fused?", "demo-docs"),
@@ -51,9 +55,21 @@ def run_demo(ctx: Context) -> int:
                 result = ingest_file(path, kb, ctx)
                 note = f" ({result.error})" if result.error else ""
                 print(f"  {kb_name}: {path.name}: {result.status}, {result.chunks} chunks{note}")
-    if ctx.default_embedding_model() == "none":
-        print("  no embedding model configured (RAGSTEP_EMBEDDER): searches run BM25 only; the trace says so")
-    for query, kb_name in DEMO_QUERIES:
+    demo_kbs = [ctx.catalog.get_kb(name) for name in ("demo-docs", "demo-faq")]
+    models = {found.embedding_model for found in demo_kbs if found}
+    if models == {"none"}:
+        print(
+            "  the demo knowledge bases search by keywords only (embedding model none: RAGSTEP_EMBEDDER, or an earlier"
+            " demo run, chose it; knowledge bases keep their model): `ragstep kb delete demo-docs` and `ragstep kb"
+            " delete demo-faq`, then run the demo again to search by meaning too"
+        )
+    else:
+        print(f"  embedding model: {', '.join(sorted(models))} (in this process; no service)")
+    # A keyword-only knowledge base cannot answer the meaning query (it shares no word with its answer).
+    by_meaning: tuple[tuple[str, str], ...] = () if models == {"none"} else (MEANING_QUERY,)
+    for query, kb_name in (*DEMO_QUERIES, *by_meaning):
+        if (query, kb_name) == MEANING_QUERY:
+            print("\nby meaning (no word of this question is in the passage that answers it):")
         print()
         state = knowledge_search(
             SearchRequest(query=query, knowledge_base_ids=[kb_name], overrides={"rerank_top_k": 3}), ctx

@@ -127,6 +127,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         interrupted = True
     finally:
         progress.close()
+    if kb.layers and not interrupted:
+        from ragstep.app.viking import refresh_hierarchy
+
+        # After every file of the run: a folder's layers summarise its children (ragstep.app.viking says why).
+        refresh_hierarchy(kb, ctx, roots=args.paths)
     report(results, kb.name, as_json=args.json)
     if interrupted:
         left = len(files) - progress.done

@@ -11,12 +11,19 @@ from ragstep.models import KnowledgeBase
 
 
 def describe(kb: KnowledgeBase) -> str:
-    return f"{kb.name} ({kb.type}, embedding: {kb.embedding_model}, id {kb.id})"
+    graph = ", graph" if kb.graph else ""
+    layers = ", layers" if kb.layers else ""
+    return f"{kb.name} ({kb.type}, embedding: {kb.embedding_model}{graph}{layers}, id {kb.id})"
 
 
 def cmd_kb_create(args: argparse.Namespace) -> int:
-    kb = create_knowledge_base(context_of(args), args.name, args.type, args.embedding_model)
+    ctx = context_of(args)
+    graph = getattr(args, "graph", False)
+    layers = getattr(args, "layers", False)
+    kb = create_knowledge_base(ctx, args.name, args.type, args.embedding_model, graph=graph, layers=layers)
     print(f"created knowledge base {describe(kb)}")
+    if graph and not ctx.chat_model.generative:
+        print("note: the graph needs a chat model (RAGSTEP_CHAT_PROVIDER); the extractive answerer skips it")
     return 0
 
 

@@ -20,10 +20,14 @@ from ragstep import __version__
 from ragstep.entry.cli.bench import add_bench_commands
 from ragstep.entry.cli.chat import add_chat_commands
 from ragstep.entry.cli.common import EXIT_USER_ERROR, context_of, validation_message
+from ragstep.entry.cli.events import add_events_commands
 from ragstep.entry.cli.ingest import cmd_delete, cmd_ingest
+from ragstep.entry.cli.jobs import add_jobs_commands
 from ragstep.entry.cli.search import cmd_search
 from ragstep.entry.cli.serve import cmd_serve, port_number
+from ragstep.entry.cli.slack import add_slack_commands
 from ragstep.entry.cli.tenants import add_tenant_commands
+from ragstep.entry.cli.viking import add_find_command
 from ragstep.errors import InputError, RagstepError
 
 Command = Callable[[argparse.Namespace], int]
@@ -72,7 +76,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name")
     p.add_argument("--type", choices=("document", "faq"), default="document")
     p.add_argument(
-        "--embedding-model", help="provider:model (openai:..., bedrock:...) or none (default: from RAGSTEP_EMBEDDER)"
+        "--embedding-model",
+        help="local:multilingual-e5-small (in the process), openai:..., bedrock:..., or none (BM25 only); "
+        "default: RAGSTEP_EMBEDDER's (local)",
+    )
+    p.add_argument(
+        "--graph", action="store_true", help="build a knowledge graph at ingest (the chat model extracts entities)"
+    )
+    p.add_argument(
+        "--layers",
+        action="store_true",
+        help="keep the folder tree with an abstract and an overview per folder and document (find, search "
+        "--hierarchical); written by the chat model when one is configured, extractive otherwise",
     )
     p.set_defaults(func=lazy("ragstep.entry.cli.kb", "cmd_kb_create"))
     p = kb_sub.add_parser("list", help="list knowledge bases", parents=[common])
@@ -123,7 +138,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a retrieval setting, by field or RAGSTEP_* name (e.g. embedding_top_k=5)",
     )
     p.add_argument("--json", action="store_true", help="print {query, request_id, results, trace} as JSON")
+    p.add_argument(
+        "--hierarchical",
+        action="store_true",
+        help="typed queries from the intent analyser, each through the folder tree (see `ragstep find`)",
+    )
     p.set_defaults(func=cmd_search)
+    add_find_command(sub, common)
 
     p = sub.add_parser("demo", help="ingest the bundled bilingual sample and run a few searches", parents=[common])
     p.set_defaults(func=lazy("ragstep.entry.cli.demo", "cmd_demo"))
@@ -136,6 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_chat_commands(sub, common)
     add_bench_commands(sub, common)
     add_tenant_commands(sub, common)
+    add_jobs_commands(sub, common)
+    add_slack_commands(sub, common)
+    add_events_commands(sub, common)
     return parser
 
 

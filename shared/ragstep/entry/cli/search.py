@@ -58,6 +58,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     from ragstep.entry.cli.render import render_results
     from ragstep.models import SearchRequest
 
+    if getattr(args, "hierarchical", False):
+        from ragstep.entry.cli.viking import cmd_hierarchical_search
+
+        return cmd_hierarchical_search(args)
     overrides = parse_overrides(args.set or [])
     if args.top_k is not None:
         # --top-k wins over --set rerank_top_k; an explicit --set embedding_top_k is kept.

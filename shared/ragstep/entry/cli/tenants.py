@@ -43,6 +43,8 @@ def cmd_tenants_create(args: argparse.Namespace) -> int:
         name=args.name or "",
         daily_requests=args.daily_requests,
         daily_tokens=args.daily_tokens,
+        monthly_requests=args.monthly_requests,
+        monthly_tokens=args.monthly_tokens,
     )
     if args.json:
         print_json(tenant.model_dump(mode="json"))
@@ -63,9 +65,11 @@ def cmd_tenants_list(args: argparse.Namespace) -> int:
     rows = []
     for t in tenants:
         active = sum(1 for k in keys if k.tenant_id == t.id and k.status(time.time()) == "active")
-        quota = f"{t.daily_requests if t.daily_requests is not None else '-'}/{t.daily_tokens or '-'}"
-        rows.append((t.id, t.name or "-", active, quota, _when(t.created_at or None)))
-    print(table(("tenant", "name", "active keys", "daily requests/tokens", "created"), rows))
+        daily = f"{t.daily_requests if t.daily_requests is not None else '-'}/{t.daily_tokens or '-'}"
+        monthly = f"{t.monthly_requests if t.monthly_requests is not None else '-'}/{t.monthly_tokens or '-'}"
+        rows.append((t.id, t.name or "-", active, daily, monthly, _when(t.created_at or None)))
+    heads = ("tenant", "name", "active keys", "daily requests/tokens", "monthly requests/tokens", "created")
+    print(table(heads, rows))
     return 0
 
 
@@ -135,11 +139,20 @@ def cmd_keys_revoke(args: argparse.Namespace) -> int:
 
 
 def cmd_usage(args: argparse.Namespace) -> int:
-    from ragstep.app.usage import parse_instant, usage_report
+    from ragstep.app.usage import counted_report, parse_instant, usage_report
+    from ragstep.errors import InputError
 
     start = parse_instant(args.start) if args.start else None
     end = parse_instant(args.end) if args.end else None
-    report = usage_report(context_of(args).clients.usage, args.tenant, start, end, args.group_by)
+    store = context_of(args).clients.usage
+    if args.month or args.daily:
+        if args.group_by is not None:
+            raise InputError(
+                "--month and --daily read the per-tenant counters, not split by key or model: drop --group-by"
+            )
+        report = counted_report(store, args.tenant, "month" if args.month else "day", start, end)
+    else:
+        report = usage_report(store, args.tenant, start, end, args.group_by or "day")
     if args.json:
         print_json(report.model_dump(mode="json"))
         return 0
@@ -148,7 +161,7 @@ def cmd_usage(args: argparse.Namespace) -> int:
         for r in [*report.rows, report.total]
     ]
     print(f"tenant {report.tenant_id}, {_when(report.start)} to {_when(report.end)} UTC, by {report.group_by}")
-    print(table((args.group_by, "requests", "errors", "results", "prompt tok", "completion tok", "ms"), rows))
+    print(table((report.group_by, "requests", "errors", "results", "prompt tok", "completion tok", "ms"), rows))
     return 0
 
 
@@ -160,6 +173,8 @@ def add_tenant_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--name", help="a display name")
     p.add_argument("--daily-requests", type=positive_int, metavar="N", help="requests per UTC day (server default)")
     p.add_argument("--daily-tokens", type=positive_int, metavar="N", help="LLM tokens per UTC day (server default)")
+    p.add_argument("--monthly-requests", type=positive_int, metavar="N", help="requests per UTC month (server default)")
+    p.add_argument("--monthly-tokens", type=positive_int, metavar="N", help="LLM tokens per UTC month (server default)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_tenants_create)
     p = t_sub.add_parser("list", help="list tenants", parents=[common])
@@ -187,10 +202,15 @@ def add_tenant_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("prefix")
     p.set_defaults(func=cmd_keys_revoke)
 
-    p = sub.add_parser("usage", help="a tenant's API usage by day, key or model", parents=[common])
+    p = sub.add_parser("usage", help="a tenant's API usage by day, month, key or model", parents=[common])
     p.add_argument("--tenant", default=DEFAULT_TENANT)
     p.add_argument("--from", dest="start", metavar="WHEN", help="epoch seconds, a date or ISO time (30 days ago)")
     p.add_argument("--to", dest="end", metavar="WHEN", help="epoch seconds, a date or ISO time (now)")
-    p.add_argument("--group-by", choices=("day", "key", "model"), default="day")
+    p.add_argument("--group-by", choices=("day", "month", "key", "model"), help="group the raw records (day)")
+    counters = p.add_mutually_exclusive_group()
+    counters.add_argument(
+        "--month", action="store_true", help="per UTC month, from the counters (kept after raw records expire)"
+    )
+    counters.add_argument("--daily", action="store_true", help="per UTC day, from the counters")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_usage)

@@ -14,11 +14,11 @@ from pydantic import BaseModel, Field
 
 from ragstep.app.keys import create_key, parse_expiry, revoke_key
 from ragstep.app.tenants import create_tenant, list_tenants
-from ragstep.app.usage import parse_instant, usage_report
+from ragstep.app.usage import counted_report, parse_instant, usage_report
 from ragstep.entry.http.auth import Principal
 from ragstep.entry.http.deps import ManageContext, UsageContext, clients_of, principal
-from ragstep.errors import ForbiddenError
-from ragstep.models.tenancy import ApiKey, GroupBy, Scope, Tenant, UsageReport
+from ragstep.errors import ForbiddenError, InputError
+from ragstep.models.tenancy import ApiKey, GroupBy, Scope, Tenant, UsagePeriod, UsageReport
 
 router = APIRouter()
 
@@ -28,6 +28,8 @@ class NewTenant(BaseModel):
     name: str = ""
     daily_requests: int | None = Field(default=None, ge=0)
     daily_tokens: int | None = Field(default=None, ge=0)
+    monthly_requests: int | None = Field(default=None, ge=0)
+    monthly_tokens: int | None = Field(default=None, ge=0)
 
 
 class NewKey(BaseModel):
@@ -95,6 +97,8 @@ def post_tenant(body: NewTenant, request: Request, _: ManageContext) -> Tenant:
         name=body.name,
         daily_requests=body.daily_requests,
         daily_tokens=body.daily_tokens,
+        monthly_requests=body.monthly_requests,
+        monthly_tokens=body.monthly_tokens,
     )
 
 
@@ -143,12 +147,22 @@ def get_usage(
     _: UsageContext,
     start: Annotated[str | None, Query(alias="from")] = None,
     end: Annotated[str | None, Query(alias="to")] = None,
-    group_by: GroupBy = "day",
+    group_by: GroupBy | None = None,
+    period: UsagePeriod | None = None,
     tenant: str | None = None,
 ) -> UsageReport:
-    """The caller's tenant's usage in ``[from, to)`` (default: the last 30 days), grouped by day, key or model."""
+    """The caller's tenant's usage in ``[from, to)`` (default: the last 30 days), from its requests' records grouped
+    by ``group_by`` (day, the default; month, key or model). ``period=day|month`` reads the per-tenant counters
+    instead, which outlive the raw records: whole UTC days or months (default: the last 30 days, or 12 months)."""
     tenant_id = _tenant_for(request, principal(request), tenant)
     clients = clients_of(request)
     first = parse_instant(start) if start else None
     last = parse_instant(end) if end else None
-    return usage_report(clients.usage, tenant_id, first, last, group_by)
+    if period is None:
+        return usage_report(clients.usage, tenant_id, first, last, group_by or "day")
+    if group_by is not None and group_by != period:
+        raise InputError(
+            f"period={period} reads the per-tenant counters, which are not split by {group_by}; "
+            "drop group_by, or drop period to group the raw records"
+        )
+    return counted_report(clients.usage, tenant_id, period, first, last)

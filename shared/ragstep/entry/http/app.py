@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from ragstep import __version__
 from ragstep.app.search import SearchResponse, knowledge_search
 from ragstep.context import Clients
-from ragstep.entry.http import chat, knowledge, sessions
+from ragstep.entry.http import chat, knowledge, sessions, viking, webhooks
 from ragstep.entry.http.admin import router as admin_router
 from ragstep.entry.http.auth import Gate, Metering, install_auth_errors
 from ragstep.entry.http.deps import RequestContext, meter
@@ -47,11 +47,12 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {status: {"model": ErrorBody, "description": said[status]} for status in statuses}
 
 
-def create_app(clients: Clients | None = None) -> FastAPI:
+def create_app(clients: Clients | None = None, *, flush_usage: bool = False) -> FastAPI:
     """The API over ``clients`` (built from the environment's settings when not given); each request acts for the
-    tenant :func:`~ragstep.entry.http.deps.request_context` resolves."""
+    tenant :func:`~ragstep.entry.http.deps.request_context` resolves. ``flush_usage`` (Lambda) writes each request's
+    usage record before its answer ends (:class:`~ragstep.entry.http.auth.Metering`)."""
     clients = clients or Clients()
-    gate = Gate(clients)
+    gate = Gate(clients, flush_usage=flush_usage)
     app = FastAPI(
         title="ragstep",
         version=__version__,
@@ -84,4 +85,6 @@ def create_app(clients: Clients | None = None) -> FastAPI:
     app.include_router(knowledge.router)
     app.include_router(chat.router)
     app.include_router(sessions.router)
+    app.include_router(viking.router)
+    app.include_router(webhooks.router, responses=_errors(400, 401, 413, 422, 500))
     return app

@@ -9,11 +9,13 @@ The :class:`Gate` (one per app, ``app.state.gate``) is what :mod:`ragstep.entry.
   tenant's, with every scope: the single-user install. ``ragstep serve`` allows that only on a loopback address.
   Once a key exists, the server requires one from then on (checked again every key-cache period while open).
 * **Limits**: a token bucket per key (requests per second and burst; the key's own or the settings'), then the
-  tenant's daily request and token quotas (:class:`ragstep.app.usage.QuotaBook`); over either is 429 with
+  tenant's daily and monthly request and token quotas (:class:`ragstep.app.usage.QuotaBook`); over either is 429 with
   ``Retry-After``.
 * **Metering**: :class:`Metering`, a pure ASGI middleware, writes one :class:`UsageRecord` per authenticated request
   after the last byte of its answer was sent (so never delaying a stream), from what the route reported in
-  :class:`Meter`.
+  :class:`Meter`. On Lambda (``Gate(flush_usage=True)``: both the API function and the streaming chat function) the
+  record is written before the answer's final, empty body message is handed on instead: an environment may be frozen
+  and discarded as soon as the invocation's response ends, so a record still queued then could be lost.
 """
 
 from __future__ import annotations
@@ -27,11 +29,12 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 
+import anyio.to_thread
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ragstep.app.keys import split_key, verify_key
+from ragstep.app.keys import presented_key, split_key, verify_key
 from ragstep.app.tenants import tenant_of
 from ragstep.app.usage import QuotaBook, UsageRecorder
 from ragstep.context import Clients
@@ -111,27 +114,13 @@ class RateLimiter:
             bucket.tokens -= 1.0
 
 
-def presented_key(headers: Mapping[str, str]) -> str | None:
-    """The key in ``Authorization: Bearer`` or ``X-API-Key`` (None when neither is there)."""
-    authorization = headers.get("authorization")
-    header_key = headers.get("x-api-key")
-    bearer = None
-    if authorization is not None:
-        scheme, _, value = authorization.strip().partition(" ")
-        if scheme.lower() != "bearer" or not value.strip():
-            raise UnauthorizedError("malformed Authorization header: send `Authorization: Bearer <key>`")
-        bearer = value.strip()
-    if bearer is not None and header_key is not None and bearer != header_key.strip():
-        raise UnauthorizedError("two different API keys were sent (Authorization and X-API-Key); send one")
-    key = bearer if bearer is not None else header_key
-    return key.strip() if key is not None else None
-
-
 class Gate:
     """Authentication, limits and metering of one app (module docstring)."""
 
-    def __init__(self, clients: Clients, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, clients: Clients, clock: Callable[[], float] = time.time, *, flush_usage: bool = False) -> None:
         self.clients = clients
+        #: Write each request's usage record before its answer's last message is handed on (see :class:`Metering`).
+        self.flush_usage = flush_usage
         self.settings = clients.settings
         self._clock = clock
         self._lock = threading.Lock()
@@ -195,15 +184,26 @@ class Gate:
         return cached[0]
 
     def admit(self, principal: Principal) -> None:
-        """Rate limit, then daily quotas; :class:`RateLimitedError` when over either."""
+        """Rate limit, then daily and monthly quotas; :class:`RateLimitedError` when over either."""
         settings = self.settings
         key = principal.key
         if key is not None:
             rate = key.rate_per_second if key.rate_per_second is not None else settings.rate_limit_per_second
             self.limiter.take(key.prefix, rate, key.burst or settings.rate_limit_burst)
-        elif not (settings.daily_request_quota or settings.daily_token_quota):
+        elif not (
+            settings.daily_request_quota
+            or settings.daily_token_quota
+            or settings.monthly_request_quota
+            or settings.monthly_token_quota
+        ):
             return  # open local mode without quotas: nothing to count, no store to read
-        self.quotas.admit(self._tenant(principal.tenant_id), settings.daily_request_quota, settings.daily_token_quota)
+        self.quotas.admit(
+            self._tenant(principal.tenant_id),
+            settings.daily_request_quota,
+            settings.daily_token_quota,
+            settings.monthly_request_quota,
+            settings.monthly_token_quota,
+        )
 
     def close(self) -> None:
         if "recorder" in self.__dict__:
@@ -269,18 +269,31 @@ class Metering:
                 )
             )
 
+        async def written() -> None:
+            """Record, and with ``flush_usage`` wait until the store has the record (off the event loop)."""
+            record()
+            if self.gate.flush_usage and "recorder" in self.gate.__dict__:
+                await anyio.to_thread.run_sync(self.gate.recorder.flush)
+
         async def metered_send(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = int(message["status"])
+            last = message["type"] == "http.response.body" and not message.get("more_body", False)
+            if last and self.gate.flush_usage:
+                # On Lambda the invocation ends with the answer's last byte and the environment may be frozen, and
+                # later discarded, right after: a record still queued then would be lost. Every content frame has
+                # been sent already; only the end of the body waits for the write.
+                await written()
             await send(message)
-            if message["type"] == "http.response.body" and not message.get("more_body", False):
+            if last:
                 record()
 
         try:
             await self.app(scope, receive, metered_send)
         finally:
-            record()  # an answer cut short (the client left mid-stream) is still a request
+            # An answer cut short (the client left mid-stream) is still a request.
+            await written() if self.gate.flush_usage else record()
 
 
 def install_auth_errors(app: FastAPI) -> None:

@@ -44,6 +44,8 @@ from ragstep.models.tenancy import Scope
 #: match wins; a path no entry matches needs ``manage``.
 ROUTE_SCOPES: tuple[tuple[str, frozenset[str] | None, Scope], ...] = (
     ("/v1/knowledge-search", None, "search"),
+    ("/v1/find", None, "search"),
+    ("/v1/search", None, "search"),
     ("/v1/chat", None, "chat"),
     ("/v1/knowledge-chat", None, "chat"),
     ("/v1/models", None, "chat"),

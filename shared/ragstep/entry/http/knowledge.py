@@ -32,7 +32,14 @@ from ragstep.app.knowledge_bases import (
 from ragstep.context import Clients, Context
 from ragstep.entry.http.deps import RequestContext, SearchContext
 from ragstep.entry.http.errors import ErrorBody
-from ragstep.entry.http.uploads import PresignedUpload, UploadRequest, presign_upload, store_uploads
+from ragstep.entry.http.uploads import (
+    PresignedUpload,
+    UploadRequest,
+    chunking_options,
+    presign_upload,
+    store_for_s3_ingestion,
+    store_uploads,
+)
 from ragstep.errors import InputError
 from ragstep.models import KnowledgeBaseType
 from ragstep.models.base import _Model
@@ -103,9 +110,12 @@ class KnowledgeBaseDeleted(_Model):
 
 
 class UploadAccepted(_Model):
-    """One ingestion job per file, in the order sent: follow each at ``GET /v1/ingestion-jobs/{id}``."""
+    """One ingestion job per file, in the order sent: follow each at ``GET /v1/ingestion-jobs/{id}``. On AWS
+    Lambda the files go to S3 and their S3 events ingest them: no job, the documents they become instead."""
 
     jobs: list[IngestionJob]
+    #: On AWS: the document each file becomes (``GET /v1/documents/{id}`` once ingested), in the order sent.
+    documents: list[str] = Field(default_factory=list)
 
 
 class DocumentUpdate(_Model):
@@ -186,12 +196,28 @@ def upload_documents(
     ctx: RequestContext,
     files: Annotated[list[UploadFile], File(description="one or more files (form parts named 'files')")],
     tag: Annotated[str, Form(description="a tag for every chunk of these files")] = "",
+    chunk_size: Annotated[int | None, Form(description="characters per chunk (512; a child's in parent-child)")] = None,
+    chunk_overlap: Annotated[int | None, Form(description="characters two chunks share (80)")] = None,
+    parent_child: Annotated[bool | None, Form(description="index small children, answer with their parents")] = None,
+    parent_size: Annotated[int | None, Form(description="characters per parent (parent-child; 4096)")] = None,
 ) -> UploadAccepted:
-    """Upload files to ingest (multipart/form-data). Every file is checked first: one bad file refuses the request
-    and nothing is stored. Answers at once with one queued job per file; re-uploading the same content ends
-    ``unchanged`` (same name) or ``duplicate`` (another name), as ``ragstep ingest`` reports it."""
+    """Upload files to ingest (multipart/form-data). Every file and the chunking options are checked first: one bad
+    file or option refuses the request and nothing is stored. Answers at once with one queued job per file;
+    re-uploading the same content ends ``unchanged`` (same name and options) or ``duplicate`` (another name), as
+    ``ragstep ingest`` reports it."""
+    options = chunking_options(
+        chunk_size=chunk_size, chunk_overlap=chunk_overlap, parent_child=parent_child, parent_size=parent_size
+    )
+    if os.environ.get("AWS_LAMBDA_FUNCTION_NAME") and ctx.settings.blob_backend == "s3":
+        # No worker on Lambda (a frozen environment would leave a job running for good): the S3 event ingests.
+        if tag or options:
+            raise InputError(
+                "on AWS an upload is ingested by its S3 event with the knowledge base's defaults: a tag or chunking "
+                "options cannot travel with it; upload without them"
+            )
+        return UploadAccepted(jobs=[], documents=store_for_s3_ingestion(ctx, ctx.require_kb(kb), files))
     _needs_a_worker()
-    jobs = store_uploads(ctx, ctx.require_kb(kb), files, tag)
+    jobs = store_uploads(ctx, ctx.require_kb(kb), files, tag, options)
     _submit(ctx, jobs)
     return UploadAccepted(jobs=jobs)
 

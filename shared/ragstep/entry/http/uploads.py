@@ -21,14 +21,14 @@ from pathlib import PurePosixPath
 from typing import Any, BinaryIO
 
 from fastapi import UploadFile
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from ragstep.app.ingest import check_tag, knowledge_id_for
 from ragstep.app.jobs import queue_ingestion
 from ragstep.context import Context
 from ragstep.entry.aws.events import TENANTS_PREFIX, UPLOADS_PREFIX
 from ragstep.errors import InputError
-from ragstep.models import DEFAULT_TENANT, KnowledgeBase
+from ragstep.models import DEFAULT_TENANT, IngestOptions, KnowledgeBase
 from ragstep.models.base import _Model
 from ragstep.models.catalog import IngestionJob
 from ragstep.parsers import unsupported
@@ -94,8 +94,25 @@ def _check_file(upload: UploadFile, kb: KnowledgeBase, ctx: Context) -> _Checked
     return _Checked(name, file, start, size, digest.hexdigest())
 
 
-def store_uploads(ctx: Context, kb: KnowledgeBase, files: list[UploadFile], tag: str = "") -> list[IngestionJob]:
-    """Check every file, then store each and queue its ingestion job (in the order sent)."""
+def chunking_options(**given: int | bool | None) -> dict[str, Any] | None:
+    """The upload's chunking options (the form fields sent; None when none was), checked as ``ragstep ingest``
+    checks them: :class:`InputError` naming the rule, before anything is stored."""
+    sent = {name: value for name, value in given.items() if value is not None}
+    if not sent:
+        return None
+    try:
+        return IngestOptions.model_validate(sent).model_dump()
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "chunking options"
+        raise InputError(f"{where}: {str(err['msg']).removeprefix('Value error, ')}") from None
+
+
+def store_uploads(
+    ctx: Context, kb: KnowledgeBase, files: list[UploadFile], tag: str = "", options: dict[str, Any] | None = None
+) -> list[IngestionJob]:
+    """Check every file, then store each and queue its ingestion job (in the order sent), chunked with ``options``
+    (:func:`chunking_options`; None: the defaults)."""
     if not files:
         raise InputError("no file in the request; send one or more form parts named 'files'")
     if len(files) > MAX_FILES:
@@ -113,7 +130,16 @@ def store_uploads(ctx: Context, kb: KnowledgeBase, files: list[UploadFile], tag:
             c.file.seek(c.start)
             ctx.blobs.put_file(key, c.file, content_type(c.name))
         jobs.append(
-            queue_ingestion(ctx, kb, filename=c.name, blob_key=key, content_hash=c.digest, size=c.size, tag_id=tag_id)
+            queue_ingestion(
+                ctx,
+                kb,
+                filename=c.name,
+                blob_key=key,
+                content_hash=c.digest,
+                size=c.size,
+                tag_id=tag_id,
+                options=options,
+            )
         )
     return jobs
 
@@ -150,18 +176,50 @@ def _presigner(region: str | None) -> Any:
     return aws_client("s3", region=region, config=Config(signature_version="s3v4"))
 
 
+def _s3_blobs(ctx: Context) -> Any:
+    """The tenant's S3 blob store; :class:`InputError` when the blobs are not in S3."""
+    from ragstep.adapters.blobs.s3 import S3BlobStore
+
+    blobs = ctx.blobs
+    if ctx.settings.blob_backend != "s3" or not isinstance(blobs, S3BlobStore):
+        raise InputError("presigned uploads need the S3 blob store; POST the file to /documents instead")
+    return blobs
+
+
+def s3_document_id(ctx: Context, kb: KnowledgeBase, name: str) -> str:
+    """The knowledge id the S3 event gives an upload of ``name`` (:mod:`ragstep.entry.aws.events`)."""
+    blobs = _s3_blobs(ctx)
+    settings = ctx.settings
+    root = settings.blob_prefix.strip("/") + "/" if settings.blob_prefix.strip("/") else ""
+    tenant_part = "" if ctx.tenant_id == DEFAULT_TENANT else f"{TENANTS_PREFIX}{ctx.tenant_id}/"
+    return knowledge_id_for(kb, f"s3://{blobs.bucket}/{root}{tenant_part}{UPLOADS_PREFIX}{kb.id}/{name}")
+
+
+def store_for_s3_ingestion(ctx: Context, kb: KnowledgeBase, files: list[UploadFile]) -> list[str]:
+    """A small direct upload on Lambda: every file checked first, then each stored where a presigned PUT puts it
+    (the tenant's ``uploads/<kb>/<file>``), whose S3 event starts the ingest state machine; the document ids."""
+    blobs = _s3_blobs(ctx)
+    if not files:
+        raise InputError("no file in the request; send one or more form parts named 'files'")
+    if len(files) > MAX_FILES:
+        raise InputError(f"{len(files)} files in one request; the limit is {MAX_FILES}")
+    checked = [_check_file(upload, kb, ctx) for upload in files]
+    names = [c.name for c in checked]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise InputError(f"file name {twice[0]!r} is sent twice; one document per name and request")
+    for c in checked:
+        c.file.seek(c.start)
+        blobs.put_file(f"{UPLOADS_PREFIX}{kb.id}/{c.name}", c.file, content_type(c.name))
+    return [s3_document_id(ctx, kb, name) for name in names]
+
+
 def presign_upload(ctx: Context, kb: KnowledgeBase, request: UploadRequest) -> PresignedUpload:
     """A short-lived presigned S3 PUT of one file into the tenant's uploads prefix (where the S3 event starts the
     ingest state machine, :mod:`ragstep.entry.aws.events`). The signature covers the length, the type and the
     encryption header, so S3 refuses any other body."""
     settings = ctx.settings
-    if settings.blob_backend != "s3":
-        raise InputError("presigned uploads need the S3 blob store; POST the file to /documents instead")
-    from ragstep.adapters.blobs.s3 import S3BlobStore
-
-    blobs = ctx.blobs
-    if not isinstance(blobs, S3BlobStore):
-        raise InputError("presigned uploads need the S3 blob store; POST the file to /documents instead")
+    blobs = _s3_blobs(ctx)
     name = check_filename(request.filename)
     suffixes = allowed_suffixes(kb)
     if PurePosixPath(name).suffix.lower() not in suffixes:
@@ -186,8 +244,6 @@ def presign_upload(ctx: Context, kb: KnowledgeBase, request: UploadRequest) -> P
     url = _presigner(blobs.client.meta.region_name).generate_presigned_url(
         "put_object", Params=params, ExpiresIn=expiry
     )
-    # The knowledge id the S3 event gives this upload (ragstep.entry.aws.events), so the caller can follow it.
-    root = settings.blob_prefix.strip("/") + "/" if settings.blob_prefix.strip("/") else ""
-    tenant_part = "" if ctx.tenant_id == DEFAULT_TENANT else f"{TENANTS_PREFIX}{ctx.tenant_id}/"
-    document_id = knowledge_id_for(kb, f"s3://{blobs.bucket}/{root}{tenant_part}{UPLOADS_PREFIX}{kb.id}/{name}")
+    # The knowledge id the S3 event gives this upload, so the caller can follow it.
+    document_id = s3_document_id(ctx, kb, name)
     return PresignedUpload(url=url, headers=headers, expires_in=expiry, key=key, document_id=document_id)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from ragstep.errors import InputError, RagstepError
 from ragstep.models import IngestState, Knowledge, TraceEvent
+from ragstep.ports import capacity_warning
 from ragstep.stages.ingest.common import require_kb, state_knowledge
 from ragstep.stages.ingest.dedupe import mark_hash, unmark_hash
 from ragstep.stages.ingest.products import (
@@ -89,7 +90,9 @@ def run(state: IngestState, ctx: Context) -> IngestState:
     except RagstepError as exc:
         events.append(TraceEvent(stage=STAGE, action="degrade", reason=f"blob clean-up failed: {exc.message}"))
     found = {"indexed": len(chunks), "blobs_removed": cleaned}
-    events.insert(0, TraceEvent(stage=STAGE, counts=found, detail={"space": state.products.space}))
+    # An index with a size limit (S3 snapshots) says when this knowledge base should move to OpenSearch.
+    warning = capacity_warning(ctx.index, kb.id)
+    events.insert(0, TraceEvent(stage=STAGE, counts=found, reason=warning, detail={"space": state.products.space}))
     return state.advanced("indexed", *events, counts={"chunks": len(chunks)})
 
 

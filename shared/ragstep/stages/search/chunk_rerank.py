@@ -3,6 +3,10 @@
 * The reranker reads each chunk with Markdown noise stripped (image links, URLs, HTML tags, table pipes, emphasis,
   list and heading markers; code bodies kept) plus image captions/OCR text and generated questions; it is asked the
   rewritten query when there is one.
+* Each score's scale (a rerank model's; the model-free reranker's with vectors; without: token similarity alone)
+  decides its threshold and weights (:mod:`ragstep.retrieval.calibration`): on the token scale no rerank threshold
+  applies (the search stage's keyword threshold cut on that signal already) and the search score leads the
+  composite (0.15 model / 0.75 base).
 * Threshold chain, so over-strict settings never empty a good answer (WeKnora #713, #2391): keep scores >=
   ``rerank_threshold``; if none pass and the threshold is above 0.3, retry at max(0.3, 0.7 x threshold); if still
   none, keep the best one when it reaches 0.15. A failing reranker passes the candidates through un-reranked.
@@ -23,13 +27,14 @@ import numpy as np
 
 from ragstep.models import ChunkType, MatchType, PipelineState, RetrievalSettings, SearchResult, TraceEvent
 from ragstep.ports import CandidateReranker, RerankCandidate
+from ragstep.retrieval.calibration import BASE_WEIGHT, MODEL_WEIGHT, RerankCalibration, RerankScale, rerank_calibration
 from ragstep.retrieval.text import jaccard, token_set
 
 if TYPE_CHECKING:
     from ragstep.context import Context
 
 STAGE = "chunk_rerank"
-MODEL_WEIGHT, BASE_WEIGHT, SOURCE_WEIGHT = 0.6, 0.3, 0.1
+SOURCE_WEIGHT = 0.1
 RETRY_FLOOR, RETRY_FACTOR = 0.3, 0.7
 WEB_SOURCE_WEIGHT = 0.95
 POSITION_SPREAD = 0.05
@@ -90,11 +95,25 @@ def rerank_text(r: SearchResult) -> str:
         parts.extend(t for t in (image.caption, image.ocr_text) if t)
     questions = r.metadata.get("generated_questions") or []
     parts.extend(str(q) for q in questions if str(q).strip())
+    graph = r.metadata.get("graph")
+    if isinstance(graph, dict) and graph.get("node"):
+        # A knowledge-graph result is about its entity, which the chunk itself may never name ("She was ...").
+        parts.append(str(graph["node"]))
     return "\n".join(p for p in parts if p)
 
 
-def threshold_chain(scores: Sequence[float], cfg: RetrievalSettings) -> tuple[list[int], str]:
-    """Indices that pass, and which rule let them through."""
+def threshold_chain(
+    scores: Sequence[float], cfg: RetrievalSettings, exempt: Sequence[bool] = ()
+) -> tuple[list[int], str]:
+    """Indices that pass, and which rule let them through. ``exempt[i]``: candidate i is on a scale where no rerank
+    threshold applies (:func:`ragstep.retrieval.calibration.rerank_calibration`) and always passes."""
+    if exempt and all(exempt):
+        return list(range(len(scores))), "no threshold on the token scale (keyword_threshold cut already)"
+    free = [i for i, e in enumerate(exempt) if e]
+    if free:
+        rest = [i for i, e in enumerate(exempt) if not e]
+        passed, rule = threshold_chain([scores[i] for i in rest], cfg)
+        return sorted([*free, *(rest[j] for j in passed)]), f"{rule}; token scale unthresholded"
     keep = [i for i, s in enumerate(scores) if s >= cfg.rerank_threshold]
     if keep:
         return keep, f"score >= {cfg.rerank_threshold:g}"
@@ -123,9 +142,10 @@ def position_prior(r: SearchResult) -> float:
     return 1.0 + min(max(1.0 - r.start_at / (r.end_at + 1), -POSITION_SPREAD), POSITION_SPREAD)
 
 
-def composite(model: float, base: float, r: SearchResult) -> float:
+def composite(model: float, base: float, r: SearchResult, calibration: RerankCalibration | None = None) -> float:
     source = WEB_SOURCE_WEIGHT if r.match_type == MatchType.WEB or r.chunk_type == ChunkType.WEB_SEARCH else 1.0
-    raw = MODEL_WEIGHT * model + BASE_WEIGHT * base + SOURCE_WEIGHT * source
+    wm, wb = (calibration.model_weight, calibration.base_weight) if calibration else (MODEL_WEIGHT, BASE_WEIGHT)
+    raw = wm * model + wb * base + SOURCE_WEIGHT * source
     return min(max(raw, 0.0), 1.0) * position_prior(r)
 
 
@@ -141,6 +161,17 @@ def mmr(relevance: Sequence[float], token_sets: Sequence[frozenset[str]], k: int
         for i in remaining:
             redundancy[i] = max(redundancy[i], jaccard(token_sets[i], token_sets[best]))
     return chosen
+
+
+def score_scales(state: PipelineState, ctx: Context) -> list[RerankScale]:
+    """The scale of each candidate's rerank score: a rerank model's, or the model-free reranker's with or without a
+    query vector for the candidate's embedding model (a keyword-only knowledge base has none)."""
+    if not isinstance(ctx.reranker, CandidateReranker):
+        return ["rerank_model"] * len(state.search_results)
+    vectors = state.query_embeddings
+    return [
+        "token_vector" if _kb_model(state, r.knowledge_base_id) in vectors else "token" for r in state.search_results
+    ]
 
 
 def model_scores(state: PipelineState, ctx: Context, texts: list[str]) -> list[float]:
@@ -202,13 +233,14 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
         )
         return state.with_results("rerank_results", list(candidates), event)
 
-    keep, rule = threshold_chain(scores, cfg)
+    calibrations = [rerank_calibration(scale, cfg.rerank_threshold) for scale in score_scales(state, ctx)]
+    keep, rule = threshold_chain(scores, cfg, [c.threshold is None for c in calibrations])
     base = normalise([r.score for r in candidates])
     chosen: list[SearchResult] = []
     relevance: list[float] = []
     for i in keep:
         r = candidates[i]
-        value = composite(scores[i], base[i], r)
+        value = composite(scores[i], base[i], r, calibrations[i])
         if cfg.faq_priority_enabled and r.chunk_type == ChunkType.FAQ:
             value = min(value * cfg.faq_score_boost, 1.0)
         relevance.append(value)
@@ -221,6 +253,11 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
     event = TraceEvent(
         stage=STAGE,
         counts={"input": len(candidates), "passed": len(keep), "output": len(results)},
-        detail={"reranker": ctx.reranker.name, "rule": rule, "mmr_lambda": cfg.mmr_lambda},
+        detail={
+            "reranker": ctx.reranker.name,
+            "rule": rule,
+            "mmr_lambda": cfg.mmr_lambda,
+            "scales": sorted({c.scale for c in calibrations}),
+        },
     )
     return state.with_results("rerank_results", results, event)

@@ -12,7 +12,9 @@ WeKnora's search stage (v0.7) plus RAGFlow's zero-result fallback:
   fewer than ``embedding_top_k`` distinct entries, the search is repeated with a larger k (up to 5 rounds, starting at
   ``min(3 x embedding_top_k, 500)`` and doubling). A hit whose negative question equals the query is dropped; with FAQ
   priority on, FAQ scores are boosted and near-certain hits are flagged as direct answers.
-* Fusion (min-max or weighted RRF), then deduplication by chunk id and by a hash of the normalised content.
+* Fusion (adaptive by default: min-max scores under weights scaled per query by how much of each list's head the
+  other retriever confirms; or fixed min-max, DBSF, weighted RRF: :mod:`ragstep.retrieval.fusion`), then
+  deduplication by chunk id and by a hash of the normalised content.
 * Server-side fusion (an OpenSearch index with ``RAGSTEP_OPENSEARCH_SERVER_HYBRID``): a non-FAQ target with a query
   vector runs one ``hybrid`` query instead of the keyword + vector pair. Its hits come back fused by the search
   pipeline (min-max per clause, then the mean weighted by the request's ``rrf_keyword_weight`` /
@@ -20,8 +22,9 @@ WeKnora's search stage (v0.7) plus RAGFlow's zero-result fallback:
   client-fused lists, each chunk at its best score. The server returns only the combined score, so
   ``vector_threshold`` and ``keyword_threshold`` do not apply on that path (a target's candidates are the best
   ``pool`` of both clauses); FAQ targets and targets without a vector keep the pair and their thresholds. With
-  ``fusion=minmax`` (the default) both sides compute the same weighted mean of min-max normalised scores, so merged
-  scores compare; with ``rrf`` the client-fused scores are on RRF's far smaller scale.
+  ``fusion=minmax`` or ``adaptive`` (the default) both sides compute a weighted mean of min-max normalised scores (the
+  server with the configured weights, adaptive with the query's), so merged scores compare; with ``rrf`` the
+  client-fused scores are on RRF's far smaller scale.
 * Expansion: fewer than ``embedding_top_k`` results -> up to 5 keyword-only variants of the query widen the keyword
   list (new chunks join at its tail, so the first pass's ranking is kept). On a server-hybrid target new chunks are
   scored as the pipeline scores a keyword-only hit (normalised keyword weight x BM25 normalised to the best).
@@ -52,7 +55,7 @@ from ragstep.models import (
 )
 from ragstep.ports import Hit, SearchFilter
 from ragstep.retrieval.expansion import expansion_variants
-from ragstep.retrieval.fusion import Fused, fuse_minmax, fuse_rrf
+from ragstep.retrieval.fusion import Fused, fuse_adaptive, fuse_dbsf, fuse_minmax, fuse_rrf
 from ragstep.retrieval.text import query_terms
 from ragstep.stages.search.retrievers import (
     STAGE,
@@ -65,6 +68,7 @@ from ragstep.stages.search.retrievers import (
     uses_server_hybrid,
 )
 from ragstep.stages.search.scope import is_resolved, resolve_scope
+from ragstep.stages.search.web_search import WebBranch
 
 if TYPE_CHECKING:
     from ragstep.context import Context
@@ -121,8 +125,13 @@ def resolve_targets(state: PipelineState) -> tuple[list[Target], int]:
 
 
 def fuse(vector: Sequence[Hit], keyword: Sequence[Hit], cfg: RetrievalSettings) -> list[Fused]:
+    weights = {"w_vector": cfg.rrf_vector_weight, "w_keyword": cfg.rrf_keyword_weight}
+    if cfg.fusion == "adaptive":
+        return fuse_adaptive(vector, keyword, **weights)
     if cfg.fusion == "minmax":
-        return fuse_minmax(vector, keyword, w_vector=cfg.rrf_vector_weight, w_keyword=cfg.rrf_keyword_weight)
+        return fuse_minmax(vector, keyword, **weights)
+    if cfg.fusion == "dbsf":
+        return fuse_dbsf(vector, keyword, **weights)
     return fuse_rrf(vector, keyword, k=cfg.rrf_k, w_vector=cfg.rrf_vector_weight, w_keyword=cfg.rrf_keyword_weight)
 
 
@@ -289,6 +298,8 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
     cfg = state.retrieval
     request = state.request
     query = state.search_query
+    # Web search runs on its own thread beside everything below; its results join the knowledge bases' at the end.
+    web = WebBranch(state, ctx) if cfg.web_search else None
     targets, n_kbs = resolve_targets(state)
     pool = candidate_pool(cfg.embedding_top_k, n_kbs, cfg)
     terms = query_terms(query)
@@ -379,6 +390,11 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
                     counts={"results": len(results)},
                 )
             )
+
+    if web is not None:
+        web_found = web.join()
+        events += web_found.events
+        results = [*results, *web_found.results]
 
     events.append(
         TraceEvent(

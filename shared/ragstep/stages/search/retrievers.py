@@ -18,7 +18,7 @@ import numpy as np
 
 from ragstep.errors import ProviderError
 from ragstep.models import PipelineState, RetrievalSettings, TraceEvent
-from ragstep.ports import Hit, HybridSearch, SearchFilter, server_hybrid
+from ragstep.ports import Hit, HybridSearch, SearchFilter, score_scale, server_hybrid
 from ragstep.stages.embedding_cache import query_embedding
 
 if TYPE_CHECKING:
@@ -155,7 +155,9 @@ def search_pass(
         tasks.append((f"keyword search #{i}", partial(ctx.index.keyword_search, terms, t.flt, pool, kthr)))
         if vec is None:
             continue
-        vthr = 0.0 if t.scoped else vector_threshold
+        # The threshold is on the common similarity scale; the index compares the model's raw cosines, so it gets
+        # the cosine the model's declared scale puts there (e5: 0.2 -> 0.81). Scoped: any cosine >= 0 passes.
+        vthr = 0.0 if t.scoped else score_scale(ctx.embedder(t.model)).raw(vector_threshold)
         search: Callable[[], object]
         if t.faq:
             search = partial(faq_vector_search, ctx, vec, t, cfg.embedding_top_k, vthr, cfg)

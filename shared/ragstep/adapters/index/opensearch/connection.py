@@ -447,7 +447,8 @@ class OpenSearchConnection:
         except StorageError as exc:
             if "resource_already_exists_exception" in exc.message:
                 return False
-            if self._engine == "faiss" and "HTTP 400" in exc.message:
+            # Only a managed domain or a cluster may switch engines: a Serverless collection refuses lucene.
+            if self._engine == "faiss" and "HTTP 400" in exc.message and self.flavour == "es":
                 raise StorageError(
                     f"{exc.message}; the faiss engine supports cosinesimil from OpenSearch 2.19: on an older "
                     "cluster set RAGSTEP_OPENSEARCH_KNN_ENGINE=lucene"

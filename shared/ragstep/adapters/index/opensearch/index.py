@@ -18,6 +18,7 @@ from ragstep.adapters.index._replace import checked_replacement
 from ragstep.adapters.index.opensearch.connection import Auth, Flavour, IndexMissing, OpenSearchConnection, log
 from ragstep.adapters.index.opensearch.queries import (
     CHUNK_EXCLUDES,
+    FULL_SOURCE_INCLUDES,
     LOOKUP_BATCH,
     MAX_WINDOW,
     TENANT_FIELD,
@@ -287,8 +288,9 @@ class OpenSearchIndex(OpenSearchConnection):
                 "size": min(len(batch) * factor, MAX_WINDOW),
                 "query": chunk_ids_query(batch, tenant_id=self.tenant_id),
             }
-            if not full:
-                body["_source"] = {"excludes": CHUNK_EXCLUDES}
+            # Full documents are indexed again (aoss set_enabled): ask for the vector fields by name, since newer
+            # collections leave k-NN vectors out of a plain _source, and a copy without them loses its embedding.
+            body["_source"] = {"includes": ["*", *FULL_SOURCE_INCLUDES]} if full else {"excludes": CHUNK_EXCLUDES}
             hits.extend(parse_search_response(self._search(body, what="fetch")))
         return newest_per_chunk(hits)
 

@@ -37,6 +37,8 @@ MAX_WINDOW = 10_000
 HIT_FIELDS = ["chunk_id", "version"]
 #: Fields never needed when rebuilding a chunk.
 CHUNK_EXCLUDES = ["tokens", "vec_*"]
+#: What a full read (documents indexed again) asks ``_source`` for besides ``*``: the vector fields, by name.
+FULL_SOURCE_INCLUDES = ["vec_*"]
 #: HTTP statuses worth another attempt (OpenSearch's "too many requests" and gateway errors).
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 #: Bulk requests are cut at this many actions or bytes (the bulk docs suggest 5-15 MB per request; small managed

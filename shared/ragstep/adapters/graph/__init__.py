@@ -1,0 +1,1 @@
+"""Knowledge-graph stores (the :class:`~ragstep.ports.GraphStore` port)."""

@@ -1,0 +1,74 @@
+"""One HTTP call to a web search engine: a pooled ``httpx`` client, one attempt bounded by the timeout.
+
+Web search runs inside a user's request beside the knowledge-base search, so it is not retried: a slow or failing
+engine costs at most ``timeout_s`` and the search goes on without it (a ``degrade`` row). Every failure is a
+:class:`~ragstep.errors.ProviderError` whose message names the engine and shows no query string (API keys travel
+there).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ragstep import __version__
+from ragstep.adapters._http import _LazyClient, display_url, one_line
+from ragstep.errors import ProviderError
+
+if TYPE_CHECKING:
+    import httpx
+
+
+class WebClient(_LazyClient):
+    def __init__(self, source: str, *, timeout_s: float, headers: dict[str, str] | None = None) -> None:
+        self.source = source
+        self.timeout_s = timeout_s
+        self._headers = headers or {}
+        super().__init__()
+
+    def _create(self) -> httpx.Client:
+        import httpx
+
+        headers = {"User-Agent": f"ragstep/{__version__}", **self._headers}
+        return httpx.Client(timeout=httpx.Timeout(self.timeout_s), headers=headers, follow_redirects=True)
+
+    def request(
+        self, method: str, url: str, *, params: dict[str, Any] | None = None, json: Any = None, data: Any = None
+    ) -> httpx.Response:
+        import httpx
+
+        client: httpx.Client = self.get()
+        try:
+            response = client.request(method, url, params=params, json=json, data=data)
+        except httpx.TimeoutException:
+            raise ProviderError(f"{self.source} timed out after {self.timeout_s:g}s ({display_url(url)})") from None
+        except httpx.HTTPError as exc:
+            raise ProviderError(
+                f"{self.source} request failed ({display_url(url)}): {type(exc).__name__}: {one_line(str(exc), 120)}"
+            ) from None
+        if not response.is_success:
+            raise ProviderError(
+                f"{self.source} answered HTTP {response.status_code} ({display_url(url)}): "
+                f"{one_line(response.text) or '(empty body)'}"
+            )
+        return response
+
+    def get_json(self, url: str, params: dict[str, Any]) -> Any:
+        return self.decode(self.request("GET", url, params=params))
+
+    def decode(self, response: httpx.Response) -> Any:
+        try:
+            return response.json()
+        except ValueError:
+            raise ProviderError(
+                f"{self.source} answered a body that is not JSON ({display_url(str(response.url))}): "
+                f"{one_line(response.text)}"
+            ) from None
+
+
+def text_of(value: Any) -> str:
+    """A field of a provider's answer as one clean line of text ('' for anything that is not a string)."""
+    return " ".join(value.split()) if isinstance(value, str) else ""
+
+
+def is_web_url(value: str) -> bool:
+    return value.startswith(("http://", "https://"))

@@ -1,0 +1,194 @@
+"""``ragstep bench viking``: hierarchical retrieval (``find``) against flat hybrid search, on a documentation tree.
+
+The corpus is built at bench time from documentation installed on the machine (by default npm's docs, Markdown, and
+CMake's Help tree, reStructuredText whose underlined headings are rewritten as Markdown ``#`` headings), copied into a
+temporary folder under ``npm/`` and ``cmake/`` and ingested with ``kb create --layers`` (extractive layers).
+
+Questions are generated deterministically: every section heading (level 2 or deeper, not a document's first
+heading) of two to twelve words that no other document has is a question, and its document is the answer; an even
+sample of them (``--questions``) is kept. Figures: Recall@10 of the answer's document (flat: documents at the rank
+of their best chunk, as ``ragstep search`` returns them; hierarchical: the documents ``find`` returns, best first),
+and, for layered context within ``--budget`` tokens, the tokens used and how often the answer's document got L2.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ragstep.app.ingest import ingest_file
+from ragstep.app.knowledge_bases import create_knowledge_base
+from ragstep.app.search import knowledge_search
+from ragstep.app.viking import find, refresh_hierarchy
+from ragstep.bench.common import fmt
+from ragstep.context import Clients
+from ragstep.models import ChunkType, SearchRequest
+from ragstep.settings import Settings
+
+#: Where the default corpus comes from (name -> folder); missing folders are left out.
+DEFAULT_SOURCES = {
+    "npm": Path("/usr/lib/node_modules/npm/docs/content"),
+    "cmake": Path("/usr/share/cmake-3.25/Help"),
+}
+#: CMake's Help folders taken (the others are thousands of one-paragraph pages that hold no section headings).
+CMAKE_FOLDERS = ("manual", "command", "policy", "envvar", "module", "prop_tgt")
+_UNDERLINE = re.compile(r"^([=\-^~\"*+#`:.'])\1{2,}\s*$")
+_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*$", re.M)
+
+
+def rst_to_markdown(text: str) -> str:
+    """Underlined (and overlined) reStructuredText headings as Markdown headings, by underline character; the rest
+    unchanged (the parsers take it as plain text)."""
+    lines = text.splitlines()
+    out: list[str] = []
+    seen: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        if line.strip() and not _UNDERLINE.match(line) and _UNDERLINE.match(nxt) and len(nxt.strip()) >= 3:
+            char = nxt.strip()[0]
+            if char not in seen:
+                seen.append(char)
+            if out and _UNDERLINE.match(out[-1]):
+                out.pop()  # an overline
+            out.append("#" * min(seen.index(char) + 1, 6) + " " + line.strip())
+            i += 2
+            continue
+        out.append(line)
+        i += 1
+    return "\n".join(out) + "\n"
+
+
+def build_corpus(dest: Path, sources: dict[str, Path]) -> list[str]:
+    """Copy the documentation trees into ``dest`` (as Markdown); returns the relative paths written, sorted."""
+    written: list[str] = []
+    for name, root in sorted(sources.items()):
+        if not root.is_dir():
+            continue
+        for path in sorted(root.rglob("*")):
+            rel = path.relative_to(root)
+            if name == "cmake" and (len(rel.parts) < 2 or rel.parts[0] not in CMAKE_FOLDERS):
+                continue
+            if path.suffix not in (".md", ".rst") or not path.is_file():
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace")
+            if path.suffix == ".rst":
+                text = rst_to_markdown(text)
+            target = dest / name / rel.with_suffix(".md")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+            written.append(target.relative_to(dest).as_posix())
+    return sorted(written)
+
+
+def _clean(heading: str) -> str:
+    return re.sub(r"[`*_]|\{#[^}]*\}|<[^>]*>", "", heading).strip(" :")
+
+
+def make_questions(dest: Path, docs: list[str], wanted: int) -> list[tuple[str, str]]:
+    """(question, answer document path): unique deep section headings, evenly sampled."""
+    per_doc: dict[str, list[str]] = {}
+    for rel in docs:
+        found = [(len(m.group(1)), _clean(m.group(2))) for m in _HEADING.finditer((dest / rel).read_text())]
+        per_doc[rel] = [h for level, h in found[1:] if level >= 2 and 2 <= len(h.split()) <= 12]
+    counts = Counter(h.lower() for hs in per_doc.values() for h in set(hs))
+    pool = sorted({(h, rel) for rel, hs in per_doc.items() for h in hs if counts[h.lower()] == 1}, key=lambda x: x[1:])
+    if len(pool) <= wanted:
+        return [(h, rel) for h, rel in pool]
+    step = len(pool) / wanted
+    return [pool[int(i * step)] for i in range(wanted)]
+
+
+def run_viking_bench(
+    *,
+    sources: dict[str, Path] | None = None,
+    questions: int = 150,
+    budget: int = 2000,
+    embedding_model: str = "none",
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    say = progress or (lambda _msg: None)
+    with tempfile.TemporaryDirectory(prefix="ragstep-bench-viking-") as tmp:
+        corpus = Path(tmp) / "corpus"
+        docs = build_corpus(corpus, sources or DEFAULT_SOURCES)
+        asked = make_questions(corpus, docs, questions)
+        say(f"{len(docs)} documents, {len(asked)} questions")
+        ctx = Clients(Settings(data_dir=Path(tmp) / "data", chat_provider="extractive")).context()
+        kb = create_knowledge_base(ctx, "docs", embedding_model=embedding_model, layers=True)
+        started = time.perf_counter()
+        ids: dict[str, str] = {}
+        for rel in docs:
+            result = ingest_file(corpus / rel, kb, ctx)
+            ids[result.knowledge_id] = rel
+        ingest_s = time.perf_counter() - started
+        started = time.perf_counter()
+        report = refresh_hierarchy(kb, ctx, [corpus])
+        layers_s = time.perf_counter() - started
+        say(f"ingested in {ingest_s:.1f} s, {report.nodes} nodes' layers in {layers_s:.1f} s")
+        flat_hits = hier_hits = at_l2 = 0
+        used: list[int] = []
+        flat_ms: list[float] = []
+        hier_ms: list[float] = []
+        for question, answer in asked:
+            t0 = time.perf_counter()
+            state = knowledge_search(
+                SearchRequest(query=question, knowledge_base_ids=[kb.id], overrides={"rerank_top_k": 50}), ctx
+            )
+            flat_ms.append((time.perf_counter() - t0) * 1000)
+            ranking: list[str] = []
+            for r in state.final_results:
+                if r.chunk_type in (ChunkType.ABSTRACT, ChunkType.OVERVIEW):
+                    doc = ids.get(str(r.metadata.get("document_id", "")), "")  # a document's own L0/L1 counts
+                else:
+                    doc = ids.get(r.knowledge_id, "")
+                if doc and doc not in ranking:
+                    ranking.append(doc)
+            flat_hits += answer in ranking[:10]
+            t0 = time.perf_counter()
+            # Folders are matches too: 20 matches leave room for the 10 documents compared with flat's 10.
+            found = find(question, [kb.id], ctx, limit=20, budget=budget)
+            hier_ms.append((time.perf_counter() - t0) * 1000)
+            leaves = [ids.get(m.knowledge_id, "") for m in found.resources if m.is_leaf]
+            hier_hits += answer in leaves[:10]
+            assert found.layered is not None
+            used.append(found.layered.used)
+            answer_uri = f"ragstep://{kb.name}/{answer}"
+            at_l2 += any(i.uri == answer_uri and i.layer == "L2" for i in found.layered.items)
+        n = max(len(asked), 1)
+        return {
+            "documents": len(docs),
+            "nodes": report.nodes,
+            "questions": len(asked),
+            "embedding_model": embedding_model,
+            "ingest_s": round(ingest_s, 1),
+            "layers_s": round(layers_s, 1),
+            "flat_recall_at_10": round(flat_hits / n, 3),
+            "hierarchical_recall_at_10": round(hier_hits / n, 3),
+            "flat_p50_ms": round(statistics.median(flat_ms), 1) if flat_ms else 0.0,
+            "hierarchical_p50_ms": round(statistics.median(hier_ms), 1) if hier_ms else 0.0,
+            "budget": budget,
+            "layered_max_tokens": max(used, default=0),
+            "layered_p50_tokens": statistics.median(used) if used else 0,
+            "answer_at_l2": round(at_l2 / n, 3),
+            "examples": [{"question": q, "answer": a} for q, a in asked[:3]],
+        }
+
+
+def render(result: dict[str, Any]) -> str:
+    rows = [
+        f"{result['documents']} documents ({result['nodes']} nodes), {result['questions']} questions, "
+        f"embedding {result['embedding_model']}; ingest {result['ingest_s']} s, layers {result['layers_s']} s",
+        f"Recall@10 of the answer's document: flat hybrid {fmt(result['flat_recall_at_10'], 3)}, "
+        f"hierarchical {fmt(result['hierarchical_recall_at_10'], 3)}",
+        f"median latency: flat {result['flat_p50_ms']} ms, hierarchical {result['hierarchical_p50_ms']} ms",
+        f"layered context within {result['budget']} tokens: max {result['layered_max_tokens']}, median "
+        f"{result['layered_p50_tokens']}; answer's document at L2 for {fmt(result['answer_at_l2'] * 100, 1)} %",
+    ]
+    return "\n".join(rows)

@@ -1,0 +1,140 @@
+"""The streaming chat function: the FastAPI app under uvicorn, behind a Lambda Function URL in RESPONSE_STREAM mode.
+
+Python's managed runtime cannot stream a response by itself, API Gateway HTTP APIs buffer, and so does Mangum. The
+``ChatStreamFunction`` of template.yaml therefore runs the AWS Lambda Web Adapter (its public layer, and
+``AWS_LAMBDA_EXEC_WRAPPER=/opt/bootstrap``): the adapter starts the function's Handler, ``functions/api/run.sh``, as a
+command; that runs :func:`main`, which serves the same app as ``ragstep serve`` on ``127.0.0.1:$AWS_LWA_PORT``. The
+adapter waits until ``GET /healthz`` answers (``AWS_LWA_READINESS_CHECK_PATH``), then turns each Function URL
+invocation into an HTTP request to the app and streams its response back as it is written
+(``AWS_LWA_INVOKE_MODE=response_stream``): chat frames reach the client one by one, the pipeline runs in-process.
+
+**Auth** is the app's own: the Function URL's AuthType is NONE and every request needs one of our API keys
+(``RAGSTEP_AUTH=required``), checked by the same :class:`~ragstep.entry.http.auth.Gate` as behind API Gateway, with
+the same scopes, limits and usage records. AWS_IAM would make every client sign requests with SigV4, which the
+``openai`` SDKs, LangChain and curl users do not do; README "Streaming chat on AWS" says how to put CloudFront in
+front instead.
+
+What one execution environment keeps between invocations: the clients of :func:`ragstep.entry.aws.runtime.get_clients`
+and an app built on them (built again, as the API function's, when a rotated secret rebuilds the clients). Each
+request's usage record is written before its answer ends (``create_app(flush_usage=True)``): the environment may be
+frozen, and later discarded, as soon as the response is complete.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
+
+from ragstep.entry.aws.runtime import get_clients
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+    from starlette.types import Receive, Scope, Send
+
+    from ragstep.context import Clients
+
+DEFAULT_PORT = 8080
+#: Longer than any execution environment lives: the adapter is the only client and keeps its connections pooled, so
+#: the app must never be the one to close an idle connection (a close racing the adapter's next request on it
+#: would fail that request).
+KEEP_ALIVE_SECONDS = 24 * 3600
+
+
+class LambdaApp:
+    """An ASGI app that serves ``create_app(clients, flush_usage=True)`` on the environment's current clients."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._current: tuple[Clients, FastAPI] | None = None
+
+    def app(self) -> FastAPI:
+        """The app on the current clients (built on first use, and again after the clients were rebuilt)."""
+        clients = get_clients()
+        current = self._current
+        if current is None or current[0] is not clients:
+            with self._lock:
+                current = self._current
+                if current is None or current[0] is not clients:
+                    from ragstep.entry.http.app import create_app
+
+                    if current is not None:
+                        current[1].state.gate.close()
+                    current = self._current = (clients, create_app(clients, flush_usage=True))
+        return current[1]
+
+    def start(self) -> None:
+        """What a new environment does before it reports ready: the app, its clients, the chat stages."""
+        from ragstep.pipeline.definitions import PIPELINES, load_stage
+
+        self.app()
+        # The streaming pipelines' stages are imported now, while the adapter's readiness check waits, rather than
+        # during the first answer.
+        for pipeline in PIPELINES.values():
+            if pipeline.name.endswith("_stream"):
+                for stage in pipeline.stage_names():
+                    load_stage(stage)
+
+    def close(self) -> None:
+        current = self._current
+        if current is not None:
+            current[1].state.gate.close()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        # get_clients() may look a rotated secret up (a network call once per RAGSTEP_SECRETS_MAX_AGE_S): off the loop.
+        app = await anyio.to_thread.run_sync(self.app)
+        await app(scope, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await anyio.to_thread.run_sync(self.start)
+                except Exception as exc:  # uvicorn logs the message and exits: the adapter reports an init failure
+                    await send({"type": "lifespan.startup.failed", "message": f"{type(exc).__name__}: {exc}"})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await anyio.to_thread.run_sync(self.close)
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+
+def port(environ: Any = None) -> int:
+    """The port the adapter forwards to: ``AWS_LWA_PORT``, else ``PORT`` (the adapter's older name), else 8080."""
+    env = os.environ if environ is None else environ
+    text = env.get("AWS_LWA_PORT") or env.get("PORT") or str(DEFAULT_PORT)
+    try:
+        value = int(text)
+    except ValueError:
+        raise SystemExit(f"AWS_LWA_PORT/PORT must be a TCP port number, not {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise SystemExit(f"AWS_LWA_PORT/PORT must be 1-65535, not {value}")
+    return value
+
+
+def main() -> None:
+    """Serve :class:`LambdaApp` on 127.0.0.1 (the adapter runs in the same environment; nothing else may reach it)."""
+    import uvicorn
+
+    level = (os.environ.get("AWS_LAMBDA_LOG_LEVEL") or os.environ.get("POWERTOOLS_LOG_LEVEL") or "INFO").lower()
+    level = "warning" if level == "warn" else level
+    uvicorn.run(
+        LambdaApp(),
+        host="127.0.0.1",
+        port=port(),
+        lifespan="on",
+        access_log=False,  # the adapter and the Function URL log requests already
+        log_level=level if level in ("debug", "info", "warning", "error") else "info",
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+    )
+
+
+if __name__ == "__main__":
+    main()

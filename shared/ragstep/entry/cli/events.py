@@ -1,0 +1,44 @@
+"""``ragstep events run FILE``: process one retrieval request file through the same code as the Lambda consumer and
+print the result event (JSON). The file holds a request, or a ``ragstep.RetrievalRequested`` EventBridge event; its
+reply target, if any, gets the result too (without one, printing is all)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ragstep.errors import InputError
+
+
+def cmd_events_run(args: argparse.Namespace) -> int:
+    from ragstep.app.channels.retrieval_events import RetrievalEvents
+    from ragstep.entry.cli.common import context_of, print_json
+
+    path = Path(args.file)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path} is not UTF-8 text; save the request as UTF-8 JSON") from None
+    try:
+        message = json.loads(text)
+    except ValueError as exc:
+        raise InputError(f"{path} is not JSON: {exc}") from None
+    result = RetrievalEvents(context_of(args).clients).handle(message)
+    print_json(result)
+    return 0 if result["detail"]["status"] == "succeeded" else 1
+
+
+def add_events_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    events = sub.add_parser("events", help="event-driven retrieval: run a request file locally", parents=[common])
+    events_sub = events.add_subparsers(dest="events_command", required=True, metavar="ACTION")
+    p = events_sub.add_parser(
+        "run",
+        help="process a retrieval request (or RetrievalRequested event) file; print the result event",
+        parents=[common],
+    )
+    p.add_argument("file", metavar="FILE")
+    p.set_defaults(func=cmd_events_run)

@@ -1,0 +1,86 @@
+"""``ragstep find`` and ``ragstep search --hierarchical``: thin shells over :mod:`ragstep.app.viking`."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from ragstep.entry.cli.common import context_of, print_json
+
+if TYPE_CHECKING:
+    from ragstep.models.viking import FindResult
+
+
+def add_find_command(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "find",
+        help="hierarchical retrieval of one query, no model: folders and documents scored through the folder tree",
+        parents=[common],
+    )
+    p.add_argument("query")
+    p.add_argument("--kb", action="append", required=True, help="knowledge base name or id (repeatable)")
+    add_shared_options(p)
+    p.set_defaults(func=cmd_find)
+
+
+def add_shared_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--limit", type=int, default=10, metavar="N", help="matches per query, 1-200 (10)")
+    p.add_argument(
+        "--budget", type=int, metavar="TOKENS", help="also lay the matches out as layered context within TOKENS"
+    )
+    p.add_argument("--json", action="store_true", help="print {query, memories, resources, skills, ...} as JSON")
+
+
+def cmd_find(args: argparse.Namespace) -> int:
+    from ragstep.app.viking import find
+
+    result = find(args.query, args.kb, context_of(args), limit=args.limit, budget=args.budget)
+    show(result, as_json=args.json)
+    return 0
+
+
+def cmd_hierarchical_search(args: argparse.Namespace) -> int:
+    """``search --hierarchical``: the intent analyser's typed queries, each through the tree."""
+    from ragstep.app.viking import search
+    from ragstep.errors import InputError
+
+    if not args.kb:
+        raise InputError("search --hierarchical needs --kb NAME")
+    limit = args.top_k if args.top_k is not None else 10
+    result = search(args.query, args.kb, context_of(args), limit=limit, session_id=args.session)
+    show(result, as_json=args.json)
+    return 0
+
+
+def show(result: FindResult, *, as_json: bool) -> None:
+    if as_json:
+        print_json(result.model_dump(mode="json", exclude_none=True))
+        return
+    print(render(result))
+
+
+def render(result: FindResult) -> str:
+    from ragstep.entry.cli.console import clip, table
+
+    lines: list[str] = []
+    plan = result.query_plan
+    if plan is not None:
+        if not plan.queries:
+            lines.append(f"no retrieval needed ({plan.reasoning or 'the analyser planned no query'})")
+        for q in plan.queries:
+            lines.append(f"[{q.context_type}, priority {q.priority}] {q.query}")
+    groups = (("memories", result.memories), ("resources", result.resources), ("skills", result.skills))
+    for name, matches in groups:
+        if not matches:
+            continue
+        rows = [
+            (f"{m.score:.3f}", clip(m.uri, 48), "doc" if m.is_leaf else "dir", clip(m.abstract, 60)) for m in matches
+        ]
+        lines.append(f"{name}:")
+        lines.append(table(("score", "uri", "kind", "abstract"), rows))
+    if not result.total and (plan is None or plan.queries):
+        lines.append("no matches")
+    if result.layered is not None:
+        used = f"layered context: {result.layered.used} of {result.layered.budget} tokens"
+        lines.append(used + "".join(f"\n  {i.layer} {i.uri} ({i.tokens} tokens)" for i in result.layered.items))
+    return "\n".join(lines)

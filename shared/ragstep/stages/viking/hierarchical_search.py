@@ -1,0 +1,171 @@
+"""``hierarchical_search``: each typed query of the plan, concurrently, through the knowledge bases' trees.
+
+A node's own score comes from one hybrid search (BM25 + vectors, min-max fused) over a candidate pool of the
+knowledge bases: a folder scores by its L0/L1 chunks, a document by the best of its L0/L1 and text chunks. Nodes the
+pool missed score 0 of their own and live on their parent's score only. The walk itself is
+:func:`ragstep.retrieval.hierarchy.explore`. Memory and skill queries have no store yet: a ``skip`` row says so.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ragstep.models import ChunkType, KnowledgeBase, TraceEvent
+from ragstep.models.viking import Hierarchy, HierarchyNode, MatchedContext, RelatedContext, TypedQuery, VikingState
+from ragstep.ports import SearchFilter
+from ragstep.retrieval.fusion import fuse_minmax
+from ragstep.retrieval.hierarchy import ExploreConfig, explore
+from ragstep.retrieval.text import query_terms
+from ragstep.stages.viking.tree import hierarchy_of
+
+if TYPE_CHECKING:
+    from ragstep.context import Context
+
+STAGE = "hierarchical_search"
+_LAYER_TYPES = (ChunkType.ABSTRACT, ChunkType.OVERVIEW)
+
+
+@dataclass
+class QueryOutcome:
+    matches: list[MatchedContext] = field(default_factory=list)
+    passages: dict[str, list[str]] = field(default_factory=dict)
+    event: TraceEvent | None = None
+
+
+def node_scores(
+    query: str, kbs: list[KnowledgeBase], trees: dict[str, Hierarchy], ctx: Context
+) -> tuple[dict[str, float], dict[str, list[str]]]:
+    """Each node's own score for ``query`` and each document's passages (best first), from one pooled search per
+    embedding model."""
+    pool = ctx.settings.viking_candidate_pool
+    by_model: dict[str, list[str]] = defaultdict(list)
+    for kb in kbs:
+        by_model[kb.embedding_model].append(kb.id)
+    own: dict[str, float] = {}
+    passages: dict[str, list[str]] = defaultdict(list)
+    docs = {kid: node for tree in trees.values() for kid, node in tree.by_knowledge().items()}
+    terms = query_terms(query)
+    for model, kb_ids in sorted(by_model.items()):
+        flt = SearchFilter(knowledge_base_ids=tuple(kb_ids))
+        keyword = ctx.index.keyword_search(terms, flt, pool, 0.0) if terms else []
+        embedder = ctx.embedder(model)
+        vector = []
+        if embedder is not None:
+            vector = ctx.index.vector_search(embedder.embed_query(query), model, flt, pool, 0.0)
+        fused = fuse_minmax(vector, keyword)
+        chunks = ctx.index.fetch([f.chunk_id for f in fused])
+        for f in fused:
+            chunk = chunks.get(f.chunk_id)
+            if chunk is None:
+                continue
+            if chunk.chunk_type in _LAYER_TYPES:
+                uri = str(chunk.metadata.get("viking_uri", ""))
+            else:
+                node = docs.get(chunk.knowledge_id)
+                uri = node.uri if node else ""
+                if uri:
+                    passages[uri].append(chunk.content)
+            if uri and f.score > own.get(uri, float("-inf")):
+                own[uri] = f.score
+    return own, dict(passages)
+
+
+def relations(node: HierarchyNode, tree: Hierarchy, own: dict[str, float], limit: int) -> list[RelatedContext]:
+    """What sits next to a match: its folder first, then its best-scored siblings (up to ``limit`` in all)."""
+    if limit <= 0 or node.parent is None:
+        return []
+    parent = tree.nodes[node.parent]
+    siblings = sorted((u for u in parent.children if u != node.uri), key=lambda u: (-own.get(u, 0.0), u))
+    out = [RelatedContext(uri=parent.uri, abstract=parent.abstract)]
+    out += [RelatedContext(uri=u, abstract=tree.nodes[u].abstract) for u in siblings[: limit - 1]]
+    return out[:limit]
+
+
+def search_one(
+    typed: TypedQuery, kbs: list[KnowledgeBase], trees: dict[str, Hierarchy], ctx: Context, limit: int
+) -> QueryOutcome:
+    started = time.perf_counter()
+    if typed.context_type != "resource":
+        reason = f"no {typed.context_type} store yet: only resources (documents) are searched"
+        return QueryOutcome(event=TraceEvent(stage=STAGE, action="skip", reason=reason, detail={"query": typed.query}))
+    s = ctx.settings
+    cfg = ExploreConfig(
+        alpha=s.viking_score_propagation_alpha,
+        max_convergence_rounds=s.viking_max_convergence_rounds,
+        global_topk=s.viking_global_search_topk,
+        threshold=s.viking_score_threshold,
+        limit=limit,
+    )
+    nodes = {uri: node for tree in trees.values() for uri, node in tree.nodes.items()}
+    tree_of = {uri: tree for tree in trees.values() for uri in tree.nodes}
+    own, passages = node_scores(typed.query, kbs, trees, ctx)
+
+    def parent_of(uri: str) -> str | None:
+        return nodes[uri].parent if uri in nodes else None
+
+    scored = {u: v for u, v in own.items() if u in nodes}
+    walk = explore(
+        [t.root for t in trees.values()],
+        lambda uri: nodes[uri].children if uri in nodes else [],
+        lambda uri: uri in nodes and not nodes[uri].is_leaf,
+        scored,
+        cfg,
+        parent_of,
+    )
+    matches = []
+    for uri in walk.ranking[:limit]:
+        node = nodes[uri]
+        tree = tree_of[uri]
+        matches.append(
+            MatchedContext(
+                uri=uri,
+                is_leaf=node.is_leaf,
+                abstract=node.abstract,
+                score=walk.scores[uri],
+                title=node.title,
+                knowledge_id=node.knowledge_id,
+                knowledge_base_id=tree.knowledge_base_id,
+                query=typed.query,
+                relations=relations(node, tree, own, s.viking_max_relations),
+            )
+        )
+    event = TraceEvent(
+        stage=STAGE,
+        duration_ms=(time.perf_counter() - started) * 1000,
+        counts={"scored": len(own), "visited": len(walk.visited), "rounds": walk.rounds, "matches": len(matches)},
+        reason="converged" if walk.converged else "explored every reachable folder",
+        detail={"query": typed.query, "starting_points": [[u, round(v, 4)] for u, v in walk.starting_points]},
+    )
+    return QueryOutcome(matches, {u: passages[u] for u in walk.ranking[:limit] if u in passages}, event)
+
+
+def run(state: VikingState, ctx: Context) -> VikingState:
+    plan = state.plan
+    if plan is None or not plan.queries:
+        event = TraceEvent(stage=STAGE, action="skip", reason="the plan has no queries: nothing to retrieve")
+        return state.with_trace(event)
+    kbs = [kb for kid in state.knowledge_base_ids if (kb := ctx.catalog.get_kb(kid)) is not None]
+    trees = {kb.id: hierarchy_of(kb, ctx) for kb in kbs}
+    queries = plan.queries
+    if len(queries) == 1:
+        outcomes = [search_one(queries[0], kbs, trees, ctx, state.limit)]
+    else:  # typed queries are independent: run them at once on the shared pool
+        futures: list[Future[QueryOutcome]] = [
+            ctx.executor.submit(search_one, q, kbs, trees, ctx, state.limit) for q in queries
+        ]
+        outcomes = [f.result() for f in futures]
+    best: dict[str, MatchedContext] = {}
+    passages: dict[str, list[str]] = {}
+    for outcome in outcomes:
+        for m in outcome.matches:
+            if m.uri not in best or m.score > best[m.uri].score:
+                best[m.uri] = m
+        for uri, texts in outcome.passages.items():
+            passages.setdefault(uri, texts)
+    matches = sorted(best.values(), key=lambda m: (-m.score, m.uri))
+    events = [o.event for o in outcomes if o.event is not None]
+    return state.model_copy(update={"matches": matches, "passages": passages, "trace": [*state.trace, *events]})

@@ -1,0 +1,58 @@
+"""``viking_context``: OpenViking's retrieval inside a chat pipeline (``viking_stream``).
+
+The question (rewritten when a rewrite ran) goes through intent_analysis -> hierarchical_search -> layered_context
+over the request's knowledge bases, with the session for the analyser and ``RAGSTEP_VIKING_CONTEXT_BUDGET`` tokens
+for the layers; each laid-out match becomes one result of ``final_results`` (its layer in ``metadata.layer``, the
+chunk type ``abstract`` / ``overview`` / ``text`` for L0 / L1 / L2), which ``into_chat_message`` then cites as it
+cites any passage. The viking stages' rows are added to the pipeline's trace.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ragstep.models import ChunkType, MatchType, PipelineState, SearchResult
+from ragstep.models.viking import LayeredItem, MatchedContext, VikingState
+from ragstep.stages.viking import hierarchical_search, intent_analysis, layered_context
+from ragstep.stages.viking.tree import layer_knowledge_id
+
+if TYPE_CHECKING:
+    from ragstep.context import Context
+
+STAGE = "viking_context"
+_CHUNK_TYPES = {"L0": ChunkType.ABSTRACT, "L1": ChunkType.OVERVIEW, "L2": ChunkType.TEXT}
+
+
+def as_result(item: LayeredItem, match: MatchedContext) -> SearchResult:
+    # A folder has no document: its layer chunks' own knowledge id stands in, so citations still have an id.
+    knowledge_id = match.knowledge_id or layer_knowledge_id(match.knowledge_base_id, match.uri)
+    return SearchResult(
+        id=f"{knowledge_id}-{item.layer}",
+        content=item.text,
+        knowledge_id=knowledge_id,
+        knowledge_base_id=match.knowledge_base_id,
+        knowledge_title=match.title,
+        knowledge_filename=match.uri,
+        score=item.score,
+        match_type=MatchType.HYBRID,
+        chunk_type=_CHUNK_TYPES[item.layer],
+        metadata={"viking_uri": match.uri, "layer": item.layer, "is_leaf": match.is_leaf},
+    )
+
+
+def run(state: PipelineState, ctx: Context) -> PipelineState:
+    viking = VikingState(
+        tenant_id=state.tenant_id,
+        query=state.search_query,
+        knowledge_base_ids=[kb.id for kb in state.knowledge_bases],
+        session_id=state.request.session_id,
+        analyse=True,
+        limit=state.retrieval.rerank_top_k,
+        budget=ctx.settings.viking_context_budget,
+    )
+    for stage in (intent_analysis, hierarchical_search, layered_context):
+        viking = stage.run(viking, ctx)
+    matches = {m.uri: m for m in viking.matches}
+    items = viking.layered.items if viking.layered is not None else []
+    results = [as_result(item, matches[item.uri]) for item in items if item.uri in matches]
+    return state.with_results("final_results", results, *viking.trace)

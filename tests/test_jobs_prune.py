@@ -1,0 +1,146 @@
+"""Pruning old finished ingestion jobs: the catalog stores (SQLite, DynamoDB on moto, a key's allow-list), the
+serving process's worker on start-up (``RAGSTEP_JOB_RETENTION_DAYS``), and ``ragstep jobs prune``."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import run_cli
+from ragstep.adapters.catalog.sqlite import SqliteCatalogStore
+from ragstep.app.jobs import JobRunner, prune_jobs
+from ragstep.context import Clients
+from ragstep.errors import InputError
+from ragstep.models import KnowledgeBase
+from ragstep.models.catalog import IngestionJob, JobStatus
+from ragstep.ports import CatalogStore
+from ragstep.settings import Settings
+
+pytestmark = pytest.mark.usefixtures("plain_environment")
+DAY = 86400.0
+NOW = 1_800_000_000.0
+TABLE = "ragstep-test-catalog"
+
+
+def job(kb: KnowledgeBase, status: JobStatus, finished_days_ago: float | None, name: str = "") -> IngestionJob:
+    finished = None if finished_days_ago is None else NOW - finished_days_ago * DAY
+    return IngestionJob(
+        id=uuid.uuid4().hex,
+        knowledge_base_id=kb.id,
+        knowledge_id=uuid.uuid4().hex,
+        filename=name or f"{status}.md",
+        blob_key="sources/x",
+        status=status,
+        created_at=NOW - 60 * DAY,
+        finished_at=finished,
+    )
+
+
+def kb_in(catalog: CatalogStore, name: str) -> KnowledgeBase:
+    return catalog.create_kb(KnowledgeBase(id=uuid.uuid4().hex, name=name, created_at=NOW - 90 * DAY))
+
+
+@pytest.fixture(params=["sqlite", "dynamodb"])
+def catalog(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    if request.param == "sqlite":
+        yield SqliteCatalogStore(tmp_path / "catalog.sqlite")
+        return
+    moto = pytest.importorskip("moto")
+    import boto3
+
+    from ragstep.adapters.catalog.dynamodb import DynamoCatalogStore
+
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "eu-west-1",
+        "AWS_CONFIG_FILE": "/dev/null",
+    }.items():
+        monkeypatch.setenv(name, value)
+    with moto.mock_aws():
+        boto3.client("dynamodb").create_table(
+            TableName=TABLE,
+            BillingMode="PAY_PER_REQUEST",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+        )
+        yield DynamoCatalogStore(TABLE)
+
+
+def test_only_finished_jobs_past_the_retention_go(catalog: CatalogStore) -> None:
+    kb, other = kb_in(catalog, "handbook"), kb_in(catalog, "other")
+    keep = [
+        job(kb, "queued", None),
+        job(kb, "running", None),
+        job(kb, "indexed", 1),  # finished recently
+        job(other, "failed", 1),
+    ]
+    old = [job(kb, "indexed", 40), job(kb, "failed", 31), job(kb, "duplicate", 90), job(other, "unchanged", 45)]
+    for j in [*keep, *old]:
+        catalog.put_job(j)
+    assert catalog.prune_jobs(NOW - 30 * DAY, kb.id) == 3  # one knowledge base
+    assert catalog.prune_jobs(NOW - 30 * DAY) == 1  # then every one
+    assert sorted(j.id for j in catalog.list_jobs()) == sorted(j.id for j in keep)
+    assert catalog.get_job(old[0].id) is None and catalog.get_job(keep[0].id) is not None
+    assert catalog.prune_jobs(NOW - 30 * DAY) == 0
+
+
+def test_a_key_limited_to_one_knowledge_base_prunes_only_there(tmp_path: Path) -> None:
+    clients = Clients(Settings(data_dir=tmp_path / "data"))
+    full = clients.context()
+    mine, theirs = kb_in(full.catalog, "mine"), kb_in(full.catalog, "theirs")
+    full.catalog.put_job(job(mine, "indexed", 40))
+    full.catalog.put_job(job(theirs, "indexed", 40))
+    limited = clients.context(allowed_kbs=("mine",))
+    assert prune_jobs(limited, 30 * DAY, now=NOW) == 1
+    assert [j.knowledge_base_id for j in full.catalog.list_jobs()] == [theirs.id]
+    with pytest.raises(InputError, match="0 or more"):
+        prune_jobs(full, -1)
+
+
+def test_the_worker_prunes_each_tenant_when_it_starts(tmp_path: Path) -> None:
+    clients = Clients(Settings(data_dir=tmp_path / "data", job_retention_days=7))
+    now = time.time()
+    for tenant in ("default", "acme"):
+        ctx = clients.context(tenant)
+        kb = kb_in(ctx.catalog, "docs")
+        ctx.catalog.put_job(job(kb, "indexed", None).model_copy(update={"finished_at": now - 8 * DAY}))
+        ctx.catalog.put_job(job(kb, "indexed", None).model_copy(update={"finished_at": now - 6 * DAY}))
+    runner = JobRunner(clients)
+    try:
+        assert runner.resume() == 0  # nothing pending to run again
+    finally:
+        runner.shutdown()
+    for tenant in ("default", "acme"):
+        left = clients.context(tenant).catalog.list_jobs()
+        assert [round((now - (j.finished_at or 0)) / DAY) for j in left] == [6], tenant
+    assert runner.prune("acme") == 0  # not again within the hour
+
+
+def test_the_cli_prunes_every_tenant_or_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data_dir = tmp_path / "data"
+    clients = Clients(Settings(data_dir=data_dir))
+    now = time.time()
+    for tenant in ("default", "acme"):
+        ctx = clients.context(tenant)
+        kb = kb_in(ctx.catalog, "docs")
+        for days in (2, 10, 40):
+            ctx.catalog.put_job(job(kb, "failed", None).model_copy(update={"finished_at": now - days * DAY}))
+    dd = ("--data-dir", str(data_dir))
+    code, out, _ = run_cli(capsys, "jobs", "prune", "--older-than", "30", "--tenant", "acme", "--json", *dd)
+    assert code == 0 and json.loads(out) == {"older_than_days": 30.0, "removed": {"acme": 1}}
+    code, out, _ = run_cli(capsys, "jobs", "prune", "--older-than", "5", *dd)
+    assert code == 0 and out.strip() == "removed 3 ingestion jobs finished more than 5 days ago"
+    with pytest.raises(SystemExit) as refused:
+        run_cli(capsys, "jobs", "prune", "--older-than", "-1", *dd)
+    assert refused.value.code == 2 and "give 0 or more" in capsys.readouterr().err
+    assert [len(clients.context(t).catalog.list_jobs()) for t in ("default", "acme")] == [1, 1]

@@ -1,0 +1,294 @@
+"""The S3-snapshot index against S3 served by moto on 127.0.0.1: each ``Clients`` (own data dir) plays one Lambda
+container, so what one writes another must find through S3 alone."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ragstep.adapters.index._s3generations import GenerationGone
+from ragstep.adapters.index.s3snapshot import S3SnapshotIndex
+from ragstep.app.ingest import new_ingest_state
+from ragstep.app.search import knowledge_search
+from ragstep.context import Clients, Context
+from ragstep.errors import InputError
+from ragstep.models import Chunk, KnowledgeBase, SearchRequest
+from ragstep.pipeline import run_pipeline
+from ragstep.ports import SearchFilter
+from ragstep.retrieval.text import tokenize
+from ragstep.settings import Settings
+from ragstep.stages.ingest.products import source_blob_key
+
+boto3 = pytest.importorskip("boto3")
+pytest.importorskip("flask")  # moto[server]
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app  # noqa: E402
+from werkzeug.serving import make_server  # noqa: E402
+
+pytestmark = pytest.mark.aws
+
+REGION = "eu-west-1"
+SPACE = "precomputed:test"
+
+
+@pytest.fixture(scope="module")
+def s3_url() -> Iterator[str]:
+    # One request at a time: S3 applies a conditional PutObject atomically, moto checks then writes, so two
+    # concurrent requests could both pass its check. Served serially, moto keeps S3's guarantee; the clients still
+    # race each other between requests, which is what the tests exercise.
+    server = make_server("127.0.0.1", 0, DomainDispatcherApplication(create_backend_app), threaded=False)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.port}"
+    server.shutdown()
+
+
+@pytest.fixture
+def bucket(s3_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_url)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    name = f"ragstep-{uuid.uuid4().hex[:12]}"
+    s3().create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": REGION})
+    return name
+
+
+def s3() -> Any:
+    return boto3.client("s3", region_name=REGION)
+
+
+def container(tmp_path: Path, bucket: str, **settings: Any) -> S3SnapshotIndex:
+    """One Lambda container's index of the default tenant (its own /tmp)."""
+    settings = {"index_s3_refresh_s": 0.0, **settings}
+    clients = Clients(
+        Settings(
+            data_dir=tmp_path / uuid.uuid4().hex[:8], index_backend="s3snapshot", index_s3_bucket=bucket, **settings
+        )
+    )
+    index = clients.context().index
+    assert isinstance(index, S3SnapshotIndex)
+    return index
+
+
+def doc(kb: str, kid: str, *texts: str) -> tuple[list[Chunk], np.ndarray]:
+    chunks = [
+        Chunk(id=f"{kid}-{i}", knowledge_id=kid, knowledge_base_id=kb, content=t, chunk_index=i)
+        for i, t in enumerate(texts)
+    ]
+    rng = np.random.default_rng(abs(hash(kid)) % 2**32)
+    return chunks, rng.standard_normal((len(texts), 8)).astype(np.float32)
+
+
+def found(index: S3SnapshotIndex, query: str, kb: str) -> list[str]:
+    return [h.chunk_id for h in index.keyword_search(tokenize(query), SearchFilter(knowledge_base_ids=(kb,)), 10, 0.0)]
+
+
+def keys(bucket: str) -> list[str]:
+    pages = s3().get_paginator("list_objects_v2").paginate(Bucket=bucket)
+    return sorted(o["Key"] for page in pages for o in page.get("Contents", ()))
+
+
+def test_what_one_container_ingests_another_finds(tmp_path: Path, bucket: str) -> None:
+    writer, reader = container(tmp_path, bucket), container(tmp_path, bucket)
+    chunks, vectors = doc("kb1", "k1", "the quick brown fox", "jumps over the lazy dog")
+    writer.replace_knowledge("k1", chunks, vectors, SPACE)
+
+    assert found(reader, "fox", "kb1") == ["k1-0"]
+    hits = reader.vector_search(vectors[1], SPACE, SearchFilter(knowledge_base_ids=("kb1",)), 1, 0.0)
+    assert [h.chunk_id for h in hits] == ["k1-1"] and hits[0].score == pytest.approx(1.0, abs=1e-5)
+    # Reads by id find the knowledge base without being told which (as the rerank and merge stages ask).
+    cold = container(tmp_path, bucket)
+    assert cold.fetch(["k1-1"])["k1-1"].content == "jumps over the lazy dog"
+    assert set(cold.vectors(["k1-0"], SPACE)) == {"k1-0"}
+    assert cold.stats().chunks == 2
+    pointer = [k for k in keys(bucket) if k.endswith("current.json")]
+    assert pointer == ["tenants/default/index/kb1/current.json"]
+
+
+def test_reads_by_id_load_another_knowledge_base_only_for_ids_the_loaded_ones_lack(tmp_path: Path, bucket: str) -> None:
+    writer = container(tmp_path, bucket)
+    chunks, _ = doc("kb1", "k1", "alpha beta")
+    writer.replace_knowledge("k1", chunks)  # keywords only: no vectors
+    writer.replace_knowledge("k2", *doc("kb2", "k2", "gamma delta"), SPACE)
+    reader = container(tmp_path, bucket)
+    assert found(reader, "alpha", "kb1") == ["k1-0"]
+    # Held by kb1 but not returned (no vector; no chunk at index 5): nothing else is downloaded.
+    assert reader.vectors(["k1-0"], SPACE) == {}
+    assert reader.chunks_at({"k1": [5]}) == {}
+    assert not (reader.cache_dir / "kb2").exists()
+    assert set(reader.fetch(["k1-0", "k2-0"])) == {"k1-0", "k2-0"}  # k2-0 is in no loaded one: kb2 is loaded
+    assert (reader.cache_dir / "kb2").is_dir()
+
+
+def test_a_warm_reader_sees_the_next_generation_and_skips_unchanged_ones(tmp_path: Path, bucket: str) -> None:
+    writer, reader = container(tmp_path, bucket), container(tmp_path, bucket)
+    writer.replace_knowledge("k1", *doc("kb1", "k1", "apples and pears"), SPACE)
+    assert found(reader, "apples", "kb1") == ["k1-0"]
+    loaded = reader._current("kb1").index
+    assert found(reader, "apples", "kb1") == ["k1-0"]
+    assert reader._current("kb1").index is loaded  # pointer unchanged: nothing reloaded
+
+    writer.replace_knowledge("k1", *doc("kb1", "k1", "plums only"), SPACE)
+    assert found(reader, "apples", "kb1") == []
+    assert found(reader, "plums", "kb1") == ["k1-0"]
+
+    # With a refresh interval, a warm reader keeps its generation until the interval has passed.
+    lazy = container(tmp_path, bucket, index_s3_refresh_s=3600)
+    assert found(lazy, "plums", "kb1") == ["k1-0"]
+    writer.replace_knowledge("k2", *doc("kb1", "k2", "cherries"), SPACE)
+    assert found(lazy, "cherries", "kb1") == []
+    assert found(reader, "cherries", "kb1") == ["k2-0"]
+
+
+@pytest.mark.slow
+def test_concurrent_ingests_into_one_knowledge_base_keep_every_document(tmp_path: Path, bucket: str) -> None:
+    writers = [container(tmp_path, bucket) for _ in range(2)]
+    start = threading.Barrier(len(writers))
+    errors: list[BaseException] = []
+
+    def ingest(i: int, index: S3SnapshotIndex) -> None:
+        try:
+            start.wait()
+            for j in range(2):
+                kid = f"w{i}d{j}"
+                index.replace_knowledge(kid, *doc("kb1", kid, f"document {kid} marker{i}x{j}"), SPACE)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=ingest, args=(i, w)) for i, w in enumerate(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    reader = container(tmp_path, bucket)
+    assert reader.stats().chunks == 4
+    for i in range(2):
+        for j in range(2):
+            assert found(reader, f"marker{i}x{j}", "kb1") == [f"w{i}d{j}-0"]
+    # Generations that lost a race were deleted; the ones replaced wait for the grace period.
+    folders = {k.split("/")[4] for k in keys(bucket) if "/gen-" in k}
+    assert len(folders) <= 4
+
+
+@pytest.mark.slow
+def test_delete_and_disable_reach_other_containers(tmp_path: Path, bucket: str) -> None:
+    writer, api, reader = (container(tmp_path, bucket) for _ in range(3))
+    writer.replace_knowledge("k1", *doc("kb1", "k1", "red apples", "green apples"), SPACE)
+    writer.replace_knowledge("k2", *doc("kb2", "k2", "red cars"), SPACE)
+    everywhere = SearchFilter()
+    assert len(reader.keyword_search(["red"], everywhere, 10, 0.0)) == 2
+
+    assert api.set_enabled(["k1-0"], False) == 1  # the API function never loaded kb1 before
+    assert found(reader, "red", "kb1") == []
+    assert reader.fetch(["k1-0"])["k1-0"].enabled is False
+    assert api.set_enabled(["k1-0"], True) == 1
+    assert found(reader, "red", "kb1") == ["k1-0"]
+
+    assert api.set_enabled(["k1-0", "k1-1"], False) == 2
+    assert api.delete_knowledge(["k1"]) == 2  # disabled chunks are found and deleted too
+    assert reader.fetch(["k1-0", "k1-1"]) == {}
+    assert api.delete_knowledge(["k1"]) == 0
+    assert [h.chunk_id for h in reader.keyword_search(["red"], everywhere, 10, 0.0)] == ["k2-0"]
+
+    assert api.delete_knowledge_base("kb2") == 1
+    assert reader.keyword_search(["red"], everywhere, 10, 0.0) == []
+    assert not [k for k in keys(bucket) if "/kb2/" in k]
+
+
+def test_a_reader_survives_the_generation_it_is_loading_being_pruned(tmp_path: Path, bucket: str) -> None:
+    writer = container(tmp_path, bucket, index_s3_prune_grace_s=0.0)
+    reader = container(tmp_path, bucket)
+    writer.replace_knowledge("k1", *doc("kb1", "k1", "first version"), SPACE)
+    assert found(reader, "first", "kb1") == ["k1-0"]  # warm on generation 1
+    read = reader.store.pointer("kb1")  # a cold reader read the pointer of generation 1 ...
+    assert read is not None and not isinstance(read, str)
+
+    time.sleep(0.01)
+    writer.replace_knowledge("k1", *doc("kb1", "k1", "second version"), SPACE)  # ... then it was replaced and pruned
+    assert not [k for k in keys(bucket) if f"/{read.folder}/" in k]
+    with pytest.raises(GenerationGone):
+        reader.store.download("kb1", read, tmp_path / "partial")
+    # The warm reader still answers from its copy until it sees the new pointer; then it loads the new generation.
+    assert found(container(tmp_path, bucket), "second", "kb1") == ["k1-0"]
+    assert found(reader, "second", "kb1") == ["k1-0"]
+
+
+def test_the_size_limit_refuses_the_write_and_the_soft_limit_warns(tmp_path: Path, bucket: str) -> None:
+    writer = container(tmp_path, bucket, index_s3_warn_bytes=1, index_s3_max_bytes=10_000_000)
+    assert writer.capacity_warning("kb1") is None
+    writer.replace_knowledge("k1", *doc("kb1", "k1", "small document"), SPACE)
+    warning = writer.capacity_warning("kb1")
+    assert warning and "RAGSTEP_INDEX_S3_WARN_BYTES" in warning and "OpenSearchEndpoint" in warning
+
+    tight = container(tmp_path, bucket, index_s3_max_bytes=1000)
+    before = keys(bucket)
+    with pytest.raises(InputError) as refused:
+        tight.replace_knowledge("k2", *doc("kb1", "k2", "one more"), SPACE)
+    message = refused.value.message
+    assert "RAGSTEP_INDEX_S3_MAX_BYTES" in message and "OpenSearchEndpoint" in message
+    assert "CreateOpenSearchDomain" in message
+    assert keys(bucket) == before  # nothing uploaded, nothing published
+    assert found(container(tmp_path, bucket), "document", "kb1") == ["k1-0"]
+
+
+@pytest.mark.slow
+def test_the_ingest_pipeline_and_the_search_pipeline_share_only_s3_and_dynamodb(
+    tmp_path: Path, bucket: str, s3_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The deployed shape: ingest_index in one container, search in another, the catalog in DynamoDB; a knowledge
+    base over the soft limit gets the warning on the ingest trace."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", s3_url)
+    table = f"catalog-{uuid.uuid4().hex[:8]}"
+    boto3.client("dynamodb", region_name=REGION).create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+    def context(name: str) -> Context:
+        settings = Settings(
+            data_dir=tmp_path / name,
+            index_backend="s3snapshot",
+            index_s3_bucket=bucket,
+            index_s3_warn_bytes=1,
+            catalog_backend="dynamodb",
+            catalog_table=table,
+        )
+        return Clients(settings).context()
+
+    ingest, search = context("ingest"), context("search")
+    kb = ingest.catalog.create_kb(KnowledgeBase(id=uuid.uuid4().hex, name="notes", created_at=time.time()))
+    data = b"# Tides\n\nThe harbour floods at the spring tide, twice a month.\n"
+    digest = hashlib.sha256(data).hexdigest()
+    key = source_blob_key(kb.id, "k1", digest, "tides.md")
+    ingest.blobs.put(key, data)
+    state = new_ingest_state(kb, knowledge_id="k1", blob_key=key, filename="tides.md", content_hash=digest)
+    done = run_pipeline("ingest", state, ingest)
+    assert done.status == "indexed"
+    index_row = next(t for t in done.trace if t.stage == "ingest_index" and t.action == "run")
+    assert index_row.reason and "RAGSTEP_INDEX_S3_WARN_BYTES" in index_row.reason
+
+    found = knowledge_search(SearchRequest(query="spring tide", knowledge_base_ids=[kb.id]), search)
+    assert [r.knowledge_id for r in found.final_results] == ["k1"]
+
+
+def test_each_tenant_has_its_own_prefix(tmp_path: Path, bucket: str) -> None:
+    settings = Settings(data_dir=tmp_path / "acme", index_backend="s3snapshot", index_s3_bucket=bucket)
+    acme = Clients(settings).context("acme").index
+    acme.replace_knowledge("k1", *doc("kb1", "k1", "tenant secret"), SPACE)
+    assert {k.split("/index/")[0] for k in keys(bucket)} == {"tenants/acme"}
+    assert found(container(tmp_path, bucket), "secret", "kb1") == []  # the default tenant sees none of it
+    assert [h.chunk_id for h in acme.keyword_search(["secret"], SearchFilter(), 5, 0.0)] == ["k1-0"]

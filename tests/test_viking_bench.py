@@ -1,0 +1,33 @@
+"""The hierarchical bench's corpus and questions: built deterministically from documentation trees."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ragstep.bench.viking import build_corpus, make_questions, rst_to_markdown
+
+
+def test_rst_headings_become_markdown_headings() -> None:
+    text = "****\nTop\n****\n\nIntro.\n\nFirst part\n==========\n\nSub part\n--------\n\nMore\n==========\nx\n"
+    assert rst_to_markdown(text) == "# Top\n\nIntro.\n\n## First part\n\n### Sub part\n\n## More\nx\n"
+
+
+def test_questions_are_deep_headings_no_other_document_has(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "guide").mkdir(parents=True)
+    (src / "guide" / "install.md").write_text("# Install\n\n## Offline wheel installs\n\n## See also\n\n## Notes\n")
+    (src / "guide" / "proxy.rst").write_text("Proxy\n=====\n\nCorporate proxy settings\n------------------------\n")
+    (src / "other.md").write_text("# Other\n\n## See also\n\n## Very first heading\n")
+    out = tmp_path / "out"
+    docs = build_corpus(out, {"tool": src})
+    assert docs == ["tool/guide/install.md", "tool/guide/proxy.md", "tool/other.md"]
+    # "See also" is in two documents, "Notes" is one word, each document's first heading is its title.
+    assert make_questions(out, docs, 10) == [
+        ("Offline wheel installs", "tool/guide/install.md"),
+        ("Corporate proxy settings", "tool/guide/proxy.md"),
+        ("Very first heading", "tool/other.md"),
+    ]
+    assert make_questions(out, docs, 2) == [
+        ("Offline wheel installs", "tool/guide/install.md"),
+        ("Corporate proxy settings", "tool/guide/proxy.md"),
+    ]
