@@ -149,7 +149,7 @@ def run_s3snapshot(
         pointer = writer.store.pointer(kb)
         if not isinstance(pointer, Pointer):
             raise StorageError(f"the knowledge base {kb} has no pointer after its write")
-        out["generation_mb"] = round(pointer.size / 1e6, 1)
+        out["generation_mb"] = round(pointer.size / 1e6, 3)
         out["generation_files"] = len(pointer.files)
         out["bytes_per_chunk"] = round(pointer.size / docs)
 
