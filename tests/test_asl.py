@@ -269,24 +269,10 @@ def test_asl_validator_rejects_a_broken_definition(tmp_path: Path) -> None:
 
 
 def load_template() -> dict[str, Any]:
-    yaml = pytest.importorskip("yaml", reason="PyYAML (installed with cfn-lint) reads template.yaml")
+    pytest.importorskip("yaml", reason="PyYAML (installed with cfn-lint) reads template.yaml")
+    from support.stack_template import load
 
-    class CfnLoader(yaml.SafeLoader):
-        pass
-
-    def intrinsic(loader: Any, suffix: str, node: Any) -> dict[str, Any]:
-        if isinstance(node, yaml.ScalarNode):
-            value: Any = loader.construct_scalar(node)
-        elif isinstance(node, yaml.SequenceNode):
-            value = loader.construct_sequence(node, deep=True)
-        else:
-            value = loader.construct_mapping(node, deep=True)
-        if suffix == "GetAtt" and isinstance(value, str):
-            value = value.split(".", 1)
-        return {"Ref" if suffix == "Ref" else f"Fn::{suffix}": value}
-
-    CfnLoader.add_multi_constructor("!", intrinsic)
-    return yaml.load(TEMPLATE.read_text(encoding="utf-8"), Loader=CfnLoader)
+    return load(TEMPLATE)
 
 
 @pytest.mark.parametrize("pipeline", list(PIPELINES.values()), ids=lambda p: p.name)
