@@ -922,3 +922,14 @@ def test_process_user_error_has_no_traceback(tmp_path: Path) -> None:
     err = run.stderr.decode("utf-8")
     assert_user_error(run.returncode, err)
     assert "cannot open data dir" in err
+
+
+def test_a_reader_that_goes_away_is_not_an_error(tmp_path: Path) -> None:
+    # `ragstep search ... | head -1`: the pipe closes before ragstep has written; it exits quietly, status 0.
+    cmd = [sys.executable, "-m", "ragstep.entry.cli.main", "--data-dir", str(tmp_path), "kb", "list"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # long before the interpreter has started: its first write meets a closed pipe
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0, err
+    assert err == ""

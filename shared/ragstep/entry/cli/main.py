@@ -190,6 +190,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`ragstep search ... | head`): not an error of ours. Point stdout at /dev/null so the
+        # interpreter's final flush does not raise again on the closed pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as exc:
         if os.environ.get("RAGSTEP_DEBUG"):
             raise
