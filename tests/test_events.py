@@ -8,7 +8,6 @@ import hashlib
 import hmac
 import json
 import random
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,12 +18,11 @@ import pytest
 
 from ragstep.adapters.channels.replies import ResultReplies
 from ragstep.app.channels.retrieval_events import RetrievalEvents
-from ragstep.app.ingest import ingest_file
 from ragstep.context import Clients
 from ragstep.errors import InputError, ProviderError
 from ragstep.models import KnowledgeBase
 from ragstep.settings import Settings
-from support.api_server import DOCS
+from support.api_server import DOCS, seed_docs
 from support.scripted_http import ScriptedHTTPServer, ScriptedResponse
 from test_handlers import LambdaContext
 
@@ -145,14 +143,7 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
         runtime.reset()
         monkeypatch.setattr(retrieval_events, "_events", None)
         clients = runtime.get_clients()
-        ctx = clients.context()
-        kb = KnowledgeBase(id=uuid.uuid4().hex, name="docs", embedding_model="none", created_at=time.time())
-        ctx.catalog.create_kb(kb)
-        folder = tmp_path / "docs"
-        folder.mkdir()
-        for name, text in DOCS.items():
-            (folder / name).write_text(text, encoding="utf-8")
-            assert ingest_file(folder / name, kb, ctx).status == "indexed"
+        seed_docs(clients.context(), tmp_path / "docs")
         yield Stack(sqs, events, s3, requests, dlq, replies, observed, "blobs", clients)
         runtime.reset()
 

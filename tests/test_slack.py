@@ -23,14 +23,13 @@ from slack_sdk.signature import SignatureVerifier
 from ragstep.app.channels.slack_format import knowledge_bases_for, sources_block, split_message, to_mrkdwn
 from ragstep.app.channels.slack_intake import is_question
 from ragstep.app.channels.slack_worker import PLACEHOLDER
-from ragstep.app.ingest import ingest_file
 from ragstep.context import Clients
 from ragstep.entry.cli.slack import PATH, SlackDevServer
 from ragstep.errors import InputError
-from ragstep.models import KnowledgeBase, SearchResult
+from ragstep.models import SearchResult
 from ragstep.settings import Settings
 from ragstep.signing import slack_request_ok, slack_signature
-from support.api_server import DOCS
+from support.api_server import seed_docs
 from support.llm_server import LLMServer, Reply, sse, streamed
 from support.slack_server import SlackWorkspace, slack_api
 
@@ -92,14 +91,7 @@ def slack_bot(tmp_path: Path, **settings: Any) -> Iterator[Bot]:
                 **{"slack_knowledge_bases": "*=docs", **settings},
             )
         )
-        ctx = clients.context()
-        kb = KnowledgeBase(id=uuid.uuid4().hex, name="docs", embedding_model="none", created_at=time.time())
-        ctx.catalog.create_kb(kb)
-        folder = tmp_path / "docs"
-        folder.mkdir(exist_ok=True)
-        for name, text in DOCS.items():
-            (folder / name).write_text(text, encoding="utf-8")
-            assert ingest_file(folder / name, kb, ctx).status == "indexed"
+        seed_docs(clients.context(), tmp_path / "docs")
         server = SlackDevServer(clients, ("127.0.0.1", 0))
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()

@@ -9,14 +9,12 @@ import signal
 import sqlite3
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from ragstep.app.ingest import ingest_file
 from ragstep.app.keys import create_key, split_key
 from ragstep.bench.coldstart_chat import ADAPTER_ENV, function_env, run_sh, start_function
 from ragstep.context import Clients
@@ -24,7 +22,7 @@ from ragstep.entry.aws import runtime
 from ragstep.entry.aws.stream_url import LambdaApp, port
 from ragstep.models import KnowledgeBase
 from ragstep.settings import Settings
-from support.api_server import DOCS
+from support.api_server import seed_docs
 from support.llm_server import LLMServer, Reply, sse, streamed
 from test_asl import load_template
 
@@ -56,14 +54,7 @@ def test_the_template_serves_the_app_through_the_adapter_behind_a_streaming_url(
 
 def prepared(data_dir: Path, docs: Path) -> tuple[KnowledgeBase, str]:
     clients = Clients(Settings(data_dir=data_dir))
-    ctx = clients.context()
-    kb = ctx.catalog.create_kb(
-        KnowledgeBase(id=uuid.uuid4().hex, name="docs", embedding_model="none", created_at=time.time())
-    )
-    docs.mkdir()
-    for name, text in DOCS.items():
-        (docs / name).write_text(text, encoding="utf-8")
-        assert ingest_file(docs / name, kb, ctx).status == "indexed"
+    kb = seed_docs(clients.context(), docs)
     return kb, create_key(clients.keys, "default", ["chat"]).secret
 
 

@@ -89,17 +89,22 @@ class Served:
         ]
 
 
-@contextmanager
-def serve(tmp_path: Path, **settings: Any) -> Iterator[Served]:
-    clients = Clients(Settings(data_dir=tmp_path / "data", **settings))
-    ctx = clients.context()
+def seed_docs(ctx: Context, folder: Path) -> KnowledgeBase:
+    """A keyword-only knowledge base ``docs`` holding :data:`DOCS`, written into ``folder`` and ingested."""
     kb = KnowledgeBase(id=uuid.uuid4().hex, name="docs", embedding_model="none", created_at=time.time())
     ctx.catalog.create_kb(kb)
-    folder = tmp_path / "docs"
     folder.mkdir(exist_ok=True)
     for name, text in DOCS.items():
         (folder / name).write_text(text, encoding="utf-8")
         assert ingest_file(folder / name, kb, ctx).status == "indexed"
+    return kb
+
+
+@contextmanager
+def serve(tmp_path: Path, **settings: Any) -> Iterator[Served]:
+    clients = Clients(Settings(data_dir=tmp_path / "data", **settings))
+    ctx = clients.context()
+    kb = seed_docs(ctx, tmp_path / "docs")
     key = create_key(clients.keys, "default", ["chat"]).secret
     with api_server(clients) as base:
         yield Served(ctx=ctx, kb=kb, base=base, key=key)
