@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import errno
 import json
+import multiprocessing
 import os
 import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 import pytest
@@ -254,6 +256,34 @@ def test_one_connection_per_thread(tmp_path: Path) -> None:
     assert db.connection() is db.connection()
     others = run_in_threads(lambda _: id(db.connection()), 2)
     assert id(db.connection()) not in others
+
+
+_SCHEMA = "CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY, n INTEGER NOT NULL);"
+
+
+def _open_and_write(path: str, start: Any) -> str:
+    start.wait()
+    try:
+        db = SqliteDatabase(Path(path), _SCHEMA)
+        with db.write() as conn:
+            conn.execute("INSERT INTO t VALUES (?, 1) ON CONFLICT (k) DO UPDATE SET n = n + 1", ("k",))
+    except StorageError as exc:
+        return str(exc)
+    return "ok"
+
+
+def test_processes_creating_one_database_at_once_all_succeed(tmp_path: Path) -> None:
+    # Two `ragstep ingest` runs on a fresh data dir once failed one file with "database is locked": SQLite fails a
+    # lock upgrade at once (no busy wait) when two processes both switch a new file to WAL or create its tables.
+    workers, rounds = 4, 12
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Manager() as manager, ctx.Pool(workers) as pool:
+        for i in range(rounds):
+            path = str(tmp_path / f"db{i}.sqlite")
+            start = manager.Barrier(workers)
+            assert pool.starmap(_open_and_write, [(path, start)] * workers) == ["ok"] * workers
+            with sqlite3.connect(path) as raw:
+                assert raw.execute("SELECT n FROM t").fetchone() == (workers,)
 
 
 # -- catalog -------------------------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -35,6 +36,26 @@ def storage_error(path: Path, exc: sqlite3.Error) -> StorageError:
     return StorageError(f"cannot use database {path}: {text}; {hint}")
 
 
+def _retry_while_busy(step: Callable[[], object]) -> None:
+    """Run ``step`` again while SQLite reports the database busy or locked, for up to the busy timeout.
+
+    For the few operations where SQLite returns SQLITE_BUSY without calling the busy handler (it does so to break
+    a lock-upgrade deadlock), so a second process waits like it would anywhere else instead of failing.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    pause = 0.005
+    while True:
+        try:
+            step()
+            return
+        except sqlite3.OperationalError as exc:
+            text = str(exc)
+            if ("locked" not in text and "busy" not in text) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.25)
+
+
 class SqliteDatabase:
     """One SQLite file opened lazily, one connection per thread.
 
@@ -54,11 +75,22 @@ class SqliteDatabase:
         if self.path.is_dir():
             raise StorageError(f"cannot open database {self.path}: it is a directory; pass a file path")
         self._local = threading.local()
-        # Create the schema now so a bad path fails at construction, not on the first request.
+        # Create the schema now so a bad path fails at construction, not on the first request. IMMEDIATE takes the
+        # write lock through the busy handler; in autocommit, two processes creating one file at once could each
+        # hold a read lock and want the write lock, and SQLite fails one of them at once instead of waiting.
         try:
-            self.connection().executescript(schema)
+            _retry_while_busy(lambda: self._run_script(f"BEGIN IMMEDIATE;\n{schema}\nCOMMIT;"))
         except sqlite3.Error as exc:
             raise storage_error(self.path, exc) from exc
+
+    def _run_script(self, script: str) -> None:
+        conn = self.connection()
+        try:
+            conn.executescript(script)
+        except sqlite3.Error:
+            if conn.in_transaction:  # a script that failed half-way leaves its transaction open
+                conn.execute("ROLLBACK")
+            raise
 
     def connection(self) -> sqlite3.Connection:
         """The calling thread's connection, opened on first use."""
@@ -68,7 +100,9 @@ class SqliteDatabase:
                 # isolation_level=None: no implicit transactions; writes BEGIN IMMEDIATE explicitly (write()).
                 conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
                 conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")  # before WAL: switching needs a lock
-                conn.execute("PRAGMA journal_mode=WAL")
+                # Switching a new file to WAL can fail at once (no busy wait) while another process switches it
+                # too: two `ragstep ingest` runs on a fresh data dir did (CI); retried until the busy timeout.
+                _retry_while_busy(lambda: conn.execute("PRAGMA journal_mode=WAL"))
                 conn.execute("PRAGMA synchronous=FULL")  # a committed turn or catalog row survives power loss
             except sqlite3.Error as exc:
                 raise storage_error(self.path, exc) from exc
