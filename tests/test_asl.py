@@ -13,7 +13,7 @@ import pytest
 
 from ragstep.pipeline import Parallel, Pipeline, Stage, asl
 from ragstep.pipeline.definitions import DEPLOYED_PIPELINES as PIPELINES  # the ones with state machines
-from ragstep.pipeline.definitions import Stream
+from ragstep.pipeline.definitions import Stream, get_pipeline, payload_limit
 
 ROOT = Path(__file__).resolve().parents[1]
 STATEMACHINE = ROOT / "statemachine"
@@ -153,7 +153,8 @@ def test_errors_raised_by_ragstep_are_never_retried() -> None:
 
 @pytest.mark.parametrize("pipeline", list(PIPELINES.values()), ids=lambda p: p.name)
 def test_stage_order_matches_the_declaration(pipeline: Pipeline) -> None:
-    assert task_order(committed(pipeline)) == pipeline.stage_names()
+    joins = [f"{step.name} join" for step in pipeline.steps if isinstance(step, Parallel)]
+    assert [t for t in task_order(committed(pipeline)) if t not in joins] == pipeline.stage_names()
     assert committed(pipeline)["Comment"].startswith(f"ragstep pipeline {pipeline.name!r}")
 
 
@@ -184,6 +185,31 @@ def test_a_parallel_step_becomes_a_parallel_state_and_a_join() -> None:
             for target in [state.get("Next"), *(c["Next"] for c in state.get("Catch", []))]:
                 assert target is None or target in states
         assert sum(1 for s in states.values() if s.get("End")) == 1
+
+
+def test_the_rag_machine_runs_the_parallel_steps_of_rag_stream() -> None:
+    """The deployed rag machine understands and searches the question as rag_stream does in-process: two Parallel
+    states (the input passed on beside each branch), each followed by its join."""
+    machine = committed(PIPELINES["rag"])
+    declared = {s.name: s for s in get_pipeline("rag_stream").steps if isinstance(s, Parallel)}
+    assert machine["StartAt"] == "understand_query"
+    assert machine["States"]["understand_query join"]["Next"] == "search"
+    assert machine["States"]["search join"]["Next"] == "chunk_rerank"
+    for name, step in declared.items():
+        state = machine["States"][name]
+        assert state["Type"] == "Parallel" and state["Next"] == f"{name} join"
+        assert [b["StartAt"] for b in state["Branches"]] == [f"{name} input", *(b[0].name for b in step.branches)]
+        assert machine["States"][f"{name} join"]["Resource"] == "${JoinFunctionArn}"
+        assert state["Catch"] == [{"ErrorEquals": ["States.ALL"], "ResultPath": "$", "Next": f"{name} failed"}]
+
+
+def test_states_of_a_pipeline_with_parallel_steps_share_the_payload_quota() -> None:
+    """A Parallel state's output is [input, branch 1, branch 2] in one payload: each state gets a third of the
+    quota (less the array's punctuation), so the three always fit; pipelines without Parallel keep it whole."""
+    quota = 256 * 1024
+    share = payload_limit("rag", quota)
+    assert 3 * share + len("[, , ]") <= quota and share > quota // 4
+    assert payload_limit("knowledge_search", quota) == payload_limit("no_such_pipeline", quota) == quota
 
 
 def test_a_stream_step_is_a_task_whose_function_drains_it() -> None:
@@ -299,6 +325,10 @@ def test_template_wires_each_state_machine_to_its_functions(pipeline: Pipeline) 
             "Fn::GetAtt": [logical_id, "Arn"]
         }
         assert logical_id in invoked, f"the state machine may not invoke {logical_id}"
+    if any(isinstance(step, Parallel) for step in pipeline.steps):
+        join = resources[f"{asl.JOIN_FUNCTION}Function"]["Properties"]
+        assert join["CodeUri"].rstrip("/") == "functions/join" and join["Handler"] == "app.handler"
+        assert f"{asl.JOIN_FUNCTION}Function" in invoked, "the state machine may not invoke the join"
 
 
 def test_template_functions_exist_and_the_api_has_outputs() -> None:
@@ -361,6 +391,20 @@ def test_template_api_runs_the_search_state_machine_synchronously() -> None:
     assert start["Action"] == ["states:StartSyncExecution"]
     assert start["Resource"] == {"Ref": "KnowledgeSearchStateMachine"}, "only the search state machine"
     assert load_template()["Parameters"]["Executor"]["AllowedValues"] == ["stepfunctions", "inprocess"]
+
+
+def test_the_events_consumer_finishes_a_batch_before_the_queue_hands_it_out_again() -> None:
+    """The retrieval-events consumer runs its batch's records one after another: a knowledge_search on Step Functions
+    ends with the EXPRESS machine's TimeoutSeconds, a rag answer (in-process) may take as long as the answer stage's
+    function may. A batch must end inside the function's Timeout, and the queue's visibility timeout be six times
+    it (what Lambda's SQS event source asks), or a message is handed out again while it is still being processed."""
+    resources = load_template()["Resources"]
+    function = resources["RetrievalEventsFunction"]["Properties"]
+    source = function["Events"]["Requests"]["Properties"]
+    record_budget = max(resources["ChatCompletionFunction"]["Properties"]["Timeout"], asl.EXPRESS_TIMEOUT_SECONDS)
+    assert source["BatchSize"] * record_budget <= function["Timeout"]
+    assert resources["RetrievalRequestsQueue"]["Properties"]["VisibilityTimeout"] >= 6 * function["Timeout"]
+    assert function["Environment"]["Variables"]["RAGSTEP_STATE_MACHINE_ARN"] == {"Ref": "KnowledgeSearchStateMachine"}
 
 
 def test_template_uploads_start_the_ingest_state_machine() -> None:
@@ -439,13 +483,16 @@ def test_template_chat_settings_reach_the_functions_that_answer() -> None:
     # the chat API key.
     # data_analysis asks the same model for its SQL.
     # The Slack worker and event-driven retrieval (rag) answer in-process too (README: Channels).
-    # ingest_graph asks the model for each chunk's entities (knowledge bases with a graph).
+    # ingest_graph asks the model for each chunk's entities (knowledge bases with a graph), rag's extract_entities the
+    # question's, and its rewrite_query a self-contained question.
     answering = (
         "ApiFunction",
         "ChatStreamFunction",
         "ChatCompletionFunction",
         "DataAnalysisFunction",
         "IngestGraphFunction",
+        "RewriteQueryFunction",
+        "ExtractEntitiesFunction",
         "SlackWorkerFunction",
         "RetrievalEventsFunction",
     )
@@ -484,8 +531,10 @@ def test_template_bedrock_chat_access_only_with_the_bedrock_provider() -> None:
         "ChatCompletionFunction",
         "ChatStreamFunction",
         "DataAnalysisFunction",
+        "ExtractEntitiesFunction",
         "IngestGraphFunction",
         "RetrievalEventsFunction",
+        "RewriteQueryFunction",
         "SlackWorkerFunction",
     ]
 

@@ -165,7 +165,7 @@ def test_packages_in_two_layers_are_pinned_alike() -> None:
     dependency = pins(layers["DependencyLayer"] / "requirements.txt")
     parser = pins(layers["ParserLayer"] / "requirements.txt")
     common = dependency.keys() & parser.keys()
-    assert {"aws-lambda-powertools", "pydantic", "pydantic-settings"} <= common
+    assert {"aws-lambda-powertools", "pydantic"} <= common
     assert {name: dependency[name] for name in common} == {name: parser[name] for name in common}
 
 

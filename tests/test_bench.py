@@ -221,6 +221,24 @@ def test_latency_json(bench_dir: Path, capsys: pytest.CaptureFixture[str]) -> No
     installed = {m for m in ("rank_bm25", "bm25s") if _importable(m)}
     assert set(report["peers"]) == installed
     assert len(report["notes"]) == 2 - len(installed)  # a missing peer is named in a note
+    # a new process opened the saved index by mapping its snapshot, without rebuilding it
+    assert report["cold_open"]["rebuilt"] is False and report["cold_open"]["mapped"] is True
+    assert report["cold_open"]["open_ms"] > 0 and report["snapshot_mb"] > 0 and report["sqlite_mb"] > 0
+
+
+def test_latency_without_peers(bench_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = bench_json(
+        capsys, "latency", "--docs", "300", "--queries", "3", "--peers", "none", "--bench-dir", str(bench_dir)
+    )
+    assert report["peers"] == {} and report["notes"] == []
+    assert report["peak_rss_before_index_mb"] <= report["peak_rss_after_index_mb"] <= report["peak_rss_mb"]
+    with pytest.raises(SystemExit) as exit_info:  # an argparse error: one line, exit status 2
+        run_cli(capsys, "bench", "latency", "--peers", "faiss", "--bench-dir", str(bench_dir))
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "ragstep: error: argument --peers: unknown peer 'faiss'; use rank_bm25,bm25s or none "
+        "(see `ragstep bench latency --help`)"
+    )
 
 
 def _importable(module: str) -> bool:

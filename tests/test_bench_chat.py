@@ -15,16 +15,8 @@ from typing import Any
 import pytest
 
 from conftest import run_cli
-from ragstep.bench.chat import (
-    MIN_ANSWER_TOKENS,
-    THINK,
-    InstantLLM,
-    answer_tokens,
-    filter_rate,
-    machine,
-    run_chat_bench,
-    stream_body,
-)
+from ragstep.bench.chat import filter_rate, machine, run_chat_bench
+from ragstep.bench.instant_llm import MIN_ANSWER_TOKENS, THINK, InstantLLM, answer_tokens, stream_body
 from ragstep.errors import InputError
 from ragstep.stages.chat.stream_filter import AnswerFilter
 

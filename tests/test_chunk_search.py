@@ -141,6 +141,23 @@ def test_two_embedding_models_each_embed_the_query_once(ctx: Context, make_kb: C
     assert row.detail["targets"] == 2 and row.detail["pool"] == 300  # two knowledge bases
 
 
+def test_keyword_search_ranks_knowledge_bases_of_different_models_on_one_scale(
+    ctx: Context, make_kb: Callable[..., KnowledgeBase]
+) -> None:
+    # A keyword-only knowledge base and one with vectors are two targets; their BM25 hits come from one search with
+    # the joint statistics. "apple" is in every chunk of the small one (per-base statistics weighed it ~0.2 there
+    # against ~1.8 in the large one, where it is rare, and each list's best scored 1.0 whatever its raw score).
+    small, large = make_kb("small"), make_kb("large", embedding_model="precomputed:l")
+    add_doc(ctx, small, "s", ["apple pie", "apple tart crust"], None)
+    add_doc(ctx, large, "l", ["apple orchard harvest time", *(f"pear plum fig {i}" for i in range(7))],
+            np.stack([unit(1 + i % 7) for i in range(8)]))  # fmt: skip
+    ctx.register_embedder(PrecomputedEmbedder("precomputed:l", {"apple": unit(0)}))  # orthogonal: no vector hits
+    state = run(ctx, query="apple", knowledge_base_ids=[small.id, large.id])
+    found = [(r.id, r.metadata["retrieval"]["keyword_rank"]) for r in state.search_results]
+    assert found == [("s-0", 1), ("s-1", 2), ("l-0", 3)]  # shorter chunks first, one ranking across both
+    assert next(t for t in state.trace if t.action == "run").detail["targets"] == 2
+
+
 def test_rewritten_query_is_searched_and_original_kept(ctx: Context, hybrid: KnowledgeBase) -> None:
     state = new_state(SearchRequest(query="zzz", knowledge_base_ids=[hybrid.id]), ctx)
     state = state.model_copy(update={"rewritten_query": "gamma unrelated"})

@@ -173,6 +173,23 @@ def test_hybrid_similarity_weighs_tokens_0_1_and_vectors_0_9() -> None:
     assert similarity_matrix(["alpha beta"], ["alpha gamma"])[0, 0] == pytest.approx(0.5)  # no vectors: tokens
 
 
+def test_cosines_are_read_on_the_embedders_declared_scale() -> None:
+    # A model whose unrelated text scores 0.77 (e5): raw, 0.9 x 0.77 alone clears the 0.63 start; on the common
+    # scale an unrelated passage adds nothing and a near copy (0.97) counts fully.
+    from ragstep.models.scale import ScoreScale
+
+    piece = np.array([[1.0, 0.0]])
+    passages = np.array([[0.77, np.sqrt(1 - 0.77**2)], [0.97, np.sqrt(1 - 0.97**2)]])
+    raw = similarity_matrix(["alpha"], ["gamma", "delta"], piece, passages)
+    scaled = similarity_matrix(["alpha"], ["gamma", "delta"], piece, passages, ScoreScale(zero=0.77, span=0.2))
+    assert raw[0].tolist() == pytest.approx([0.9 * 0.77, 0.9 * 0.97])
+    assert scaled[0].tolist() == pytest.approx([0.0, 0.9 * 1.0])
+    assert choose_citations(raw)[0] == {0: [1]} and choose_citations(scaled)[0] == {0: [1]}
+    unrelated = np.array([[0.77, np.sqrt(1 - 0.77**2)]])
+    assert choose_citations(similarity_matrix(["alpha"], ["gamma"], piece, unrelated))[0] == {0: [0]}
+    assert choose_citations(similarity_matrix(["alpha"], ["gamma"], piece, unrelated, ScoreScale(0.77, 0.2)))[0] == {}
+
+
 PASSAGES = [
     "AWS Lambda runs code without servers and bills per request.",
     "Provisioned concurrency keeps execution environments warm.",

@@ -103,9 +103,15 @@ def test_adaptive_weights_follow_the_retriever_the_other_confirms() -> None:
     assert adaptive_weights(vector, weak, 0.0, 0.0) == (0.5, 0.5)
 
 
-def test_fuse_adaptive_is_minmax_under_the_adaptive_weights() -> None:
+def test_fuse_adaptive_minmaxes_the_vector_list_under_the_adaptive_weights() -> None:
     wv, wk = adaptive_weights(V, K, 0.7, 0.3)
-    expected = [(f.chunk_id, f.score) for f in fuse_minmax(V, K, w_vector=wv, w_keyword=wk)]
-    assert [(f.chunk_id, f.score) for f in fuse_adaptive(V, K, w_vector=0.7, w_keyword=0.3)] == expected
+    # Vector scores min-max normalised (a 1, b 0.75, c 0); keyword scores as given (BM25 relative to the best).
+    expected = {"a": wv * 1.0 + wk * 0.4, "b": wv * 0.75, "c": wk * 1.0, "d": wk * 0.6}
+    fused = fuse_adaptive(V, K, w_vector=0.7, w_keyword=0.3)
+    assert [f.chunk_id for f in fused] == sorted(expected, key=lambda c: -expected[c])
+    assert {f.chunk_id: f.score for f in fused} == pytest.approx(expected)
+    # Min-max instead maps the keyword list's weakest hit (a, 0.4) to 0 and d's 0.6 to 0.33.
+    minmax = {f.chunk_id: f.score for f in fuse_minmax(V, K, w_vector=wv, w_keyword=wk)}
+    assert minmax["a"] == pytest.approx(wv * 1.0) and minmax["d"] == pytest.approx(wk * (0.6 - 0.4) / 0.6)
     assert [(f.chunk_id, f.score) for f in fuse_adaptive(V, [])] == [("a", 0.9), ("b", 0.8), ("c", 0.5)]
     assert fuse_dbsf([], []) == []

@@ -25,7 +25,17 @@ from ragstep.entry.aws import runtime
 from ragstep.entry.aws.stage import join_handler
 from ragstep.errors import InputError, NotFoundError, RagstepError
 from ragstep.models import KnowledgeBase, PipelineState, SearchResult, TraceEvent
-from ragstep.pipeline import PIPELINES, STAGES, get_pipeline, join_branches, run_pipeline, run_stage, transport
+from ragstep.pipeline import (
+    PIPELINES,
+    STAGES,
+    Parallel,
+    Pipeline,
+    get_pipeline,
+    join_branches,
+    run_pipeline,
+    run_stage,
+    transport,
+)
 from ragstep.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,7 +129,10 @@ def test_every_stage_has_a_small_function_folder() -> None:
     deployed = {name for pipeline in PIPELINES.values() if pipeline.deployed for name in pipeline.stage_names()}
     missing = sorted(deployed - folders)
     assert not missing, f"stages without functions/<stage>/app.py: {missing}"
-    strays = sorted(folders - deployed - {"api", "authorizer"} - CHANNEL_FUNCTIONS)
+    # The join follows the Parallel states of the deployed pipelines that have them.
+    parallel = any(isinstance(s, Parallel) for p in PIPELINES.values() if p.deployed for s in p.steps)
+    joins = {"join"} if parallel else set()
+    strays = sorted(folders - deployed - {"api", "authorizer"} - CHANNEL_FUNCTIONS - joins)
     assert not strays, f"function folders that are neither a deployed stage, the API nor a channel: {strays}"
     assert deployed <= set(STAGES)
     for name in folders:
@@ -251,6 +264,46 @@ def test_handlers_chained_give_the_in_process_pipeline_result(demo_docs: Context
     local = run_pipeline("knowledge_search", PipelineState.model_validate(event), demo_docs)
     assert ids(out["final_results"]) == ids(local.final_results)
     assert [(t["stage"], t["action"]) for t in out["trace"]] == [(t.stage, t.action) for t in local.trace]
+
+
+def test_the_rag_parallel_steps_through_their_functions_give_the_in_process_state(
+    demo_docs: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the rag machine does for [rewrite_query || extract_entities] and [chunk_search || entity_search]: each
+    branch on its function, then the Parallel state's output [input, branch states...] to the join function. The
+    result is the in-process executor's state; every payload fits its share of the quota, so the three states of a
+    Parallel output fit the quota together (chunk_search's results go by claim check to make room)."""
+    from ragstep.app.chat import new_chat_state
+    from ragstep.models import ChatRequest
+    from ragstep.pipeline.definitions import payload_limit
+
+    quota = 3 * SMALL_LIMIT
+    monkeypatch.setenv("RAGSTEP_STATE_LIMIT_BYTES", str(quota))
+    request = ChatRequest(query="How are keyword and vector results fused?", knowledge_base_ids=["demo-docs"])
+    state = new_chat_state(request.model_copy(update={"pipeline": "rag"}), demo_docs)
+    steps = tuple(s for s in get_pipeline("rag").steps if isinstance(s, Parallel))
+    assert [s.name for s in steps] == ["understand_query", "search"]
+    local = run_pipeline(Pipeline("rag_parallel_steps", steps, deployed=False), state, demo_docs)
+
+    payload: Any = json.loads(state.model_dump_json())
+    offloaded = False
+    for step in steps:
+        outputs = [invoke(branch[0].name, payload) for branch in step.branches]
+        for out in outputs:
+            assert transport.wire_size(out) <= payload_limit("rag", quota)
+            offloaded = offloaded or bool(out.get("offloaded"))
+        payload = invoke("join", [payload, *outputs])
+    assert offloaded, "no branch needed the claim check: the test does not exercise the share"
+    joined: PipelineState = transport.decode(payload, demo_docs.blobs)
+    assert local.search_results and ids(joined.search_results) == ids(local.search_results)
+    assert [(t.stage, t.action) for t in joined.trace] == [(t.stage, t.action) for t in local.trace]
+    assert joined.model_dump(exclude={"trace"}) == local.model_dump(exclude={"trace"})
+
+
+def test_the_join_sample_event_joins_like_the_in_process_executor(data_dir: Path) -> None:
+    event = load_event("join")
+    base, *branches = [PipelineState.model_validate(item) for item in event]
+    assert PipelineState.model_validate(invoke("join", event)) == join_branches(base, branches)
 
 
 def test_services_are_created_once_per_execution_environment_and_logs_are_structured(

@@ -17,10 +17,11 @@ from ragstep.retrieval.hierarchy import (
     explore,
     extractive_directory_layers,
     extractive_document_layers,
+    front_matter,
     propagate,
     select_layers,
 )
-from ragstep.retrieval.intent import intent_messages, parse_plan, single_query_plan
+from ragstep.retrieval.intent import intent_messages, parse_plan, session_summary, single_query_plan
 from ragstep.retrieval.tokens import count_tokens
 
 # A tree given as parent -> children; names ending in "/" are folders.
@@ -53,19 +54,35 @@ def test_the_global_search_starts_the_walk_at_the_best_folders() -> None:
     own = {"r/b/": 0.0, "r/a/deep/": 0.7, "r/a/deep/y.md": 0.9, "r/b/z.md": 0.5, "r/a/x.md": 0.1}
     parents = {"r/a/deep/y.md": "r/a/deep/", "r/b/z.md": "r/b/", "r/a/x.md": "r/a/"}
 
-    def run(topk: int) -> Exploration:
-        cfg = ExploreConfig(global_topk=topk)
+    def run(topk: int, limit: int = 3) -> Exploration:
+        cfg = ExploreConfig(global_topk=topk, limit=limit)
         return explore(["r/"], lambda u: TREE.get(u, []), lambda u: u.endswith("/"), own, cfg, parents.get)
 
     result = run(3)
-    # The best three nodes: y.md (0.9) starts its folder at 0.9, deep/ itself (0.7) adds nothing better, z.md (0.5)
-    # starts r/b/; x.md (fourth) does not start r/a/.
-    assert result.starting_points == [("r/", 0.0), ("r/a/deep/", 0.9), ("r/b/", 0.5)]
-    # y.md blends with its folder's starting score although r/a/ above it scored nothing.
-    assert result.scores["r/a/deep/y.md"] == pytest.approx(0.5 * 0.9 + 0.5 * 0.9)
+    # The best max(limit, 3) = 3 nodes: y.md (0.9), deep/ (0.7), z.md (0.5). deep/ starts at its own score; a
+    # document's folder starts at the folder's own score (r/b/: 0), not the document's; x.md (fourth) is left out.
+    assert result.starting_points == [("r/", 0.0), ("r/a/deep/", 0.7), ("r/b/", 0.0)]
+    # The documents found are results at their own score; y.md also blends with deep/ (0.8), and keeps its best.
+    assert result.scores["r/a/deep/y.md"] == pytest.approx(0.9)
     assert result.ranking[0] == "r/a/deep/y.md"
     assert result.scores["r/b/z.md"] == pytest.approx(0.5)
+    # OpenViking asks the global search for max(limit, GLOBAL_SEARCH_TOPK) hits: a larger limit reaches x.md too.
+    wide = run(3, limit=4)
+    assert ("r/a/", 0.0) in wide.starting_points
+    assert wide.scores["r/a/x.md"] == pytest.approx(0.1)
     assert "r/a/deep/y.md" not in run(0).scores  # without the global search nothing leads there
+
+
+def test_a_strong_document_does_not_lift_its_siblings() -> None:
+    # x.md is the best match anywhere, but its folder scored little: its sibling stays below the other folder's
+    # document (0.5 x 0.4 + 0.5 x 0.1 = 0.25 < 0.6), as it would if x.md had not been found at all.
+    own = {"r/a/x.md": 1.0, "r/a/": 0.1, "r/a/deep/": 0.4, "r/b/": 0.6, "r/b/z.md": 0.6}
+    parents = {"r/a/x.md": "r/a/", "r/b/z.md": "r/b/", "r/a/deep/": "r/a/"}
+    tree = {"r/": ["r/a/", "r/b/"], "r/a/": ["r/a/deep/", "r/a/x.md"], "r/b/": ["r/b/z.md"], "r/a/deep/": []}
+    cfg = ExploreConfig(limit=3)
+    result = explore(["r/"], lambda u: tree.get(u, []), lambda u: u.endswith("/"), own, cfg, parents.get)
+    assert result.ranking[:2] == ["r/a/x.md", "r/b/"]
+    assert result.scores["r/b/z.md"] == pytest.approx(0.6) and result.scores["r/a/deep/"] == pytest.approx(0.25)
 
 
 def test_a_strong_folder_lifts_its_documents_over_a_lone_match() -> None:
@@ -225,3 +242,44 @@ def test_the_analyser_reads_the_summary_the_last_messages_and_the_query() -> Non
     assert messages[0][0] == "system" and "0 to 5 queries" in messages[0][1]
     user = messages[1][1]
     assert user.index("installing") < user.index("user: how to install") < user.index("Current message:\nand offline?")
+
+
+def test_rescore_replaces_the_starting_points_scores() -> None:
+    # A rerank model's verdict on the global hits' abstracts (here: z.md first) decides where the walk starts.
+    own = {"r/a/deep/y.md": 0.9, "r/b/z.md": 0.5}
+    parents = {"r/a/deep/y.md": "r/a/deep/", "r/b/z.md": "r/b/"}
+    asked: list[list[str]] = []
+
+    def rescore(uris: list[str]) -> list[float]:
+        asked.append(uris)
+        return [0.2 if u.endswith("y.md") else 0.95 for u in uris]
+
+    cfg = ExploreConfig(limit=3)
+    tree = lambda u: TREE.get(u, [])  # noqa: E731
+    result = explore(["r/"], tree, lambda u: u.endswith("/"), own, cfg, parents.get, rescore)
+    assert asked == [["r/a/deep/y.md", "r/b/z.md"]]
+    # The documents are results at the rerank model's scores (y.md keeps the better score the walk gives it).
+    assert result.scores["r/b/z.md"] == pytest.approx(0.95) and result.scores["r/a/deep/y.md"] == pytest.approx(0.9)
+    assert result.ranking[0] == "r/b/z.md"
+
+
+def test_the_session_summary_compresses_the_earlier_turns() -> None:
+    turns = [(f"question {i} about proxies", f"Answer {i} first. Then more detail.") for i in range(1, 4)]
+    assert session_summary(turns) == "\n".join(
+        f"- asked: question {i} about proxies -> Answer {i} first." for i in range(1, 4)
+    )
+    assert session_summary([]) == ""
+    # Over budget: the newest turns stay, in order, and the summary says how many were left out.
+    tight = session_summary(turns, max_tokens=count_tokens("- asked: question 3 about proxies -> Answer 3 first.") + 1)
+    assert tight == "(2 earlier turns left out)\n- asked: question 3 about proxies -> Answer 3 first."
+
+
+def test_front_matter_gives_the_title_and_the_abstract_not_the_text() -> None:
+    text = '---\ntitle: config\nsection: 7\ndescription: "About npm configuration"\n---\n\n### Description\n\nMore.\n'
+    assert front_matter(text) == (
+        {"title": "config", "description": "About npm configuration"},
+        text[text.index("\n\n###") + 1 :],
+    )
+    abstract, overview = extractive_document_layers("x", text, abstract_tokens=60, overview_tokens=200)
+    assert abstract == "config: About npm configuration. More."
+    assert "section: 7" not in overview and overview.startswith("config. Sections: Description")

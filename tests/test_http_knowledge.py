@@ -273,10 +273,14 @@ def test_jobs_left_pending_run_when_the_server_starts(clients: Clients) -> None:
         job = queue_ingestion(ctx, kb, filename=name, blob_key=key, content_hash=digest, size=len(text))
         ctx.catalog.put_job(job.model_copy(update={"status": status}))
         pending.append(job.model_dump(mode="json"))
+    # An upload's job on AWS waits for its S3 event, whose state machine runs it: no server takes it.
+    theirs = job.model_copy(update={"id": "s3-upload", "status": "queued", "runs_on": "state_machine"})
+    ctx.catalog.put_job(theirs)
 
     with serving(clients) as http:
         assert [j["status"] for j in wait_jobs(http, pending)] == ["indexed", "indexed"]
         assert found_files(http, "octopuses hearts")[0] == "running.txt"
+        assert ok(http.get("/v1/ingestion-jobs/s3-upload")) == theirs.model_dump(mode="json")
 
 
 # -- AWS: presigned uploads --------------------------------------------------------------------------------------
@@ -323,6 +327,7 @@ def test_presigned_upload_then_the_s3_event_ingests_it(aws: None, tmp_path: Path
 
     import requests
 
+    from ragstep.app.s3_jobs import finish_job, start_for_execution
     from ragstep.entry.aws.events import ingest_state_from_s3_event
     from ragstep.pipeline import run_pipeline
 
@@ -342,15 +347,22 @@ def test_presigned_upload_then_the_s3_event_ingests_it(aws: None, tmp_path: Path
             "Content-Length": str(len(text)),
             "x-amz-server-side-encryption": "AES256",
         }
+        job_url = f"/v1/ingestion-jobs/{signed['job_id']}"
+        assert ok(http.get(job_url))["status"] == "queued"  # until the upload's event starts its ingestion
         put = requests.put(signed["url"], data=text, headers=signed["headers"], timeout=10)
         assert put.status_code == 200, put.text
 
-        # The S3 event starts the ingest state machine; its stages run in-process here.
+        # The S3 event starts the ingest state machine; its stages run in-process here, taking the job as the
+        # first and last stage functions do (tests/test_s3_jobs.py runs those).
         state = ingest_state_from_s3_event(s3_event(signed["key"], len(text)), clients)
         assert state.source.knowledge_id == signed["document_id"]
-        run_pipeline("ingest", state, clients.context())
+        state = start_for_execution(clients.context(), state, "")
+        assert state.job_id == signed["job_id"] and ok(http.get(job_url))["status"] == "running"
+        finish_job(clients.context(), run_pipeline("ingest", state, clients.context()))
         document = ok(http.get(f"/v1/documents/{signed['document_id']}"))
-        assert (document["file"], document["status"]) == ("keepers.txt", "indexed")
+        assert (document["file"], document["status"], document["job_id"]) == ("keepers.txt", "indexed", state.job_id)
+        job = ok(http.get(job_url))
+        assert (job["status"], job["chunks"], job["size"]) == ("indexed", document["chunks"], len(text))
         assert found_files(http, "lighthouse keepers lamps") == ["keepers.txt"]
 
         for body, said in (

@@ -87,7 +87,9 @@ def test_a_small_upload_goes_to_s3_where_its_event_ingests_it(on_lambda: Knowled
     stored = boto3.client("s3").get_object(Bucket=BUCKET, Key=key)
     assert stored["Body"].read() == NOTES and stored["ServerSideEncryption"] == "AES256"
     assert split_upload_key(key, "", "test") == ("default", on_lambda.id, "notes.md")  # what the S3 event reads
-    assert body["jobs"] == [] and len(body["documents"]) == 1
+    (job,) = body["jobs"]  # queued until the upload's S3 event starts the ingest machine (tests/test_s3_jobs.py)
+    assert job["status"] == "queued" and job["blob_key"] == f"uploads/{on_lambda.id}/notes.md"
+    assert body["documents"] == [job["knowledge_id"]]
     # The same document id a presigned upload of the file answers with.
     handler = function_handler("api")
     presign = copy.deepcopy(load_event("api_healthz"))

@@ -395,3 +395,80 @@ def test_keyword_scores_of_a_knowledge_base_ignore_the_others(tmp_path: Path) ->
     assert [(h.chunk_id, h.raw_score) for h in again.keyword_search(terms, in_a, 10, 0.0)] == [
         (c, pytest.approx(r, rel=1e-6)) for c, _, r in before
     ]
+
+
+def _apple_kbs(idx: LocalSearchIndex) -> None:
+    # A: small, "apple" in every chunk (a common term there); B: larger, "apple" in one chunk of eight (a rare one).
+    idx.replace_knowledge(
+        "a1", [chunk("a0", "apple pie", kid="a1", kb="A"), chunk("a1", "apple tart crust", kid="a1", kb="A")]
+    )
+    idx.replace_knowledge(
+        "b1",
+        [chunk("b0", "apple orchard harvest time", kid="b1", kb="B")]
+        + [chunk(f"b{i}", f"pear plum fig {i}", kid="b1", kb="B") for i in range(1, 8)],
+    )
+    # C is never searched below: its chunks must not move the scores of a search over A and B.
+    idx.replace_knowledge("c1", [chunk(f"c{i}", "apple " * 9 + str(i), kid="c1", kb="C") for i in range(30)])
+
+
+def test_keyword_search_over_several_knowledge_bases_uses_their_joint_statistics(tmp_path: Path) -> None:
+    idx = LocalSearchIndex(tmp_path)
+    _apple_kbs(idx)
+    both = SearchFilter(knowledge_base_ids=("A", "B"))
+    hits = idx.keyword_search(["apple"], both, 10, 0.0)
+
+    # One scale for A and B: N = 10 chunks, df("apple") = 3, the average length over both (C left out).
+    lengths = {"a0": 2, "a1": 3, "b0": 4, **{f"b{i}": 4 for i in range(1, 8)}}
+    n, df, avgdl = 10, 3, sum(lengths.values()) / 10
+    idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+    def bm25(dl: int) -> float:
+        return idf * (BM25_K1 + 1) / (1 + BM25_K1 * (1 - BM25_B + BM25_B * dl / avgdl))
+
+    # Shorter chunks holding the term rank first, wherever they live (with per-knowledge-base statistics "apple"
+    # weighed ~0.18 in A, where every chunk holds it, and ~1.8 in B, so b0 came first).
+    assert [h.chunk_id for h in hits] == ["a0", "a1", "b0"]
+    assert [h.raw_score for h in hits] == pytest.approx([bm25(2), bm25(3), bm25(4)], rel=1e-5)
+
+    # The same scores as an index holding only A and B; the same from a process that maps the snapshot from disk
+    # (its chunk lengths come from the postings); the same when the knowledge bases are named by their items.
+    alone = LocalSearchIndex(tmp_path / "alone")
+    _apple_kbs(alone)
+    alone.delete_knowledge_base("C")
+    expected = [(h.chunk_id, pytest.approx(h.raw_score, rel=1e-6)) for h in hits]
+    assert [(h.chunk_id, h.raw_score) for h in alone.keyword_search(["apple"], ALL, 10, 0.0)] == expected
+    reopened = LocalSearchIndex(tmp_path)
+    assert [(h.chunk_id, h.raw_score) for h in reopened.keyword_search(["apple"], both, 10, 0.0)] == expected
+    by_items = SearchFilter(knowledge_ids=("a1", "b1"))
+    assert [(h.chunk_id, h.raw_score) for h in reopened.keyword_search(["apple"], by_items, 10, 0.0)] == expected
+
+    # One knowledge base alone still scores with its own statistics (N = 2 and df = 2 in A).
+    (a_best, _) = idx.keyword_search(["apple"], SearchFilter(knowledge_base_ids=("A",)), 10, 0.0)
+    a_idf = math.log(1 + (2 - 2 + 0.5) / (2 + 0.5))
+    assert a_best.raw_score == pytest.approx(a_idf * (BM25_K1 + 1) / (1 + BM25_K1 * (1 - BM25_B + BM25_B * 2 / 2.5)))
+
+
+def test_bm25_statistics_of_index_parts_add_up_to_the_whole(tmp_path: Path) -> None:
+    # The S3-snapshot index keeps one local index per knowledge base and scores each with the sum of their
+    # statistics: that must rank exactly as one index holding both.
+    from ragstep.retrieval.bm25 import joint
+
+    whole = LocalSearchIndex(tmp_path / "whole")
+    _apple_kbs(whole)
+    parts = {kb: LocalSearchIndex(tmp_path / kb) for kb in "AB"}
+    for kb, part in parts.items():
+        _apple_kbs(part)
+        for other in "ABC":
+            if other != kb:
+                part.delete_knowledge_base(other)
+    flt = SearchFilter(knowledge_base_ids=("A", "B"))
+    terms = ["apple", "fig", "missing"]
+    stats = joint(p.bm25_stats(terms, flt) for p in parts.values())
+    assert (stats.docs, stats.tokens, dict(stats.df)) == (10, 37, {"apple": 3, "fig": 7})
+    assert stats == whole.bm25_stats(terms, flt)
+    merged = sorted(
+        (h for p in parts.values() for h in p.keyword_search(terms, flt, 10, 0.0, stats=stats)),
+        key=lambda h: -h.raw_score,
+    )
+    expected = [(h.chunk_id, pytest.approx(h.raw_score, rel=1e-6)) for h in whole.keyword_search(terms, flt, 10, 0.0)]
+    assert [(h.chunk_id, h.raw_score) for h in merged] == expected

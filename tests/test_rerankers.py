@@ -762,6 +762,27 @@ def test_vector_weight_is_0_7_and_missing_vectors_fall_back_to_tokens():
     assert reranker.rerank_candidates("alpha beta", items) == pytest.approx(list(token))
 
 
+def test_cosines_are_read_on_the_embedding_models_declared_scale():
+    # e5-like cosines (unrelated ~0.77, a relevant passage ~0.88): on the common scale an unrelated chunk's vector
+    # half adds nothing, so the 0.2 threshold is reached by matching terms, not by the model's cosine floor.
+    from ragstep.models.scale import ScoreScale
+
+    scale = ScoreScale(zero=0.77, span=0.2)
+    reranker = TokenVectorReranker()
+    q = np.array([1.0, 0.0])
+
+    def at(cos: float) -> list[float]:
+        return [cos, math.sqrt(1 - cos * cos)]
+
+    items = [RerankCandidate("gamma", vector=at(0.77)), RerankCandidate("gamma", vector=at(0.88)),
+             RerankCandidate("gamma", vector=at(0.995)), RerankCandidate("alpha beta")]  # fmt: skip
+    raw = reranker.rerank_candidates("alpha beta", items, query_vector=q)
+    scaled = reranker.rerank_candidates("alpha beta", items, query_vector=q, cosine_scale=scale)
+    assert raw[:3] == pytest.approx([0.7 * 0.77, 0.7 * 0.88, 0.7 * 0.995])  # every one above 0.2 on raw cosines
+    assert scaled[:3] == pytest.approx([0.0, 0.7 * 0.55, 0.7 * 1.0])  # below 0 and above 1 are clipped
+    assert scaled[3] == raw[3]  # no vector: tokens alone, whatever the scale
+
+
 def test_scores_stay_in_unit_interval():
     rng = random.Random(7)
     words = ["alpha", "beta", "gamma", "delta", "密码", "重置", "the", "of"]

@@ -20,9 +20,9 @@ from ragstep.app.ingest import new_ingest_state
 from ragstep.app.search import knowledge_search
 from ragstep.context import Clients, Context
 from ragstep.errors import InputError
-from ragstep.models import Chunk, KnowledgeBase, SearchRequest
-from ragstep.pipeline import run_pipeline
-from ragstep.ports import SearchFilter
+from ragstep.models import Chunk, KnowledgeBase, PipelineState, SearchRequest, SearchResult
+from ragstep.pipeline import run_pipeline, run_stage
+from ragstep.ports import SearchFilter, scoped_reads
 from ragstep.retrieval.text import tokenize
 from ragstep.settings import Settings
 from ragstep.stages.ingest.products import source_blob_key
@@ -38,12 +38,24 @@ REGION = "eu-west-1"
 SPACE = "precomputed:test"
 
 
+#: (method, path) of every request the S3 server received, in order: what a container read is read off the wire.
+SEEN: list[tuple[str, str]] = []
+
+
+def recording(app: Any) -> Any:
+    def wsgi(environ: dict[str, Any], start_response: Any) -> Any:
+        SEEN.append((environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")))
+        return app(environ, start_response)
+
+    return wsgi
+
+
 @pytest.fixture(scope="module")
 def s3_url() -> Iterator[str]:
     # One request at a time: S3 applies a conditional PutObject atomically, moto checks then writes, so two
     # concurrent requests could both pass its check. Served serially, moto keeps S3's guarantee; the clients still
     # race each other between requests, which is what the tests exercise.
-    server = make_server("127.0.0.1", 0, DomainDispatcherApplication(create_backend_app), threaded=False)
+    server = make_server("127.0.0.1", 0, recording(DomainDispatcherApplication(create_backend_app)), threaded=False)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.port}"
@@ -292,3 +304,84 @@ def test_each_tenant_has_its_own_prefix(tmp_path: Path, bucket: str) -> None:
     assert {k.split("/index/")[0] for k in keys(bucket)} == {"tenants/acme"}
     assert found(container(tmp_path, bucket), "secret", "kb1") == []  # the default tenant sees none of it
     assert [h.chunk_id for h in acme.keyword_search(["secret"], SearchFilter(), 5, 0.0)] == ["k1-0"]
+
+
+def test_a_search_over_several_knowledge_bases_ranks_as_one_index_holding_them(tmp_path: Path, bucket: str) -> None:
+    # Each knowledge base is its own local index here; BM25 must still use their joint statistics (the small base,
+    # where "apple" is in every chunk, would otherwise score it far lower than the large one, where it is rare).
+    from ragstep.adapters.index.local import LocalSearchIndex
+
+    docs = [
+        doc("small", "s1", "apple pie", "apple tart crust"),
+        doc("large", "l1", "apple orchard harvest time", *(f"pear plum fig {i}" for i in range(7))),
+    ]
+    writer, one = container(tmp_path, bucket), LocalSearchIndex(tmp_path / "one")
+    for chunks, _ in docs:
+        writer.replace_knowledge(chunks[0].knowledge_id, chunks)
+        one.replace_knowledge(chunks[0].knowledge_id, chunks)
+    reader = container(tmp_path, bucket)
+    for flt in (SearchFilter(knowledge_base_ids=("small", "large")), SearchFilter()):
+        got = [(h.chunk_id, h.score, h.raw_score) for h in reader.keyword_search(["apple", "fig"], flt, 10, 0.0)]
+        want = [(h.chunk_id, h.score, h.raw_score) for h in one.keyword_search(["apple", "fig"], flt, 10, 0.0)]
+        assert [c for c, _, _ in got] == [c for c, _, _ in want]
+        assert [(s, r) for _, s, r in got] == [
+            (pytest.approx(s, rel=1e-6), pytest.approx(r, rel=1e-6)) for _, s, r in want
+        ]
+    assert [c for c, _, _ in got][:3] == ["s1-0", "s1-1", "l1-0"]
+
+
+def index_reads(bucket: str, since: int) -> set[str]:
+    """The knowledge bases whose index objects (pointer or generation files) were read since request ``since``."""
+    marker = f"/{bucket}/tenants/default/index/"
+    return {
+        path.split(marker, 1)[1].split("/", 1)[0] for method, path in SEEN[since:] if method == "GET" and marker in path
+    }
+
+
+def three_knowledge_bases(tmp_path: Path, bucket: str) -> None:
+    writer = container(tmp_path, bucket)
+    for kb in ("kb1", "kb2", "kb3"):
+        writer.replace_knowledge(f"{kb}-k", *doc(kb, f"{kb}-k", f"{kb} first", f"{kb} second", f"{kb} third"), SPACE)
+
+
+def test_reads_scoped_to_the_requests_knowledge_bases_load_only_those(tmp_path: Path, bucket: str) -> None:
+    """A cold rerank or merge container: reads by id name the request's knowledge bases, so it downloads those
+    only, where an unscoped read walks the tenant's knowledge bases until it finds the ids."""
+    three_knowledge_bases(tmp_path, bucket)
+    cold = container(tmp_path, bucket)
+    start = len(SEEN)
+    scoped = scoped_reads(cold, ["kb3"])
+    assert set(scoped.vectors(["kb3-k-0", "kb1-k-0"], SPACE)) == {"kb3-k-0"}  # kb1's chunk is not the request's
+    assert [c.content for c in scoped.chunks_at({"kb3-k": [1]})["kb3-k"].values()] == ["kb3 second"]
+    assert scoped.fetch(["kb3-k-2"])["kb3-k-2"].content == "kb3 third"
+    assert index_reads(bucket, start) == {"kb3"}
+    assert sorted(p.name for p in cold.cache_dir.iterdir()) == ["kb3"]
+
+    start = len(SEEN)
+    unscoped = container(tmp_path, bucket)
+    assert set(unscoped.fetch(["kb3-k-0"])) == {"kb3-k-0"}
+    assert index_reads(bucket, start) == {"kb1", "kb2", "kb3"}  # what the scope saves
+
+
+def test_cold_rerank_and_merge_stages_load_only_their_results_knowledge_bases(tmp_path: Path, bucket: str) -> None:
+    three_knowledge_bases(tmp_path, bucket)
+    kb2 = KnowledgeBase(id="kb2", name="two", created_at=time.time(), embedding_model=SPACE)
+    results = [
+        SearchResult(id="kb2-k-1", content="kb2 second", knowledge_id="kb2-k", knowledge_base_id="kb2", chunk_index=1)
+    ]
+    state = PipelineState.model_validate(
+        {
+            "request": {"query": "second", "knowledge_base_ids": ["kb2"]},
+            "knowledge_bases": [kb2.model_dump(mode="json")],
+            "search_results": [r.model_dump(mode="json") for r in results],
+            "query_embeddings": {SPACE: [1.0] + [0.0] * 7},
+        }
+    )
+    for stage in ("chunk_rerank", "chunk_merge"):
+        ctx = Clients(Settings(data_dir=tmp_path / stage, index_backend="s3snapshot", index_s3_bucket=bucket)).context()
+        start = len(SEEN)
+        out = run_stage(stage, state, ctx)
+        assert index_reads(bucket, start) == {"kb2"}, stage
+        assert sorted(p.name for p in (tmp_path / stage / "s3index").iterdir()) == ["kb2"]
+        if stage == "chunk_merge":  # the short result was expanded with its neighbours from kb2's index
+            assert "kb2 first" in out.merge_results[0].content and "kb2 third" in out.merge_results[0].content

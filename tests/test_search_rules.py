@@ -17,6 +17,7 @@ from ragstep.app.ingest import ingest_file
 from ragstep.app.search import new_state
 from ragstep.context import Context
 from ragstep.models import Chunk, Knowledge, KnowledgeBase, MatchType, RetrievalSettings, SearchRequest
+from ragstep.pipeline import run_stage
 from ragstep.retrieval.expansion import (
     expansion_variants,
     keyword_variant,
@@ -128,6 +129,13 @@ def test_expansion_adds_what_the_threshold_cut(ctx: Context, docs: KnowledgeBase
     (row,) = events(expanded, "expand")
     assert "espresso" in row.detail["variants"]
     assert row.counts["new_candidates"] >= 1
+    # espresso.md is its variant's best hit (1.0 there), yet it scores below the first pass's last hit: fusion and
+    # the rerank stage read scores, and must keep it behind what the whole query found.
+    first, added = expanded.search_results
+    assert added.metadata["retrieval"]["keyword_score"] < first.metadata["retrieval"]["keyword_score"]
+    assert added.score < first.score
+    reranked = run_stage("chunk_rerank", expanded, ctx).rerank_results
+    assert [r.knowledge_filename for r in sorted(reranked, key=lambda r: -r.score)] == ["brew.md", "espresso.md"]
 
 
 # -- FAQ ---------------------------------------------------------------------------------------------------------
@@ -218,6 +226,22 @@ def test_faq_priority_boosts_and_flags_direct_answers(ctx: Context, faq_vectors:
         assert r.score == pytest.approx(min(before[r.id] * 1.5, 1.0))
         assert r.metadata.get("faq_direct_answer") is (r.metadata["retrieval"]["vector_score"] >= 0.9 or None)
     assert any(r.metadata.get("faq_direct_answer") for r in boosted.search_results)
+
+
+def test_faq_direct_answers_read_the_cosine_on_the_models_scale() -> None:
+    # An e5-like model (unrelated ~0.77): its raw 0.9 is a loose paraphrase, 0.65 on the common scale; a direct
+    # answer needs the common scale's 0.9, i.e. a raw 0.95 here. A model on the common scale reads 0.9 as it is.
+    from ragstep.models import ChunkType, SearchResult
+    from ragstep.models.scale import ScoreScale
+
+    def faq(kb: str, cosine: float) -> SearchResult:
+        return SearchResult(id=f"{kb}-{cosine}", content="Q", knowledge_id="k", knowledge_base_id=kb, score=0.5,
+                            chunk_type=ChunkType.FAQ, metadata={"retrieval": {"vector_score": cosine}})  # fmt: skip
+
+    cfg = RetrievalSettings(faq_priority_enabled=True, faq_direct_answer_threshold=0.9)
+    results = [faq("e5", 0.92), faq("e5", 0.96), faq("common", 0.92), faq("common", 0.85)]
+    flagged, _ = chunk_search.apply_faq_rules(results, "q", cfg, {"e5": ScoreScale(zero=0.77, span=0.2)})
+    assert {r.id for r in flagged if r.metadata.get("faq_direct_answer")} == {"e5-0.96", "common-0.92"}
 
 
 # -- zero-result fallback ------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from ragstep.app.channels.slack_format import knowledge_bases_for, sources_block
 from ragstep.app.channels.slack_intake import is_question
 from ragstep.app.channels.slack_worker import PLACEHOLDER
 from ragstep.context import Clients
-from ragstep.entry.cli.slack import PATH, SlackDevServer
+from ragstep.entry.cli.slack_server import PATH, SlackDevServer
 from ragstep.errors import InputError
 from ragstep.models import SearchResult
 from ragstep.settings import Settings

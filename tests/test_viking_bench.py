@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ragstep.bench.viking import build_corpus, make_questions, rst_to_markdown
+from ragstep.bench.viking import build_corpus, make_ambiguous_questions, make_questions, rst_to_markdown
 
 
 def test_rst_headings_become_markdown_headings() -> None:
@@ -30,4 +30,25 @@ def test_questions_are_deep_headings_no_other_document_has(tmp_path: Path) -> No
     assert make_questions(out, docs, 2) == [
         ("Offline wheel installs", "tool/guide/install.md"),
         ("Corporate proxy settings", "tool/guide/proxy.md"),
+    ]
+
+
+def test_the_ambiguous_set_asks_shared_headings_with_the_folder_that_tells_them_apart(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    files = {
+        "commands/npm-install.md": "# npm install\n\n## Synopsis\n\n## save-exact\n\n## [global](/using/config)\n",
+        "commands/npm-ci.md": "# npm ci\n\n## Synopsis\n\n## global\n",
+        "using/config.md": "# Config\n\n## save-exact\n\n## Offline wheel installs\n",
+        "top.md": "# Top\n\n## save-exact\n",
+    }
+    for name, text in files.items():
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_text(text)
+    out = tmp_path / "out"
+    docs = build_corpus(out, {"tool": src})
+    # "save-exact" is in three documents: each deep one is told apart by its folder; top.md is too shallow. "Synopsis"
+    # and "global" are shared within commands/ only (nothing tells them apart); a unique heading is the easy set's.
+    assert make_ambiguous_questions(out, docs, 10) == [
+        ("save-exact (commands)", "tool/commands/npm-install.md"),
+        ("save-exact (using)", "tool/using/config.md"),
     ]

@@ -23,7 +23,6 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -34,6 +33,8 @@ from ragstep.models import DEFAULT_TENANT, KnowledgeBase, check_tenant
 from ragstep.settings import Settings
 
 if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor  # the pools' module loads when a pool is made
+
     from ragstep.ports import (
         BlobStore,
         CatalogStore,
@@ -158,6 +159,7 @@ class Clients:
                 self.tenant_dir(tenant_id) / "index",
                 vector_storage=self.settings.vector_storage,
                 rescore_factor=self.settings.vector_rescore_factor,
+                ivf_min_rows=self.settings.vector_ivf_min_rows,
             )
         if backend == "opensearch":
             from ragstep.adapters.index.opensearch import OpenSearchIndex
@@ -264,13 +266,18 @@ class Clients:
     @cached_property
     def executor(self) -> ThreadPoolExecutor:
         """Threads for concurrent retrievers, created once per process (a request does not pay for thread start-up)."""
-        return ThreadPoolExecutor(max_workers=self.settings.search_concurrency, thread_name_prefix="ragstep-search")
+        from ragstep.deadline import ContextThreadPool
+
+        # Tasks run in the submitting request's contextvars context: they keep its deadline (ragstep.deadline).
+        return ContextThreadPool(max_workers=self.settings.search_concurrency, thread_name_prefix="ragstep-search")
 
     @cached_property
     def branch_executor(self) -> ThreadPoolExecutor:
         """Threads for the branches of Parallel pipeline steps, kept apart from the retrievers' pool (a branch waits
         on that one) and reused, so a branch's thread keeps its SQLite connections from one request to the next."""
-        return ThreadPoolExecutor(max_workers=32, thread_name_prefix="ragstep-branch")
+        from ragstep.deadline import ContextThreadPool
+
+        return ContextThreadPool(max_workers=32, thread_name_prefix="ragstep-branch")
 
     @cached_property
     def stepfunctions(self) -> Any:
@@ -390,6 +397,15 @@ class Context:
     @property
     def executor(self) -> ThreadPoolExecutor:
         return self.clients.executor
+
+    @property
+    def deadline(self) -> float | None:
+        """When this request must have answered (``time.monotonic()``), None without a limit: on AWS the handler sets
+        it from the Lambda context, and the network clients bound their timeouts and retries by it
+        (:mod:`ragstep.deadline`)."""
+        from ragstep.deadline import current
+
+        return current()
 
     @property
     def reranker(self) -> Reranker:

@@ -5,14 +5,9 @@ Stages depend on these Protocols only; :mod:`ragstep.context` decides which impl
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeAlias, runtime_checkable
-
-from ragstep.models import Chunk, ChunkType, Knowledge, KnowledgeBase, SessionSummary, Turn
-from ragstep.models.analysis import DataTable, QueryResult
-from ragstep.models.catalog import IngestionJob
-from ragstep.models.graph import GraphExtraction, GraphNode
 
 # The chat models' value types live with the contract; imported from here as before (explicit re-exports).
 from ragstep.models.llm import ChatDelta as ChatDelta
@@ -21,14 +16,20 @@ from ragstep.models.llm import ChatMessage as ChatMessage
 from ragstep.models.llm import ChatOptions as ChatOptions
 from ragstep.models.llm import ChatResponse as ChatResponse
 from ragstep.models.llm import ChatUsage as ChatUsage
-from ragstep.models.retrieval_events import ReplyTarget
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
-from ragstep.models.tenancy import ApiKey, Tenant, UsagePeriod, UsageRecord, UsageRow
-from ragstep.models.web import WebPage
 
 if TYPE_CHECKING:  # annotations only: stages that never touch vectors (ingest_parse) load no numpy
     import numpy as np
     from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
+
+    # Annotations only too: a search function or `ragstep search` builds no tenancy, graph or analysis models.
+    from ragstep.models import Chunk, ChunkType, Knowledge, KnowledgeBase, SessionSummary, Turn
+    from ragstep.models.analysis import DataTable, QueryResult
+    from ragstep.models.catalog import IngestionJob
+    from ragstep.models.graph import GraphExtraction, GraphNode
+    from ragstep.models.retrieval_events import ReplyTarget
+    from ragstep.models.tenancy import ApiKey, Tenant, UsagePeriod, UsageRecord, UsageRow
+    from ragstep.models.web import WebPage
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +132,21 @@ def server_hybrid(index: SearchIndex) -> HybridSearch | None:
     if index.supports_server_hybrid and isinstance(index, HybridSearch):
         return index
     return None
+
+
+@runtime_checkable
+class ScopedReads(Protocol):
+    """An index that loads knowledge bases on demand (the S3-snapshot index) and can look chunks up by id in named
+    knowledge bases only: a cold rerank or merge container then loads the request's, not all of the tenant's."""
+
+    def scoped(self, knowledge_base_ids: Sequence[str]) -> SearchIndex: ...
+
+
+def scoped_reads(index: SearchIndex, knowledge_base_ids: Iterable[str]) -> SearchIndex:
+    """``index`` with its by-id reads (fetch, vectors, chunks_at) limited to ``knowledge_base_ids`` where it can be
+    (:class:`ScopedReads`) and every id is known; otherwise ``index`` itself, unchanged."""
+    ids = tuple(dict.fromkeys(knowledge_base_ids))
+    return index.scoped(ids) if ids and all(ids) and isinstance(index, ScopedReads) else index
 
 
 @runtime_checkable
@@ -285,8 +301,10 @@ class CandidateReranker(Reranker, Protocol):
         query: str,
         items: Sequence[RerankCandidate],
         query_vector: np.ndarray | Sequence[float] | None = None,
+        *,
+        cosine_scale: ScoreScale = COMMON_SCALE,
     ) -> list[float]:
-        """Relevance in [0, 1] of each candidate, in input order."""
+        """Relevance in [0, 1] of each candidate, in input order; cosines are read on ``cosine_scale``."""
 
 
 @runtime_checkable

@@ -13,14 +13,23 @@ key reaches a warm function within that time.
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import ConfigDict, Field, SecretStr, ValidationInfo, field_validator, model_validator
 
-from ragstep.errors import StorageError
-from ragstep.models import ChatSettings, RetrievalSettings
+from ragstep.errors import InputError, StorageError
+from ragstep.models.search import RetrievalSettings
+
+if TYPE_CHECKING:
+    from pydantic.fields import FieldInfo
+
+    from ragstep.models.chat import ChatSettings
+
+#: Every setting is read from ``RAGSTEP_<FIELD>`` (any case).
+ENV_PREFIX = "RAGSTEP_"
 
 #: Settings that may be references to a secret instead of the secret itself.
 SECRET_FIELDS = (
@@ -104,8 +113,45 @@ def resolve_secret(value: str, *, max_age: int = DEFAULT_SECRETS_MAX_AGE_S, sett
     return picked if isinstance(picked, str) else json.dumps(picked)
 
 
-class Settings(RetrievalSettings, BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="RAGSTEP_", extra="ignore", env_ignore_empty=True)
+def _is_json_field(field: FieldInfo) -> bool:
+    """A list, set, tuple or dict setting: given as JSON in the environment."""
+    origin = getattr(field.annotation, "__origin__", None)
+    return origin in (list, set, tuple, dict)
+
+
+def environment_values(fields: dict[str, FieldInfo], environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """The settings ``RAGSTEP_*`` variables give, by field name, as pydantic-settings read them (env_prefix
+    RAGSTEP_, case-insensitive names, empty values ignored, list and dict fields as JSON); the model validates them.
+
+    Read here rather than through pydantic-settings: importing that package (asyncio, its cloud secret providers)
+    took longer than everything else a ``ragstep kb list`` or a Lambda cold start imports (BENCHMARKS.md, CLI
+    start-up)."""
+    out: dict[str, Any] = {}
+    for key, text in (os.environ if environ is None else environ).items():
+        if not text or key[: len(ENV_PREFIX)].upper() != ENV_PREFIX:
+            continue
+        name = key[len(ENV_PREFIX) :].lower()
+        field = fields.get(name)
+        if field is None:
+            continue
+        if _is_json_field(field):
+            try:
+                out[name] = json.loads(text)
+            except ValueError:
+                raise InputError(f"{key} must be JSON (a list or an object), got {text!r}") from None
+        else:
+            out[name] = text
+    return out
+
+
+class Settings(RetrievalSettings):
+    # validate_default as pydantic-settings did (defaults pass the same checks and coercions as given values).
+    model_config = ConfigDict(extra="ignore", validate_default=True)
+
+    def __init__(self, **values: Any) -> None:
+        # The environment under the values passed in, as pydantic-settings' BaseSettings did; model_validate runs
+        # this too (pydantic validates a model with its own __init__ through it).
+        super().__init__(**{**environment_values(type(self).model_fields), **values})
 
     # Where the embedded backends keep their files.
     data_dir: Path = Path(".ragstep")
@@ -118,6 +164,10 @@ class Settings(RetrievalSettings, BaseSettings):
     # setting still opens (it is rewritten at the next change).
     vector_storage: Literal["float32", "int8"] = "int8"
     vector_rescore_factor: Annotated[int, Field(ge=1, le=64)] = 4
+    # From this many vectors in a space, the int8 first pass probes the ~6 % of IVF lists nearest to the query
+    # instead of scanning every code (approximate: Recall@10 0.961 at 100k, BENCHMARKS.md "Scale"); exact below it.
+    # Lower it for speed at 50k-250k vectors; set it above the index's size for the exact scan at any size.
+    vector_ivf_min_rows: Annotated[int, Field(ge=1)] = 250_000
     history_backend: Literal["sqlite", "dynamodb"] = "sqlite"
     blob_backend: Literal["local", "s3"] = "local"
     catalog_backend: Literal["sqlite", "dynamodb"] = "sqlite"
@@ -197,7 +247,7 @@ class Settings(RetrievalSettings, BaseSettings):
     index_s3_refresh_s: Annotated[float, Field(ge=0, le=3600)] = 1.0
     index_s3_prune_grace_s: Annotated[float, Field(ge=0, le=7 * 86400)] = 900.0
     index_s3_write_timeout_s: Annotated[float, Field(gt=0, le=900)] = 240.0
-    # 700 MB: ~115k chunks of 384-dim vectors (~6 kB each, BENCHMARKS.md); a writer needs ~2.5x that in /tmp (its
+    # 700 MB: ~110k chunks of 384-dim vectors (~6.4 kB each, BENCHMARKS.md); a writer needs ~2.5x that in /tmp (its
     # copy, the new generation, the snapshot rebuilt), which the template's 2048 MB of ephemeral storage holds.
     index_s3_warn_bytes: Annotated[int, Field(ge=1)] = 350_000_000
     index_s3_max_bytes: Annotated[int, Field(ge=1)] = 700_000_000
@@ -309,6 +359,8 @@ class Settings(RetrievalSettings, BaseSettings):
     viking_l2_top: Annotated[int, Field(ge=0, le=50)] = 1
     viking_abstract_tokens: Annotated[int, Field(ge=10, le=200)] = 60
     viking_overview_tokens: Annotated[int, Field(ge=50, le=2000)] = 500
+    # viking_stream saves each answered turn's memories (ragstep.app.memories; one chat-model call per turn).
+    viking_auto_remember: bool = True
 
     # Knowledge graph (knowledge bases created with --graph): the chat model extracts entities and relations from
     # each chunk at ingest, this many chunks per batch, this many model calls at once, each chunk cut to max chars.
@@ -407,6 +459,8 @@ class Settings(RetrievalSettings, BaseSettings):
 
     def chat_defaults(self) -> ChatSettings:
         """The configured chat knobs (``chat_<field>``) as the per-request :class:`ChatSettings` defaults."""
+        from ragstep.models.chat import ChatSettings
+
         values = {name: getattr(self, f"chat_{name}") for name in ChatSettings.model_fields if name != "stop"}
         return ChatSettings.model_validate(values)
 

@@ -16,7 +16,7 @@ from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ragstep import __version__
+from ragstep import __version__, deadline
 from ragstep.errors import ProviderError
 
 if TYPE_CHECKING:
@@ -97,6 +97,8 @@ class JSONEndpoint(_LazyClient):
     Retried: HTTP 429 and 5xx (honouring ``Retry-After``, capped at ``backoff_max_s``), timeouts, connection
     errors; otherwise exponential backoff with jitter. Any other 4xx fails at once. After the last attempt the
     error is a :class:`ProviderError` that starts with ``source`` and ends with what the server last answered.
+    Under a request deadline (:mod:`ragstep.deadline`) an attempt waits at most the time left, and a retry that could
+    not finish in time is not started: the error says the deadline stopped it.
 
     One ``httpx.Client`` per endpoint, created on first use and reused, so calls share pooled connections.
     """
@@ -134,10 +136,14 @@ class JSONEndpoint(_LazyClient):
         last = ""
         for attempt in range(attempts):
             retry_after: float | None = None
+            # Never longer than the request's deadline allows (ragstep.deadline; no deadline = the configured one).
+            timeout_s = deadline.attempt_timeout(self.timeout_s)
+            if timeout_s is None:
+                raise ProviderError(f"{self.source} {deadline.out_of_time(attempt)}{f'; last: {last}' if last else ''}")
             try:
-                response = client.post(self.url, json=payload)
+                response = client.post(self.url, json=payload, timeout=timeout_s)
             except httpx.TimeoutException as exc:
-                last = f"timed out after {self.timeout_s:g}s ({type(exc).__name__})"
+                last = f"timed out after {timeout_s:g}s ({type(exc).__name__})"
             except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
                 last = f"connection failed ({type(exc).__name__}: {one_line(str(exc), 120)})"
             except httpx.HTTPError as exc:  # bad URL scheme, proxy misconfiguration: retrying cannot help
@@ -150,7 +156,10 @@ class JSONEndpoint(_LazyClient):
                     raise ProviderError(f"{self.source} rejected the request: {last}")
                 retry_after = retry_after_s(response.headers)
             if attempt + 1 < attempts:
-                time.sleep(self._delay_s(attempt, retry_after))
+                delay = self._delay_s(attempt, retry_after)
+                if not deadline.may_retry(delay):  # the retry could not finish before the caller's time is up
+                    raise ProviderError(f"{self.source} {deadline.out_of_time(attempt + 1)}; last: {last}")
+                time.sleep(delay)
         plural = "s" if attempts != 1 else ""
         raise ProviderError(f"{self.source} failed after {attempts} attempt{plural}: {last}")
 

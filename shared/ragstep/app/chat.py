@@ -73,6 +73,7 @@ def new_chat_state(request: ChatRequest, ctx: Context) -> PipelineState:
             knowledge_base_ids=request.knowledge_base_ids,
             knowledge_ids=request.knowledge_ids,
             overrides=request.overrides,
+            user=request.user,
         )
         settings = ChatSettings.model_validate({**ctx.settings.chat_defaults().model_dump(), **request.chat})
     except ValidationError as exc:
@@ -139,17 +140,32 @@ def stream_chat(request: ChatRequest, ctx: Context) -> Generator[StreamEvent, No
             turn_of(state, answer="".join(shown), references=references, model=model, usage=Usage(), interrupted=True)
         )
         raise
-    ctx.history.append(
-        turn_of(
-            final,
-            answer=final.chat.answer,
-            references=list(final.chat.references) or context_results(final),
-            model=final.chat.model,
-            usage=final.chat.usage,
-            interrupted=False,
-        )
+    turn = turn_of(
+        final,
+        answer=final.chat.answer,
+        references=list(final.chat.references) or context_results(final),
+        model=final.chat.model,
+        usage=final.chat.usage,
+        interrupted=False,
     )
+    ctx.history.append(turn)
+    if request.pipeline == "viking_stream" and ctx.settings.viking_auto_remember and turn.answer:
+        _remember(ctx, turn, request.user)
     return final
+
+
+def _remember(ctx: Context, turn: Turn, user: str | None) -> None:
+    """OpenViking's session commit, turn by turn: what the user said of themselves becomes their memories. The
+    answer is already out: a failure here is logged, never the request's."""
+    import logging
+
+    from ragstep.app.memories import remember
+    from ragstep.errors import RagstepError
+
+    try:
+        remember(ctx, turn.session_id, user=user, turns=[turn])
+    except RagstepError as exc:
+        logging.getLogger(__name__).warning("memories of session %s not saved: %s", turn.session_id, exc.message)
 
 
 def run_chat(request: ChatRequest, ctx: Context) -> PipelineState:

@@ -124,7 +124,12 @@ def update_document(
                 options=item.options,
             )
     if enabled is not None:
+        was = item.enabled
         item = set_document_enabled(item, enabled, ctx)
+        if item.enabled != was:  # a disabled document leaves the tree, an enabled one comes back
+            from ragstep.app.viking import refresh_after_change
+
+            refresh_after_change(item.knowledge_base_id, ctx)
     all_jobs = [*jobs, job] if job is not None else jobs
     return document_info(item, _latest_jobs(all_jobs).get(document_id)), job
 
@@ -139,7 +144,11 @@ def delete_document(ctx: Context, document_id: str) -> int:
     # Jobs first: a queued one then finds nothing to run.
     ctx.catalog.delete_jobs(kb_id, document_id)
     if item is not None:
-        return delete_knowledge(item, ctx)
+        removed = delete_knowledge(item, ctx)
+        from ragstep.app.viking import refresh_after_change
+
+        refresh_after_change(kb_id, ctx)  # its node, and its folders' layers, go with it
+        return removed
     # Never indexed (queued, failed, duplicate): its uploads and any run's leftovers are all it has.
     delete_blobs(ctx.blobs, owned_prefixes(kb_id, document_id))
     return 0

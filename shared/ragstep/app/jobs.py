@@ -104,6 +104,12 @@ def run_job(ctx: Context, job_id: str) -> IngestionJob | None:
                 set_document_enabled(after, False, ctx)
             except RagstepError as exc:
                 error = f"indexed, but it could not be disabled again: {exc.message}"
+    if status == "indexed":
+        from ragstep.app.viking import refresh_after_change
+
+        # A --layers knowledge base's tree and L0/L1 follow every upload, as after `ragstep ingest`.
+        stale = refresh_after_change(kb.id, ctx)
+        error = "; ".join(e for e in (error, stale) if e)
     done = running.model_copy(
         update={
             "status": status,
@@ -206,7 +212,8 @@ class JobRunner:
         for tenant in known_tenants(self.clients):
             self.prune(tenant, force=True)
             for job in self.clients.context(tenant).catalog.list_jobs():
-                if job.status in PENDING_JOB_STATUSES:
+                # An upload's job on AWS is the ingest state machine's to run (ragstep.app.s3_jobs), never this one's.
+                if job.status in PENDING_JOB_STATUSES and job.runs_on == "worker":
                     self.submit(tenant, job.id)
                     count += 1
         return count

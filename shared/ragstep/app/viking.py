@@ -12,8 +12,9 @@ The tree is written last: a run that dies half-way leaves the old tree, and the 
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +34,8 @@ from ragstep.retrieval.hierarchy import (
 from ragstep.retrieval.intent import json_values
 from ragstep.stages.viking import hierarchical_search, intent_analysis, layered_context
 from ragstep.stages.viking.tree import (
+    MEMORY_KB,
+    check_user,
     derived_paths,
     hierarchy_key,
     layer_knowledge_id,
@@ -61,12 +64,15 @@ class RefreshReport:
 # -- keeping the hierarchy in step ---------------------------------------------------------------------------------
 
 
-def refresh_hierarchy(kb: KnowledgeBase, ctx: Context, roots: Iterable[str | Path] = ()) -> RefreshReport:
+def refresh_hierarchy(
+    kb: KnowledgeBase, ctx: Context, roots: Iterable[str | Path] = (), placed: Mapping[str, str] | None = None
+) -> RefreshReport:
     """Rebuild ``kb``'s tree from its documents and regenerate the layers of what changed, bottom-up.
 
     ``roots``: the folders (or files) just ingested: a document under one of them is placed by its path relative to
     it (``docs/guide/install.md`` ingested as ``docs/`` is ``guide/install.md``). Documents ingested earlier keep
-    the place they had; documents never placed are placed relative to their common folder.
+    the place they had; documents never placed are placed relative to their common folder. ``placed``: paths of
+    new documents by knowledge id, for documents with no folder of their own (memories).
     """
     started = time.perf_counter()
     previous = stored_hierarchy(kb, ctx)
@@ -79,7 +85,9 @@ def refresh_hierarchy(kb: KnowledgeBase, ctx: Context, roots: Iterable[str | Pat
     for item in items:
         # A placed document stays where it is (ingesting a sub-folder again must not move it); a new one goes by
         # its path under the folder named, else under its documents' common folder.
-        path = old_paths.get(item.id) or relative_path(item, folders) or fallback[item.id]
+        path = (
+            old_paths.get(item.id) or (placed or {}).get(item.id) or relative_path(item, folders) or fallback[item.id]
+        )
         entries.append(DocumentEntry(path, item.id, item.title or item.filename))
     nodes = build_tree(kb.name, entries, old_nodes)
     hashes = {i.id: i.content_hash for i in items}
@@ -117,6 +125,30 @@ def refresh_hierarchy(kb: KnowledgeBase, ctx: Context, roots: Iterable[str | Pat
         )
     )
     return report
+
+
+#: One refresh of a knowledge base's tree at a time in this process: two jobs finishing together would otherwise
+#: each write a tree built before the other's document was in the catalog (the later write losing one document).
+_REFRESHING: dict[str, threading.Lock] = {}
+_REFRESHING_GUARD = threading.Lock()
+
+
+def refresh_after_change(kb_id: str, ctx: Context) -> str | None:
+    """Keep a ``--layers`` knowledge base's tree and L0/L1 in step after a document changed outside ``ragstep
+    ingest`` (an HTTP upload's job, an S3 upload's ingestion, a delete, an enable/disable); a no-op for other
+    knowledge bases. Returns an error line when the refresh failed (the document change itself stands: the next
+    refresh redoes what is missing), else None."""
+    kb = ctx.catalog.get_kb(kb_id)
+    if kb is None or not kb.layers:
+        return None
+    with _REFRESHING_GUARD:
+        lock = _REFRESHING.setdefault(f"{ctx.tenant_id}/{kb.id}", threading.Lock())
+    try:
+        with lock:
+            refresh_hierarchy(kb, ctx)
+    except RagstepError as exc:
+        return f"the knowledge base's layers were not refreshed: {exc.message}"
+    return None
 
 
 def _writer(ctx: Context) -> str:
@@ -210,6 +242,7 @@ def find(
     budget: int | None = None,
     analyse: bool = False,
     session_id: str | None = None,
+    user: str | None = None,
 ) -> FindResult:
     """``find`` (one query as given, no model) or, with ``analyse``, ``search`` (typed queries from the intent
     analyser, the session read when given). ``budget``: also lay the matches out as layered context."""
@@ -223,12 +256,19 @@ def find(
         raise InputError(f"limit must be between 1 and 200, got {limit}")
     if budget is not None and not 100 <= budget <= 200_000:
         raise InputError(f"budget must be between 100 and 200000 tokens, got {budget}")
-    kb_ids = list(dict.fromkeys(ctx.require_kb(ref).id for ref in kb_refs))
+    kbs = [ctx.require_kb(ref) for ref in kb_refs]
+    if any(kb.name == MEMORY_KB for kb in kbs):
+        raise InputError(
+            f"{MEMORY_KB} holds the users' memories: search them with memory queries "
+            "(ragstep search --hierarchical --user NAME), not as a knowledge base"
+        )
+    kb_ids = list(dict.fromkeys(kb.id for kb in kbs))
     state = VikingState(
         tenant_id=ctx.tenant_id,
         query=query,
         knowledge_base_ids=kb_ids,
         session_id=session_id,
+        user=check_user(user),
         analyse=analyse,
         limit=limit,
         budget=budget,
@@ -246,9 +286,11 @@ def search(
     limit: int = 10,
     budget: int | None = None,
     session_id: str | None = None,
+    user: str | None = None,
 ) -> FindResult:
-    """``search``: :func:`find` after the intent analysis (0-5 typed queries; 0 = nothing retrieved)."""
-    return find(query, kb_refs, ctx, limit=limit, budget=budget, analyse=True, session_id=session_id)
+    """``search``: :func:`find` after the intent analysis (0-5 typed queries; 0 = nothing retrieved); memory queries
+    search ``user``'s memories."""
+    return find(query, kb_refs, ctx, limit=limit, budget=budget, analyse=True, session_id=session_id, user=user)
 
 
 def result_of(state: VikingState) -> FindResult:

@@ -31,23 +31,20 @@ Each answer opens with a ``<think>`` block split across events, so the filter's 
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from ragstep.adapters.embedders import PrecomputedEmbedder
 from ragstep.app.chat import stream_chat
 from ragstep.app.search import new_state
 from ragstep.bench.common import find_bench_dir, median, ms, peak_rss_mb, percentile
+from ragstep.bench.instant_llm import MIN_ANSWER_TOKENS, MODEL, InstantLLM, answer_tokens, plain_answer
 from ragstep.bench.latency import WARM_UP_QUERY, build_index, corpus_texts, query_texts, unit_vectors
 from ragstep.context import Context
 from ragstep.errors import InputError, RagstepError
@@ -57,131 +54,6 @@ from ragstep.stages.chat.stream_filter import AnswerFilter
 
 TARGET_LLM_REQUEST_P50_MS = 25.0
 TARGET_RELAY_TOKENS_PER_S = 5000.0
-MODEL = "bench-instant"
-#: SSE events per chunked-transfer frame the server writes (a real provider flushes about one per token; fewer,
-#: larger writes keep the server's share of the shared process small).
-FRAME_EVENTS = 16
-#: The reasoning block each answer opens with, as a model that thinks inline streams it (tags split across events).
-THINK = ("<th", "ink>", "The user", " asks", " about", " fusion", ".</thi", "nk>", "\n\n")
-#: Then the answer proper (English and Chinese), citing its passage in its second token as the citation prompt asks:
-#: an answer without a marker would have citations inserted by similarity, which is not what is measured here.
-WORDS = ("RRF", " [1]", " fuses", " the", " keyword", " and", " vector", " results", ".", " 混合", "检索", "。")
-MIN_ANSWER_TOKENS = 2
-
-
-def answer_tokens(n: int) -> list[str]:
-    """``n`` content events: the think block when there is room for it and a cited answer, then the answer."""
-    head = list(THINK) if n >= len(THINK) + MIN_ANSWER_TOKENS else []
-    return head + [WORDS[i % len(WORDS)] for i in range(n - len(head))]
-
-
-def _sse(delta: dict[str, str], finish: str | None = None, usage: dict[str, int] | None = None) -> bytes:
-    chunk: dict[str, Any] = {
-        "object": "chat.completion.chunk",
-        "model": MODEL,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
-    if usage is not None:
-        chunk["usage"] = usage
-    return b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n"
-
-
-def stream_body(tokens: Sequence[str]) -> bytes:
-    """The whole chunked event stream of an answer of ``tokens``: one event each, a finish event with usage, [DONE]."""
-    usage = {"prompt_tokens": 100, "completion_tokens": len(tokens), "total_tokens": 100 + len(tokens)}
-    events = [_sse({"content": t}) for t in tokens] + [_sse({}, "stop", usage), b"data: [DONE]\n\n"]
-    frames = []
-    for i in range(0, len(events), FRAME_EVENTS):
-        body = b"".join(events[i : i + FRAME_EVENTS])
-        frames.append(b"%x\r\n%s\r\n" % (len(body), body))
-    return b"".join(frames) + b"0\r\n\r\n"
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    owner: InstantLLM
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive: the chat client reuses its connection, as with a real provider
-
-    def do_POST(self) -> None:  # the name http.server dispatches to
-        received, cpu = time.perf_counter(), time.process_time()
-        owner = self.server.owner  # type: ignore[attr-defined]
-        length = int(self.headers.get("Content-Length") or 0)
-        request = json.loads(self.rfile.read(length) or b"{}")
-        owner.record(received, cpu)
-        if request.get("stream"):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            self.wfile.write(owner.body)
-            return
-        text = "".join(owner.tokens)
-        answer = {
-            "object": "chat.completion",
-            "model": MODEL,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-        }
-        body = json.dumps(answer, ensure_ascii=False).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:  # the base class's signature
-        pass  # the benchmark's output is its report
-
-
-class InstantLLM:
-    """An OpenAI-compatible chat server on 127.0.0.1 that answers every request at once with :attr:`tokens`
-    (streamed or whole); :attr:`received` holds the ``perf_counter`` at which each request arrived, and
-    :attr:`received_cpu` the process's CPU time then."""
-
-    def __init__(self, tokens: Sequence[str]) -> None:
-        self.received: list[float] = []
-        self.received_cpu: list[float] = []
-        self._lock = threading.Lock()
-        self._httpd: _Server | None = None
-        self._thread: threading.Thread | None = None
-        self.answer(tokens)
-
-    def answer(self, tokens: Sequence[str]) -> None:
-        """Answer the following requests with ``tokens``."""
-        self.tokens = list(tokens)
-        self.body = stream_body(self.tokens)
-
-    def record(self, received: float, cpu: float) -> None:
-        with self._lock:
-            self.received.append(received)
-            self.received_cpu.append(cpu)
-
-    @property
-    def url(self) -> str:
-        if self._httpd is None:
-            raise RuntimeError("the server is not running; use it as a context manager")
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    def __enter__(self) -> InstantLLM:
-        self._httpd = _Server(("127.0.0.1", 0), _Handler)
-        self._httpd.owner = self
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="bench-instant-llm", daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-
 # -- measurements --------------------------------------------------------------------------------------------------
 
 
@@ -273,12 +145,18 @@ def run_chat_bench(
     bench_dir: str | Path | None = None,
     batch: int = 1000,
     seed: int = 0,
+    http: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
+    """The report; with ``http``, also the ``http`` and ``langchain`` sections (:mod:`ragstep.bench.chat_http`)."""
     if min(docs, questions, tokens, streams, batch) < 1:
         raise InputError("--docs, --questions, --tokens, --streams and --batch must be positive")
     if min(answer_len, tokens) < MIN_ANSWER_TOKENS:
         raise InputError(f"--answer-tokens and --tokens must be at least {MIN_ANSWER_TOKENS} (an answer cites)")
+    if http:
+        from ragstep.bench import chat_http
+
+        chat_http.require_peers()
     import numpy as np
 
     from ragstep.context import Clients
@@ -305,7 +183,8 @@ def run_chat_bench(
         )
         ctx = Clients(settings).context()
         qvecs = dict(zip(distinct, unit_vectors(rng, len(distinct)), strict=True))
-        ctx.register_embedder(PrecomputedEmbedder(model, qvecs))
+        embedder = PrecomputedEmbedder(model, qvecs)
+        ctx.register_embedder(embedder)
         say(f"indexing {docs:,} chunks in batches of {batch:,} ...")
         kb, write_s, snapshot_s = build_index(ctx, texts, vectors, model, batch)
         out["index_s"] = round(write_s + snapshot_s, 2)
@@ -345,6 +224,12 @@ def run_chat_bench(
         # chat_completion_stream's row also covers the answer's stream.
         out["stage_p50_ms"] = {name: round(median(values), 3) for name, values in stages.items()}
 
+        if http:
+            server.answer(plain_answer(answer_len))
+            requests = [request(text) for text in qtexts]
+            args = (ctx, server, requests, request(WARM_UP_QUERY), texts, vectors, embedder, MODEL, say)
+            out.update(chat_http.compare(*args))
+
         say(f"relaying {streams} answers of {tokens:,} tokens (chat_stream) ...")
         long_answer = answer_tokens(tokens)
         server.answer(long_answer)
@@ -358,6 +243,13 @@ def run_chat_bench(
         "llm_request_p50_ms": out["llm_request_p50_ms"] <= TARGET_LLM_REQUEST_P50_MS,
         "relay_tokens_per_s": out["relay_tokens_per_s"] >= TARGET_RELAY_TOKENS_PER_S,
     }
+    if http:
+        out["targets"]["http_added_p50_ms"] = chat_http.TARGET_HTTP_ADDED_P50_MS
+        out["targets"]["langchain_ratio"] = chat_http.TARGET_LANGCHAIN_RATIO
+        lc = out["langchain"]
+        out["meets_targets"]["http_added_p50_ms"] = out["http"]["added_p50_ms"] <= chat_http.TARGET_HTTP_ADDED_P50_MS
+        out["meets_targets"]["langchain_ratio_in_process"] = lc["ratio_in_process"] >= chat_http.TARGET_LANGCHAIN_RATIO
+        out["meets_targets"]["langchain_ratio_http"] = lc["ratio_http"] >= chat_http.TARGET_LANGCHAIN_RATIO
     out["peak_rss_mb"] = peak_rss_mb()
     return out
 
@@ -389,6 +281,25 @@ def render(r: dict[str, Any]) -> str:
         f"{fmt(r['relay_tokens_per_s'], 0)} tokens/s, slowest {fmt(r['relay_tokens_per_s_min'], 0)} "
         f"(target >= {fmt(targets['relay_tokens_per_s'], 0)}: {verdict('relay_tokens_per_s')})",
         f"stream_filter alone: {fmt(r['filter_tokens_per_s'], 0)} tokens/s",
-        f"peak RSS {fmt(r['peak_rss_mb'], 1)} MiB",
     ]
+    if "http" in r:
+        h, lc = r["http"], r["langchain"]
+        lines += [
+            "",
+            f"time to the first answer token, stateless, same questions and loop ({h['server']}):",
+            f"  in-process (stream_stateless_chat): p50 {fmt(h['in_process_first_token_p50_ms'])} ms, "
+            f"p95 {fmt(h['in_process_first_token_p95_ms'])} ms",
+            f"  POST /v1/chat/completions (stream): p50 {fmt(h['first_token_p50_ms'])} ms, "
+            f"p95 {fmt(h['first_token_p95_ms'])} ms",
+            f"  added by HTTP, per question: p50 {fmt(h['added_p50_ms'])} ms, p95 {fmt(h['added_p95_ms'])} ms "
+            f"(target p50 <= {fmt(targets['http_added_p50_ms'], 0)} ms: {verdict('http_added_p50_ms')}); "
+            f"in CPU time (all threads): p50 {fmt(h['added_cpu_p50_ms'])} ms",
+            f"  LangChain (BM25Retriever + {lc['vector_store']} in EnsembleRetriever, ChatOpenAI streaming): "
+            f"p50 {fmt(lc['first_token_p50_ms'])} ms, p95 {fmt(lc['first_token_p95_ms'])} ms; "
+            f"its index built in {lc['index_s']} s",
+            f"  LangChain / ragstep, p50: {fmt(lc['ratio_in_process'])}x in-process "
+            f"({verdict('langchain_ratio_in_process')}), {fmt(lc['ratio_http'])}x over HTTP "
+            f"({verdict('langchain_ratio_http')}) (target >= {fmt(targets['langchain_ratio'], 0)}x)",
+        ]
+    lines.append(f"peak RSS {fmt(r['peak_rss_mb'], 1)} MiB")
     return "\n".join(lines)

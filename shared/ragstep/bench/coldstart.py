@@ -150,6 +150,9 @@ def jieba_table() -> str:
 
 def child_env(data_dir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGSTEP_", "POWERTOOLS_", "AWS_LAMBDA_"))}
+    # The warm-up run leaves bytecode behind, as a layer ships it; with PYTHONDONTWRITEBYTECODE inherited (some shells
+    # and containers set it) every timed run would compile ragstep from source again.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["RAGSTEP_DATA_DIR"] = str(data_dir)
     if os.environ.get("RAGSTEP_JIEBA_CACHE"):
         env["RAGSTEP_JIEBA_CACHE"] = os.environ["RAGSTEP_JIEBA_CACHE"]

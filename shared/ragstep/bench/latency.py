@@ -26,6 +26,12 @@ Measured, each over the msmarco queries cycled to ``--queries`` (query vectors: 
   stopwords) + numpy cosine. rank_bm25 scores every document in Python per query term, so it runs on the first
   ``--rank-bm25-queries`` queries only.
 
+The corpus and its vectors are generated batch by batch while indexing, so the process's peak RSS is the index's,
+not the benchmark's copy of the corpus (``--peers`` needs the whole corpus in memory: ``--peers none`` at a million
+chunks). Also reported: the snapshot's and SQLite's size on disk, CPU time per query (wall-clock time on a shared
+machine mostly measures waiting for a core), and a cold open: a new process opening the saved index, which must map
+the snapshot rather than rebuild it.
+
 The ragstep figures come from loops where ragstep runs alone. Peer ratios come from a later loop where ragstep and
 each peer answer each query in turn (so noise, and what each one's memory traffic does to the others' caches, hit
 all of them alike); ours is timed again there (``ours_search_p50_ms``, ``ours_pipeline_p50_ms``).
@@ -33,13 +39,15 @@ all of them alike); ours is timed again there (``ours_search_p50_ms``, ``ours_pi
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import random
 import re
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -48,6 +56,7 @@ import numpy as np
 
 from ragstep.adapters.embedders import PrecomputedEmbedder
 from ragstep.app.search import new_state
+from ragstep.bench.cold_open import cold_open
 from ragstep.bench.common import find_bench_dir, median, ms, peak_rss_mb, percentile
 from ragstep.context import Clients, Context
 from ragstep.models import Chunk, Knowledge, KnowledgeBase, SearchRequest
@@ -72,13 +81,17 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
 
 def corpus_texts(bench_dir: Path, n: int, seed: int = 0) -> list[str]:
     """``n`` distinct passages: msmarco-5k, then shuffled-sentence copies with a numeric suffix."""
+    return list(iter_corpus(bench_dir, n, seed))
+
+
+def iter_corpus(bench_dir: Path, n: int, seed: int = 0) -> Iterator[str]:
+    """The passages of :func:`corpus_texts`, one at a time (a million of them are ~0.5 GB of str objects)."""
     base = []
     for d in _jsonl(bench_dir / "msmarco-5k" / "corpus.jsonl"):
         text = f"{d.get('title') or ''} {d.get('text') or ''}".strip()
         if text:
             base.append(text)
     rng = random.Random(seed)
-    out = []
     for i in range(n):
         copy, k = divmod(i, len(base))
         text = base[k]
@@ -86,8 +99,17 @@ def corpus_texts(bench_dir: Path, n: int, seed: int = 0) -> list[str]:
             sentences = _SENTENCE.split(text)
             rng.shuffle(sentences)
             text = f"{' '.join(sentences)} ({copy})"
-        out.append(text)
-    return out
+        yield text
+
+
+def corpus_batches(bench_dir: Path, n: int, batch: int, seed: int = 0) -> Iterator[tuple[list[str], np.ndarray]]:
+    """The corpus and its seeded random unit vectors, ``batch`` chunks at a time (never all in memory: at a million
+    chunks the vectors alone are 1.5 GB). The same seed gives the same texts and vectors on every call."""
+    rng = np.random.default_rng(seed)
+    texts = iter_corpus(bench_dir, n, seed)
+    for lo in range(0, n, batch):
+        part = list(itertools.islice(texts, min(batch, n - lo)))
+        yield part, unit_vectors(rng, len(part))
 
 
 def query_texts(bench_dir: Path, n: int) -> list[str]:
@@ -196,15 +218,23 @@ def build_index(
     ctx: Context, texts: Sequence[str], vectors: np.ndarray, model: str, batch: int
 ) -> tuple[KnowledgeBase, float, float]:
     """Index ``texts`` through ``replace_knowledge``; returns the knowledge base, write seconds, snapshot seconds."""
+    batches = ((texts[lo : lo + batch], vectors[lo : lo + batch]) for lo in range(0, len(texts), batch))
+    return build_index_batches(ctx, batches, model)
+
+
+def build_index_batches(
+    ctx: Context, batches: Iterable[tuple[Sequence[str], np.ndarray]], model: str
+) -> tuple[KnowledgeBase, float, float]:
+    """:func:`build_index` over ``(texts, vectors)`` batches, one knowledge item each."""
     kb = ctx.catalog.create_kb(
         KnowledgeBase(id=uuid.uuid4().hex, name="bench-latency", embedding_model=model, created_at=time.time())
     )
     write_s = 0.0
-    for b, lo in enumerate(range(0, len(texts), batch)):
+    for b, (batch_texts, batch_vectors) in enumerate(batches):
         kid = f"k{b:05d}"
         knowledge = Knowledge(id=kid, knowledge_base_id=kb.id, title=kid, filename=f"{kid}.txt", status="completed")
         chunks, pos = [], 0
-        for j, text in enumerate(texts[lo : lo + batch]):
+        for j, text in enumerate(batch_texts):
             chunks.append(
                 Chunk(
                     id=f"{kid}-{j}",
@@ -220,7 +250,7 @@ def build_index(
             )
             pos += len(text) + 1
         started = time.perf_counter()
-        ctx.index.replace_knowledge(kid, chunks, vectors[lo : lo + batch], model)
+        ctx.index.replace_knowledge(kid, chunks, batch_vectors, model)
         write_s += time.perf_counter() - started
         ctx.catalog.put_knowledge(knowledge.model_copy(update={"chunk_count": len(chunks)}))
     started = time.perf_counter()
@@ -245,26 +275,31 @@ def run_latency(
         raise InputError("--docs, --queries and --batch must be positive")
     say = progress or (lambda _msg: None)
     folder = find_bench_dir(bench_dir)
-    rng = np.random.default_rng(seed)
-    texts = corpus_texts(folder, docs, seed)
-    vectors = unit_vectors(rng, docs)
     qtexts = query_texts(folder, queries)
     distinct = [*dict.fromkeys(qtexts), WARM_UP_QUERY]
-    qvecs = dict(zip(distinct, unit_vectors(rng, len(distinct)), strict=True))
+    # The corpus is generated batch by batch while indexing (corpus_batches), so query vectors get their own stream.
+    qvecs = dict(zip(distinct, unit_vectors(np.random.default_rng([seed, 1]), len(distinct)), strict=True))
     model = "precomputed:bench-latency"
-    out: dict[str, Any] = {"docs": docs, "queries": queries}
+    out: dict[str, Any] = {"docs": docs, "queries": queries, "load_avg_1m_before": round(os.getloadavg()[0], 2)}
     notes: list[str] = []
 
-    out["peak_rss_before_index_mb"] = peak_rss_mb()  # the benchmark's own texts and vectors
+    out["peak_rss_before_index_mb"] = peak_rss_mb()  # the process before the corpus exists
 
     with tempfile.TemporaryDirectory(prefix="ragstep-bench-latency-") as tmp:
         ctx = Clients(Settings(data_dir=Path(tmp))).context()
         ctx.register_embedder(PrecomputedEmbedder(model, qvecs))
         say(f"indexing {docs:,} chunks in batches of {batch:,} ...")
-        kb, write_s, snapshot_s = build_index(ctx, texts, vectors, model, batch)
+        cpu = time.process_time()
+        kb, write_s, snapshot_s = build_index_batches(ctx, corpus_batches(folder, docs, batch, seed), model)
+        # CPU time includes generating the corpus (shuffling sentences, drawing vectors): an upper bound
+        out["index_cpu_s"] = round(time.process_time() - cpu, 1)
         out["index_chunks_per_s"] = round(docs / (write_s + snapshot_s), 1)
         out["index_write_s"] = round(write_s, 2)
         out["snapshot_build_s"] = round(snapshot_s, 2)
+        out["peak_rss_after_index_mb"] = peak_rss_mb()
+        index_root = Path(getattr(ctx.index, "root", tmp))
+        out["snapshot_mb"] = round(_folder_bytes(index_root / "snapshots") / 2**20, 1)
+        out["sqlite_mb"] = round(sum(p.stat().st_size for p in index_root.glob("index.sqlite*")) / 2**20, 1)
 
         def request(text: str, **overrides: Any) -> Any:
             return new_state(SearchRequest(query=text, knowledge_base_ids=[kb.id], overrides=overrides), ctx)
@@ -280,12 +315,20 @@ def run_latency(
         search(WARM_UP_QUERY)
         # ragstep alone (no peer in memory, nothing else in the loop): the headline figures.
         say(f"timing {queries} queries: search stage, pipeline ...")
-        search_ms, pipeline_ms = [], []
+        search_ms, pipeline_ms, search_cpu, pipeline_cpu = [], [], [], []
         for text in qtexts:
+            cpu = time.process_time()
             search_ms.append(_timed(partial(search, text)))
+            search_cpu.append(ms(time.process_time() - cpu))
+            cpu = time.process_time()
             pipeline_ms.append(_timed(partial(pipeline, text)))
+            pipeline_cpu.append(ms(time.process_time() - cpu))
         out.update({f"search_{k}": v for k, v in summary(search_ms).items()})
         out.update({f"pipeline_{k}": v for k, v in summary(pipeline_ms).items()})
+        # CPU time of the process (all its threads) per query: what a query costs when other work holds the cores
+        # and wall-clock time mostly measures waiting for them.
+        out["search_cpu_p50_ms"] = round(median(search_cpu), 3)
+        out["pipeline_cpu_p50_ms"] = round(median(pipeline_cpu), 3)
 
         say(f"timing {queries} queries new to the process: pipeline ...")
         pipeline_new_ms = []
@@ -322,9 +365,18 @@ def run_latency(
             notes.append("ragstep.retrieval.text.token_set is not memoised in this build: cold = warm")
         del states
         out["peak_rss_ragstep_mb"] = peak_rss_mb()
+        say("cold open: a new process maps the saved snapshot ...")
+        out["cold_open"] = cold_open(index_root, qtexts[0], qvecs[qtexts[0]], model)
 
         # Peers: the same texts and vectors (and query vectors), in this process.
         built: dict[str, Any] = {}
+        texts: list[str] = []
+        vectors = np.zeros((0, DIM), dtype=np.float32)
+        if peers:
+            parts = list(corpus_batches(folder, docs, batch, seed))
+            texts = [t for part, _ in parts for t in part]
+            vectors = np.concatenate([v for _, v in parts])
+            del parts
         index_rate: dict[str, float] = {}
         for name in peers:
             say(f"peer {name}: indexing {docs:,} chunks ...")
@@ -378,18 +430,23 @@ def run_latency(
     return out
 
 
+def _folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else 0
+
+
 def render(r: dict[str, Any]) -> str:
     from ragstep.entry.cli.console import table
 
     lines = [
         f"latency at {r['docs']:,} chunks, {r['queries']} queries (384-dim random vectors)",
         f"indexing: {r['index_chunks_per_s']:,.0f} chunks/s (writes {r['index_write_s']} s + snapshot "
-        f"{r['snapshot_build_s']} s; embedding excluded)",
+        f"{r['snapshot_build_s']} s; embedding excluded; {r['index_cpu_s']} s of CPU time)",
         "",
     ]
     rows = [
         ("chunk_search stage (hybrid)", r["search_p50_ms"], r["search_p95_ms"], "1.00", "", r["queries"]),
         ("knowledge_search pipeline", r["pipeline_p50_ms"], r["pipeline_p95_ms"], "", "1.00", r["queries"]),
+        ("  CPU time per query (p50): search, pipeline", r["search_cpu_p50_ms"], r["pipeline_cpu_p50_ms"], "", "", ""),
         (
             "knowledge_search pipeline, new query",
             r["pipeline_new_query_p50_ms"],
@@ -418,8 +475,18 @@ def render(r: dict[str, Any]) -> str:
         "",
         f"rerank + merge + top-k on {r['post_search_candidates']:.0f} candidates: p50 {r['post_search_p50_ms']} ms, "
         f"token-set memo emptied {r['post_search_cold_p50_ms']} ms, new query {r['post_search_new_query_p50_ms']} ms",
-        f"peak RSS: {r['peak_rss_before_index_mb']} MiB with the benchmark's texts and vectors, "
-        f"{r['peak_rss_ragstep_mb']} MiB after indexing and searching them, {r['peak_rss_mb']} MiB with the peers",
+        f"peak RSS: {r['peak_rss_before_index_mb']} MiB before the corpus, {r['peak_rss_after_index_mb']} MiB after "
+        f"indexing it, {r['peak_rss_ragstep_mb']} MiB after searching, {r['peak_rss_mb']} MiB at the end (peers)",
+        f"on disk: snapshot {r['snapshot_mb']:,} MiB, SQLite {r['sqlite_mb']:,} MiB; load average "
+        f"{r['load_avg_1m_before']} before the run",
     ]
+    c = r.get("cold_open", {})
+    if "open_ms" in c:
+        lines.append(
+            f"cold open (new process): open {c['open_ms']} ms ({'rebuilt' if c['rebuilt'] else 'mapped, no rebuild'}), "
+            f"first keyword search {c['first_keyword_ms']} ms, first vector search {c['first_vector_ms']} ms"
+        )
+    elif c:
+        lines.append(f"cold open failed: {c.get('error')}")
     lines += [f"note: {n}" for n in r["notes"]]
     return "\n".join(lines)

@@ -2,7 +2,9 @@
 
 The corpus goes through the ingest stages (parse, chunk, embed, index) into a fresh temporary data dir. When the
 set ships precomputed embeddings (``corpus.emb.npy`` / ``queries.emb.npy``), a precomputed embedder serves them, so
-no model is needed: every chunk of a document gets its document's vector (the set embeds whole documents). Each run
+no model is needed: every chunk of a document gets its document's vector (the set embeds whole documents). The
+e5 files (``--vectors e5``) are served with the local e5 adapter's declared score scale, so every threshold reads
+them as it reads a knowledge base of the default model. Each run
 retrieves 100 chunks per query; documents rank by their best chunk.
 
 Runs: ``bm25`` (the keyword retriever alone, no threshold), ``dense`` (the vector retriever alone, no threshold),
@@ -40,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from ragstep.adapters.embedders import PrecomputedEmbedder
+from ragstep.adapters.embedders.local import E5_SCORE_SCALE
 from ragstep.adapters.rerankers import TokenVectorReranker
 from ragstep.app.ingest import new_ingest_state
 from ragstep.app.search import new_state
@@ -47,6 +50,7 @@ from ragstep.bench.metrics import evaluate
 from ragstep.context import Clients, Context
 from ragstep.errors import InputError
 from ragstep.models import IngestState, KnowledgeBase, SearchRequest, check_query
+from ragstep.models.scale import COMMON_SCALE, ScoreScale
 from ragstep.pipeline import run_pipeline, run_stage
 from ragstep.ports import SearchFilter
 from ragstep.retrieval.text import query_terms
@@ -61,6 +65,16 @@ DEFAULT_TOP_K = 10
 DEFAULT_VECTORS = "emb"
 #: ``--vectors none``: keyword search only, as a knowledge base without an embedding model.
 NO_VECTORS = "none"
+#: Vector files made by a model whose cosines are off the common scale: the scale its adapter declares.
+VECTOR_SCALES = {"e5": E5_SCORE_SCALE}
+
+
+class ScaledPrecomputedEmbedder(PrecomputedEmbedder):
+    """Precomputed vectors that declare their model's score scale (:class:`ragstep.ports.ScaledEmbedder`)."""
+
+    def __init__(self, model_id: str, vectors_by_text: dict[str, np.ndarray], scale: ScoreScale) -> None:
+        super().__init__(model_id, vectors_by_text)
+        self.score_scale = scale
 
 
 @dataclass
@@ -71,6 +85,9 @@ class BeirSet:
     qrels: dict[str, dict[str, int]]
     corpus_emb: np.ndarray | None
     query_emb: np.ndarray | None
+    #: The declared score scale of the model that made the vectors (the local e5's for ``e5``): the bench searches
+    #: them as a knowledge base of that model is searched, thresholds read on the common scale.
+    scale: ScoreScale = COMMON_SCALE
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -117,7 +134,7 @@ def _read_beir(folder: Path, vectors: str) -> BeirSet:
             raise InputError(f"{folder}: embedding rows do not match corpus/query lines")
     # The set is named after its vectors too: "msmarco-5k-e5" is another experiment than "msmarco-5k".
     name = folder.name if vectors == DEFAULT_VECTORS else f"{folder.name}-{vectors}"
-    return BeirSet(name, corpus, queries, qrels, corpus_emb, query_emb)
+    return BeirSet(name, corpus, queries, qrels, corpus_emb, query_emb, VECTOR_SCALES.get(vectors, COMMON_SCALE))
 
 
 def document_text(title: str, text: str) -> str:
@@ -161,7 +178,7 @@ def build_index(bench: BeirSet, ctx: Context) -> tuple[KnowledgeBase, float]:
                 vectors_by_text.setdefault(c.embed_text or c.content, bench.corpus_emb[i])
         for (_, qtext), vec in zip(bench.queries, bench.query_emb, strict=True):
             vectors_by_text.setdefault(qtext, vec)
-        ctx.register_embedder(PrecomputedEmbedder(model, vectors_by_text))
+        ctx.register_embedder(ScaledPrecomputedEmbedder(model, vectors_by_text, bench.scale))
     for state in states:
         run_stage("ingest_index", run_stage("ingest_embed", state, ctx), ctx)
     ctx.index.keyword_search(["warm"], SearchFilter(), 1, 0.0)  # build the snapshot: part of indexing

@@ -6,9 +6,11 @@ temporary folder under ``npm/`` and ``cmake/`` and ingested with ``kb create --l
 
 Questions are generated deterministically: every section heading (level 2 or deeper, not a document's first
 heading) of two to twelve words that no other document has is a question, and its document is the answer; an even
-sample of them (``--questions``) is kept. Figures: Recall@10 of the answer's document (flat: documents at the rank
-of their best chunk, as ``ragstep search`` returns them; hierarchical: the documents ``find`` returns, best first),
-and, for layered context within ``--budget`` tokens, the tokens used and how often the answer's document got L2.
+sample of them (``--questions``) is kept. A second, harder set (:func:`make_ambiguous_questions`): headings several
+documents share, asked with the name of the folder that tells them apart. Figures, for each set: Recall@10 of the
+answer's document (flat: documents at the rank of their best chunk, as ``ragstep search`` returns them;
+hierarchical: the documents ``find`` returns, best first), and, for layered context within ``--budget`` tokens, the
+tokens used and how often the answer's document got L2.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ragstep.app.ingest import ingest_file
@@ -27,8 +29,8 @@ from ragstep.app.knowledge_bases import create_knowledge_base
 from ragstep.app.search import knowledge_search
 from ragstep.app.viking import find, refresh_hierarchy
 from ragstep.bench.common import fmt
-from ragstep.context import Clients
-from ragstep.models import ChunkType, SearchRequest
+from ragstep.context import Clients, Context
+from ragstep.models import ChunkType, KnowledgeBase, SearchRequest
 from ragstep.settings import Settings
 
 #: Where the default corpus comes from (name -> folder); missing folders are left out.
@@ -89,6 +91,8 @@ def build_corpus(dest: Path, sources: dict[str, Path]) -> list[str]:
 
 
 def _clean(heading: str) -> str:
+    # A link keeps its text ("[npm ci](/commands/npm-ci)" asks "npm ci", not the link's address).
+    heading = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)
     return re.sub(r"[`*_]|\{#[^}]*\}|<[^>]*>", "", heading).strip(" :")
 
 
@@ -99,11 +103,56 @@ def make_questions(dest: Path, docs: list[str], wanted: int) -> list[tuple[str, 
         found = [(len(m.group(1)), _clean(m.group(2))) for m in _HEADING.finditer((dest / rel).read_text())]
         per_doc[rel] = [h for level, h in found[1:] if level >= 2 and 2 <= len(h.split()) <= 12]
     counts = Counter(h.lower() for hs in per_doc.values() for h in set(hs))
-    pool = sorted({(h, rel) for rel, hs in per_doc.items() for h in hs if counts[h.lower()] == 1}, key=lambda x: x[1:])
+    # Sorted by document, then heading: a set's order depends on the hash seed, and the sample must not.
+    pool = sorted(
+        {(h, rel) for rel, hs in per_doc.items() for h in hs if counts[h.lower()] == 1}, key=lambda x: (x[1], x[0])
+    )
     if len(pool) <= wanted:
         return [(h, rel) for h, rel in pool]
     step = len(pool) / wanted
     return [pool[int(i * step)] for i in range(wanted)]
+
+
+def _headings(dest: Path, docs: list[str], min_words: int = 2) -> dict[str, list[str]]:
+    """Each document's section headings (level >= 2, not its first heading, ``min_words``-12 words), cleaned."""
+    per_doc: dict[str, list[str]] = {}
+    for rel in docs:
+        found = [(len(m.group(1)), _clean(m.group(2))) for m in _HEADING.finditer((dest / rel).read_text())]
+        per_doc[rel] = [h for level, h in found[1:] if level >= 2 and min_words <= len(h.split()) <= 12]
+    return per_doc
+
+
+def make_ambiguous_questions(dest: Path, docs: list[str], wanted: int) -> list[tuple[str, str]]:
+    """The harder set: a heading that several documents share, asked with the name of the folder that tells them
+    apart (the shallowest folder of the answer that holds no other document with that heading), so the heading's
+    own words point at every document that has it and only the sub-tree decides. Headings unique within the
+    document's own folder only (the folder is the document's parent) and at least two documents deep are kept, so
+    the answer sits deep in the tree; evenly sampled as :func:`make_questions`."""
+    per_doc = _headings(dest, docs, min_words=1)  # the folder's name is part of the question
+    holders: dict[str, set[str]] = {}
+    for rel, hs in per_doc.items():
+        for h in set(hs):
+            holders.setdefault(h.lower(), set()).add(rel)
+    pool: set[tuple[str, str]] = set()
+    for rel, hs in per_doc.items():
+        folders = PurePosixPath(rel).parts[:-1]
+        if len(folders) < 2:
+            continue
+        for h in set(hs):
+            others = holders[h.lower()] - {rel}
+            if not others:
+                continue  # unique: the easy set's question
+            for depth in range(1, len(folders) + 1):
+                prefix = "/".join(folders[:depth]) + "/"
+                if not any(o.startswith(prefix) for o in others):
+                    words = re.sub(r"[-_.]+", " ", folders[depth - 1])
+                    pool.add((f"{h} ({words})", rel))
+                    break
+    ordered = sorted(pool, key=lambda x: (x[1], x[0]))
+    if len(ordered) <= wanted:
+        return ordered
+    step = len(ordered) / wanted
+    return [ordered[int(i * step)] for i in range(wanted)]
 
 
 def run_viking_bench(
@@ -132,53 +181,65 @@ def run_viking_bench(
         report = refresh_hierarchy(kb, ctx, [corpus])
         layers_s = time.perf_counter() - started
         say(f"ingested in {ingest_s:.1f} s, {report.nodes} nodes' layers in {layers_s:.1f} s")
-        flat_hits = hier_hits = at_l2 = 0
-        used: list[int] = []
-        flat_ms: list[float] = []
-        hier_ms: list[float] = []
-        for question, answer in asked:
-            t0 = time.perf_counter()
-            state = knowledge_search(
-                SearchRequest(query=question, knowledge_base_ids=[kb.id], overrides={"rerank_top_k": 50}), ctx
-            )
-            flat_ms.append((time.perf_counter() - t0) * 1000)
-            ranking: list[str] = []
-            for r in state.final_results:
-                if r.chunk_type in (ChunkType.ABSTRACT, ChunkType.OVERVIEW):
-                    doc = ids.get(str(r.metadata.get("document_id", "")), "")  # a document's own L0/L1 counts
-                else:
-                    doc = ids.get(r.knowledge_id, "")
-                if doc and doc not in ranking:
-                    ranking.append(doc)
-            flat_hits += answer in ranking[:10]
-            t0 = time.perf_counter()
-            # Folders are matches too: 20 matches leave room for the 10 documents compared with flat's 10.
-            found = find(question, [kb.id], ctx, limit=20, budget=budget)
-            hier_ms.append((time.perf_counter() - t0) * 1000)
-            leaves = [ids.get(m.knowledge_id, "") for m in found.resources if m.is_leaf]
-            hier_hits += answer in leaves[:10]
-            assert found.layered is not None
-            used.append(found.layered.used)
-            answer_uri = f"ragstep://{kb.name}/{answer}"
-            at_l2 += any(i.uri == answer_uri and i.layer == "L2" for i in found.layered.items)
-        n = max(len(asked), 1)
+        easy = _measure(asked, kb, ids, ctx, budget)
+        hard = _measure(make_ambiguous_questions(corpus, docs, questions), kb, ids, ctx, budget)
         return {
             "documents": len(docs),
             "nodes": report.nodes,
-            "questions": len(asked),
             "embedding_model": embedding_model,
             "ingest_s": round(ingest_s, 1),
             "layers_s": round(layers_s, 1),
-            "flat_recall_at_10": round(flat_hits / n, 3),
-            "hierarchical_recall_at_10": round(hier_hits / n, 3),
-            "flat_p50_ms": round(statistics.median(flat_ms), 1) if flat_ms else 0.0,
-            "hierarchical_p50_ms": round(statistics.median(hier_ms), 1) if hier_ms else 0.0,
             "budget": budget,
-            "layered_max_tokens": max(used, default=0),
-            "layered_p50_tokens": statistics.median(used) if used else 0,
-            "answer_at_l2": round(at_l2 / n, 3),
+            **easy,
+            "ambiguous": hard,
             "examples": [{"question": q, "answer": a} for q, a in asked[:3]],
         }
+
+
+def _measure(
+    asked: list[tuple[str, str]], kb: KnowledgeBase, ids: dict[str, str], ctx: Context, budget: int
+) -> dict[str, Any]:
+    """Recall@10 of flat and hierarchical retrieval, their median latencies and the layered context's figures."""
+    flat_hits = hier_hits = at_l2 = 0
+    used: list[int] = []
+    flat_ms: list[float] = []
+    hier_ms: list[float] = []
+    for question, answer in asked:
+        t0 = time.perf_counter()
+        state = knowledge_search(
+            SearchRequest(query=question, knowledge_base_ids=[kb.id], overrides={"rerank_top_k": 50}), ctx
+        )
+        flat_ms.append((time.perf_counter() - t0) * 1000)
+        ranking: list[str] = []
+        for r in state.final_results:
+            if r.chunk_type in (ChunkType.ABSTRACT, ChunkType.OVERVIEW):
+                doc = ids.get(str(r.metadata.get("document_id", "")), "")  # a document's own L0/L1 counts
+            else:
+                doc = ids.get(r.knowledge_id, "")
+            if doc and doc not in ranking:
+                ranking.append(doc)
+        flat_hits += answer in ranking[:10]
+        t0 = time.perf_counter()
+        # Folders are matches too: 20 matches leave room for the 10 documents compared with flat's 10.
+        found = find(question, [kb.id], ctx, limit=20, budget=budget)
+        hier_ms.append((time.perf_counter() - t0) * 1000)
+        leaves = [ids.get(m.knowledge_id, "") for m in found.resources if m.is_leaf]
+        hier_hits += answer in leaves[:10]
+        assert found.layered is not None
+        used.append(found.layered.used)
+        answer_uri = f"ragstep://{kb.name}/{answer}"
+        at_l2 += any(i.uri == answer_uri and i.layer == "L2" for i in found.layered.items)
+    n = max(len(asked), 1)
+    return {
+        "questions": len(asked),
+        "flat_recall_at_10": round(flat_hits / n, 3),
+        "hierarchical_recall_at_10": round(hier_hits / n, 3),
+        "flat_p50_ms": round(statistics.median(flat_ms), 1) if flat_ms else 0.0,
+        "hierarchical_p50_ms": round(statistics.median(hier_ms), 1) if hier_ms else 0.0,
+        "layered_max_tokens": max(used, default=0),
+        "layered_p50_tokens": statistics.median(used) if used else 0,
+        "answer_at_l2": round(at_l2 / n, 3),
+    }
 
 
 def render(result: dict[str, Any]) -> str:
@@ -191,4 +252,11 @@ def render(result: dict[str, Any]) -> str:
         f"layered context within {result['budget']} tokens: max {result['layered_max_tokens']}, median "
         f"{result['layered_p50_tokens']}; answer's document at L2 for {fmt(result['answer_at_l2'] * 100, 1)} %",
     ]
+    hard = result.get("ambiguous")
+    if hard:
+        rows.append(
+            f"ambiguous headings, asked with their folder ({hard['questions']} questions): Recall@10 flat "
+            f"{fmt(hard['flat_recall_at_10'], 3)}, hierarchical {fmt(hard['hierarchical_recall_at_10'], 3)}; "
+            f"answer at L2 for {fmt(hard['answer_at_l2'] * 100, 1)} %"
+        )
     return "\n".join(rows)

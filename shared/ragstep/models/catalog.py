@@ -85,3 +85,7 @@ class IngestionJob(_Model):
     created_at: float = 0.0
     started_at: float | None = None
     finished_at: float | None = None
+    #: Who runs it: the serving process's worker, or (on AWS) the ingest state machine its upload's S3 event starts.
+    runs_on: Literal["worker", "state_machine"] = "worker"
+    #: ``state_machine``: the execution running it ("" until its upload's S3 event started one).
+    execution_arn: str = ""

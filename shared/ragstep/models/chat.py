@@ -179,6 +179,8 @@ class ChatRequest(_Model):
     # None starts a new session; an id must name an existing session of the caller's tenant.
     session_id: str | None = None
     pipeline: str = "rag_stream"
+    #: viking_stream: whose memories memory queries search and the turn's memories go to ("default" when not given).
+    user: str | None = None
     overrides: RetrievalOverrides = Field(default_factory=RetrievalOverrides)
     # ChatSettings fields to override for this request (unknown names are refused).
     chat: dict[str, Any] = Field(default_factory=dict)

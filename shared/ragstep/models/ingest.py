@@ -119,6 +119,8 @@ class IngestState(_Model):
     pipeline: str = "ingest"
     # Whose knowledge base this file goes into: set by the entry point (the uploads prefix on AWS).
     tenant_id: str = DEFAULT_TENANT
+    # The ingestion job following this run on AWS (:mod:`ragstep.app.s3_jobs`); "" when none does.
+    job_id: str = ""
     source: IngestSource
     options: IngestOptions = Field(default_factory=IngestOptions)
     status: IngestStatus = "pending"

@@ -263,6 +263,8 @@ class SearchRequest(_Model):
     knowledge_ids: list[str] = Field(default_factory=list)
     tag_ids: list[str] = Field(default_factory=list)
     overrides: RetrievalOverrides = Field(default_factory=RetrievalOverrides)
+    #: viking_stream: whose memories memory queries search (ragstep.app.memories); None = "default".
+    user: str | None = None
 
     @field_validator("query")
     @classmethod

@@ -141,6 +141,8 @@ class VikingState(_Model):
     #: Knowledge base ids (resolved by the use case).
     knowledge_base_ids: list[str] = Field(default_factory=list)
     session_id: str | None = None
+    #: Whose memories memory queries search (``ragstep.app.memories``).
+    user: Annotated[str, Field(min_length=1, max_length=64)] = "default"
     #: Analyse the intent (``search``) or run the query as it is (``find``).
     analyse: bool = False
     plan: QueryPlan | None = None

@@ -126,7 +126,10 @@ CHAT_HISTORY_STREAM = Pipeline(
 RAG = Pipeline(
     "rag",
     (
-        Stage("chunk_search"),
+        # rag_stream's two parallel steps (Parallel states on Step Functions). Without a session to load, the rewrite
+        # resolves the rounds the state carries (a stateless caller's); with none it skips.
+        Parallel("understand_query", ((Stage("rewrite_query"),), (Stage("extract_entities"),))),
+        Parallel("search", ((Stage("chunk_search"),), (Stage("entity_search"),))),
         Stage("chunk_rerank"),
         Stage("chunk_merge"),
         Stage("data_analysis"),
@@ -167,6 +170,22 @@ PIPELINES: dict[str, Pipeline] = {
 }
 #: What Step Functions runs: the state machines, template resources and stage functions are generated for these.
 DEPLOYED_PIPELINES: dict[str, Pipeline] = {name: p for name, p in PIPELINES.items() if p.deployed}
+
+
+def payload_limit(pipeline: str, limit: int) -> int:
+    """The bytes one state of ``pipeline`` may take as a Step Functions payload of at most ``limit``.
+
+    A Parallel state's output is one array: its input (the first branch passes it on to the join) and every branch's
+    state, together under the one quota. So in a pipeline with Parallel steps every state travels in an equal share
+    of it, for the widest step (the brackets and commas of the array set aside); states entering and leaving a
+    branch then always fit, and the claim check offloads the rest (``ragstep.pipeline.transport``). Other
+    pipelines, and names that are no pipeline, keep the whole ``limit``.
+    """
+    declared = PIPELINES.get(pipeline)
+    if declared is None:
+        return limit
+    items = 1 + max((len(step.branches) for step in declared.steps if isinstance(step, Parallel)), default=0)
+    return limit if items == 1 else (limit - 2 * items) // items
 
 
 def get_pipeline(name: str) -> Pipeline:

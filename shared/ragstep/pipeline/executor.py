@@ -10,26 +10,40 @@ Any state model runs here: the query pipeline's :class:`~ragstep.models.Pipeline
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Generator
 from concurrent.futures import Future, wait
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ragstep.errors import InputError, RagstepError
-from ragstep.models import RESULT_FIELDS, ErrorInfo, IngestState, PipelineState, StreamEvent, TraceEvent
+from ragstep.models import RESULT_FIELDS, ErrorInfo, PipelineState, StreamEvent, TraceEvent
 from ragstep.pipeline import transport
-from ragstep.pipeline.definitions import STREAM_STAGES, Parallel, Pipeline, Step, Stream, get_pipeline, load_stage
+from ragstep.pipeline.definitions import (
+    STREAM_STAGES,
+    Parallel,
+    Pipeline,
+    Step,
+    Stream,
+    get_pipeline,
+    load_stage,
+    payload_limit,
+)
 from ragstep.pipeline.join import join_branches
 
 if TYPE_CHECKING:
     from ragstep.context import Context
+    from ragstep.models import IngestState
 
-State = TypeVar("State", PipelineState, IngestState)
+# The ingest models are not imported for the query pipelines (a search function, `ragstep search`): named here, and
+# recognised below by their module, which any IngestState in this process has loaded.
+State = TypeVar("State", PipelineState, "IngestState")
 
 
 def result_counts(state: Any) -> dict[str, int]:
     """Result list sizes of a query state; an ingest state's own ``counts``."""
-    if isinstance(state, IngestState):
+    ingest = sys.modules.get("ragstep.models.ingest")
+    if ingest is not None and isinstance(state, ingest.IngestState):
         return dict(state.counts)
     return {f: len(getattr(state, f)) for f in RESULT_FIELDS if getattr(state, f)}
 
@@ -119,7 +133,7 @@ def _run_step(step: Step, state: State, ctx: Context, check: bool) -> State:
             exc.state = state.model_copy(update={"error": info})
             raise
     if check:  # the joined state of a Parallel step crosses the wire too (the join Lambda's output)
-        limit = ctx.settings.state_limit_bytes
+        limit = payload_limit(state.pipeline, ctx.settings.state_limit_bytes)
         state = transport.decode(transport.encode(state, ctx.blobs, limit), ctx.blobs, type(state))
     return state
 

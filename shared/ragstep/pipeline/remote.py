@@ -37,6 +37,7 @@ from ragstep import errors
 from ragstep.errors import RagstepError
 from ragstep.models import PipelineState
 from ragstep.pipeline import transport
+from ragstep.pipeline.definitions import payload_limit
 
 if TYPE_CHECKING:
     from ragstep.context import Context
@@ -78,7 +79,8 @@ def run_remote(state: PipelineState, ctx: Context, pipeline: str = "knowledge_se
             "RAGSTEP_EXECUTOR is 'stepfunctions' but RAGSTEP_STATE_MACHINE_ARN is not set; set it to the "
             "KnowledgeSearchStateMachineArn output of the stack, or set RAGSTEP_EXECUTOR=inprocess"
         )
-    payload = transport.encode(state, ctx.blobs, ctx.settings.state_limit_bytes)
+    # The first step may be a Parallel state, whose output holds this input beside the branches' states.
+    payload = transport.encode(state, ctx.blobs, payload_limit(pipeline, ctx.settings.state_limit_bytes))
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ragstep.models.scale import COMMON_SCALE, ScoreScale
 from ragstep.retrieval.text import token_set
 
 # -- the marker grammar ---------------------------------------------------------------------------------------
@@ -255,13 +256,18 @@ def similarity_matrix(
     passages: Sequence[str],
     piece_vectors: np.ndarray | None = None,
     passage_vectors: np.ndarray | None = None,
+    cosine_scale: ScoreScale = COMMON_SCALE,
 ) -> np.ndarray:
     """pieces x passages hybrid similarity: token 0.1 / vector 0.9 with both vectors (rows L2-normalised), token
-    similarity alone without them."""
+    similarity alone without them. Cosines are read on the common scale (``cosine_scale``: the embedding model's
+    declared one), where the thresholds are written: e5's raw cosine of unrelated text, ~0.77, alone cleared the
+    0.63 start."""
     tokens = np.array([[token_similarity(p, d) for d in passages] for p in pieces], dtype=np.float64)
     if piece_vectors is None or passage_vectors is None:
         return tokens.reshape(len(pieces), len(passages))
     cosines = np.asarray(piece_vectors, dtype=np.float64) @ np.asarray(passage_vectors, dtype=np.float64).T
+    if cosine_scale != COMMON_SCALE:
+        cosines = np.clip((cosines - cosine_scale.zero) / cosine_scale.span, 0.0, 1.0)
     return TOKEN_WEIGHT * tokens + VECTOR_WEIGHT * cosines
 
 
@@ -309,10 +315,12 @@ def insert_citations(
     *,
     embed: Embed | None = None,
     passage_vectors: np.ndarray | None = None,
+    cosine_scale: ScoreScale = COMMON_SCALE,
 ) -> Inserted:
     """``answer`` with ``[n]`` inserted after each piece that is similar enough to passages (see
     :func:`choose_citations`). ``embed`` embeds texts (one batch for the pieces; also the passages when
-    ``passage_vectors`` is None); without it, token similarity alone decides, with the same thresholds."""
+    ``passage_vectors`` is None); without it, token similarity alone decides, with the same thresholds.
+    ``cosine_scale``: the embedder's declared score scale (:func:`similarity_matrix`)."""
     pieces = split_pieces(answer)
     candidates = [i for i, p in enumerate(pieces) if citable(p)]
     if not candidates or not passages:
@@ -323,7 +331,8 @@ def insert_citations(
         piece_vectors = embed(texts)
         if passage_vectors is None:
             passage_vectors = embed(list(passages))
-    sims = similarity_matrix(texts, passages, piece_vectors, passage_vectors if embed is not None else None)
+    vectors = passage_vectors if embed is not None else None
+    sims = similarity_matrix(texts, passages, piece_vectors, vectors, cosine_scale)
     chosen, threshold = choose_citations(sims)
     cites = {candidates[k]: [j + 1 for j in v] for k, v in chosen.items()}
     out = [_with_marker(p, cites[i]) if i in cites else p for i, p in enumerate(pieces)]

@@ -142,9 +142,32 @@ def _clip(text: str, max_tokens: int) -> str:
     return " ".join(words) + " ..."
 
 
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*(?:\n|\Z)", re.S)
+_FRONT_FIELD = re.compile(r"^(title|description)\s*:\s*(.+?)\s*$", re.M | re.I)
+
+
+def front_matter(text: str) -> tuple[dict[str, str], str]:
+    """A Markdown file's YAML front matter's ``title`` and ``description`` (quotes dropped), and the text after it.
+
+    Front matter is metadata, not prose: read as text it would open every abstract with ``title: ... section: 7``,
+    and its ``description`` is the author's own one-line summary, the best abstract there is."""
+    found = _FRONT_MATTER.match(text)
+    if not found:
+        return {}, text
+    fields = {k.lower(): v.strip("'\"") for k, v in _FRONT_FIELD.findall(found.group(1))}
+    return fields, text[found.end() :]
+
+
 def extractive_document_layers(title: str, text: str, *, abstract_tokens: int, overview_tokens: int) -> tuple[str, str]:
-    """L0 = first heading (else the title) + the leading sentence(s); L1 = the heading outline + leading sentences."""
-    heading = first_heading(text) or title
+    """L0 = the front matter's title (else the first heading, else ``title``) + the front matter's description and
+    the leading sentence(s); L1 = the heading outline + the description and leading sentences."""
+    meta, text = front_matter(text)
+    heading = meta.get("title", "") or first_heading(text) or title
+    description = meta.get("description", "")
+    if description and not description.endswith((".", "!", "?")):
+        description += "."
+    if description:
+        text = f"{description}\n\n{text}"
     lead = leading_sentences(text, max(abstract_tokens - count_tokens(heading) - 1, 0))
     abstract = f"{heading}: {lead}" if lead else heading
     headings = [_plain(h) for h in _HEADING.findall(text)]
@@ -183,7 +206,8 @@ class ExploreConfig:
     alpha: float = 0.5
     #: Stop once the top ``limit`` has not changed for this many rounds.
     max_convergence_rounds: int = 3
-    #: How many nodes the global search contributes as starting points.
+    #: How many nodes the global search contributes as starting points, at least ``limit`` (OpenViking's
+    #: ``max(limit, GLOBAL_SEARCH_TOPK)``); 0 turns the global search off.
     global_topk: int = 3
     #: Children at or below this (propagated) score are not collected, nor explored.
     threshold: float = 0.0
@@ -218,9 +242,13 @@ def explore(
     own: Mapping[str, float],
     cfg: ExploreConfig,
     parent_of: Callable[[str], str | None] = lambda _uri: None,
+    rescore: Callable[[list[str]], list[float]] | None = None,
 ) -> Exploration:
-    """Priority-queue exploration from ``roots`` plus the folders of the ``global_topk`` best-scored nodes (a folder
-    itself, a document's folder; at that node's own score).
+    """Priority-queue exploration from ``roots`` plus what the global search found: the ``max(limit, global_topk)``
+    best-scored nodes. A folder among them starts the walk at its score (its own, or what ``rescore`` says of it:
+    the rerank model's score of its abstract when one is configured); a document among them is collected at that
+    score and its folder starts the walk at the folder's own score (so a strong match deep in the tree is reached,
+    and its siblings compete on their own merit, even when nothing above it scored).
 
     The best unvisited directory is expanded first; its children the search found (own score > 0; the best
     ``max(2 x limit, 20)``) get scores :func:`propagate`d from it; those above the threshold are collected (a node
@@ -228,17 +256,32 @@ def explore(
     After every expansion the top ``limit`` is compared with the previous one: unchanged ``max_convergence_rounds``
     times in a row (with ``limit`` nodes collected) ends the walk early.
     """
-    # The global search: the best-scored nodes anywhere; a folder starts the walk itself, a document through its
-    # folder (so a strong match deep in the tree is reached even when nothing above it scored).
+    # The global search: the best-scored nodes anywhere.
     best = sorted(((u, s) for u, s in own.items() if s > cfg.threshold), key=lambda item: (-item[1], item[0]))
+    # OpenViking's global search asks for max(limit, GLOBAL_SEARCH_TOPK) hits: with 3 alone, a query whose three
+    # best hits share one folder starts nowhere else, and that folder's propagated score then buries a better
+    # document elsewhere (the per-question misses of `ragstep bench viking`).
+    hits = best[: max(cfg.limit, cfg.global_topk)] if cfg.global_topk > 0 else []  # 0: no global search
+    scores = [score for _uri, score in hits]
+    if rescore is not None and hits:
+        scores = rescore([uri for uri, _score in hits])
     starting: dict[str, float] = dict.fromkeys(roots, 0.0)
-    for uri, score in best[: cfg.global_topk]:
-        folder = uri if is_directory(uri) else parent_of(uri)
+    collected: dict[str, float] = {}
+    for (uri, _own), score in zip(hits, scores, strict=True):
+        if is_directory(uri):
+            if uri not in roots:
+                starting[uri] = max(starting.get(uri, 0.0), score)
+            continue
+        # A document the global search found is a result at its own score (OpenViking's initial candidates), and
+        # its folder enters the walk at the folder's own score -- not the document's: one strong document must not
+        # lift every sibling above a better match elsewhere (the per-question misses of `ragstep bench viking`).
+        if score > cfg.threshold:
+            collected[uri] = max(collected.get(uri, 0.0), score)
+        folder = parent_of(uri)
         if folder is not None and folder not in roots:
-            starting[folder] = max(starting.get(folder, 0.0), score)
+            starting[folder] = max(starting.get(folder, 0.0), own.get(folder, 0.0))
     heap = [(-score, uri) for uri, score in starting.items()]
     heapq.heapify(heap)
-    collected: dict[str, float] = {}
     visited: list[str] = []
     seen: set[str] = set()
     previous: list[str] = []

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ragstep.models.viking import CONTEXT_TYPES, QueryPlan, TypedQuery
+from ragstep.retrieval.tokens import count_tokens
 
 MAX_QUERIES = 5
 
@@ -39,6 +40,32 @@ def intent_messages(query: str, recent: Sequence[tuple[str, str]], summary: str 
         parts.append("Recent messages:\n(none)")
     parts.append(f"Current message:\n{query}")
     return [("system", SYSTEM_PROMPT), ("user", "\n\n".join(parts))]
+
+
+#: The compressed summary's size: a few hundred tokens, as OpenViking's session archive abstracts are.
+SUMMARY_TOKENS = 300
+
+
+def session_summary(turns: Sequence[tuple[str, str]], max_tokens: int = SUMMARY_TOKENS) -> str:
+    """The session's compressed summary: what came before the last messages, as (question, answer) turns oldest
+    first -> one line per turn, the question and the answer's first sentence.
+
+    Extractive (no model call on every search): the analyser is a model already and reads the lines as the topic
+    so far. Over ``max_tokens``, the newest turns are kept (the recent topic matters most) and the first line says
+    how many earlier turns were left out."""
+    lines: list[str] = []
+    used = 0
+    for question, answer in reversed(turns):
+        first = re.split(r"(?<=[.!?])\s+", " ".join(answer.split()), maxsplit=1)[0]
+        line = f"- asked: {' '.join(question.split())}" + (f" -> {first}" if first else "")
+        cost = count_tokens(line)
+        if used + cost > max_tokens:
+            break
+        lines.append(line)
+        used += cost
+    left_out = len(turns) - len(lines)
+    head = [f"({left_out} earlier turn{'s' if left_out != 1 else ''} left out)"] if left_out else []
+    return "\n".join(head + lines[::-1])
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S | re.I)

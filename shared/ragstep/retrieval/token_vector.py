@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ragstep.errors import InputError
+from ragstep.models.scale import COMMON_SCALE, ScoreScale
 from ragstep.ports import RerankCandidate
 from ragstep.retrieval.text import jieba_tokenizer, query_terms, stopwords
 
@@ -318,13 +319,21 @@ class TokenVectorReranker:
         query: str,
         items: Sequence[RerankCandidate],
         query_vector: np.ndarray | Sequence[float] | None = None,
+        *,
+        cosine_scale: ScoreScale = COMMON_SCALE,
     ) -> list[float]:
-        """Relevance in [0, 1] of each candidate, in input order (see the class docstring for the formula)."""
+        """Relevance in [0, 1] of each candidate, in input order (see the class docstring for the formula).
+
+        ``cosine_scale`` is the embedding model's declared scale (:class:`ragstep.ports.ScaledEmbedder`): cosines
+        are read on the common scale before they are weighed, so the 0.2 cut-off means the same for every model (raw
+        e5 cosines of unrelated text, ~0.77, gave every candidate 0.7 x 0.77 = 0.54 before any term matched)."""
         items = list(items)
         if not items:
             return []
         token = self.token_similarity(query, items)
         cosine = _cosines(query_vector, items)
+        if cosine_scale != COMMON_SCALE:
+            cosine = np.clip((cosine - cosine_scale.zero) / cosine_scale.span, 0.0, 1.0)  # NaN stays NaN
         scores = np.where(np.isnan(cosine), token, self._token_weight * token + self._vector_weight * cosine)
         return np.clip(scores, 0.0, 1.0).tolist()
 

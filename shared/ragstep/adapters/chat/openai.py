@@ -5,7 +5,8 @@ Retries: HTTP 429 and 5xx (honouring ``Retry-After``), timeouts and connection f
 but only until the first answer token. Once a delta has been handed to the caller the answer is never requested
 again (a replay would repeat text the reader already has); a stream that breaks after that is a
 :class:`~ragstep.errors.ProviderError`. Closing the delta iterator closes the HTTP response, so the provider stops
-generating for a reader that has gone.
+generating for a reader that has gone. Under a request deadline (:mod:`ragstep.deadline`, set on AWS from the Lambda
+context) each attempt's timeout is at most the time left, and no retry starts that could not finish.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ragstep import __version__
+from ragstep import __version__, deadline
 from ragstep.adapters._http import display_url, one_line, retry_after_s
 from ragstep.errors import ProviderError
 from ragstep.ports import ChatDelta, ChatGrounding, ChatMessage, ChatOptions, ChatResponse, ChatUsage
@@ -162,11 +163,12 @@ class OpenAIChatModel:
                         started = True
                         yield delta
             except (httpx.TransportError, httpx.StreamError) as exc:
-                if started or attempt + 1 >= attempts:
+                delay = self._delay_s(attempt, None)
+                if started or attempt + 1 >= attempts or not deadline.may_retry(delay):
                     raise ProviderError(
                         f"{self.source}: the answer stream broke off ({type(exc).__name__}: {one_line(str(exc), 120)})"
                     ) from exc
-                time.sleep(self._delay_s(attempt, None))
+                time.sleep(delay)
                 continue
             finally:
                 response.close()  # also on GeneratorExit: the provider sees the connection go and stops
@@ -215,23 +217,31 @@ class OpenAIChatModel:
         last = ""
         for attempt in range(attempts):
             try:
-                return self._attempt(payload, stream)
+                return self._attempt(payload, stream, attempt, last)
             except _Retryable as exc:
                 last = str(exc)
                 if attempt + 1 < attempts:
-                    time.sleep(self._delay_s(attempt, exc.retry_after))
+                    delay = self._delay_s(attempt, exc.retry_after)
+                    if not deadline.may_retry(delay):  # the retry could not finish before the caller's time is up
+                        raise ProviderError(f"{self.source} {deadline.out_of_time(attempt + 1)}; last: {last}") from exc
+                    time.sleep(delay)
         plural = "s" if attempts != 1 else ""
         raise ProviderError(f"{self.source} failed after {attempts} attempt{plural}: {last}")
 
-    def _attempt(self, payload: dict[str, Any], stream: bool) -> httpx.Response:
+    def _attempt(self, payload: dict[str, Any], stream: bool, attempt: int = 0, last: str = "") -> httpx.Response:
         import httpx
 
+        # Never longer than the request's deadline allows (ragstep.deadline; no deadline = the configured timeout).
+        timeout_s = deadline.attempt_timeout(self.timeout_s)
+        if timeout_s is None:
+            raise ProviderError(f"{self.source} {deadline.out_of_time(attempt)}{f'; last: {last}' if last else ''}")
+        timeout = httpx.Timeout(timeout_s, connect=min(CONNECT_TIMEOUT_S, timeout_s))
         client = self._http()
         try:
-            request = client.build_request("POST", self.url, json=payload)
+            request = client.build_request("POST", self.url, json=payload, timeout=timeout)
             response = client.send(request, stream=stream)
         except httpx.TimeoutException as exc:
-            raise _Retryable(f"timed out after {self.timeout_s:g}s ({type(exc).__name__})") from exc
+            raise _Retryable(f"timed out after {timeout_s:g}s ({type(exc).__name__})") from exc
         except httpx.ConnectError as exc:
             raise _Retryable(f"unreachable ({one_line(str(exc), 120)})") from exc
         except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:

@@ -5,6 +5,7 @@ vector matrix per space; built by :class:`ragstep.adapters.index.local.LocalSear
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import shutil
 import tempfile
@@ -15,16 +16,26 @@ from pathlib import Path
 import numpy as np
 
 from ragstep.ports import SearchFilter
+from ragstep.retrieval.bm25 import length_norms
+from ragstep.retrieval.ivf import Partition
 from ragstep.retrieval.quantize import ScalarQuantizer
 
-BM25_K1 = 1.5
-BM25_B = 0.75
 _MAX_MASKS = 64
+#: top() takes its sampled-cut path from this many scores on (below, a full argpartition costs microseconds).
+_CUT_MIN_ROWS = 32_768
+_CUT_SAMPLE = 4096
+#: Rows Space.take gathers from a mapped matrix between two releases of its pages (x ~230 KiB of fault-around each).
+_RELEASE_ROWS = 1024
+#: Length norms cached per set of knowledge bases searched together (one float32 per chunk each).
+_MAX_SCOPES = 8
 #: Written into saved snapshots; a snapshot of another format (e.g. whole-index BM25 norms) is rebuilt, not used.
 #: Format 2 adds optional int8 codes per space (``storage`` in meta.json); format 1 snapshots (float32 only) are the
-#: same files without them and still open as they are.
-SNAPSHOT_FORMAT = "bm25-per-kb-2"
-READABLE_FORMATS = frozenset({"bm25-per-kb-1", SNAPSHOT_FORMAT})
+#: same files without them and still open as they are. Format 3 adds an optional IVF partition per space (``ivf`` in
+#: meta.json; its codes are then stored in list order), which a reader of format 2 would misread, hence the bump.
+SNAPSHOT_FORMAT = "bm25-per-kb-3"
+READABLE_FORMATS = frozenset({"bm25-per-kb-1", "bm25-per-kb-2", SNAPSHOT_FORMAT})
+#: Elements per block when building postings keys (bounds the int64 temporaries).
+_KEY_BLOCK = 1 << 22
 
 
 class Codes:
@@ -34,6 +45,17 @@ class Codes:
         self.names = sorted(set(values))
         self.index = {name: i for i, name in enumerate(self.names)}
         self.codes = np.fromiter((self.index[v] for v in values), dtype=np.int32, count=len(values))
+
+    @classmethod
+    def from_first_seen(cls, names: Sequence[str], codes: np.ndarray) -> Codes:
+        """Codes numbered in first-seen order (``names[code]``) renumbered to the sorted order of :meth:`__init__`:
+        a build then keeps one int per row instead of one string object per row."""
+        obj = cls.__new__(cls)
+        obj.names = sorted(names)
+        obj.index = {name: i for i, name in enumerate(obj.names)}
+        remap = np.fromiter((obj.index[n] for n in names), dtype=np.int32, count=len(names))
+        obj.codes = remap[codes] if len(names) else np.zeros(0, dtype=np.int32)
+        return obj
 
     @classmethod
     def restore(cls, names: list[str], codes: np.ndarray) -> Codes:
@@ -54,14 +76,78 @@ class Codes:
 class Space:
     rows: np.ndarray  # positions (into the snapshot) of the chunks embedded in this space
     matrix: np.ndarray  # float32 (len(rows), dim), L2-normalised; memory-mapped when loaded from disk
-    row_of: dict[int, int] | None = None  # position -> matrix row, built on first use
     # int8 codes of ``matrix`` (vector_storage = int8): scanned first, then the top candidates rescored on ``matrix``
     codes: np.ndarray | None = None
     quantizer: ScalarQuantizer | None = None
+    _taken: int = 0  # rows take() gathered since it last released the mapping's pages
+    # Above ivf.MIN_ROWS rows: the codes are in list order (``partition.order`` maps a code row to its matrix row)
+    partition: Partition | None = None
+    _inverse: np.ndarray | None = None
+    # filter -> (allowed matrix rows as a mask, their indices): ``mask[rows]`` costs ~7 ms a query at a million rows
+    allowed_cache: dict[SearchFilter, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     @property
     def storage(self) -> str:
         return "int8" if self.codes is not None else "float32"
+
+    def allowed(self, snap: Snapshot, flt: SearchFilter) -> tuple[np.ndarray, np.ndarray]:
+        cached = self.allowed_cache.get(flt)
+        if cached is None:
+            mask = snap.mask(flt)
+            # rows are ascending unique positions: as many as the snapshot has means every one, in order
+            allowed = mask if self.rows.shape[0] == mask.shape[0] else mask[self.rows]
+            if len(self.allowed_cache) >= _MAX_MASKS:
+                self.allowed_cache.clear()
+            cached = self.allowed_cache[flt] = (allowed, np.flatnonzero(allowed))
+        return cached
+
+    def code_rows(self, matrix_rows: np.ndarray) -> np.ndarray:
+        """Code rows holding ``matrix_rows`` (the identity unless the codes are in IVF list order)."""
+        if self.partition is None:
+            return matrix_rows
+        if self._inverse is None:
+            inverse = np.empty_like(self.partition.order)
+            inverse[self.partition.order] = np.arange(inverse.shape[0], dtype=inverse.dtype)
+            self._inverse = inverse
+        return self._inverse[matrix_rows]
+
+    def take(self, matrix_rows: np.ndarray) -> np.ndarray:
+        """float32 copies of a few matrix rows (rescoring candidates, the rerank stage's vectors).
+
+        A page fault on the mapped matrix maps the pages around the faulting row too (the kernel's fault-around:
+        ~230 KiB a row measured, 138 MiB for one query's 600 candidates), so random rows would pull the whole matrix
+        (1.5 GB at a million rows) into the process's resident set within a few queries. Every ``_RELEASE_ROWS``
+        rows gathered, the mapping's pages are released (``MADV_DONTNEED``: they stay in the page cache, a later
+        access maps them again), which bounds that to ~250 MiB. Reading each row with ``pread`` bounds it too, but
+        costs about twice as long as the gather (5 against 2.5 us a row)."""
+        out = np.asarray(self.matrix[matrix_rows], dtype=np.float32)
+        mapping = getattr(self.matrix, "_mmap", None)  # np.memmap's mmap object
+        if mapping is not None:
+            self._taken += matrix_rows.shape[0]
+            if self._taken >= _RELEASE_ROWS:
+                self._taken = 0
+                mapping.madvise(mmap.MADV_DONTNEED)
+        return out
+
+    def matrix_rows(self, code_rows: np.ndarray) -> np.ndarray:
+        return code_rows if self.partition is None else self.partition.order[code_rows]
+
+
+@dataclass(frozen=True, slots=True)
+class Bm25Scope:
+    """The BM25 statistics of the knowledge bases one search covers, taken together (:mod:`ragstep.retrieval.bm25`):
+    their chunk count, each chunk's length norm against their joint average length (rows of other knowledge bases
+    are masked out of the search anyway), and which knowledge base codes count for document frequencies (None: every
+    knowledge base of the snapshot, so a term's df is the length of its postings)."""
+
+    codes: tuple[int, ...]
+    docs: int
+    norm: np.ndarray
+    member: np.ndarray | None
+
+    def df(self, rows: np.ndarray, kb_codes: np.ndarray) -> int:
+        """How many of ``rows`` (one term's postings) belong to the scope's knowledge bases."""
+        return int(rows.size) if self.member is None else int(np.count_nonzero(self.member[kb_codes[rows]]))
 
 
 @dataclass
@@ -81,7 +167,12 @@ class Snapshot:
     spaces: dict[str, Space]
     kb_docs: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # chunks per knowledge base code
     masks: dict[SearchFilter, np.ndarray] = field(default_factory=dict)
+    #: Tokens per row, the sum of its postings' tf, derived on first need (only a search over several knowledge
+    #: bases needs it), so the saved format carries no new array.
+    lengths: np.ndarray | None = None
     _positions: dict[str, int] | None = None
+    _scope_codes: dict[SearchFilter, tuple[int, ...]] = field(default_factory=dict)
+    _scopes: dict[tuple[int, ...], Bm25Scope] = field(default_factory=dict)
 
     def position(self, chunk_id: str) -> int | None:
         if self._positions is None:  # built on first use: only the rerank stage needs it
@@ -110,9 +201,68 @@ class Snapshot:
         self.masks[flt] = m
         return m
 
+    def row_lengths(self) -> np.ndarray:
+        """Tokens per row (float64), summed from the postings: one pass over them, once per snapshot."""
+        if self.lengths is None:
+            self.lengths = np.bincount(
+                np.asarray(self.post_rows), weights=np.asarray(self.post_tf, dtype=np.float64), minlength=self.size
+            )
+        return self.lengths
+
+    def kb_tokens(self, codes: tuple[int, ...]) -> int:
+        """Total tokens of the chunks of these knowledge base codes."""
+        if not codes:
+            return 0
+        per_kb = np.bincount(self.kb.codes, weights=self.row_lengths(), minlength=len(self.kb.names))
+        return round(float(per_kb[list(codes)].sum()))
+
+    def scope_codes(self, flt: SearchFilter) -> tuple[int, ...]:
+        """The knowledge bases a search covers: those the filter names, or else those of the rows it lets through
+        (a search by knowledge ids covers the items' knowledge bases)."""
+        if flt.knowledge_base_ids:
+            return tuple(sorted({self.kb.index[k] for k in flt.knowledge_base_ids if k in self.kb.index}))
+        if len(self.kb.names) <= 1:
+            return tuple(range(len(self.kb.names)))
+        cached = self._scope_codes.get(flt)
+        if cached is None:
+            present = np.bincount(self.kb.codes[self.mask(flt)], minlength=len(self.kb.names))
+            cached = tuple(int(c) for c in np.flatnonzero(present))
+            if len(self._scope_codes) >= _MAX_MASKS:
+                self._scope_codes.clear()
+            self._scope_codes[flt] = cached
+        return cached
+
+    def bm25_scope(self, flt: SearchFilter) -> Bm25Scope:
+        """The joint BM25 statistics of the knowledge bases ``flt`` covers (cached per set of knowledge bases)."""
+        codes = self.scope_codes(flt)
+        cached = self._scopes.get(codes)
+        if cached is not None:
+            return cached
+        every = len(codes) == len(self.kb.names)
+        member = None
+        if not every:
+            member = np.zeros(len(self.kb.names), dtype=bool)
+            member[list(codes)] = True
+        docs = int(self.kb_docs[list(codes)].sum()) if codes else 0
+        if len(codes) <= 1:
+            # One knowledge base: the norms precomputed against its own average length are its joint ones.
+            scope = Bm25Scope(codes, docs, self.norm, member)
+        else:
+            avgdl = self.kb_tokens(codes) / docs if docs else 1.0
+            scope = Bm25Scope(codes, docs, length_norms(self.row_lengths(), avgdl or 1.0), member)
+        if len(self._scopes) >= _MAX_SCOPES:
+            self._scopes.clear()
+        self._scopes[codes] = scope
+        return scope
+
 
 def top(scores: np.ndarray, k: int) -> np.ndarray:
     """Indices of the ``k`` largest finite scores, best first (ties broken by position for determinism)."""
+    if scores.shape[0] >= _CUT_MIN_ROWS:
+        cand = _above_cut(scores, k)
+        if cand is not None:
+            cand = cand[np.isfinite(scores[cand])]
+            return cand[np.lexsort((cand, -scores[cand]))[:k]]
     finite = np.flatnonzero(np.isfinite(scores))
     if finite.size == 0:
         return finite
@@ -123,15 +273,50 @@ def top(scores: np.ndarray, k: int) -> np.ndarray:
     return finite[order]
 
 
-def save_snapshot(snap: Snapshot, snap_root: Path) -> None:
-    """Best effort: a read-only data dir or a full disk only costs the next process a rebuild."""
-    final = snap_root / f"gen-{snap.generation}"
-    if final.exists():
-        return
-    tmp: Path | None = None
+def _above_cut(scores: np.ndarray, k: int) -> np.ndarray | None:
+    """Indices of every score at or above a cut taken from a strided sample, when at least ``k`` are (then they hold
+    the exact top ``k``: the k-th largest score is >= the cut); None when the sample gives no useful cut.
+
+    At a million rows this is two passes over the scores (~1 ms) instead of ``isfinite`` + a copy + ``argpartition``
+    of all of them (~38 ms)."""
+    n = scores.shape[0]
+    stride = max(1, n // _CUT_SAMPLE)
+    sample = scores[::stride]
+    # the j-th best sample stands for ~j x stride rows: ask for twice k, and a margin for uneven spreads
+    j = 2 * k // stride + 8
+    if j >= sample.shape[0] // 2:
+        return None
+    cut = np.partition(sample, sample.shape[0] - j)[sample.shape[0] - j]
+    if not np.isfinite(cut):
+        return None
+    cand = np.flatnonzero(scores >= cut)
+    return cand if cand.shape[0] >= k else None
+
+
+def new_build_dir(snap_root: Path) -> Path | None:
+    """A fresh folder for a snapshot being built (None when the data dir is not writable: the build stays in RAM)."""
     try:
         snap_root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=snap_root, prefix=".build-"))
+        return Path(tempfile.mkdtemp(dir=snap_root, prefix=".build-"))
+    except OSError:
+        return None
+
+
+def save_snapshot(snap: Snapshot, snap_root: Path, build_dir: Path | None = None) -> None:
+    """Best effort: a read-only data dir or a full disk only costs the next process a rebuild.
+
+    ``build_dir`` (from :func:`new_build_dir`) may already hold some arrays, written while building (the float32
+    matrices, streamed there so they never sit in RAM); those files are kept as they are."""
+    final = snap_root / f"gen-{snap.generation}"
+    tmp: Path | None = build_dir
+    if final.exists():
+        if tmp is not None:  # another process saved this generation first; mapped files stay readable once unlinked
+            shutil.rmtree(tmp, ignore_errors=True)
+        return
+    try:
+        if tmp is None:
+            snap_root.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(dir=snap_root, prefix=".build-"))
         arrays = {
             "indptr": snap.indptr,
             "post_rows": snap.post_rows,
@@ -152,8 +337,14 @@ def save_snapshot(snap: Snapshot, snap_root: Path) -> None:
                 arrays[f"space{i}_codes"] = sp.codes
                 arrays[f"space{i}_qoffset"] = sp.quantizer.offset
                 arrays[f"space{i}_qstep"] = sp.quantizer.step
+            if sp.partition is not None:
+                arrays[f"space{i}_centroids"] = sp.partition.centroids
+                arrays[f"space{i}_offsets"] = sp.partition.offsets
+                arrays[f"space{i}_order"] = sp.partition.order
         for key, arr in arrays.items():
-            np.save(tmp / f"{key}.npy", arr)
+            path = tmp / f"{key}.npy"
+            if not (build_dir is not None and path.exists()):
+                np.save(path, arr)
         terms = [""] * len(snap.vocab)
         for term, tid in snap.vocab.items():
             terms[tid] = term
@@ -162,6 +353,7 @@ def save_snapshot(snap: Snapshot, snap_root: Path) -> None:
             "generation": snap.generation,
             "spaces": space_names,
             "storage": {name: snap.spaces[name].storage for name in space_names},
+            "ivf": [name for name in space_names if snap.spaces[name].partition is not None],
             "codes": {k: getattr(snap, k).names for k in ("kb", "knowledge", "tag", "ctype")},
             "ids": snap.ids,
             "terms": terms,
@@ -200,6 +392,12 @@ def load_snapshot(snap_root: Path, gen: int) -> Snapshot | None:
             if storage.get(name) == "int8":
                 sp.codes = arr(f"space{i}_codes")
                 sp.quantizer = ScalarQuantizer(np.asarray(arr(f"space{i}_qoffset")), np.asarray(arr(f"space{i}_qstep")))
+            if name in meta.get("ivf", ()):
+                sp.partition = Partition(
+                    np.asarray(arr(f"space{i}_centroids")),
+                    np.asarray(arr(f"space{i}_offsets")),
+                    arr(f"space{i}_order"),
+                )
             spaces[name] = sp
         return Snapshot(
             generation=gen,
@@ -226,12 +424,23 @@ def csc_postings(term_ids: np.ndarray, lengths: np.ndarray, vocab_size: int) -> 
     n = len(lengths)
     if term_ids.size == 0:
         return np.zeros(vocab_size + 1, dtype=np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32)
-    rows = np.repeat(np.arange(n, dtype=np.int64), lengths)
-    keys, counts = np.unique(term_ids * n + rows, return_counts=True)  # sorted by term, then row
-    post_terms = keys // n
+    # key = term * n + row, built in place and sorted in place (the np.unique of before held ~4 int64 copies of every
+    # token: 1.4 GB at a million chunks); equal keys are one term's repeats in one row
+    keys = np.repeat(np.arange(n, dtype=np.int64), lengths)
+    for lo in range(0, keys.shape[0], _KEY_BLOCK):
+        keys[lo : lo + _KEY_BLOCK] += term_ids[lo : lo + _KEY_BLOCK].astype(np.int64) * n
+    keys.sort()
+    first = np.empty(keys.shape[0], dtype=bool)
+    first[0] = True
+    np.not_equal(keys[1:], keys[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    del first
+    counts = np.diff(starts, append=keys.shape[0]).astype(np.float32)
+    keys = keys[starts]
+    del starts
     indptr = np.zeros(vocab_size + 1, dtype=np.int64)
-    np.cumsum(np.bincount(post_terms, minlength=vocab_size), out=indptr[1:])
-    return indptr, (keys % n).astype(np.int32), counts.astype(np.float32)
+    np.cumsum(np.bincount(keys // n, minlength=vocab_size), out=indptr[1:])
+    return indptr, (keys % n).astype(np.int32), counts
 
 
 def bm25_norms(kb_codes: np.ndarray, kb_count: int, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -242,5 +451,4 @@ def bm25_norms(kb_codes: np.ndarray, kb_count: int, lengths: np.ndarray) -> tupl
         return kb_docs, np.zeros(0, dtype=np.float32)
     totals = np.bincount(kb_codes, weights=lengths.astype(np.float64), minlength=kb_count)
     avgdl = np.divide(totals, kb_docs, out=np.ones(kb_count), where=totals > 0)
-    norm = (BM25_K1 * (1.0 - BM25_B + BM25_B * lengths / avgdl[kb_codes])).astype(np.float32)
-    return kb_docs, norm
+    return kb_docs, length_norms(lengths / avgdl[kb_codes], 1.0)

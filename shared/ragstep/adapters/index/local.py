@@ -7,27 +7,35 @@ Design
   and other processes see a consistent index (WAL mode: readers never block the writer).
 * **Search runs on an immutable in-memory snapshot** built from SQLite: BM25 postings in CSC layout (per term: the
   rows that contain it and their term frequency) and one float32 matrix per embedding space. A query is a handful of
-  numpy vector operations: ~1 ms of BM25 and ~8 ms of exact kNN at 100k chunks x 384 dims on a 2-core machine. A
+  numpy vector operations (ranking only the rows a query term touched, and a top-k by a sampled cut, so neither
+  costs O(index) work beyond one pass over the scores). A
   snapshot is never mutated; a rebuild makes a new one and swaps the reference, so concurrent readers in threads
   need no lock.
 * **Vectors are scanned as int8 codes** (``vector_storage="int8"``, :mod:`ragstep.retrieval.quantize`): a quarter of
   the bytes per query; the ``rescore_factor x top_k`` best approximate candidates are rescored exactly on the float32
   matrix, which stays memory-mapped on disk so only those rows are read. ``"float32"`` scans the matrix exactly.
+* **Above ``ivf_min_rows`` rows (250k) the int8 pass probes IVF lists** (:mod:`ragstep.retrieval.ivf`): ~6 % of the
+  rows instead of all (175 ms a query at a million rows), at the price of approximate recall; below, exact as before.
 * **Snapshots are cached on disk** (``snapshots/gen-N``, written to a temp dir and renamed), so a new process -- the
-  CLI, a Lambda cold start -- maps the arrays instead of rebuilding them. A snapshot whose generation differs from
-  SQLite's is never used.
+  CLI, a Lambda cold start -- maps the arrays instead of rebuilding them (:attr:`LocalSearchIndex.snapshot_builds`
+  counts rebuilds). A snapshot whose generation differs from SQLite's is never used. A build streams the vectors
+  into the snapshot folder (:mod:`._build`): the float32 matrix is never in RAM.
 * A write invalidates the snapshot; the next search rebuilds it (lazily, so a batch of ingests pays once). Rebuilds
   are O(total tokens) in numpy: about a second per 100k chunks.
 
 Keyword scores are normalised per query to the best hit (best = 1.0), which makes ``keyword_threshold`` mean the
 same on any corpus; the raw BM25 score is kept in :attr:`Hit.raw_score`.
 
-BM25 statistics are per knowledge base: a chunk is scored with the document count, document frequencies and average
-length of its own knowledge base, so ingesting into one knowledge base never reorders another's results (a search
-by knowledge ids uses the statistics of those items' knowledge bases, the same rule). The snapshot precomputes each
-chunk's length norm against its knowledge base's average length; a query counts each term's document frequency per
-knowledge base from the term's postings (one ``bincount``, the same O(postings) as the scoring itself). An index that
-holds one knowledge base scores exactly as with whole-index statistics.
+BM25 statistics are those of the knowledge bases being searched, taken together (:mod:`ragstep.retrieval.bm25`): the
+document count, document frequencies and average length of the knowledge bases the filter names (or, when it names
+none, of those holding the chunks it lets through: a search by knowledge ids uses its items' knowledge bases). So
+ingesting into one knowledge base never reorders another's results, and a search over several ranks all their chunks
+on one scale. Statistics never span tenants: each tenant has its own index folder. The snapshot precomputes each
+chunk's length norm against its own knowledge base's average length (the one-knowledge-base search, the common case,
+uses it as is); the norms against several knowledge bases' joint average are computed once per set of knowledge bases
+(O(chunks), cached on the snapshot). A query counts each term's document frequency within the searched knowledge bases
+from the term's postings, the same O(postings) as the scoring itself. An index that holds one knowledge base scores
+exactly as with whole-index statistics.
 """
 
 from __future__ import annotations
@@ -35,10 +43,9 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import shutil
 import sqlite3
 import threading
-from array import array
-from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -48,23 +55,22 @@ from typing import Literal
 import numpy as np
 
 from ragstep.adapters._sqlite import SqliteDatabase
+from ragstep.adapters.index._build import stream_snapshot
 from ragstep.adapters.index._replace import checked_replacement
 from ragstep.adapters.index._snapshot import (
-    BM25_B,
-    BM25_K1,
-    Codes,
     Snapshot,
     Space,
-    bm25_norms,
-    csc_postings,
     load_snapshot,
+    new_build_dir,
     save_snapshot,
     top,
 )
 from ragstep.errors import ConflictError, InputError, StorageError
 from ragstep.models import Chunk
 from ragstep.ports import Hit, IndexStats, SearchFilter
-from ragstep.retrieval.quantize import approx_scores, candidates_wanted, fit
+from ragstep.retrieval import ivf
+from ragstep.retrieval.bm25 import BM25_B, BM25_K1, Bm25Stats, idf, length_norms, term_scores
+from ragstep.retrieval.quantize import approx_scores, candidates_wanted
 from ragstep.retrieval.text import tokenize
 
 # Above this many rows a matrix-vector product is split across threads (numpy releases the GIL); below it the
@@ -106,6 +112,7 @@ class LocalSearchIndex:
         parallel_rows: int = PARALLEL_ROWS,
         vector_storage: Literal["float32", "int8"] = "int8",
         rescore_factor: int = 4,
+        ivf_min_rows: int = ivf.MIN_ROWS,
     ) -> None:
         self.root = Path(root)
         try:
@@ -125,6 +132,9 @@ class LocalSearchIndex:
         self._parallel_rows = parallel_rows
         self._storage = vector_storage
         self._rescore = rescore_factor
+        self._ivf_min_rows = ivf_min_rows
+        #: Snapshots built from SQLite by this object (a snapshot mapped from disk is not counted).
+        self.snapshot_builds = 0
         self._pool: ThreadPoolExecutor | None = None
 
     # -- connections and transactions ---------------------------------------------------------------------------
@@ -257,19 +267,21 @@ class LocalSearchIndex:
         sp = snap.spaces.get(space)
         if sp is None:
             return {}
-        if sp.row_of is None:
-            sp.row_of = {int(pos): i for i, pos in enumerate(sp.rows)}
+        # rows holds ascending positions: a binary search finds a position's matrix row (a position -> row dict
+        # was ~100 MB at a million rows)
         found: dict[str, int] = {}
         for cid in chunk_ids:
             pos = snap.position(cid)
-            row = sp.row_of.get(pos) if pos is not None else None
-            if row is not None:
+            if pos is None:
+                continue
+            row = int(np.searchsorted(sp.rows, pos))
+            if row < sp.rows.shape[0] and int(sp.rows[row]) == pos:
                 found[cid] = row
         if not found:
             return {}
         # One gather for all rows (a copy, in RAM even when the matrix is memory-mapped): indexing the memmap row by
         # row made a memmap object per chunk.
-        block = np.asarray(sp.matrix[np.fromiter(found.values(), dtype=np.int64, count=len(found))])
+        block = sp.take(np.fromiter(found.values(), dtype=np.int64, count=len(found)))
         return dict(zip(found, block, strict=True))
 
     def stats(self) -> IndexStats:
@@ -278,28 +290,39 @@ class LocalSearchIndex:
         spaces = dict(conn.execute("SELECT space, count(*) FROM chunks WHERE space IS NOT NULL GROUP BY space"))
         return IndexStats(chunks=chunks, knowledge_items=items, vector_spaces=spaces)
 
-    def keyword_search(self, tokens: Sequence[str], flt: SearchFilter, top_k: int, threshold: float) -> list[Hit]:
+    def keyword_search(
+        self,
+        tokens: Sequence[str],
+        flt: SearchFilter,
+        top_k: int,
+        threshold: float,
+        *,
+        stats: Bm25Stats | None = None,
+    ) -> list[Hit]:
+        """BM25 with the joint statistics of the knowledge bases ``flt`` covers (module docstring), or with
+        ``stats`` when given: those of a larger collection this index is one part of (:meth:`bm25_stats`)."""
         snap = self.snapshot()
-        term_ids = [snap.vocab[t] for t in dict.fromkeys(tokens) if t in snap.vocab]
-        if not term_ids or snap.size == 0 or top_k <= 0:
+        terms = {t: snap.vocab[t] for t in dict.fromkeys(tokens) if t in snap.vocab}
+        if not terms or snap.size == 0 or top_k <= 0:
             return []
         acc = np.zeros(snap.size, dtype=np.float32)
-        kb_codes, kb_docs = snap.kb.codes, snap.kb_docs.astype(np.float64)
-        for t in term_ids:
+        kb_codes = snap.kb.codes
+        scope = snap.bm25_scope(flt)
+        for term, t in terms.items():
             lo, hi = snap.indptr[t], snap.indptr[t + 1]
             rows, tf = snap.post_rows[lo:hi], snap.post_tf[lo:hi]
-            if kb_docs.size == 1:  # one knowledge base: its statistics are the whole index's
-                df = float(hi - lo)
-                idf = math.log(1.0 + (kb_docs[0] - df + 0.5) / (df + 0.5))
-            else:  # each row scored with its own knowledge base's N and df (module docstring)
-                row_kb = kb_codes[rows]
-                dfs = np.bincount(row_kb, minlength=kb_docs.size).astype(np.float64)
-                idf = np.log1p((kb_docs - dfs + 0.5) / (dfs + 0.5)).astype(np.float32)[row_kb]
+            if stats is None:
+                weight, norms = idf(scope.df(rows, kb_codes), scope.docs), scope.norm[rows]
+            else:
+                weight = idf(stats.df.get(term, 0), stats.docs)
+                norms = length_norms(snap.row_lengths()[rows], stats.avgdl)
             # Rows are unique within one term's postings, so fancy-index += accumulates correctly.
-            acc[rows] += idf * tf * (BM25_K1 + 1.0) / (tf + snap.norm[rows])
-        acc[~snap.mask(flt)] = 0.0
-        acc[acc <= 0.0] = -np.inf
-        best = top(acc, top_k)
+            acc[rows] += term_scores(tf, norms, weight)
+        # Only rows a term touched can score (BM25 term scores are > 0): rank those, not every row of the index
+        # (at a million rows, masking and ranking all of them cost more than the scoring).
+        touched = np.flatnonzero(acc > 0.0)
+        touched = touched[snap.mask(flt)[touched]]
+        best = touched[top(acc[touched], top_k)]
         if best.size == 0:
             return []
         top_score = float(acc[best[0]])
@@ -311,6 +334,20 @@ class LocalSearchIndex:
                 break  # best-first order: everything after scores lower
             hits.append(Hit(snap.ids[pos], score, raw))
         return hits
+
+    def bm25_stats(self, tokens: Sequence[str], flt: SearchFilter) -> Bm25Stats:
+        """This index's part of the BM25 statistics of a search spanning several indexes: the chunks and tokens of
+        the knowledge bases ``flt`` covers here, and how many of those chunks hold each of ``tokens``."""
+        snap = self.snapshot()
+        scope = snap.bm25_scope(flt)
+        if not scope.codes:
+            return Bm25Stats()
+        df = {}
+        for term in dict.fromkeys(tokens):
+            t = snap.vocab.get(term)
+            if t is not None:
+                df[term] = scope.df(snap.post_rows[snap.indptr[t] : snap.indptr[t + 1]], snap.kb.codes)
+        return Bm25Stats(scope.docs, snap.kb_tokens(scope.codes), df)
 
     def vector_search(
         self, vector: np.ndarray, space: str, flt: SearchFilter, top_k: int, threshold: float
@@ -326,22 +363,34 @@ class LocalSearchIndex:
         if not math.isfinite(norm) or norm == 0.0:
             return []
         q = q / norm
-        allowed = snap.mask(flt)[sp.rows]
-        selected = np.flatnonzero(allowed)
+        allowed, selected = sp.allowed(snap, flt)
         if selected.size == 0:
             return []
         want = candidates_wanted(top_k, self._rescore)
         if sp.codes is not None and sp.quantizer is not None and self._storage == "int8" and selected.size > want:
             w, bias = sp.quantizer.query_weights(q)
             selective = selected.size < 0.5 * allowed.size
-            codes = sp.codes[selected] if selective else sp.codes
-            approx = self._scan(codes.shape[0], lambda lo, hi, out: approx_scores(codes[lo:hi], w, bias, out))
-            if not selective:
+            found = self._probe(sp, q, allowed, selected.size, want, w, bias) if sp.partition is not None else None
+            if found is not None:
+                cand_rows = found
+            elif selective:
+                codes = sp.codes[sp.code_rows(selected)]
+                approx = self._scan(codes.shape[0], lambda lo, hi, out: approx_scores(codes[lo:hi], w, bias, out))
+                cand_rows = selected[top(approx, want)]
+            else:
+                all_codes = sp.codes
+                approx = self._scan(
+                    all_codes.shape[0], lambda lo, hi, out: approx_scores(all_codes[lo:hi], w, bias, out)
+                )
+                if sp.partition is not None:  # codes in list order: back to matrix order
+                    by_row = np.empty_like(approx)
+                    by_row[sp.partition.order] = approx
+                    approx = by_row
                 approx[~allowed] = -np.inf
-            cand = top(approx, want)
+                cand_rows = top(approx, want)
             # Matrix rows in ascending order: sequential page reads, and the exact path's tie-break by position.
-            matrix_rows = np.sort(selected[cand] if selective else cand)
-            scores = np.asarray(sp.matrix[matrix_rows], dtype=np.float32) @ q
+            matrix_rows = np.sort(cand_rows)
+            scores = sp.take(matrix_rows) @ q
             rows = sp.rows[matrix_rows]
         elif selected.size < 0.5 * allowed.size:
             # A selective filter: score only the rows it lets through (copying them beats scoring them all).
@@ -355,6 +404,48 @@ class LocalSearchIndex:
         best = top(scores, top_k)
         return [Hit(snap.ids[rows[i]], float(scores[i]), float(scores[i])) for i in best]
 
+    def _probe(
+        self, sp: Space, q: np.ndarray, allowed: np.ndarray, selected: int, want: int, w: np.ndarray, bias: float
+    ) -> np.ndarray | None:
+        """Matrix rows of the ``want`` best approximate candidates in the IVF lists nearest to ``q`` (more lists
+        when a filter leaves too few of their rows), or None when scanning the ``selected`` rows the filter allows
+        would cost no more: the caller scans those (or every row) instead."""
+        part, codes = sp.partition, sp.codes
+        assert part is not None and codes is not None
+        count = ivf.probe_count(part.lists)
+        while count < part.lists and codes.shape[0] * count / part.lists < selected:
+            lists = part.probe(q, count)
+            idx, approx = self._scan_lists(part, lists, lambda lo, hi, out: approx_scores(codes[lo:hi], w, bias, out))
+            rows = part.order[idx]
+            ok = allowed[rows]
+            if np.count_nonzero(ok) >= want:
+                approx[~ok] = -np.inf
+                return rows[top(approx, want)]
+            count *= 4
+        return None
+
+    def _scan_lists(
+        self, part: ivf.Partition, lists: np.ndarray, score: Callable[[int, int, np.ndarray], object]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`ivf.scan_lists`, the lists split in two halves of equal rows scanned concurrently when large."""
+        sizes = part.offsets[lists + 1] - part.offsets[lists]
+        total = int(sizes.sum())
+        if total < self._parallel_rows or self._workers == 1 or lists.size < 2:
+            return ivf.scan_lists(part, lists, score)
+        pool = self._executor()
+        cut = min(max(1, int(np.searchsorted(np.cumsum(sizes), total // 2))), lists.size - 1)
+        later = pool.submit(ivf.scan_lists, part, lists[cut:], score)
+        idx, out = ivf.scan_lists(part, lists[:cut], score)
+        idx2, out2 = later.result()
+        return np.concatenate((idx, idx2)), np.concatenate((out, out2))
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            with self._build_lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(self._workers - 1, thread_name_prefix="ragstep-knn")
+        return self._pool
+
     def _matvec(self, matrix: np.ndarray, q: np.ndarray) -> np.ndarray:
         """``matrix @ q``, split into row blocks scored concurrently when the matrix is large."""
         if matrix.shape[0] < self._parallel_rows or self._workers == 1:
@@ -367,12 +458,9 @@ class LocalSearchIndex:
         if n < self._parallel_rows or self._workers == 1:
             score(0, n, out)
             return out
-        if self._pool is None:
-            with self._build_lock:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(self._workers - 1, thread_name_prefix="ragstep-knn")
+        pool = self._executor()
         bounds = [int(b) for b in np.linspace(0, n, self._workers + 1, dtype=np.int64)]
-        futures = [self._pool.submit(score, lo, hi, out[lo:hi]) for lo, hi in itertools.pairwise(bounds[1:])]
+        futures = [pool.submit(score, lo, hi, out[lo:hi]) for lo, hi in itertools.pairwise(bounds[1:])]
         score(0, bounds[1], out[: bounds[1]])
         for f in futures:
             f.result()
@@ -395,92 +483,17 @@ class LocalSearchIndex:
             return snap
 
     def _build_snapshot(self) -> Snapshot:
-        # Rows are streamed from one read transaction into arrays sized up front, rather than fetched all at once:
-        # at 100k chunks, fetchall() held every 1.5 kB vector blob as bytes, a Python list held every token id,
-        # and np.vstack + astype copied the matrix twice (683 MiB peak for the build; BENCHMARKS.md).
-        conn = self._conn()
-        conn.execute("BEGIN")  # one read transaction: generation and rows from the same committed state
+        # streamed from SQLite, the vectors into the build folder (_build.py)
+        self.snapshot_builds += 1
+        build_dir = new_build_dir(self._snap_root) if self._persist else None
         try:
-            gen = self._generation()
-            # Per space: the vectors' bytes back to back (one memcpy a row), their width, the rows holding them
-            widths: dict[str, int] = {}
-            blobs: dict[str, bytearray] = {}
-            positions: dict[str, array[int]] = {}
-            for name, width in conn.execute(
-                "SELECT space, max(length(vector)) FROM chunks WHERE space IS NOT NULL GROUP BY space"
-            ):
-                widths[name], blobs[name], positions[name] = width, bytearray(), array("i")
-            ids: list[str] = []
-            kbs: list[str] = []
-            knowledge: list[str] = []
-            tags: list[str] = []
-            ctypes: list[str] = []
-            enabled = bytearray()
-            # term -> id, a new term getting the next id, all in C (map + defaultdict + count): 3x the listcomp
-            vocab_ids: defaultdict[str, int] = defaultdict(itertools.count().__next__)
-            term_id = vocab_ids.__getitem__
-            term_ids = array("q")
-            lengths = array("q")
-            rows = conn.execute(
-                "SELECT id, knowledge_id, knowledge_base_id, tag_id, chunk_type, enabled, tokens, space, vector"
-                " FROM chunks ORDER BY row"
-            )
-            for pos, (cid, kid, kb, tag, ctype, on, tokens, space, vector) in enumerate(rows):
-                ids.append(cid)
-                knowledge.append(kid)
-                kbs.append(kb)
-                tags.append(tag)
-                ctypes.append(ctype)
-                enabled.append(1 if on else 0)
-                toks = tokens.split()
-                lengths.append(len(toks))
-                term_ids.extend(map(term_id, toks))
-                if space is not None:
-                    if len(vector) != widths[space]:
-                        raise StorageError(
-                            f"chunk {cid!r} has a {len(vector) // 4}-dimension vector in space {space!r}, whose "
-                            f"others have {widths[space] // 4}; re-ingest its knowledge item"
-                        )
-                    blobs[space] += vector
-                    positions[space].append(pos)
-        finally:
-            conn.execute("COMMIT")
-        vocab = dict(vocab_ids)  # a plain dict from here: a lookup of an unknown term must not add it
-        n = len(ids)
-        lengths_np = np.frombuffer(lengths, dtype=np.int64) if n else np.zeros(0, dtype=np.int64)
-        terms_np = np.frombuffer(term_ids, dtype=np.int64) if term_ids else np.zeros(0, dtype=np.int64)
-        indptr, post_rows, post_tf = csc_postings(terms_np, lengths_np, len(vocab))
-        del term_ids, terms_np
-        kb = Codes(kbs)
-        kb_docs, norm = bm25_norms(kb.codes, len(kb.names), lengths_np)
-        spaces = {}
-        for name, blob in blobs.items():
-            matrix = np.frombuffer(blob, dtype="<f4").reshape(-1, widths[name] // 4).astype(np.float32, copy=False)
-            spaces[name] = Space(np.frombuffer(positions[name], dtype=np.int32).copy(), matrix)
-            if self._storage == "int8" and matrix.shape[0]:
-                quantizer = fit(matrix)
-                spaces[name].codes, spaces[name].quantizer = quantizer.encode(matrix), quantizer
-            del blob
-        blobs.clear()
-
-        snap = Snapshot(
-            generation=gen,
-            ids=ids,
-            kb=kb,
-            knowledge=Codes(knowledge),
-            tag=Codes(tags),
-            ctype=Codes(ctypes),
-            enabled=np.frombuffer(bytes(enabled), dtype=np.uint8).astype(bool),
-            vocab=vocab,
-            indptr=indptr,
-            post_rows=post_rows,
-            post_tf=post_tf,
-            norm=norm,
-            spaces=spaces,
-            kb_docs=kb_docs,
-        )
+            snap = stream_snapshot(self._conn(), build_dir, self._storage, self._ivf_min_rows)
+        except BaseException:
+            if build_dir is not None:
+                shutil.rmtree(build_dir, ignore_errors=True)
+            raise
         if self._persist:
-            save_snapshot(snap, self._snap_root)
+            save_snapshot(snap, self._snap_root, build_dir)
         return snap
 
 

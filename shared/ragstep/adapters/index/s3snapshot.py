@@ -24,11 +24,14 @@ the same index:
 Calls that name chunks or knowledge items but no knowledge base (fetch, vectors, chunks_at, delete ...) look in the
 knowledge bases this container has loaded; only ids none of those holds send them to the tenant's other knowledge
 bases, loaded one at a time until the ids are found (deletes and enable/disable check every one that could hold them).
+The query stages that read by id (rerank, merge, citations) name the request's knowledge bases through
+:meth:`S3SnapshotIndex.scoped` (:func:`ragstep.ports.scoped_reads`): those reads look in those knowledge bases only.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import random
 import re
 import shutil
@@ -49,6 +52,7 @@ from ragstep.adapters.index.local import LocalSearchIndex
 from ragstep.errors import ConflictError, InputError, StorageError
 from ragstep.models import Chunk
 from ragstep.ports import Hit, IndexStats, SearchFilter
+from ragstep.retrieval.bm25 import joint
 
 if TYPE_CHECKING:
     import numpy as np
@@ -109,6 +113,8 @@ class S3SnapshotIndex:
         self._kb_locks: defaultdict[str, threading.RLock] = defaultdict(threading.RLock)
         self._loaded: dict[str, _Loaded] = {}
         self._listed: tuple[float, list[str]] | None = None
+        #: The knowledge bases by-id reads look in (a :meth:`scoped` view); None: every one of the tenant's.
+        self._scope: tuple[str, ...] | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, tenant_id: str, cache_dir: Path) -> S3SnapshotIndex:
@@ -205,6 +211,14 @@ class S3SnapshotIndex:
             self._listed = listed
         return listed[1]
 
+    def scoped(self, knowledge_base_ids: Sequence[str]) -> S3SnapshotIndex:
+        """A view whose by-id reads (fetch, vectors, chunks_at, knowledge_chunks) look in these knowledge bases only
+        (:class:`ragstep.ports.ScopedReads`): the request names them, so a cold rerank or merge container loads
+        those instead of the tenant's others one by one. It shares this index's loaded generations and locks."""
+        view = copy.copy(self)
+        view._scope = tuple(kb for kb in dict.fromkeys(knowledge_base_ids) if _SAFE.match(kb))
+        return view
+
     def preload(self, kb_ids: Iterable[str]) -> None:
         """Load these knowledge bases now (a function's init phase may, so its first request does not download)."""
         self._indexes(kb_ids)
@@ -219,7 +233,8 @@ class S3SnapshotIndex:
         ``column``) that no loaded knowledge base holds. An id a loaded one holds but ``read`` left out (a chunk
         without a vector, a neighbour past a document's end) loads nothing more."""
         out: dict[str, T] = {}
-        seen = [kb for kb in list(self._loaded) if _SAFE.match(kb)]
+        scope = self._scope
+        seen = [kb for kb in list(self._loaded) if _SAFE.match(kb) and (scope is None or kb in scope)]
         loaded = [(kb, e.index) for kb in seen if (e := self._current(kb)).index is not None]
         for _, index in loaded:
             out.update(read(index))
@@ -229,7 +244,8 @@ class S3SnapshotIndex:
                 held = _held(index.root / "index.sqlite", column, missing)
                 missing = [m for m in missing if m not in held]
         if missing:
-            for index in self._indexes(kb for kb in self._all_kbs() if kb not in seen):
+            others = self._all_kbs() if scope is None else scope
+            for index in self._indexes(kb for kb in others if kb not in seen):
                 out.update(read(index))
                 held = _held(index.root / "index.sqlite", column, missing)
                 missing = [m for m in missing if m not in held and m not in out]
@@ -243,10 +259,11 @@ class S3SnapshotIndex:
         targets = self._indexes(flt.knowledge_base_ids or self._all_kbs())
         if len(targets) == 1:
             return targets[0].keyword_search(tokens, flt, top_k, threshold)
-        # Raw BM25 scores use each chunk's own knowledge base's statistics in the local index too, so they compare
-        # across knowledge bases; normalised to the best of all, as one local index holding them all would.
+        # Every knowledge base scores with the statistics of all of them together (ragstep.retrieval.bm25), so raw
+        # BM25 scores compare across them; normalised to the best of all, as one local index holding them all would.
+        stats = joint(index.bm25_stats(tokens, flt) for index in targets)
         hits = sorted(
-            (h for index in targets for h in index.keyword_search(tokens, flt, top_k, 0.0)),
+            (h for index in targets for h in index.keyword_search(tokens, flt, top_k, 0.0, stats=stats)),
             key=lambda h: (-h.raw_score, h.chunk_id),
         )[: max(top_k, 0)]
         out: list[Hit] = []

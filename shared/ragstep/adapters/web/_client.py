@@ -1,16 +1,16 @@
 """One HTTP call to a web search engine: a pooled ``httpx`` client, one attempt bounded by the timeout.
 
 Web search runs inside a user's request beside the knowledge-base search, so it is not retried: a slow or failing
-engine costs at most ``timeout_s`` and the search goes on without it (a ``degrade`` row). Every failure is a
-:class:`~ragstep.errors.ProviderError` whose message names the engine and shows no query string (API keys travel
-there).
+engine costs at most ``timeout_s`` (less when the request's deadline is closer: :mod:`ragstep.deadline`) and the
+search goes on without it (a ``degrade`` row). Every failure is a :class:`~ragstep.errors.ProviderError` whose message
+names the engine and shows no query string (API keys travel there).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ragstep import __version__
+from ragstep import __version__, deadline
 from ragstep.adapters._http import _LazyClient, display_url, one_line
 from ragstep.errors import ProviderError
 
@@ -37,10 +37,14 @@ class WebClient(_LazyClient):
         import httpx
 
         client: httpx.Client = self.get()
+        # Never longer than the request's deadline allows (ragstep.deadline; no deadline = the configured timeout).
+        timeout_s = deadline.attempt_timeout(self.timeout_s)
+        if timeout_s is None:
+            raise ProviderError(f"{self.source} ({display_url(url)}) {deadline.out_of_time(0)}")
         try:
-            response = client.request(method, url, params=params, json=json, data=data)
+            response = client.request(method, url, params=params, json=json, data=data, timeout=timeout_s)
         except httpx.TimeoutException:
-            raise ProviderError(f"{self.source} timed out after {self.timeout_s:g}s ({display_url(url)})") from None
+            raise ProviderError(f"{self.source} timed out after {timeout_s:g}s ({display_url(url)})") from None
         except httpx.HTTPError as exc:
             raise ProviderError(
                 f"{self.source} request failed ({display_url(url)}): {type(exc).__name__}: {one_line(str(exc), 120)}"

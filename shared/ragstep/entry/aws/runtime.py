@@ -236,6 +236,10 @@ def with_lambda_context(fn: LambdaHandler, correlation_id_path: str | None = Non
     """``fn`` wrapped so that its logs carry the Lambda context (function name, request id, cold start), it is
     traced, and its metrics are flushed (with ``ColdStart`` on the first invocation) when it returns or raises.
 
+    It runs under the invocation's deadline (:mod:`ragstep.deadline`: the context's remaining time less a margin for
+    the handler's own epilogue), which bounds every provider and OpenSearch call it makes -- the stages, the join,
+    and the API's app under Mangum (whose tasks and worker threads inherit it).
+
     The Powertools decorators are applied per call rather than at import, so that importing a handler module stays
     cheap; applying them costs microseconds.
     """
@@ -249,7 +253,10 @@ def with_lambda_context(fn: LambdaHandler, correlation_id_path: str | None = Non
             wrapped = logger().inject_lambda_context(
                 measured, correlation_id_path=correlation_id_path, clear_state=True
             )
-            return wrapped(event, context)
+            from ragstep.deadline import deadline_at, from_lambda_context
+
+            with deadline_at(from_lambda_context(context)):
+                return wrapped(event, context)
 
     handler.__name__ = handler.__qualname__ = getattr(fn, "__name__", "handler")
     handler.__doc__ = fn.__doc__

@@ -9,7 +9,9 @@
   Functions payload limit (both through :mod:`ragstep.pipeline.transport`). The stage's pipeline decides the state
   model (:func:`ragstep.pipeline.definitions.state_model`): a ``PipelineState`` for the query stages, an
   ``IngestState`` for the ingest stages. The first ingest stage also accepts the S3 ``Object Created`` event
-  EventBridge starts the ingest state machine with (:mod:`ragstep.entry.aws.events`).
+  EventBridge starts the ingest state machine with (:mod:`ragstep.entry.aws.events`), as the machine hands it over:
+  ``{"input": <event>, "execution_arn": ...}``. It records the upload's ingestion job as running; the last stage
+  records its outcome, and a stage that raises records it failed (:mod:`ragstep.app.s3_jobs`).
 * :data:`join_handler` -- the task after a ``Parallel`` state: joins the branch states (see ``pipeline/asl.py``).
 
 Observability (Powertools, :mod:`ragstep.entry.aws.runtime`): every invocation logs as JSON with the Lambda context
@@ -65,18 +67,22 @@ def stage_handler(stage_name: str) -> LambdaHandler:
     def run(event: Any, context: Any) -> dict[str, Any]:
         log = logger()
         log.append_keys(stage=stage_name)
+        state: Any = None
         try:
             clients = get_clients()
             state = _input_state(stage_name, event, clients)
             # The pipeline request id is the same in every stage of one run: the key to follow it across functions.
             log.set_correlation_id(state.request_id)
             before = len(state.trace)
-            state = _run_traced(stage_name, state, clients)
-            payload = _encode(state, clients)
+            ran = _run_traced(stage_name, state, clients)
+            payload = _encode(ran, clients)
+            state = ran
         except Exception as exc:
             _log_error(exc, stage=stage_name)
             _error_metric(stage_name, exc)
+            _job_failed(stage_name, state, exc)
             raise
+        _job_finished(stage_name, state, clients)
         _stage_metrics(stage_name, state, before, payload)
         _log_state("stage finished", state, payload, stage=stage_name)
         return payload
@@ -105,11 +111,56 @@ def _input_state(stage_name: str, event: Any, clients: Clients) -> Any:
     from ragstep.pipeline.definitions import get_pipeline, state_model
 
     model = state_model(stage_name)
+    execution_arn = ""
+    if model is IngestState and isinstance(event, dict) and set(event) == {"input", "execution_arn"}:
+        # The ingest machine's first task: its input with the execution's ARN (pipeline.asl.EXECUTION_PARAMETERS).
+        execution_arn, event = str(event["execution_arn"] or ""), event["input"]
     if model is IngestState and is_s3_object_created(event):
         if stage_name != get_pipeline("ingest").stage_names()[0]:
             raise InputError(f"{stage_name} takes an ingest state; an S3 event starts the first stage")
-        return ingest_state_from_s3_event(event, clients)
+        from ragstep.app.s3_jobs import start_for_execution
+
+        state = ingest_state_from_s3_event(event, clients)
+        # Every upload's ingestion has a job to follow it by, whether or not the API presigned the upload.
+        return start_for_execution(clients.context(state.tenant_id), state, execution_arn)
     return transport.decode_event(event, clients.blobs, model)
+
+
+def _job_finished(stage_name: str, state: Any, clients: Clients) -> None:
+    """After the ingest machine's last stage: the run's outcome on its job. A failure to record it is logged, not
+    raised: the document is indexed, and reading the job later records the outcome from the execution's output."""
+    from ragstep.models import IngestState
+    from ragstep.pipeline.definitions import get_pipeline
+
+    if not isinstance(state, IngestState) or not state.job_id:
+        return
+    if stage_name != get_pipeline("ingest").stage_names()[-1]:
+        return
+    from ragstep.app.s3_jobs import finish_job
+
+    try:
+        finish_job(clients.context(state.tenant_id), state)
+    except Exception as exc:
+        logger().warning(
+            "could not record the end of ingestion job", extra={"job_id": state.job_id, "error": type(exc).__name__}
+        )
+
+
+def _job_failed(stage_name: str, state: Any, exc: BaseException) -> None:
+    """A stage that raised: its job (if the run has one) ``failed`` with the error line, never a traceback. A
+    failure to record it is logged: reading the job later records the failed execution instead."""
+    from ragstep.models import IngestState
+
+    if not isinstance(state, IngestState) or not state.job_id:
+        return
+    from ragstep.app.s3_jobs import fail_job, stage_error_line
+
+    try:
+        fail_job(get_clients().context(state.tenant_id), state.job_id, stage_error_line(stage_name, exc))
+    except Exception as error:
+        logger().warning(
+            "could not record the failed ingestion job", extra={"job_id": state.job_id, "error": type(error).__name__}
+        )
 
 
 def _run_traced(stage_name: str, state: Any, clients: Clients) -> Any:
@@ -130,8 +181,12 @@ def _encode(state: Any, clients: Clients) -> dict[str, Any]:
     """The state as the handler returns it, under the payload limit as Lambda sends it; results it offloads go to
     the state's own tenant's blob store."""
     from ragstep.pipeline import transport
+    from ragstep.pipeline.definitions import payload_limit
 
-    return transport.encode_for_lambda(state, clients.blobs(state.tenant_id), clients.settings.state_limit_bytes)
+    # A pipeline with Parallel steps gives each state a share of the payload quota (a Parallel state's output holds
+    # several of them).
+    limit = payload_limit(state.pipeline, clients.settings.state_limit_bytes)
+    return transport.encode_for_lambda(state, clients.blobs(state.tenant_id), limit)
 
 
 # -- the join after a Parallel state ------------------------------------------------------------------------------

@@ -22,12 +22,14 @@ frozen, and later discarded, as soon as the response is complete.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
+from ragstep.deadline import deadline_at, from_epoch_ms
 from ragstep.entry.aws.runtime import get_clients
 
 if TYPE_CHECKING:
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
     from ragstep.context import Clients
 
 DEFAULT_PORT = 8080
+#: The Lambda context as JSON, added to each request by the Lambda Web Adapter.
+LAMBDA_CONTEXT_HEADER = b"x-amzn-lambda-context"
 #: Longer than any execution environment lives: the adapter is the only client and keeps its connections pooled, so
 #: the app must never be the one to close an idle connection (a close racing the adapter's next request on it
 #: would fail that request).
@@ -88,7 +92,10 @@ class LambdaApp:
             return
         # get_clients() may look a rotated secret up (a network call once per RAGSTEP_SECRETS_MAX_AGE_S): off the loop.
         app = await anyio.to_thread.run_sync(self.app)
-        await app(scope, receive, send)
+        # The invocation's deadline, which the adapter forwards in a header: this request task and the worker threads
+        # it starts (AnyIO copies the context) bound their provider calls by it.
+        with deadline_at(invocation_deadline(scope)):
+            await app(scope, receive, send)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -104,6 +111,27 @@ class LambdaApp:
                 await anyio.to_thread.run_sync(self.close)
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+def invocation_deadline(scope: Scope) -> float | None:
+    """The deadline of the invocation behind this request (:mod:`ragstep.deadline`), from the
+    ``x-amzn-lambda-context`` header the Lambda Web Adapter adds: the Lambda context as JSON, ``deadline`` in Unix
+    milliseconds. None without the header (the app run locally) or when it does not parse: no deadline, as locally.
+
+    Clients cannot forge a longer time: the Function URL's requests reach the app only through the adapter, which
+    sets the header itself, and a deadline can only shorten what the function's timeout allows anyway.
+    """
+    if scope.get("type") != "http":
+        return None
+    raw = next((v for k, v in scope.get("headers") or () if k == LAMBDA_CONTEXT_HEADER), None)
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+        value = data.get("deadline", data.get("deadline_ms")) if isinstance(data, dict) else None
+        return from_epoch_ms(float(value)) if isinstance(value, int | float | str) else None
+    except (ValueError, TypeError):
+        return None
 
 
 def port(environ: Any = None) -> int:

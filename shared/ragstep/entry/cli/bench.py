@@ -38,6 +38,17 @@ def cmd_bench_answer(args: argparse.Namespace) -> int:
     return _bench_output(args, run_answer(Path(args.set_dir), progress=_say(args)), render)
 
 
+def _peer_list(value: str) -> tuple[str, ...]:
+    known = ("rank_bm25", "bm25s")
+    names = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+    if names == ("none",):
+        return ()
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown peer {', '.join(unknown) or value!r}; use {','.join(known)} or none")
+    return names
+
+
 def cmd_bench_latency(args: argparse.Namespace) -> int:
     from ragstep.bench.latency import render, run_latency
 
@@ -48,6 +59,7 @@ def cmd_bench_latency(args: argparse.Namespace) -> int:
         batch=args.batch,
         rank_bm25_queries=args.rank_bm25_queries,
         seed=args.seed,
+        peers=args.peers,
         progress=_say(args),
     )
     return _bench_output(args, result, render)
@@ -65,6 +77,7 @@ def cmd_bench_chat(args: argparse.Namespace) -> int:
         bench_dir=args.bench_dir,
         batch=args.batch,
         seed=args.seed,
+        http=args.http,
         progress=_say(args),
     )
     return _bench_output(args, result, render)
@@ -180,6 +193,14 @@ def add_bench_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--rank-bm25-queries", type=positive_int, default=30, metavar="N", help="queries for the slow rank_bm25 peer"
     )
+    p.add_argument(
+        "--peers",
+        type=_peer_list,
+        default=("rank_bm25", "bm25s"),
+        metavar="LIST",
+        help="peers to compare with, comma-separated: rank_bm25,bm25s (the default) or none (at a million chunks "
+        "they need the whole corpus in memory)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the random vectors and shuffles")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=cmd_bench_latency)
@@ -192,6 +213,12 @@ def add_bench_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--tokens", type=positive_int, default=20_000, metavar="N", help="tokens per relayed answer (20000)")
     p.add_argument("--streams", type=positive_int, default=5, metavar="N", help="relayed answers, median shown (5)")
     p.add_argument("--answer-tokens", type=positive_int, default=16, metavar="N", help="tokens per timed answer (16)")
+    p.add_argument(
+        "--http",
+        action="store_true",
+        help="also time the first token over POST /v1/chat/completions (uvicorn on 127.0.0.1) and through LangChain's "
+        "BM25 + vector EnsembleRetriever chain (needs the serve and bench extras)",
+    )
     p.add_argument("--bench-dir", metavar="DIR", help="benchmark sets folder (default ../shared/bench)")
     p.add_argument("--batch", type=positive_int, default=1000, metavar="N", help="chunks per replace_knowledge")
     p.add_argument("--seed", type=int, default=0, help="seed of the random vectors and shuffles")

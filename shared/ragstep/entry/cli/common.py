@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 if TYPE_CHECKING:
+    from pydantic import ValidationError
+
     from ragstep.context import Context
 
 EXIT_USER_ERROR = 2

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from pydantic import ValidationError
 
 from ragstep.entry.cli.common import EXIT_USER_ERROR, context_of, print_json, validation_message
 from ragstep.errors import InputError
@@ -23,6 +20,8 @@ EXIT_INTERRUPTED = 130
 
 def ingest_options(args: argparse.Namespace) -> Any:
     """The chunking flags as validated :class:`IngestOptions`; a bad value is one error line naming the flag."""
+    from pydantic import ValidationError
+
     from ragstep.models import IngestOptions
 
     given = {k: v for k, v in (("chunk_size", args.chunk_size), ("chunk_overlap", args.chunk_overlap)) if v is not None}
@@ -145,6 +144,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def report(results: Sequence[IngestResult], kb_name: str, *, as_json: bool) -> None:
+    import dataclasses
+
     from ragstep.entry.cli.console import table
 
     if as_json:

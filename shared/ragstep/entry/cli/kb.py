@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from ragstep.app.knowledge_bases import KnowledgeBaseContents, create_knowledge_base, show_knowledge_base
 from ragstep.entry.cli.common import context_of, print_json
 from ragstep.entry.cli.console import clip, table
-from ragstep.models import KnowledgeBase
+
+if TYPE_CHECKING:  # `kb list` reads the catalog alone: the use cases (and the ingest stages they use) load on demand
+    from ragstep.app.knowledge_bases import KnowledgeBaseContents
+    from ragstep.models import KnowledgeBase
 
 
 def describe(kb: KnowledgeBase) -> str:
@@ -17,6 +20,8 @@ def describe(kb: KnowledgeBase) -> str:
 
 
 def cmd_kb_create(args: argparse.Namespace) -> int:
+    from ragstep.app.knowledge_bases import create_knowledge_base
+
     ctx = context_of(args)
     graph = getattr(args, "graph", False)
     layers = getattr(args, "layers", False)
@@ -43,6 +48,8 @@ def cmd_kb_list(args: argparse.Namespace) -> int:
 
 
 def cmd_kb_show(args: argparse.Namespace) -> int:
+    from ragstep.app.knowledge_bases import show_knowledge_base
+
     contents = show_knowledge_base(context_of(args), args.name)
     if args.json:
         print_json(contents.model_dump(mode="json"))

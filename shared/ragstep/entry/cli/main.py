@@ -12,9 +12,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, NoReturn, TypeGuard
 
 from ragstep import __version__
 from ragstep.entry.cli.bench import add_bench_commands
@@ -27,8 +25,11 @@ from ragstep.entry.cli.search import cmd_search
 from ragstep.entry.cli.serve import cmd_serve, port_number
 from ragstep.entry.cli.slack import add_slack_commands
 from ragstep.entry.cli.tenants import add_tenant_commands
-from ragstep.entry.cli.viking import add_find_command
+from ragstep.entry.cli.viking import add_find_command, add_remember_command
 from ragstep.errors import InputError, RagstepError
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -143,8 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="typed queries from the intent analyser, each through the folder tree (see `ragstep find`)",
     )
+    p.add_argument("--user", help="with --hierarchical: whose memories memory queries search (default)")
     p.set_defaults(func=cmd_search)
     add_find_command(sub, common)
+    add_remember_command(sub, common)
 
     p = sub.add_parser("demo", help="ingest the bundled bilingual sample and run a few searches", parents=[common])
     p.set_defaults(func=lazy("ragstep.entry.cli.demo", "cmd_demo"))
@@ -176,6 +179,13 @@ def check_utf8_args(args: argparse.Namespace) -> None:
                 raise InputError(f"{dest.replace('_', '-')}: {item!r} is not valid UTF-8; re-encode it as UTF-8")
 
 
+def is_validation_error(exc: BaseException) -> TypeGuard[ValidationError]:
+    """``exc`` is pydantic's ValidationError, asked without importing pydantic (~40 ms): ``--help`` and the commands
+    that never load a model must not pay for it, and an error of pydantic's means pydantic is loaded."""
+    pydantic_core = sys.modules.get("pydantic_core")
+    return pydantic_core is not None and isinstance(exc, pydantic_core.ValidationError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -185,9 +195,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RagstepError as exc:
         print(f"ragstep: error: {exc.message}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except ValidationError as exc:
-        print(f"ragstep: error: {validation_message(exc)}", file=sys.stderr)
-        return EXIT_USER_ERROR
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -196,6 +203,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except Exception as exc:
+        if is_validation_error(exc):
+            print(f"ragstep: error: {validation_message(exc)}", file=sys.stderr)
+            return EXIT_USER_ERROR
         if os.environ.get("RAGSTEP_DEBUG"):
             raise
         print(

@@ -7,8 +7,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import ValidationError
-
 from ragstep.entry.cli.common import context_of, print_json, validation_message
 from ragstep.errors import InputError
 
@@ -44,6 +42,8 @@ def top_k_overrides(top_k: int) -> dict[str, Any]:
 
     Checked here against the setting's own bounds so that the error names the flag the user typed, not the field.
     """
+    from pydantic import ValidationError
+
     from ragstep.models import RetrievalOverrides
 
     try:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
-import socket
 import sys
 
 from ragstep.entry.cli.common import context_of, whole_number
@@ -24,6 +22,8 @@ def port_number(text: str) -> int:
 def check_listen(host: str, port: int) -> None:
     """Fail now, as a user error, when ``host:port`` cannot be listened on (a port in use, a host that is not this
     machine's); uvicorn would log the error and exit on its own."""
+    import socket  # here: the parser (port_number) is built at every start-up, sockets are for serving
+
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
@@ -40,6 +40,9 @@ def check_listen(host: str, port: int) -> None:
 
 def is_loopback(host: str) -> bool:
     """Whether every address ``host`` names is this machine's loopback (127.0.0.0/8, ::1)."""
+    import ipaddress
+    import socket
+
     try:
         infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
     except socket.gaierror:

@@ -1,13 +1,15 @@
-"""``ragstep find`` and ``ragstep search --hierarchical``: thin shells over :mod:`ragstep.app.viking`."""
+"""``ragstep find``, ``ragstep search --hierarchical`` and ``ragstep remember``: thin shells over
+:mod:`ragstep.app.viking` and :mod:`ragstep.app.memories`."""
 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ragstep.entry.cli.common import context_of, print_json
 
 if TYPE_CHECKING:
+    from ragstep.app.memories import RememberReport
     from ragstep.models.viking import FindResult
 
 
@@ -21,6 +23,45 @@ def add_find_command(sub: argparse._SubParsersAction, common: argparse.ArgumentP
     p.add_argument("--kb", action="append", required=True, help="knowledge base name or id (repeatable)")
     add_shared_options(p)
     p.set_defaults(func=cmd_find)
+
+
+def add_remember_command(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "remember",
+        help="save a chat session's memories (the user's preferences, decisions) for memory queries to find",
+        parents=[common],
+    )
+    p.add_argument("--session", required=True, help="chat session id")
+    p.add_argument("--user", help="whose memories they are (default)")
+    p.add_argument("--json", action="store_true", help="print {session_id, user, source, saved, duplicates} as JSON")
+    p.set_defaults(func=cmd_remember)
+
+
+def cmd_remember(args: argparse.Namespace) -> int:
+    from ragstep.app.memories import remember
+
+    report = remember(context_of(args), args.session, user=args.user)
+    if args.json:
+        print_json(report_json(report))
+        return 0
+    print(f"{len(report.saved)} memories saved for {report.user}, {len(report.duplicates)} already known")
+    for m in report.saved:
+        print(f"  [{m.category}] {m.text}")
+    for event in report.trace:
+        if event.action == "fallback" and event.reason:
+            print(f"  ({event.reason})")
+    return 0
+
+
+def report_json(report: RememberReport) -> dict[str, Any]:
+    return {
+        "session_id": report.session_id,
+        "user": report.user,
+        "source": report.source,
+        "saved": [{"category": m.category, "text": m.text} for m in report.saved],
+        "duplicates": [{"category": m.category, "text": m.text} for m in report.duplicates],
+        "trace": [e.model_dump(mode="json", exclude_none=True) for e in report.trace],
+    }
 
 
 def add_shared_options(p: argparse.ArgumentParser) -> None:
@@ -47,7 +88,7 @@ def cmd_hierarchical_search(args: argparse.Namespace) -> int:
     if not args.kb:
         raise InputError("search --hierarchical needs --kb NAME")
     limit = args.top_k if args.top_k is not None else 10
-    result = search(args.query, args.kb, context_of(args), limit=limit, session_id=args.session)
+    result = search(args.query, args.kb, context_of(args), limit=limit, session_id=args.session, user=args.user)
     show(result, as_json=args.json)
     return 0
 

@@ -317,45 +317,54 @@ def completion_frames(plan: Plan, run: Run, include_usage: bool, usage_meter: Me
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
         return data_frame(head | {"choices": [choice]})
 
-    yield chunk({"role": "assistant", "content": ""})
-    shown: list[str] = []
-    references: list[Any] = []
-    events = relay(run)
-    try:
-        while True:
-            try:
-                event = next(events)
-            except StopIteration as done:
-                final: PipelineState | None = done.value
-                break
-            if event.event == "answer":
-                shown.append(event.data["delta"])
-                yield chunk({"content": event.data["delta"]})
-            elif event.event == "reasoning":
-                yield chunk({"reasoning_content": event.data["delta"]})
-            elif event.event == "references":
-                references = event.data.get("results", [])
-    except Exception as exc:
-        yield data_frame({"error": stream_error(exc)})
-        return
-    if final is not None:
-        answer = final.chat.answer
-        if not shown and answer:  # a pipeline that does not stream: the whole answer at once
-            yield chunk({"content": answer})
-        references = [r.model_dump(mode="json") for r in context_results(final)]
-        usage = final.chat.usage.model_dump()
-        report(usage_meter, final)
-    else:
-        answer, usage = "".join(shown), {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
-    last: dict[str, Any] = {}
-    if plan.reference:
-        last.update(reference=references, final_content=answer)
-    if final is None:
-        last["interrupted"] = True
-    yield chunk(last, finish="stop")
-    if include_usage:
-        yield data_frame(head | {"choices": [], "usage": usage})
-    yield DONE
+    # The role chunk goes out with the first frame after it, not alone: the response fetches each frame on a worker
+    # thread, and under load every extra hand-off before the first token waits for a CPU. OpenAI's own role chunk
+    # also arrives when the first token is ready.
+    role = chunk({"role": "assistant", "content": ""})
+
+    def answer() -> Generator[bytes, None, None]:
+        shown: list[str] = []
+        references: list[Any] = []
+        events = relay(run)
+        try:
+            while True:
+                try:
+                    event = next(events)
+                except StopIteration as done:
+                    final: PipelineState | None = done.value
+                    break
+                if event.event == "answer":
+                    shown.append(event.data["delta"])
+                    yield chunk({"content": event.data["delta"]})
+                elif event.event == "reasoning":
+                    yield chunk({"reasoning_content": event.data["delta"]})
+                elif event.event == "references":
+                    references = event.data.get("results", [])
+        except Exception as exc:
+            yield data_frame({"error": stream_error(exc)})
+            return
+        if final is not None:
+            answer = final.chat.answer
+            if not shown and answer:  # a pipeline that does not stream: the whole answer at once
+                yield chunk({"content": answer})
+            references = [r.model_dump(mode="json") for r in context_results(final)]
+            usage = final.chat.usage.model_dump()
+            report(usage_meter, final)
+        else:
+            answer, usage = "".join(shown), {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+        last: dict[str, Any] = {}
+        if plan.reference:
+            last.update(reference=references, final_content=answer)
+        if final is None:
+            last["interrupted"] = True
+        yield chunk(last, finish="stop")
+        if include_usage:
+            yield data_frame(head | {"choices": [], "usage": usage})
+        yield DONE
+
+    frames = answer()
+    yield role + next(frames, b"")
+    yield from frames
 
 
 def completion_body(plan: Plan, state: PipelineState) -> dict[str, Any]:

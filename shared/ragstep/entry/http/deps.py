@@ -46,6 +46,7 @@ ROUTE_SCOPES: tuple[tuple[str, frozenset[str] | None, Scope], ...] = (
     ("/v1/knowledge-search", None, "search"),
     ("/v1/find", None, "search"),
     ("/v1/search", None, "search"),
+    ("/v1/remember", None, "chat"),  # reads a chat session, writes its memories
     ("/v1/chat", None, "chat"),
     ("/v1/knowledge-chat", None, "chat"),
     ("/v1/models", None, "chat"),

@@ -29,6 +29,7 @@ from ragstep.app.knowledge_bases import (
     list_knowledge_bases,
     update_knowledge_base,
 )
+from ragstep.app.s3_jobs import reconcile
 from ragstep.context import Clients, Context
 from ragstep.entry.http.deps import RequestContext, SearchContext
 from ragstep.entry.http.errors import ErrorBody
@@ -111,7 +112,7 @@ class KnowledgeBaseDeleted(_Model):
 
 class UploadAccepted(_Model):
     """One ingestion job per file, in the order sent: follow each at ``GET /v1/ingestion-jobs/{id}``. On AWS
-    Lambda the files go to S3 and their S3 events ingest them: no job, the documents they become instead."""
+    Lambda the files go to S3, and each job follows the ingest execution its S3 event starts."""
 
     jobs: list[IngestionJob]
     #: On AWS: the document each file becomes (``GET /v1/documents/{id}`` once ingested), in the order sent.
@@ -215,7 +216,8 @@ def upload_documents(
                 "on AWS an upload is ingested by its S3 event with the knowledge base's defaults: a tag or chunking "
                 "options cannot travel with it; upload without them"
             )
-        return UploadAccepted(jobs=[], documents=store_for_s3_ingestion(ctx, ctx.require_kb(kb), files))
+        s3_jobs = store_for_s3_ingestion(ctx, ctx.require_kb(kb), files)
+        return UploadAccepted(jobs=s3_jobs, documents=[job.knowledge_id for job in s3_jobs])
     _needs_a_worker()
     jobs = store_uploads(ctx, ctx.require_kb(kb), files, tag, options)
     _submit(ctx, jobs)
@@ -225,7 +227,8 @@ def upload_documents(
 @router.post("/v1/knowledge-bases/{kb}/uploads", responses=_errors(*_COMMON))
 def presigned_upload(kb: str, body: UploadRequest, ctx: RequestContext) -> PresignedUpload:
     """On AWS: a short-lived presigned S3 PUT for one large file (it does not pass through the API); its S3 event
-    starts the ingestion. Send the returned headers with the PUT, and exactly ``size`` bytes."""
+    starts the ingestion. Send the returned headers with the PUT, and exactly ``size`` bytes; follow the ingestion
+    at ``GET /v1/ingestion-jobs/{job_id}`` (``queued`` until the file is uploaded)."""
     return presign_upload(ctx, ctx.require_kb(kb), body)
 
 
@@ -260,5 +263,6 @@ def delete_doc(document_id: str, ctx: RequestContext) -> DocumentDeleted:
 
 @router.get("/v1/ingestion-jobs/{job_id}", responses=_errors(*_COMMON))
 def show_job(job_id: str, ctx: SearchContext) -> IngestionJob:
-    """One ingestion job: queued, running, or its outcome (indexed, unchanged, duplicate, failed) and error line."""
-    return require_job(ctx, job_id)
+    """One ingestion job: queued, running, or its outcome (indexed, unchanged, duplicate, failed) and error line.
+    On AWS a job that says running while its state machine execution has ended is brought up to date from it."""
+    return reconcile(ctx, require_job(ctx, job_id))

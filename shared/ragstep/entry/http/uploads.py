@@ -25,6 +25,7 @@ from pydantic import Field, ValidationError
 
 from ragstep.app.ingest import check_tag, knowledge_id_for
 from ragstep.app.jobs import queue_ingestion
+from ragstep.app.s3_jobs import queue_upload
 from ragstep.context import Context
 from ragstep.entry.aws.events import TENANTS_PREFIX, UPLOADS_PREFIX
 from ragstep.errors import InputError
@@ -163,6 +164,8 @@ class PresignedUpload(_Model):
     key: str
     #: The document the upload becomes: ``GET /v1/documents/{document_id}`` once it is ingested.
     document_id: str
+    #: Its ingestion job, ``queued`` until the upload's S3 event starts it: ``GET /v1/ingestion-jobs/{job_id}``.
+    job_id: str
 
 
 @functools.lru_cache(maxsize=4)
@@ -195,9 +198,19 @@ def s3_document_id(ctx: Context, kb: KnowledgeBase, name: str) -> str:
     return knowledge_id_for(kb, f"s3://{blobs.bucket}/{root}{tenant_part}{UPLOADS_PREFIX}{kb.id}/{name}")
 
 
-def store_for_s3_ingestion(ctx: Context, kb: KnowledgeBase, files: list[UploadFile]) -> list[str]:
+def queue_s3_upload(ctx: Context, kb: KnowledgeBase, name: str, size: int) -> IngestionJob:
+    """The ``queued`` job of an upload to the tenant's ``uploads/<kb id>/<name>``, recorded before the file is
+    there: the upload's S3 event takes it (:func:`ragstep.app.s3_jobs.start_for_execution`)."""
+    blob_key = f"{UPLOADS_PREFIX}{kb.id}/{name}"
+    return queue_upload(
+        ctx, kb, filename=name, blob_key=blob_key, knowledge_id=s3_document_id(ctx, kb, name), size=size
+    )
+
+
+def store_for_s3_ingestion(ctx: Context, kb: KnowledgeBase, files: list[UploadFile]) -> list[IngestionJob]:
     """A small direct upload on Lambda: every file checked first, then each stored where a presigned PUT puts it
-    (the tenant's ``uploads/<kb>/<file>``), whose S3 event starts the ingest state machine; the document ids."""
+    (the tenant's ``uploads/<kb>/<file>``), whose S3 event starts the ingest state machine; one queued job per
+    file (its ``knowledge_id`` is the document it becomes)."""
     blobs = _s3_blobs(ctx)
     if not files:
         raise InputError("no file in the request; send one or more form parts named 'files'")
@@ -208,10 +221,12 @@ def store_for_s3_ingestion(ctx: Context, kb: KnowledgeBase, files: list[UploadFi
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise InputError(f"file name {twice[0]!r} is sent twice; one document per name and request")
+    jobs = []
     for c in checked:
+        jobs.append(queue_s3_upload(ctx, kb, c.name, c.size))  # before the upload, whose event looks for it
         c.file.seek(c.start)
         blobs.put_file(f"{UPLOADS_PREFIX}{kb.id}/{c.name}", c.file, content_type(c.name))
-    return [s3_document_id(ctx, kb, name) for name in names]
+    return jobs
 
 
 def presign_upload(ctx: Context, kb: KnowledgeBase, request: UploadRequest) -> PresignedUpload:
@@ -244,6 +259,8 @@ def presign_upload(ctx: Context, kb: KnowledgeBase, request: UploadRequest) -> P
     url = _presigner(blobs.client.meta.region_name).generate_presigned_url(
         "put_object", Params=params, ExpiresIn=expiry
     )
-    # The knowledge id the S3 event gives this upload, so the caller can follow it.
-    document_id = s3_document_id(ctx, kb, name)
-    return PresignedUpload(url=url, headers=headers, expires_in=expiry, key=key, document_id=document_id)
+    # The job (and the document it makes) the S3 event of this upload takes, so the caller can follow it.
+    job = queue_s3_upload(ctx, kb, name, request.size)
+    return PresignedUpload(
+        url=url, headers=headers, expires_in=expiry, key=key, document_id=job.knowledge_id, job_id=job.id
+    )

@@ -1,4 +1,5 @@
-"""``POST /v1/find`` and ``POST /v1/search``: OpenViking's two retrievals (:mod:`ragstep.app.viking`) over HTTP.
+"""``POST /v1/find`` and ``POST /v1/search``: OpenViking's two retrievals (:mod:`ragstep.app.viking`) over HTTP;
+``POST /v1/remember``: a session's memories saved (:mod:`ragstep.app.memories`).
 
 OpenViking's shapes, adapted: the target is a list of knowledge bases (names or ids) instead of a ``viking://``
 URI; the answer is ``{query, memories, resources, skills, query_plan, layered, trace}`` (``ragstep find --json``).
@@ -12,6 +13,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Request
 from pydantic import Field
 
+from ragstep.app.memories import remember
 from ragstep.app.viking import find, search
 from ragstep.entry.http.deps import RequestContext, meter
 from ragstep.entry.http.errors import ErrorBody
@@ -46,6 +48,28 @@ class FindRequest(_Model):
 class HierarchicalSearchRequest(FindRequest):
     #: The chat session whose last messages the intent analyser reads.
     session_id: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    #: Whose memories memory queries search ("default" when not given).
+    user: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+
+
+class RememberRequest(_Model):
+    session_id: Annotated[str, Field(min_length=1, max_length=200)]
+    user: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+
+
+class SavedMemory(_Model):
+    category: str
+    text: str
+
+
+class RememberResponse(_Model):
+    session_id: str
+    user: str
+    #: Who extracted them: the chat model's name, or ``rule`` (no model: the user's own statements).
+    source: str
+    saved: list[SavedMemory]
+    #: What the user's memories already said (not saved again).
+    duplicates: list[SavedMemory]
 
 
 def _metered(http: Request, pipeline: str, result: FindResult) -> FindResult:
@@ -65,6 +89,26 @@ def find_route(body: FindRequest, ctx: RequestContext, http: Request) -> FindRes
 def search_route(body: HierarchicalSearchRequest, ctx: RequestContext, http: Request) -> FindResult:
     """The intent analyser's 0-5 typed queries, each through the folder trees (``ragstep search --hierarchical``)."""
     result = search(
-        body.query, body.knowledge_bases, ctx, limit=body.limit, budget=body.budget, session_id=body.session_id
+        body.query,
+        body.knowledge_bases,
+        ctx,
+        limit=body.limit,
+        budget=body.budget,
+        session_id=body.session_id,
+        user=body.user,
     )
     return _metered(http, "search", result)
+
+
+@router.post("/v1/remember", responses=_ERRORS)
+def remember_route(body: RememberRequest, ctx: RequestContext) -> RememberResponse:
+    """Save a session's memories for ``user`` (``ragstep remember``): extracted by the chat model (a rule without
+    one), deduplicated against what the user's memories already say."""
+    report = remember(ctx, body.session_id, user=body.user)
+    return RememberResponse(
+        session_id=report.session_id,
+        user=report.user,
+        source=report.source,
+        saved=[SavedMemory(category=m.category, text=m.text) for m in report.saved],
+        duplicates=[SavedMemory(category=m.category, text=m.text) for m in report.duplicates],
+    )

@@ -22,6 +22,8 @@ import numpy as np
 
 from ragstep.errors import RagstepError
 from ragstep.models import CitationMode, DocAggregate, PipelineState, Reference, TraceEvent
+from ragstep.models.scale import COMMON_SCALE
+from ragstep.ports import scoped_reads, score_scale
 from ragstep.retrieval.citations import Embed, MarkerRepair, cited_positions, insert_citations, repair_markers
 from ragstep.stages.chat import prompts
 
@@ -58,7 +60,7 @@ def _embedding(state: PipelineState, ctx: Context) -> tuple[Embed | None, np.nda
     if embedder is None:
         return None, None, "no_embedder"
     refs = state.chat.references
-    stored = ctx.index.vectors([r.id for r in refs], space)
+    stored = scoped_reads(ctx.index, (r.knowledge_base_id for r in refs)).vectors([r.id for r in refs], space)
     missing = [i for i, r in enumerate(refs) if r.id not in stored]
     rows: list[np.ndarray | None] = [stored.get(r.id) for r in refs]
     if missing:
@@ -104,14 +106,16 @@ def cite(
         if cited_positions(answer):
             mode = "model" if model.generative else "extractive"
         elif model.generative:
-            embed, vectors, space = None, None, "none"
+            embed, vectors, space, scale = None, None, "none", COMMON_SCALE
             try:
                 embed, vectors, space = _embedding(state, ctx)
+                if embed is not None:  # the model's cosines read on the common scale the thresholds are written in
+                    scale = score_scale(ctx.embedder(space))
             except RagstepError as exc:  # the citations are worth less than the answer: token similarity alone
                 detail["embedding_error"] = exc.message
             passages = [r.content for r in chat.references]
             try:
-                inserted = insert_citations(answer, passages, embed=embed, passage_vectors=vectors)
+                inserted = insert_citations(answer, passages, embed=embed, passage_vectors=vectors, cosine_scale=scale)
             except RagstepError as exc:  # embedding the answer's pieces failed: token similarity alone
                 detail["embedding_error"] = exc.message
                 inserted = insert_citations(answer, passages)

@@ -9,9 +9,9 @@ knowledge base (embedding model "none") skips the stage.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from ragstep.deadline import ContextThreadPool
 from ragstep.errors import InputError
 from ragstep.models import IngestState, TraceEvent
 from ragstep.stages.ingest.common import require_kb
@@ -42,7 +42,8 @@ def embed_texts(
     if len(batches) <= 1 or concurrency <= 1:
         parts = [embedder.embed(b) for b in batches]
     else:
-        pool = ThreadPoolExecutor(max_workers=min(concurrency, len(batches)), thread_name_prefix="ragstep-embed")
+        # The batches keep the invocation's deadline (ragstep.deadline) in their threads.
+        pool = ContextThreadPool(max_workers=min(concurrency, len(batches)), thread_name_prefix="ragstep-embed")
         futures = [pool.submit(embedder.embed, b) for b in batches]
         try:
             parts = [f.result() for f in futures]

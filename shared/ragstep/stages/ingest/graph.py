@@ -14,10 +14,10 @@ reason in the trace.
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ragstep.deadline import ContextThreadPool
 from ragstep.errors import InputError, RagstepError
 from ragstep.models import Chunk, IngestState, TraceEvent
 from ragstep.models.graph import GraphExtraction, GraphNode
@@ -73,7 +73,7 @@ def extract_graph(chunks: list[Chunk], ctx: Context, model: ChatModel) -> tuple[
         except RagstepError as exc:
             return exc
 
-    with ThreadPoolExecutor(max_workers=min(workers, max(1, len(chunks))), thread_name_prefix="ragstep-graph") as pool:
+    with ContextThreadPool(max_workers=min(workers, max(1, len(chunks))), thread_name_prefix="ragstep-graph") as pool:
         for start in range(0, len(chunks), size):
             for outcome in pool.map(one, chunks[start : start + size]):
                 if isinstance(outcome, RagstepError):

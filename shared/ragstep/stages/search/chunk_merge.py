@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ragstep.models import ChunkType, ImageInfo, MatchType, PipelineState, RetrievalSettings, SearchResult, TraceEvent
+from ragstep.ports import scoped_reads
 from ragstep.retrieval.text import jaccard, overlap_coefficient, token_set
 
 if TYPE_CHECKING:
@@ -214,7 +215,10 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
     for r in stitched:
         if needs_context(r, cfg):
             wanted.setdefault(r.knowledge_id, []).extend(neighbour_window(r))
-    near = ctx.index.chunks_at(wanted) if wanted else {}  # one read for every short result
+    # One read for every short result, in the results' own knowledge bases (a cold S3-snapshot container loads
+    # only those).
+    index = scoped_reads(ctx.index, (r.knowledge_base_id for r in stitched if r.knowledge_id in wanted))
+    near = index.chunks_at(wanted) if wanted else {}
     merged = [expand_short(r, near.get(r.knowledge_id, {}), cfg) for r in stitched]
     merged, dropped = drop_partial_duplicates(merged, cfg.duplicate_overlap_threshold)
     event = TraceEvent(

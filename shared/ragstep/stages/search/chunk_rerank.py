@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ragstep.models import ChunkType, MatchType, PipelineState, RetrievalSettings, SearchResult, TraceEvent
-from ragstep.ports import CandidateReranker, RerankCandidate
+from ragstep.models.scale import COMMON_SCALE
+from ragstep.ports import CandidateReranker, RerankCandidate, scoped_reads, score_scale
 from ragstep.retrieval.calibration import BASE_WEIGHT, MODEL_WEIGHT, RerankCalibration, RerankScale, rerank_calibration
 from ragstep.retrieval.text import jaccard, token_set
 
@@ -188,7 +189,9 @@ def model_scores(state: PipelineState, ctx: Context, texts: list[str]) -> list[f
     scores = [0.0] * len(candidates)
     for model, idxs in by_model.items():
         qvec = state.query_embeddings.get(model)
-        vecs = ctx.index.vectors([candidates[i].id for i in idxs], model) if qvec is not None else {}
+        # Only the candidates' knowledge bases: a cold container (S3-snapshot index) loads those, no others.
+        index = scoped_reads(ctx.index, (candidates[i].knowledge_base_id for i in idxs))
+        vecs = index.vectors([candidates[i].id for i in idxs], model) if qvec is not None else {}
         items = [
             RerankCandidate(
                 content=texts[i],
@@ -198,7 +201,9 @@ def model_scores(state: PipelineState, ctx: Context, texts: list[str]) -> list[f
             )
             for i in idxs
         ]
-        for i, s in zip(idxs, reranker.rerank_candidates(query, items, qvec), strict=True):
+        # The model's cosines read on the common scale, where the rerank threshold is written (README, thresholds).
+        scale = score_scale(ctx.embedder(model)) if qvec is not None else COMMON_SCALE
+        for i, s in zip(idxs, reranker.rerank_candidates(query, items, qvec, cosine_scale=scale), strict=True):
             scores[i] = s
     return scores
 

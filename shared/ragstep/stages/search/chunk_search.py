@@ -4,7 +4,8 @@ WeKnora's search stage (v0.7) plus RAGFlow's zero-result fallback:
 
 * Targets: whole knowledge bases, or a scope (knowledge items, tags) where both thresholds are forced to 0 because
   the user already chose what to read. Knowledge bases are grouped by embedding model; the query is embedded once per
-  model and the vector kept in the state (``query_embeddings``) for later stages.
+  model and the vector kept in the state (``query_embeddings``) for later stages. One keyword search covers every
+  target's knowledge bases, so BM25 ranks them all with their joint statistics (``retrievers.keyword_targets``).
 * Candidate pool per retriever: ``min(max(5 x embedding_top_k, 50) x number of knowledge bases, 500)``.
 * Every retriever call runs concurrently (bounded); one that fails or is too slow is dropped with a ``degrade`` trace
   row instead of failing the request. An embedding failure turns those knowledge bases to keywords only.
@@ -22,12 +23,14 @@ WeKnora's search stage (v0.7) plus RAGFlow's zero-result fallback:
   client-fused lists, each chunk at its best score. The server returns only the combined score, so
   ``vector_threshold`` and ``keyword_threshold`` do not apply on that path (a target's candidates are the best
   ``pool`` of both clauses); FAQ targets and targets without a vector keep the pair and their thresholds. With
-  ``fusion=minmax`` or ``adaptive`` (the default) both sides compute a weighted mean of min-max normalised scores (the
-  server with the configured weights, adaptive with the query's), so merged scores compare; with ``rrf`` the
+  ``fusion=minmax`` or ``adaptive`` (the default) both sides compute a weighted mean of normalised scores in 0-1 (the
+  server min-max with the configured weights; adaptive min-max vectors and BM25 relative to the best, with the
+  query's), so merged scores compare; with ``rrf`` the
   client-fused scores are on RRF's far smaller scale.
 * Expansion: fewer than ``embedding_top_k`` results -> up to 5 keyword-only variants of the query widen the keyword
-  list (new chunks join at its tail, so the first pass's ranking is kept). On a server-hybrid target new chunks are
-  scored as the pipeline scores a keyword-only hit (normalised keyword weight x BM25 normalised to the best).
+  list (new chunks join at its tail, scored below its last hit, so the first pass's ranking is kept:
+  :func:`tail_scored`). On a server-hybrid target new chunks are scored as the pipeline scores a keyword-only hit
+  (normalised keyword weight x BM25 normalised to the best).
 * Nothing at all -> a scoped search returns the chosen knowledge items' chunks in document order; otherwise one retry
   with relaxed thresholds (vector min(0.17, threshold / 2), keyword 0.1), when some target had thresholds to relax.
 """
@@ -37,10 +40,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from ragstep.errors import InputError
 from ragstep.models import (
@@ -53,7 +58,8 @@ from ragstep.models import (
     SearchResult,
     TraceEvent,
 )
-from ragstep.ports import Hit, SearchFilter
+from ragstep.models.scale import COMMON_SCALE, ScoreScale
+from ragstep.ports import Hit, SearchFilter, score_scale
 from ragstep.retrieval.expansion import expansion_variants
 from ragstep.retrieval.fusion import Fused, fuse_adaptive, fuse_dbsf, fuse_minmax, fuse_rrf
 from ragstep.retrieval.text import query_terms
@@ -68,10 +74,10 @@ from ragstep.stages.search.retrievers import (
     uses_server_hybrid,
 )
 from ragstep.stages.search.scope import is_resolved, resolve_scope
-from ragstep.stages.search.web_search import WebBranch
 
 if TYPE_CHECKING:
     from ragstep.context import Context
+    from ragstep.stages.search.web_search import WebBranch
 
 _SPACES = re.compile(r"\s+")
 
@@ -150,6 +156,27 @@ def keyword_only_fused(hits: Sequence[Hit], cfg: RetrievalSettings) -> list[Fuse
         Fused(h.chunk_id, wk * h.score, MatchType.KEYWORD, keyword_score=h.score, keyword_rank=i + 1)
         for i, h in enumerate(hits)
     ]
+
+
+def tail_scored(added: Sequence[Hit], keyword: Sequence[Hit]) -> list[Hit]:
+    """Expansion hits on the first pass's keyword scale, below its last hit.
+
+    Each variant's scores come normalised to its own best hit (1.0), so as they came a variant's best outscored all
+    but the first pass's best, and fusion's min-max and the rerank stage's base score (both read scores, not
+    positions) ranked it there (msmarco-5k keyword-only: the pipeline fell from the search stage's nDCG@10 0.579 to
+    0.536 on that alone; BENCHMARKS.md). A variant is a re-cut of the query's words searched with the same BM25
+    statistics, so its raw score over the first pass's best raw score is on the first pass's scale (and at most
+    the chunk's score for the whole query, which the first pass left out). Capped just below the last hit, so the
+    first pass's ranking is kept whatever the variant."""
+    if not added:
+        return []
+    floor = float(np.nextafter(keyword[-1].score, 0.0)) if keyword else 1.0
+    best_raw = keyword[0].raw_score if keyword else 0.0
+    out = []
+    for h in added:
+        score = h.raw_score / best_raw if best_raw > 0 and h.raw_score > 0 else h.score * floor
+        out.append(Hit(h.chunk_id, min(score, floor), h.raw_score))
+    return out
 
 
 def merge_fused(*lists: Sequence[Fused]) -> list[Fused]:
@@ -245,8 +272,17 @@ def _norm(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def apply_faq_rules(results: list[SearchResult], query: str, cfg: RetrievalSettings) -> tuple[list[SearchResult], int]:
-    """Drop FAQ hits whose negative question is the query; with FAQ priority, boost and flag direct answers."""
+def apply_faq_rules(
+    results: list[SearchResult],
+    query: str,
+    cfg: RetrievalSettings,
+    scales: Mapping[str, ScoreScale] | None = None,
+) -> tuple[list[SearchResult], int]:
+    """Drop FAQ hits whose negative question is the query; with FAQ priority, boost and flag direct answers.
+
+    ``scales``: each knowledge base's embedding model's declared cosine scale (:func:`faq_scales`). A direct answer
+    is a hit whose cosine, read on the common scale, reaches ``faq_direct_answer_threshold``: on e5's raw cosines
+    0.9 is a loose paraphrase (common scale 0.65), not the near-copy the threshold means."""
     q = _norm(query)
     kept: list[SearchResult] = []
     dropped = 0
@@ -259,7 +295,11 @@ def apply_faq_rules(results: list[SearchResult], query: str, cfg: RetrievalSetti
             continue
         if cfg.faq_priority_enabled:
             retrieval = r.metadata.get("retrieval", {})
-            similarity = retrieval.get("vector_score", retrieval.get("keyword_score", 0.0))
+            if "vector_score" in retrieval:
+                scale = (scales or {}).get(r.knowledge_base_id, COMMON_SCALE)
+                similarity = scale.calibrate(retrieval["vector_score"])
+            else:
+                similarity = retrieval.get("keyword_score", 0.0)
             meta = dict(r.metadata)
             if similarity >= cfg.faq_direct_answer_threshold:
                 meta["faq_direct_answer"] = True
@@ -268,6 +308,14 @@ def apply_faq_rules(results: list[SearchResult], query: str, cfg: RetrievalSetti
     if cfg.faq_priority_enabled:
         kept.sort(key=lambda r: -r.score)
     return kept, dropped
+
+
+def faq_scales(state: PipelineState, ctx: Context) -> dict[str, ScoreScale]:
+    """Knowledge base id -> its embedding model's declared cosine scale, for :func:`apply_faq_rules` (empty when
+    FAQ priority is off: nothing reads it)."""
+    if not state.retrieval.faq_priority_enabled:
+        return {}
+    return {kb.id: score_scale(ctx.embedder(kb.embedding_model)) for kb in state.knowledge_bases}
 
 
 def scoped_fallback(request: SearchRequest, ctx: Context, limit: int) -> list[SearchResult]:
@@ -299,7 +347,11 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
     request = state.request
     query = state.search_query
     # Web search runs on its own thread beside everything below; its results join the knowledge bases' at the end.
-    web = WebBranch(state, ctx) if cfg.web_search else None
+    web: WebBranch | None = None
+    if cfg.web_search:  # its module (page fetching, passage scoring) loads for the requests that use it
+        from ragstep.stages.search.web_search import WebBranch
+
+        web = WebBranch(state, ctx)
     targets, n_kbs = resolve_targets(state)
     pool = candidate_pool(cfg.embedding_top_k, n_kbs, cfg)
     terms = query_terms(query)
@@ -334,7 +386,10 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
             client_found = [hits for name, hits in found.items() if name not in on_server]
             server_found = [hits for name, hits in found.items() if name in on_server]
             known = {h.chunk_id for h in keyword_hits}
-            added = [h for h in best_per_chunk(client_found) if h.chunk_id not in known] if client_found else []
+            added = tail_scored(
+                [h for h in best_per_chunk(client_found) if h.chunk_id not in known] if client_found else [],
+                keyword_hits,
+            )
             seen = known | {h.chunk_id for h in vector_hits} | {h.chunk_id for h in hybrid_hits}
             added_server = [h for h in best_per_chunk(server_found) if h.chunk_id not in seen] if server_found else []
             if added or added_server:
@@ -354,7 +409,8 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
                 )
             )
 
-    results, negatives = apply_faq_rules(results, query, cfg)
+    scales = faq_scales(state, ctx)
+    results, negatives = apply_faq_rules(results, query, cfg, scales)
     if negatives:
         detail["faq_negative_dropped"] = negatives
 
@@ -380,7 +436,7 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
             vector_hits, keyword_hits, hybrid_hits = retry.vector, retry.keyword, retry.hybrid
             server = server_fused(hybrid_hits)
             results, _ = apply_faq_rules(hydrate(rank(vector_hits, keyword_hits, server, cfg), ctx,
-                                                 cfg.embedding_top_k), query, cfg)  # fmt: skip
+                                                 cfg.embedding_top_k), query, cfg, scales)  # fmt: skip
             events.append(
                 TraceEvent(
                     stage=STAGE,

@@ -126,6 +126,35 @@ def faq_vector_search(
     return hits, rounds
 
 
+def keyword_targets(targets: Sequence[Target]) -> list[Target]:
+    """The targets' keyword searches as few calls as possible: one, over the union of their knowledge bases (or
+    items), when they differ in nothing else (the usual case: knowledge bases grouped apart only by embedding model
+    or type). BM25 scores of different knowledge bases compare only when one call scores them with the joint
+    statistics (:mod:`ragstep.retrieval.bm25`); separate calls are each normalised to their own best hit, so
+    their merged list mixed two scales."""
+    if len(targets) <= 1:
+        return list(targets)
+    first = targets[0]
+    if any(
+        t.scoped != first.scoped
+        or t.flt.tag_ids != first.flt.tag_ids
+        or t.flt.chunk_types != first.flt.chunk_types
+        or t.flt.enabled_only != first.flt.enabled_only
+        or bool(t.flt.knowledge_base_ids) != bool(first.flt.knowledge_base_ids)
+        or bool(t.flt.knowledge_ids) != bool(first.flt.knowledge_ids)
+        for t in targets
+    ):
+        return list(targets)
+    flt = SearchFilter(
+        knowledge_base_ids=tuple(dict.fromkeys(k for t in targets for k in t.flt.knowledge_base_ids)),
+        knowledge_ids=tuple(dict.fromkeys(k for t in targets for k in t.flt.knowledge_ids)),
+        tag_ids=first.flt.tag_ids,
+        chunk_types=first.flt.chunk_types,
+        enabled_only=first.flt.enabled_only,
+    )
+    return [Target(flt, first.model, first.scoped, any(t.faq for t in targets))]
+
+
 def search_pass(
     ctx: Context,
     cfg: RetrievalSettings,
@@ -140,6 +169,7 @@ def search_pass(
     tasks: list[Task] = []
     hybrid_index = uses_server_hybrid(ctx)
     hybrid_targets: set[int] = set()
+    keyword: list[Target] = []
     for i, t in enumerate(targets):
         vec = vectors.get(t.model)
         if hybrid_index is not None and vec is not None and not t.faq:
@@ -151,8 +181,7 @@ def search_pass(
             tasks.append((f"hybrid search #{i}", fn))
             hybrid_targets.add(i)
             continue
-        kthr = 0.0 if t.scoped else keyword_threshold
-        tasks.append((f"keyword search #{i}", partial(ctx.index.keyword_search, terms, t.flt, pool, kthr)))
+        keyword.append(t)
         if vec is None:
             continue
         # The threshold is on the common similarity scale; the index compares the model's raw cosines, so it gets
@@ -164,6 +193,9 @@ def search_pass(
         else:
             search = partial(ctx.index.vector_search, vec, t.model, t.flt, pool, vthr)
         tasks.append((f"vector search #{i}", search))
+    for i, t in enumerate(keyword_targets(keyword)):
+        kthr = 0.0 if t.scoped else keyword_threshold
+        tasks.append((f"keyword search #{i}", partial(ctx.index.keyword_search, terms, t.flt, pool, kthr)))
     found, events = run_concurrently(ctx, tasks, cfg)
     out = Pass(events=events, hybrid_targets=frozenset(hybrid_targets))
     vector_lists, keyword_lists, hybrid_lists = [], [], []

@@ -19,6 +19,7 @@ Web results carry ``match_type`` web, ``chunk_type`` web_search, their URL as ``
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import logging
@@ -28,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from ragstep import deadline
 from ragstep.errors import RagstepError
 from ragstep.models import ChunkType, MatchType, PipelineState, SearchResult, TraceEvent
 from ragstep.retrieval.web.blacklist import Blacklist, compile_blacklist
@@ -201,7 +203,11 @@ class WebBranch:
     def __init__(self, state: PipelineState, ctx: Context) -> None:
         self._timeout_s = ctx.settings.web_search_timeout_s + 1.0
         self._outcome: WebOutcome | None = None
-        self._thread = threading.Thread(target=self._run, args=(state, ctx), name="ragstep-web-search", daemon=True)
+        # In the request's contextvars context: the engine's timeout then stops at the request's deadline too.
+        run = contextvars.copy_context().run
+        self._thread = threading.Thread(
+            target=run, args=(self._run, state, ctx), name="ragstep-web-search", daemon=True
+        )
         self._thread.start()
 
     def _run(self, state: PipelineState, ctx: Context) -> None:
@@ -213,8 +219,12 @@ class WebBranch:
             self._outcome = WebOutcome(events=[TraceEvent(stage=STAGE, action="degrade", reason=reason)])
 
     def join(self) -> WebOutcome:
-        self._thread.join(self._timeout_s)
+        wait_s = self._timeout_s
+        left = deadline.remaining_s()
+        if left is not None:  # the knowledge-base results must still reach the caller in time
+            wait_s = max(0.0, min(wait_s, left))
+        self._thread.join(wait_s)
         if self._outcome is None:
-            reason = f"web search: no answer within {self._timeout_s:g}s"
+            reason = f"web search: no answer within {wait_s:g}s"
             return WebOutcome(events=[TraceEvent(stage=STAGE, action="degrade", reason=reason)])
         return self._outcome

@@ -3,7 +3,9 @@
 A node's own score comes from one hybrid search (BM25 + vectors, min-max fused) over a candidate pool of the
 knowledge bases: a folder scores by its L0/L1 chunks, a document by the best of its L0/L1 and text chunks. Nodes the
 pool missed score 0 of their own and live on their parent's score only. The walk itself is
-:func:`ragstep.retrieval.hierarchy.explore`. Memory and skill queries have no store yet: a ``skip`` row says so.
+:func:`ragstep.retrieval.hierarchy.explore`. The query's context type picks its roots (:func:`scope_of`): resources
+everything but the ``skills/`` folders, skills those folders, memories the user's folder of the memory knowledge
+base; a ``skip`` row says when nothing of that type is stored yet.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ragstep.errors import RagstepError
 from ragstep.models import ChunkType, KnowledgeBase, TraceEvent
 from ragstep.models.viking import Hierarchy, HierarchyNode, MatchedContext, RelatedContext, TypedQuery, VikingState
 from ragstep.ports import SearchFilter
 from ragstep.retrieval.fusion import fuse_minmax
 from ragstep.retrieval.hierarchy import ExploreConfig, explore
 from ragstep.retrieval.text import query_terms
-from ragstep.stages.viking.tree import hierarchy_of
+from ragstep.stages.viking.tree import hierarchy_of, memory_kb, skills_root, user_root
 
 if TYPE_CHECKING:
     from ragstep.context import Context
@@ -85,13 +88,53 @@ def relations(node: HierarchyNode, tree: Hierarchy, own: dict[str, float], limit
     return out[:limit]
 
 
+@dataclass(frozen=True)
+class Scope:
+    """Where one typed query looks: the knowledge bases searched, the roots the walk starts from, and which nodes
+    belong to its context type (``ragstep.app.memories`` says where each type lives)."""
+
+    kbs: list[KnowledgeBase]
+    roots: list[str]
+    prefixes: tuple[str, ...]
+    exclude: bool = False
+
+    def holds(self, uri: str) -> bool:
+        return uri.startswith(self.prefixes) != self.exclude
+
+
+def scope_of(
+    typed: TypedQuery, kbs: list[KnowledgeBase], trees: dict[str, Hierarchy], user: str, memories: KnowledgeBase | None
+) -> Scope | str:
+    """The query's scope, or why it has none (nothing of its type is stored yet)."""
+    if typed.context_type == "memory":
+        root = user_root(user)
+        if memories is None or memories.id not in trees or root not in trees[memories.id].nodes:
+            return f"no memories of user {user!r} yet (ragstep remember saves them)"
+        return Scope([memories], [root], (root,))
+    skills = [skills_root(kb) for kb in kbs]
+    if typed.context_type == "skill":
+        found = [(kb, r) for kb, r in zip(kbs, skills, strict=True) if r in trees[kb.id].nodes]
+        if not found:
+            return "no skills in these knowledge bases (documents under a top-level skills/ folder)"
+        return Scope([kb for kb, _ in found], [r for _, r in found], tuple(r for _, r in found))
+    return Scope(kbs, [trees[kb.id].root for kb in kbs], tuple(skills), exclude=True)
+
+
 def search_one(
-    typed: TypedQuery, kbs: list[KnowledgeBase], trees: dict[str, Hierarchy], ctx: Context, limit: int
+    typed: TypedQuery,
+    kbs: list[KnowledgeBase],
+    trees: dict[str, Hierarchy],
+    ctx: Context,
+    limit: int,
+    user: str = "default",
+    memories: KnowledgeBase | None = None,
 ) -> QueryOutcome:
     started = time.perf_counter()
-    if typed.context_type != "resource":
-        reason = f"no {typed.context_type} store yet: only resources (documents) are searched"
-        return QueryOutcome(event=TraceEvent(stage=STAGE, action="skip", reason=reason, detail={"query": typed.query}))
+    scope = scope_of(typed, kbs, trees, user, memories)
+    if isinstance(scope, str):
+        return QueryOutcome(event=TraceEvent(stage=STAGE, action="skip", reason=scope, detail={"query": typed.query}))
+    kbs = scope.kbs
+    trees = {kb.id: trees[kb.id] for kb in kbs}
     s = ctx.settings
     cfg = ExploreConfig(
         alpha=s.viking_score_propagation_alpha,
@@ -107,14 +150,29 @@ def search_one(
     def parent_of(uri: str) -> str | None:
         return nodes[uri].parent if uri in nodes else None
 
-    scored = {u: v for u, v in own.items() if u in nodes}
+    scored = {u: v for u, v in own.items() if u in nodes and scope.holds(u)}
+    reranked: list[str] = []
+
+    def rescore(uris: list[str]) -> list[float]:
+        """The rerank model's score of each starting point's abstract (OpenViking's THINKING mode); the search's
+        own scores when the model fails (a retrieval degrades rather than fails)."""
+        try:
+            scores = ctx.reranker.rerank(typed.query, [nodes[u].abstract or nodes[u].title for u in uris])
+        except RagstepError as exc:
+            reranked.append(f"rerank failed ({exc.message}): the search's scores")
+            return [scored[u] for u in uris]
+        reranked.append(f"starting points reranked by {ctx.reranker.name}")
+        return [float(v) for v in scores]
+
     walk = explore(
-        [t.root for t in trees.values()],
-        lambda uri: nodes[uri].children if uri in nodes else [],
+        scope.roots,
+        lambda uri: [c for c in nodes[uri].children if scope.holds(c)] if uri in nodes else [],
         lambda uri: uri in nodes and not nodes[uri].is_leaf,
         scored,
         cfg,
         parent_of,
+        # Only a rerank model is asked: the model-free reranker scores chunks, not abstracts, on another scale.
+        rescore if s.reranker.strip().lower() != "none" else None,
     )
     matches = []
     for uri in walk.ranking[:limit]:
@@ -123,6 +181,7 @@ def search_one(
         matches.append(
             MatchedContext(
                 uri=uri,
+                context_type=typed.context_type,
                 is_leaf=node.is_leaf,
                 abstract=node.abstract,
                 score=walk.scores[uri],
@@ -138,7 +197,11 @@ def search_one(
         duration_ms=(time.perf_counter() - started) * 1000,
         counts={"scored": len(own), "visited": len(walk.visited), "rounds": walk.rounds, "matches": len(matches)},
         reason="converged" if walk.converged else "explored every reachable folder",
-        detail={"query": typed.query, "starting_points": [[u, round(v, 4)] for u, v in walk.starting_points]},
+        detail={
+            "query": typed.query,
+            "starting_points": [[u, round(v, 4)] for u, v in walk.starting_points],
+            **({"rerank": reranked[0]} if reranked else {}),
+        },
     )
     return QueryOutcome(matches, {u: passages[u] for u in walk.ranking[:limit] if u in passages}, event)
 
@@ -151,12 +214,14 @@ def run(state: VikingState, ctx: Context) -> VikingState:
     kbs = [kb for kid in state.knowledge_base_ids if (kb := ctx.catalog.get_kb(kid)) is not None]
     trees = {kb.id: hierarchy_of(kb, ctx) for kb in kbs}
     queries = plan.queries
+    memories = memory_kb(ctx) if any(q.context_type == "memory" for q in queries) else None
+    if memories is not None:
+        trees[memories.id] = hierarchy_of(memories, ctx)
+    args = (kbs, trees, ctx, state.limit, state.user, memories)
     if len(queries) == 1:
-        outcomes = [search_one(queries[0], kbs, trees, ctx, state.limit)]
+        outcomes = [search_one(queries[0], *args)]
     else:  # typed queries are independent: run them at once on the shared pool
-        futures: list[Future[QueryOutcome]] = [
-            ctx.executor.submit(search_one, q, kbs, trees, ctx, state.limit) for q in queries
-        ]
+        futures: list[Future[QueryOutcome]] = [ctx.executor.submit(search_one, q, *args) for q in queries]
         outcomes = [f.result() for f in futures]
     best: dict[str, MatchedContext] = {}
     passages: dict[str, list[str]] = {}

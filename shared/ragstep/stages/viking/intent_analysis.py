@@ -1,7 +1,8 @@
 """``intent_analysis``: the request -> a :class:`QueryPlan` of 0-5 typed queries.
 
 ``find`` skips it (one query as given). ``search`` asks the chat model with OpenViking's inputs (the session's
-summary, its last 5 messages, the query). Without a generative model, or when the model fails or answers something
+compressed summary -- :func:`~ragstep.retrieval.intent.session_summary` of the turns before the recent ones --, its
+last 5 messages, the query). Without a generative model, or when the model fails or answers something
 unreadable, the plan is the question as one resource query, and the trace says why.
 """
 
@@ -14,7 +15,7 @@ from ragstep.errors import RagstepError
 from ragstep.models import TraceEvent
 from ragstep.models.viking import QueryPlan, TypedQuery, VikingState
 from ragstep.ports import ChatMessage, ChatOptions
-from ragstep.retrieval.intent import intent_messages, parse_plan, single_query_plan
+from ragstep.retrieval.intent import intent_messages, parse_plan, session_summary, single_query_plan
 
 if TYPE_CHECKING:
     from ragstep.context import Context
@@ -24,18 +25,23 @@ STAGE = "intent_analysis"
 RECENT_MESSAGES = 5
 
 
-def _recent(state: VikingState, ctx: Context) -> list[tuple[str, str]]:
+#: How many turns the summary is made from (older ones are left out of it).
+SUMMARY_TURNS = 50
+
+
+def _session(state: VikingState, ctx: Context) -> tuple[list[tuple[str, str]], str]:
+    """The session's last :data:`RECENT_MESSAGES` messages and the compressed summary of the turns before them."""
     if not state.session_id:
-        return []
+        return [], ""
+    turns = [t for t in ctx.history.recent(state.session_id, SUMMARY_TURNS) if t.query or t.answer]
     messages: list[tuple[str, str]] = []
-    for turn in ctx.history.recent(state.session_id, RECENT_MESSAGES):
+    for turn in turns:
         messages += [("user", turn.query), ("assistant", turn.answer)]
-    return messages[-RECENT_MESSAGES:]
-
-
-def _summary(recent: list[tuple[str, str]]) -> str:
-    # Sessions keep no compressed summary yet: the earliest question read here stands in for the topic.
-    return next((text for role, text in recent if role == "user"), "")
+    recent = messages[-RECENT_MESSAGES:]
+    # Turns not wholly in the recent messages make the summary (one cut in half by the window is in both: its
+    # question would otherwise be in neither).
+    older = turns[: max(len(turns) - RECENT_MESSAGES // 2, 0)]
+    return recent, session_summary([(t.query, t.answer) for t in older])
 
 
 def run(state: VikingState, ctx: Context) -> VikingState:
@@ -49,8 +55,8 @@ def run(state: VikingState, ctx: Context) -> VikingState:
     if not model.generative:
         plan = single_query_plan(state.query, "no chat model: the question as one resource query")
         return _done(state, plan, "fallback", plan.reasoning, started)
-    recent = _recent(state, ctx)
-    messages = [ChatMessage(role, text) for role, text in intent_messages(state.query, recent, _summary(recent))]
+    recent, summary = _session(state, ctx)
+    messages = [ChatMessage(role, text) for role, text in intent_messages(state.query, recent, summary)]
     try:
         answer = model.complete(messages, ChatOptions(temperature=0.0, max_tokens=600, json_object=True)).content
     except RagstepError as exc:

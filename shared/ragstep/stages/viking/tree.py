@@ -3,20 +3,53 @@ or, for a knowledge base ingested without layers, the tree derived from its docu
 
 from __future__ import annotations
 
+import re
 import uuid
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
+from ragstep.errors import InputError
 from ragstep.models import Knowledge, KnowledgeBase
 from ragstep.models.viking import Hierarchy
-from ragstep.retrieval.hierarchy import DocumentEntry, build_tree, root_uri
+from ragstep.retrieval.hierarchy import DocumentEntry, build_tree, node_uri, root_uri
 
 if TYPE_CHECKING:
     from ragstep.context import Context
 
 PREFIX = "viking/"
 _LAYER_NAMESPACE = uuid.UUID("0b7e7b4e-3c55-4d7f-9b1b-2f4f6c1d8e21")
+
+
+#: The tenant's knowledge base of memories (``ragstep.app.memories``): ``<user>/<category>/<id>.md``.
+MEMORY_KB = "_memories"
+#: The top-level folder of a knowledge base whose documents are skills.
+SKILLS_FOLDER = "skills"
+
+
+DEFAULT_USER = "default"
+_USER = re.compile(r"^[^\W_][\w.@-]{0,63}$")
+
+
+def check_user(user: str | None) -> str:
+    """A user name is a folder of the memory tree: letters, digits and ``_ . @ -``, 1-64 characters."""
+    user = (user or DEFAULT_USER).strip()
+    if not _USER.match(user):
+        raise InputError(f"user {user!r}: use 1-64 letters, digits, '_', '.', '@' or '-', starting with a letter")
+    return user
+
+
+def user_root(user: str) -> str:
+    """The memory root of one user: the folder their memory queries walk."""
+    return node_uri(MEMORY_KB, user, directory=True)
+
+
+def skills_root(kb: KnowledgeBase) -> str:
+    return node_uri(kb.name, SKILLS_FOLDER, directory=True)
+
+
+def memory_kb(ctx: Context) -> KnowledgeBase | None:
+    return ctx.catalog.get_kb(MEMORY_KB)
 
 
 def hierarchy_key(kb_id: str) -> str:

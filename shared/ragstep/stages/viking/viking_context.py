@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ragstep.models import ChunkType, MatchType, PipelineState, SearchResult
 from ragstep.models.viking import LayeredItem, MatchedContext, VikingState
 from ragstep.stages.viking import hierarchical_search, intent_analysis, layered_context
-from ragstep.stages.viking.tree import layer_knowledge_id
+from ragstep.stages.viking.tree import check_user, layer_knowledge_id
 
 if TYPE_CHECKING:
     from ragstep.context import Context
@@ -46,6 +46,7 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
         query=state.search_query,
         knowledge_base_ids=[kb.id for kb in state.knowledge_bases],
         session_id=state.request.session_id,
+        user=check_user(state.request.user),
         analyse=True,
         limit=state.retrieval.rerank_top_k,
         budget=ctx.settings.viking_context_budget,

@@ -40,7 +40,13 @@ Scores
   in :attr:`Hit.raw_score`. On the ``es`` flavour the ``tokens`` field uses a BM25 similarity with the local index's
   k1 = 1.5 (Lucene drops BM25's constant ``k1 + 1`` factor, which the normalisation cancels anyway). Scores stay
   close to the local ones rather than equal: Lucene keeps statistics per shard, counts deleted documents until
-  segments merge, and stores document lengths in one byte.
+  segments merge, and stores document lengths in one byte. Statistics: the local index scores with the joint
+  statistics of the knowledge bases searched (:mod:`ragstep.retrieval.bm25`); Lucene cannot take statistics from
+  the request, so here every document of a shard -- every knowledge base and tenant in it -- is scored with that
+  shard's. Scores of several knowledge bases therefore do compare (one scale for all), but a search over one
+  knowledge base is weighted by the whole shard's term frequencies, and ingesting into one knowledge base can
+  reorder another's results. Known limitation; with one primary shard (OpenSearch's default, which the index we
+  create keeps) the statistics are index-wide.
 * Vector: a ``knn`` query with the filter *inside* the clause (efficient filtering: the engine searches among the
   allowed documents, so ``k`` results come back whenever ``k`` documents pass the filter). For ``cosinesimil``
   OpenSearch's ``_score`` is ``(2 - d) / 2`` with ``d = 1 - cos``, i.e. ``(1 + cos) / 2``; it is converted back to

@@ -2,7 +2,9 @@
 
 :class:`OpenSearchConnection` knows requests, not chunks; :class:`~ragstep.adapters.index.opensearch.index.
 OpenSearchIndex` builds on it. Retries: HTTP 429, 502, 503, 504 and connection failures, with exponential backoff
-and jitter (the client's own retries are off); ``_bulk`` items rejected with 429 are sent again on their own.
+and jitter (the client's own retries are off); ``_bulk`` items rejected with 429 are sent again on their own. Under a
+request deadline (:mod:`ragstep.deadline`) no request waits longer than the time left, and no retry starts that
+could not finish.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 from urllib.parse import quote, urlsplit
 
+from ragstep import deadline
 from ragstep.adapters._aws import aws_session
 from ragstep.adapters._http import display_url, one_line
 from ragstep.adapters.index.opensearch.queries import (
@@ -182,6 +185,13 @@ class OpenSearchConnection:
         attempts = self._max_retries + 1
         last = ""
         for attempt in range(attempts):
+            # Never longer than the request's deadline allows (ragstep.deadline; no deadline = the configured one).
+            timeout = deadline.attempt_timeout(timeout_s or self._timeout_s)
+            if timeout is None:
+                raise StorageError(
+                    f"OpenSearch {what} at {display_url(self.url)} {deadline.out_of_time(attempt)}"
+                    + (f"; last: {last}" if last else "")
+                )
             try:
                 return client.transport.perform_request(
                     method,
@@ -189,7 +199,7 @@ class OpenSearchConnection:
                     params=dict(params) if params else None,
                     body=body,
                     headers=headers,
-                    timeout=timeout_s,
+                    timeout=timeout,
                 )
             except OSConnectionError as exc:  # includes timeouts
                 last = f"{type(exc).__name__}: {one_line(str(exc.info or exc.error), 160)}"
@@ -211,7 +221,11 @@ class OpenSearchConnection:
                     f"OpenSearch {what} failed at {display_url(self.url)}: {type(exc).__name__}: {one_line(str(exc))}"
                 ) from exc
             if attempt + 1 < attempts:
-                self._sleep(self._delay_s(attempt))
+                delay = self._delay_s(attempt)
+                if not deadline.may_retry(delay):  # the retry could not finish before the caller's time is up
+                    where = f"OpenSearch {what} at {display_url(self.url)}"
+                    raise StorageError(f"{where} {deadline.out_of_time(attempt + 1)}; last: {last}")
+                self._sleep(delay)
         raise StorageError(
             f"OpenSearch {what} failed at {display_url(self.url)} after {attempts} attempt"
             f"{'s' if attempts != 1 else ''}: {last}"
@@ -284,10 +298,13 @@ class OpenSearchConnection:
                     results[pos] = item
                     if item.status == 429:
                         retry.append(pos)
-                if not retry or attempt == self._max_retries:
+                delay = self._delay_s(attempt)
+                # Items still rejected once the deadline leaves no time for another round stay failed (the caller
+                # reports them), as after the last attempt.
+                if not retry or attempt == self._max_retries or not deadline.may_retry(delay):
                     break
                 pending = retry
-                self._sleep(self._delay_s(attempt))
+                self._sleep(delay)
         return [r for r in results if r is not None]
 
     @staticmethod

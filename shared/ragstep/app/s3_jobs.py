@@ -1,0 +1,224 @@
+"""Ingestion jobs of uploads to S3: on AWS a job is the ingest state machine's execution plus its catalog record.
+
+* ``POST /v1/knowledge-bases/{kb}/uploads`` (a presigned PUT) and a direct upload through the API on Lambda record a
+  ``queued`` job for the document the upload becomes (:func:`queue_upload`), blob key
+  ``uploads/<knowledge base id>/<file>``; it ``runs_on`` the state machine, so no local worker ever takes it.
+* The upload's S3 event starts the STANDARD ingest machine, whose generated definition hands its first stage the
+  event together with the execution's ARN (:data:`ragstep.pipeline.asl.EXECUTION_PARAMETERS`).
+  :func:`start_for_execution` takes the oldest queued job of that document no execution has taken yet, or records
+  a new one (a file dropped into the bucket without the API: every ingestion is visible), marks it ``running``
+  with the ARN and puts its id in the ingest state, which carries it to the last stage.
+* The last stage finishes it (:func:`finish_job`: indexed, unchanged or duplicate, and the chunk count); a stage
+  that raises fails it with its error line (:func:`fail_job`).
+* A stage that never got to say (a Lambda timeout, a crash) leaves it ``running``: :func:`reconcile` asks
+  ``DescribeExecution`` when the job is read and records how the execution ended.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import time
+import uuid
+from typing import Any
+
+from ragstep.context import Context
+from ragstep.errors import NotFoundError, RagstepError
+from ragstep.models import IngestState, KnowledgeBase
+from ragstep.models.catalog import PENDING_JOB_STATUSES, IngestionJob, JobStatus
+
+log = logging.getLogger("ragstep.jobs")
+
+#: What an ingest run can end as (anything else at the last stage is a failure).
+_OUTCOMES: dict[str, JobStatus] = {"indexed": "indexed", "unchanged": "unchanged", "duplicate": "duplicate"}
+#: Step Functions statuses of an execution that is still going (a redrive may start a failed one again).
+_GOING = ("RUNNING", "PENDING_REDRIVE")
+#: How long after its upload URL expired a job may still wait for the upload's event: EventBridge retries delivering
+#: it for up to an hour (the ingest rule's MaximumEventAgeInSeconds in template.yaml).
+EVENT_GRACE_S = 3600.0
+
+
+def queue_upload(
+    ctx: Context, kb: KnowledgeBase, *, filename: str, blob_key: str, knowledge_id: str, size: int
+) -> IngestionJob:
+    """Record the ``queued`` job of an upload to ``blob_key`` before the file is there (a presigned PUT, or the API
+    storing it on Lambda): the upload's S3 event takes it instead of recording one."""
+    job = IngestionJob(
+        id=uuid.uuid4().hex,
+        knowledge_base_id=kb.id,
+        knowledge_id=knowledge_id,
+        filename=filename,
+        blob_key=blob_key,
+        size=size,
+        runs_on="state_machine",
+        created_at=time.time(),
+    )
+    ctx.catalog.put_job(job)
+    return job
+
+
+def start_for_execution(ctx: Context, state: IngestState, execution_arn: str) -> IngestState:
+    """``state`` (built from an upload's S3 event) with the id of the job that follows it, now ``running``.
+
+    An invocation retried by the state machine finds the job its execution already took, so it is never two jobs.
+    """
+    source = state.source
+    jobs = ctx.catalog.list_jobs(source.knowledge_base_id)  # oldest first
+    job = next((j for j in jobs if execution_arn and j.execution_arn == execution_arn), None)
+    if job is None:
+        job = next((j for j in jobs if _waiting_for(j, source.knowledge_id)), None)
+    now = time.time()
+    if job is None:
+        job = IngestionJob(
+            id=uuid.uuid4().hex,
+            knowledge_base_id=source.knowledge_base_id,
+            knowledge_id=source.knowledge_id,
+            filename=source.filename,
+            blob_key=source.blob_key,
+            runs_on="state_machine",
+            created_at=now,
+        )
+    if job.status in PENDING_JOB_STATUSES:
+        job = job.model_copy(
+            update={
+                "status": "running",
+                "started_at": job.started_at or now,
+                "execution_arn": execution_arn,
+                "blob_key": source.blob_key,
+                "size": source.size if source.size is not None else job.size,
+            }
+        )
+        ctx.catalog.put_job(job)
+    return state.model_copy(update={"job_id": job.id})
+
+
+def _waiting_for(job: IngestionJob, knowledge_id: str) -> bool:
+    """``job`` is an upload's, of this document, that no execution has taken yet."""
+    return (
+        job.runs_on == "state_machine"
+        and job.status == "queued"
+        and not job.execution_arn
+        and job.knowledge_id == knowledge_id
+    )
+
+
+def finish_job(ctx: Context, state: IngestState) -> IngestionJob | None:
+    """Record the outcome of the run ``state`` ended (the last stage's state) on its job; None without one."""
+    job = ctx.catalog.get_job(state.job_id) if state.job_id else None
+    if job is None or job.status not in PENDING_JOB_STATUSES:
+        return job
+    outcome = _outcome(job, state)
+    if outcome.get("status") == "indexed":
+        from ragstep.app.viking import refresh_after_change
+
+        # A --layers knowledge base's tree and L0/L1 follow every upload, as after `ragstep ingest`.
+        stale = refresh_after_change(job.knowledge_base_id, ctx)
+        if stale:
+            outcome["error"] = f"{outcome['error']}; {stale}" if outcome.get("error") else stale
+    return _save(ctx, job, outcome)
+
+
+def fail_job(ctx: Context, job_id: str, error: str) -> IngestionJob | None:
+    """Mark a pending job ``failed`` with one error line; a job already finished stays as it is."""
+    job = ctx.catalog.get_job(job_id) if job_id else None
+    if job is None or job.status not in PENDING_JOB_STATUSES:
+        return job
+    return _save(ctx, job, {"status": "failed", "error": error})
+
+
+def stage_error_line(stage_name: str, exc: BaseException) -> str:
+    """The error line a job shows for a stage that raised: our own errors say what to fix; anything else is an
+    internal error whose details (a traceback) stay in the function's log."""
+    if isinstance(exc, RagstepError):
+        return f"{stage_name}: {exc.message}"
+    return f"{stage_name} failed with an internal error ({type(exc).__name__}); see the function's log"
+
+
+def reconcile(ctx: Context, job: IngestionJob) -> IngestionJob:
+    """``job`` as it is, or, when its record says ``running`` but its execution has ended without saying so (a
+    stage timed out or crashed), as the execution ended: its outcome, or ``failed`` with the execution's status.
+
+    A ``queued`` upload job no event took long after its URL expired (the file was never uploaded, or its event
+    never delivered) is ``failed`` too. When Step Functions cannot be asked, the record is answered as it is."""
+    if job.status == "queued" and job.runs_on == "state_machine" and not job.execution_arn:
+        waited = ctx.settings.upload_url_expiry_s + EVENT_GRACE_S
+        if time.time() - job.created_at > waited:
+            error = (
+                f"no upload started this ingestion within {waited:.0f} s: the file was not uploaded before its URL "
+                "expired, or its S3 event was not delivered; upload it again"
+            )
+            return _save(ctx, job, {"status": "failed", "error": error}) or job
+    if job.status != "running" or not job.execution_arn:
+        return job
+    try:
+        described = _stepfunctions(_region(job.execution_arn)).describe_execution(executionArn=job.execution_arn)
+    except Exception as exc:
+        log.warning("could not describe the execution of ingestion job %s: %s", job.id, type(exc).__name__)
+        return job
+    status = str(described.get("status") or "")
+    if status in _GOING or not status:
+        return job
+    # The last stage may have recorded the outcome while we asked: that record is the better one.
+    current = ctx.catalog.get_job(job.id)
+    if current is None or current.status != "running":
+        return current or job
+    if status == "SUCCEEDED":
+        state = _final_state(ctx, described.get("output"))
+        if state is not None:
+            return _save(ctx, current, _outcome(current, state)) or current
+        error = "the ingestion ended, but its outcome could not be read; see the state machine's execution"
+    else:
+        # Only the error's name: the cause may hold a traceback.
+        name = str(described.get("error") or "")
+        error = f"the ingestion stopped: its execution ended {status}" + (f" ({name})" if name else "")
+        error += "; upload the file again"
+    return _save(ctx, current, {"status": "failed", "error": error}) or current
+
+
+def _outcome(job: IngestionJob, state: IngestState) -> dict[str, Any]:
+    status = _OUTCOMES.get(state.status)
+    if status is None:
+        return {"status": "failed", "error": f"the ingestion ended at status {state.status!r}, not indexed"}
+    return {
+        "status": status,
+        "chunks": state.counts.get("chunks", 0) if status == "indexed" else 0,
+        "content_hash": state.source.content_hash or job.content_hash,
+        "duplicate_of": (state.duplicate_of or "") if status == "duplicate" else "",
+        # "duplicate of a.md": which file holds the same content (as the local worker reports it).
+        "error": state.note if status == "duplicate" else "",
+    }
+
+
+def _save(ctx: Context, job: IngestionJob, update: dict[str, Any]) -> IngestionJob | None:
+    done = job.model_copy(update={**update, "finished_at": time.time()})
+    try:
+        ctx.catalog.put_job(done)
+    except NotFoundError:  # its knowledge base was deleted meanwhile, and its jobs with it
+        return None
+    return done
+
+
+def _final_state(ctx: Context, output: Any) -> IngestState | None:
+    """The ingest state a succeeded execution ended with (its output), or None when it cannot be read."""
+    from ragstep.pipeline import transport
+
+    try:
+        return transport.decode_event(json.loads(str(output)), ctx.clients.blobs, IngestState)
+    except Exception as exc:
+        log.warning("could not read the output of an ingest execution: %s", type(exc).__name__)
+        return None
+
+
+def _region(arn: str) -> str | None:
+    parts = arn.split(":")
+    return parts[3] if len(parts) > 3 and parts[3] else None
+
+
+@functools.lru_cache(maxsize=4)
+def _stepfunctions(region: str | None) -> Any:
+    """A Step Functions client of ``region`` (the execution's), kept for the process: a job being polled asks at
+    every read until its execution ends."""
+    from ragstep.adapters._aws import aws_client
+
+    return aws_client("stepfunctions", region=region)
