@@ -325,6 +325,24 @@ def test_the_limit_is_a_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         create_app()
 
 
+def test_an_app_serves_only_the_routers_it_is_given(ctx: Context, kb: KnowledgeBase) -> None:
+    """``routers`` picks parts of the API (the streaming chat function serves chat, sessions and search only): the
+    full API is the default, ``/healthz`` is always there, and a name that is not a part is refused, naming those
+    that are."""
+    full = set(create_app(ctx.clients).openapi()["paths"])
+    assert {"/v1/knowledge-bases", "/v1/chat/completions", "/v1/sessions", SEARCH} <= full
+    app = create_app(ctx.clients, routers=("search",))
+    assert set(app.openapi()["paths"]) == {"/healthz", SEARCH}
+    with TestClient(app) as client:
+        found = client.post(SEARCH, json={"query": "espresso coffee", "knowledge_base_ids": ["docs"]})
+        assert found.status_code == 200, found.text
+        assert filenames(found.json())[0] == "coffee.md"
+        assert client.get("/healthz").json() == {"status": "ok", "version": __version__}
+        assert client.get("/v1/knowledge-bases").status_code == 404
+    with pytest.raises(ValueError, match=r"unknown routers \['chats'\]; choose from admin, search, knowledge, "):
+        create_app(ctx.clients, routers=("chat", "chats"))
+
+
 # -- what error bodies never say -----------------------------------------------------------------------------------
 
 

@@ -62,26 +62,28 @@ def test_the_global_search_starts_the_walk_at_the_best_folders() -> None:
     # The best max(limit, 3) = 3 nodes: y.md (0.9), deep/ (0.7), z.md (0.5). deep/ starts at its own score; a
     # document's folder starts at the folder's own score (r/b/: 0), not the document's; x.md (fourth) is left out.
     assert result.starting_points == [("r/", 0.0), ("r/a/deep/", 0.7), ("r/b/", 0.0)]
-    # The documents found are results at their own score; y.md also blends with deep/ (0.8), and keeps its best.
-    assert result.scores["r/a/deep/y.md"] == pytest.approx(0.9)
+    # The documents found are results, ranked as every document: half their own score, half their folder's.
+    assert result.scores["r/a/deep/y.md"] == pytest.approx(0.5 * 0.9 + 0.5 * 0.7)
     assert result.ranking[0] == "r/a/deep/y.md"
-    assert result.scores["r/b/z.md"] == pytest.approx(0.5)
+    assert result.scores["r/b/z.md"] == pytest.approx(0.5 * 0.5)  # its folder scored nothing
     # OpenViking asks the global search for max(limit, GLOBAL_SEARCH_TOPK) hits: a larger limit reaches x.md too.
     wide = run(3, limit=4)
     assert ("r/a/", 0.0) in wide.starting_points
-    assert wide.scores["r/a/x.md"] == pytest.approx(0.1)
+    assert wide.scores["r/a/x.md"] == pytest.approx(0.5 * 0.1)
     assert "r/a/deep/y.md" not in run(0).scores  # without the global search nothing leads there
 
 
 def test_a_strong_document_does_not_lift_its_siblings() -> None:
     # x.md is the best match anywhere, but its folder scored little: its sibling stays below the other folder's
-    # document (0.5 x 0.4 + 0.5 x 0.1 = 0.25 < 0.6), as it would if x.md had not been found at all.
+    # document (0.5 x 0.4 + 0.5 x 0.1 = 0.25 < 0.6), as it would if x.md had not been found at all; and x.md
+    # itself ranks by the same rule as every document (0.5 x 1.0 + 0.5 x 0.1), below the match in a strong folder.
     own = {"r/a/x.md": 1.0, "r/a/": 0.1, "r/a/deep/": 0.4, "r/b/": 0.6, "r/b/z.md": 0.6}
     parents = {"r/a/x.md": "r/a/", "r/b/z.md": "r/b/", "r/a/deep/": "r/a/"}
     tree = {"r/": ["r/a/", "r/b/"], "r/a/": ["r/a/deep/", "r/a/x.md"], "r/b/": ["r/b/z.md"], "r/a/deep/": []}
     cfg = ExploreConfig(limit=3)
     result = explore(["r/"], lambda u: tree.get(u, []), lambda u: u.endswith("/"), own, cfg, parents.get)
-    assert result.ranking[:2] == ["r/a/x.md", "r/b/"]
+    assert result.ranking[:3] == ["r/b/", "r/b/z.md", "r/a/x.md"]
+    assert result.scores["r/a/x.md"] == pytest.approx(0.55)
     assert result.scores["r/b/z.md"] == pytest.approx(0.6) and result.scores["r/a/deep/"] == pytest.approx(0.25)
 
 
@@ -89,6 +91,36 @@ def test_a_strong_folder_lifts_its_documents_over_a_lone_match() -> None:
     own = {"r/a/": 0.9, "r/a/x.md": 0.5, "r/top.md": 0.6}
     _, ranking = walk(own, global_topk=0)
     assert ranking.index("r/a/x.md") < ranking.index("r/top.md")  # 0.7 against 0.6
+
+
+def test_the_global_search_hits_are_ranked_with_their_folders_score() -> None:
+    # x.md is the best raw hit, but its folder scored nothing; z.md's folder matched the query: z.md ranks first, and
+    # x.md is still returned (what flat search finds is not lost).
+    own = {"r/a/x.md": 0.9, "r/b/": 0.8, "r/b/z.md": 0.7}
+    parents = {"r/a/x.md": "r/a/", "r/b/z.md": "r/b/"}
+    result = explore(["r/"], lambda u: TREE.get(u, []), lambda u: u.endswith("/"), own, ExploreConfig(), parents.get)
+    assert result.scores["r/b/z.md"] == pytest.approx(0.5 * 0.7 + 0.5 * 0.8)
+    assert result.scores["r/a/x.md"] == pytest.approx(0.5 * 0.9)
+    assert result.ranking.index("r/b/z.md") < result.ranking.index("r/a/x.md")
+
+
+def test_reranked_sub_folders_open_a_folder_the_search_missed() -> None:
+    own = {"r/a/x.md": 0.4, "r/b/z.md": 0.5}
+    asked: list[list[str]] = []
+
+    def rerank(uris: list[str]) -> list[float]:
+        asked.append(uris)
+        return [1.0 if u == "r/a/" else 0.0 for u in uris]
+
+    tree = lambda u: TREE.get(u, [])  # noqa: E731
+    plain = explore(["r/"], tree, lambda u: u.endswith("/"), own, ExploreConfig(global_topk=0))
+    assert plain.scores == {}  # no folder was found: the walk ends at the root
+    result = explore(["r/"], tree, lambda u: u.endswith("/"), own, ExploreConfig(global_topk=0), rerank_children=rerank)
+    # a/ scores the mean of its search score (0) and its rerank score (1.0); x.md blends its own 0.4 with that.
+    assert result.scores["r/a/"] == pytest.approx(0.5)
+    assert result.scores["r/a/x.md"] == pytest.approx(0.5 * 0.4 + 0.5 * 0.5)
+    assert "r/b/z.md" not in result.scores  # b/ scored nothing either way: not opened
+    assert asked == [["r/a/", "r/b/"], ["r/a/deep/"]]  # only sub-folders are reranked
 
 
 def test_the_threshold_keeps_weak_children_out_and_unexplored() -> None:
@@ -258,8 +290,9 @@ def test_rescore_replaces_the_starting_points_scores() -> None:
     tree = lambda u: TREE.get(u, [])  # noqa: E731
     result = explore(["r/"], tree, lambda u: u.endswith("/"), own, cfg, parents.get, rescore)
     assert asked == [["r/a/deep/y.md", "r/b/z.md"]]
-    # The documents are results at the rerank model's scores (y.md keeps the better score the walk gives it).
-    assert result.scores["r/b/z.md"] == pytest.approx(0.95) and result.scores["r/a/deep/y.md"] == pytest.approx(0.9)
+    # The rerank model's scores are the documents' own scores in the final blend (their folders scored nothing).
+    assert result.scores["r/b/z.md"] == pytest.approx(0.5 * 0.95)
+    assert result.scores["r/a/deep/y.md"] == pytest.approx(0.5 * 0.2)
     assert result.ranking[0] == "r/b/z.md"
 
 

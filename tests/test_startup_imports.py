@@ -120,6 +120,28 @@ def test_the_streaming_chat_function_imports_no_unused_backend_at_start() -> Non
     assert json.loads(run.stdout.strip().splitlines()[-1]) == []
 
 
+def test_the_streaming_chat_function_starts_with_the_chat_routers_and_common_stages_only(tmp_path: Path) -> None:
+    """After ``LambdaApp.start`` (the environment's init): the chat and sessions routers and the default pipeline's
+    stages are in; the HTTP API's other routers, and the stages of pipelines few answers use, are not."""
+    code = (
+        "import json, sys\n"
+        "from ragstep.entry.aws.stream_url import LambdaApp\n"
+        "LambdaApp().start()\n"
+        "print(json.dumps(sorted(m for m in json.loads(sys.argv[1]) if m in sys.modules)))\n"
+    )
+    http = [f"ragstep.entry.http.{name}" for name in ("chat", "sessions", "knowledge", "uploads", "viking", "admin")]
+    stages = ["ragstep.stages.search.chunk_search", "ragstep.stages.viking.viking_context"]
+    watched = [*http, "ragstep.entry.http.webhooks", *stages]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGSTEP_")}
+    env |= {"PYTHONPATH": str(ROOT / "shared"), "RAGSTEP_DATA_DIR": str(tmp_path), "RAGSTEP_EMBEDDER": "none"}
+    run = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(watched)], env=env, capture_output=True, text=True, check=False
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    loaded = json.loads(run.stdout.strip().splitlines()[-1])
+    assert loaded == ["ragstep.entry.http.chat", "ragstep.entry.http.sessions", "ragstep.stages.search.chunk_search"]
+
+
 def test_every_public_model_name_resolves_from_the_package() -> None:
     """``ragstep.models`` loads its sub-modules on first use; the public surface stays the same names."""
     code = (

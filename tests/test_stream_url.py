@@ -148,6 +148,32 @@ def test_the_app_follows_the_environments_clients(tmp_path: Path, monkeypatch: p
         runtime.reset()
 
 
+def test_the_function_serves_chat_sessions_search_and_health_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What README "Streaming chat on AWS" and template.yaml say the Function URL is for; knowledge bases,
+    documents, keys, OpenViking and webhooks are the HTTP API's (and declaring their routes would slow every cold
+    start)."""
+    monkeypatch.setenv("RAGSTEP_DATA_DIR", str(tmp_path / "data"))
+    runtime.reset()
+    try:
+        paths = set(LambdaApp().app().openapi()["paths"])
+    finally:
+        runtime.reset()
+    assert paths == {
+        "/healthz",
+        "/v1/knowledge-search",
+        "/v1/chat/completions",
+        "/v1/models",
+        "/v1/knowledge-chat",
+        "/v1/knowledge-chat/{session_id}",
+        "/v1/sessions",
+        "/v1/sessions/{session_id}",
+        "/v1/sessions/{session_id}/messages",
+        "/v1/sessions/{session_id}/stop",
+    }
+
+
 def test_the_port_comes_from_the_adapters_settings() -> None:
     assert port({"AWS_LWA_PORT": "9000", "PORT": "7000"}) == 9000
     assert port({"PORT": "7000"}) == 7000 and port({}) == 8080

@@ -5,7 +5,7 @@ The adapter runs the function's Handler (``functions/api/run.sh``) as a command,
 app answers, then forwards the invocation as an HTTP request. Each run here does the same with a fresh process:
 
 * ``ready``: from starting ``run.sh`` until ``GET /healthz`` answers 200 (interpreter start, imports, the app and its
-  clients, the streaming pipelines' stages): the environment's init;
+  clients, the common chat pipelines' stages): the environment's init;
 * ``first token``: from sending ``POST /v1/chat/completions`` (``stream: true``, the extractive model, an API key,
   the demo knowledge base) until the first frame with answer text arrives;
 * ``total``: their sum, what the first caller of a new environment waits for beyond Lambda's own start-up (the

@@ -243,6 +243,7 @@ def explore(
     cfg: ExploreConfig,
     parent_of: Callable[[str], str | None] = lambda _uri: None,
     rescore: Callable[[list[str]], list[float]] | None = None,
+    rerank_children: Callable[[list[str]], list[float]] | None = None,
 ) -> Exploration:
     """Priority-queue exploration from ``roots`` plus what the global search found: the ``max(limit, global_topk)``
     best-scored nodes. A folder among them starts the walk at its score (its own, or what ``rescore`` says of it:
@@ -252,9 +253,15 @@ def explore(
 
     The best unvisited directory is expanded first; its children the search found (own score > 0; the best
     ``max(2 x limit, 20)``) get scores :func:`propagate`d from it; those above the threshold are collected (a node
-    reached twice keeps its best score) and directories among them queued.
+    reached twice keeps its best score) and directories among them queued. With ``rerank_children`` (OpenViking
+    reranks a folder's children), each sub-folder of the expanded folder scores the mean of its search score and
+    its rerank score among its siblings, so a folder the query names is explored even when its layers missed.
     After every expansion the top ``limit`` is compared with the previous one: unchanged ``max_convergence_rounds``
     times in a row (with ``limit`` nodes collected) ends the walk early.
+
+    The final ranking (:func:`rank_leaves`): every document collected -- the global search's hits as well as the
+    walk's -- at ``alpha x its own score + (1 - alpha) x its folder's score``, so what flat search finds is kept
+    while a folder that matches the query lifts its documents over look-alikes elsewhere.
     """
     # The global search: the best-scored nodes anywhere.
     best = sorted(((u, s) for u, s in own.items() if s > cfg.threshold), key=lambda item: (-item[1], item[0]))
@@ -267,19 +274,24 @@ def explore(
         scores = rescore([uri for uri, _score in hits])
     starting: dict[str, float] = dict.fromkeys(roots, 0.0)
     collected: dict[str, float] = {}
+    leaf_own = dict(own)  # a document's own score in the final ranking: the rerank model's, when it was asked
     for (uri, _own), score in zip(hits, scores, strict=True):
         if is_directory(uri):
             if uri not in roots:
                 starting[uri] = max(starting.get(uri, 0.0), score)
             continue
-        # A document the global search found is a result at its own score (OpenViking's initial candidates), and
+        # A document the global search found is a result (OpenViking's initial candidates; the walk's convergence
+        # reads it at its own score, the final ranking blends it with its folder's like every document), and
         # its folder enters the walk at the folder's own score -- not the document's: one strong document must not
         # lift every sibling above a better match elsewhere (the per-question misses of `ragstep bench viking`).
+        leaf_own[uri] = score
         if score > cfg.threshold:
             collected[uri] = max(collected.get(uri, 0.0), score)
         folder = parent_of(uri)
         if folder is not None and folder not in roots:
             starting[folder] = max(starting.get(folder, 0.0), own.get(folder, 0.0))
+    expanded: dict[str, float] = {}  # folder -> the score it was expanded at
+    reached_from: dict[str, str] = {}  # node -> the folder whose expansion gave it its score
     heap = [(-score, uri) for uri, score in starting.items()]
     heapq.heapify(heap)
     visited: list[str] = []
@@ -297,13 +309,23 @@ def explore(
         parent_score = -neg
         # OpenViking searches each folder's children and takes the best max(2 x limit, 20) of those the search
         # found: a child the search did not find at all is not lifted by its parent alone.
-        found = sorted((c for c in children(current) if own.get(c, 0.0) > 0), key=lambda c: (-own[c], c))
+        expanded[current] = parent_score
+        kids = list(children(current))
+        mine = {c: own.get(c, 0.0) for c in kids}
+        folders = [c for c in kids if is_directory(c)]
+        if rerank_children is not None and folders:
+            # Only sub-folders: a folder's abstract is its children's names, which say where to look; a document's
+            # abstract leaves out the sections a question asks about (documents gained nothing on `bench viking`).
+            for c, r in zip(folders, rerank_children(folders), strict=True):
+                mine[c] = (mine[c] + r) / 2
+        found = sorted((c for c in kids if mine[c] > 0), key=lambda c: (-mine[c], c))
         for child in found[: max(2 * cfg.limit, MIN_CHILDREN)]:
-            score = propagate(own[child], parent_score, cfg.alpha)
+            score = propagate(mine[child], parent_score, cfg.alpha)
             if score <= cfg.threshold:
                 continue
             if score > collected.get(child, float("-inf")):
                 collected[child] = score
+                reached_from[child] = current
             if is_directory(child) and child not in seen:
                 heapq.heappush(heap, (-score, child))
         rounds += 1
@@ -316,7 +338,36 @@ def explore(
         else:
             stable = 0
             previous = top
-    return Exploration(collected, _ranking(collected), list(starting.items()), rounds, converged, visited)
+    folder_scores = {**starting, **collected, **expanded}
+    final = rank_leaves(
+        collected, leaf_own, is_directory, lambda u: reached_from.get(u) or parent_of(u), folder_scores, cfg
+    )
+    return Exploration(final, _ranking(final), list(starting.items()), rounds, converged, visited)
+
+
+def rank_leaves(
+    collected: Mapping[str, float],
+    own: Mapping[str, float],
+    is_directory: Callable[[str], bool],
+    parent_of: Callable[[str], str | None],
+    folder_scores: Mapping[str, float],
+    cfg: ExploreConfig,
+) -> dict[str, float]:
+    """Each collected document at ``alpha x own + (1 - alpha) x its folder's score`` (the score the folder was
+    expanded, queued or started at; 0 if the walk never reached it); folders keep their walk score.
+
+    One rule for every document: a global-search hit kept at its raw score would outrank every document the
+    folder context promoted (their blend is below the raw score whenever the folder scores lower), so the walk
+    could add documents but never reorder them (`ragstep bench viking`, ambiguous headings: 0.747 -> 0.847)."""
+    out: dict[str, float] = {}
+    for uri, score in collected.items():
+        if not is_directory(uri):
+            parent = parent_of(uri)
+            folder = folder_scores.get(parent, 0.0) if parent is not None else 0.0
+            score = cfg.alpha * own.get(uri, 0.0) + (1 - cfg.alpha) * folder
+        if score > cfg.threshold:
+            out[uri] = score
+    return out
 
 
 def _ranking(scores: Mapping[str, float]) -> list[str]:

@@ -3,7 +3,8 @@
 Python's managed runtime cannot stream a response by itself, API Gateway HTTP APIs buffer, and so does Mangum. The
 ``ChatStreamFunction`` of template.yaml therefore runs the AWS Lambda Web Adapter (its public layer, and
 ``AWS_LAMBDA_EXEC_WRAPPER=/opt/bootstrap``): the adapter starts the function's Handler, ``functions/api/run.sh``, as a
-command; that runs :func:`main`, which serves the same app as ``ragstep serve`` on ``127.0.0.1:$AWS_LWA_PORT``. The
+command; that runs :func:`main`, which serves the chat part of the app ``ragstep serve`` serves (chat, sessions,
+knowledge search and ``/healthz``: :data:`~ragstep.entry.http.app.CHAT_ROUTERS`) on ``127.0.0.1:$AWS_LWA_PORT``. The
 adapter waits until ``GET /healthz`` answers (``AWS_LWA_READINESS_CHECK_PATH``), then turns each Function URL
 invocation into an HTTP request to the app and streams its response back as it is written
 (``AWS_LWA_INVOKE_MODE=response_stream``): chat frames reach the client one by one, the pipeline runs in-process.
@@ -45,10 +46,16 @@ LAMBDA_CONTEXT_HEADER = b"x-amzn-lambda-context"
 #: the app must never be the one to close an idle connection (a close racing the adapter's next request on it
 #: would fail that request).
 KEEP_ALIVE_SECONDS = 24 * 3600
+#: The pipelines whose stages a new environment imports before it reports ready: the default model's (``ragstep``)
+#: and plain chat's. The others a chat may name (``viking_stream``, the non-streaming ones) import their stages on
+#: first use: every environment would pay for them before its first answer, and few answers use them.
+PRELOADED_PIPELINES = ("rag_stream", "chat_stream", "chat_history_stream")
 
 
 class LambdaApp:
-    """An ASGI app that serves ``create_app(clients, flush_usage=True)`` on the environment's current clients."""
+    """An ASGI app that serves ``create_app(clients, flush_usage=True, routers=CHAT_ROUTERS)`` on the environment's
+    current clients. Only the routes the Function URL is for: the other routers are never imported, and declaring
+    routes is a large part of a cold start."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -62,11 +69,12 @@ class LambdaApp:
             with self._lock:
                 current = self._current
                 if current is None or current[0] is not clients:
-                    from ragstep.entry.http.app import create_app
+                    from ragstep.entry.http.app import CHAT_ROUTERS, create_app
 
                     if current is not None:
                         current[1].state.gate.close()
-                    current = self._current = (clients, create_app(clients, flush_usage=True))
+                    built = create_app(clients, flush_usage=True, routers=CHAT_ROUTERS)
+                    current = self._current = (clients, built)
         return current[1]
 
     def start(self) -> None:
@@ -74,12 +82,11 @@ class LambdaApp:
         from ragstep.pipeline.definitions import PIPELINES, load_stage
 
         self.app()
-        # The streaming pipelines' stages are imported now, while the adapter's readiness check waits, rather than
+        # The common pipelines' stages are imported now, while the adapter's readiness check waits, rather than
         # during the first answer.
-        for pipeline in PIPELINES.values():
-            if pipeline.name.endswith("_stream"):
-                for stage in pipeline.stage_names():
-                    load_stage(stage)
+        for name in PRELOADED_PIPELINES:
+            for stage in PIPELINES[name].stage_names():
+                load_stage(stage)
 
     def close(self) -> None:
         current = self._current
@@ -161,6 +168,9 @@ def main() -> None:
         access_log=False,  # the adapter and the Function URL log requests already
         log_level=level if level in ("debug", "info", "warning", "error") else "info",
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        # A Function URL carries no WebSocket, and the app has no WebSocket route: not importing a WebSocket
+        # implementation (uvicorn's "auto" loads the websockets package when installed) saves ~10 ms of each start.
+        ws="none",
     )
 
 

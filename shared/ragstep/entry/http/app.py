@@ -7,6 +7,8 @@ locked-down VPC) cannot reach, and the one packaged Swagger UI on PyPI is a vers
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request
@@ -15,14 +17,19 @@ from pydantic import BaseModel
 from ragstep import __version__
 from ragstep.app.search import SearchResponse, knowledge_search
 from ragstep.context import Clients
-from ragstep.entry.http import chat, knowledge, sessions, viking, webhooks
-from ragstep.entry.http.admin import router as admin_router
 from ragstep.entry.http.auth import Gate, Metering, install_auth_errors
 from ragstep.entry.http.deps import RequestContext, meter
 from ragstep.entry.http.errors import ErrorBody, install_error_handlers
 from ragstep.entry.http.limits import BodyLimit
-from ragstep.entry.http.uploads import upload_limits
 from ragstep.models import SearchRequest
+
+#: The parts of the API ``create_app`` can serve, in the order their routes are declared. ``search`` is
+#: ``POST /v1/knowledge-search``; every other name is the router of ``ragstep.entry.http.<name>``, imported only
+#: when it is included (declaring a router's routes is most of what building the app costs).
+ROUTERS = ("admin", "search", "knowledge", "chat", "sessions", "viking", "webhooks")
+#: What the streaming chat function's Function URL serves (README "Streaming chat on AWS"): chat, its sessions, and
+#: knowledge search, which runs in-process there too.
+CHAT_ROUTERS = ("search", "chat", "sessions")
 
 
 class Health(BaseModel):
@@ -47,10 +54,16 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {status: {"model": ErrorBody, "description": said[status]} for status in statuses}
 
 
-def create_app(clients: Clients | None = None, *, flush_usage: bool = False) -> FastAPI:
+def create_app(
+    clients: Clients | None = None, *, flush_usage: bool = False, routers: Iterable[str] = ROUTERS
+) -> FastAPI:
     """The API over ``clients`` (built from the environment's settings when not given); each request acts for the
     tenant :func:`~ragstep.entry.http.deps.request_context` resolves. ``flush_usage`` (Lambda) writes each request's
-    usage record before its answer ends (:class:`~ragstep.entry.http.auth.Metering`)."""
+    usage record before its answer ends (:class:`~ragstep.entry.http.auth.Metering`). ``routers`` picks the parts
+    of :data:`ROUTERS` served (all by default); ``/healthz`` is always served."""
+    wanted = {routers} if isinstance(routers, str) else set(routers)  # one name, not its letters
+    if unknown := wanted - set(ROUTERS):
+        raise ValueError(f"unknown routers {sorted(unknown)}; choose from {', '.join(ROUTERS)}")
     clients = clients or Clients()
     gate = Gate(clients, flush_usage=flush_usage)
     app = FastAPI(
@@ -65,15 +78,37 @@ def create_app(clients: Clients | None = None, *, flush_usage: bool = False) -> 
     app.state.gate = gate
     install_error_handlers(app)
     install_auth_errors(app)
-    app.add_middleware(BodyLimit, limit=clients.settings.max_request_bytes, per_path=upload_limits(clients.settings))
+    per_path = None
+    if "knowledge" in wanted:  # the document uploads, with a body limit of their own
+        from ragstep.entry.http.uploads import upload_limits
+
+        per_path = upload_limits(clients.settings)
+    app.add_middleware(BodyLimit, limit=clients.settings.max_request_bytes, per_path=per_path)
     app.add_middleware(Metering, gate=gate)
-    app.include_router(admin_router, responses=_errors(400, 401, 403, 404, 422, 429, 500, 503))
+    if "admin" in wanted:
+        app.include_router(_router("admin"), responses=_errors(400, 401, 403, 404, 422, 429, 500, 503))
 
     @app.get("/healthz", responses=_errors(500))
     def healthz() -> Health:
         """The server is up, and which version it runs."""
         return Health(status="ok", version=__version__)
 
+    if "search" in wanted:
+        _include_search(app)
+    for name in ("knowledge", "chat", "sessions", "viking"):
+        if name in wanted:
+            app.include_router(_router(name))
+    if "webhooks" in wanted:
+        app.include_router(_router("webhooks"), responses=_errors(400, 401, 413, 422, 500))
+    return app
+
+
+def _router(name: str) -> Any:
+    """The router of ``ragstep.entry.http.<name>``, imported now: an app without it never pays for its routes."""
+    return importlib.import_module(f"ragstep.entry.http.{name}").router
+
+
+def _include_search(app: FastAPI) -> None:
     @app.post("/v1/knowledge-search", responses=_errors(400, 401, 403, 404, 413, 422, 429, 500, 502, 503))
     def search(request: SearchRequest, ctx: RequestContext, http: Request) -> SearchResponse:
         """Same JSON as ``ragstep search --json``: ``{query, request_id, results, trace}``."""
@@ -81,10 +116,3 @@ def create_app(clients: Clients | None = None, *, flush_usage: bool = False) -> 
         usage = meter(http)
         usage.pipeline, usage.results = state.pipeline, len(state.final_results)
         return SearchResponse.of(state)
-
-    app.include_router(knowledge.router)
-    app.include_router(chat.router)
-    app.include_router(sessions.router)
-    app.include_router(viking.router)
-    app.include_router(webhooks.router, responses=_errors(400, 401, 413, 422, 500))
-    return app

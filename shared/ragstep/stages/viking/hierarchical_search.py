@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING
 from ragstep.errors import RagstepError
 from ragstep.models import ChunkType, KnowledgeBase, TraceEvent
 from ragstep.models.viking import Hierarchy, HierarchyNode, MatchedContext, RelatedContext, TypedQuery, VikingState
-from ragstep.ports import SearchFilter
+from ragstep.ports import RerankCandidate, SearchFilter
 from ragstep.retrieval.fusion import fuse_minmax
 from ragstep.retrieval.hierarchy import ExploreConfig, explore
 from ragstep.retrieval.text import query_terms
+from ragstep.retrieval.token_vector import TokenVectorReranker
 from ragstep.stages.viking.tree import hierarchy_of, memory_kb, skills_root, user_root
 
 if TYPE_CHECKING:
@@ -30,6 +31,16 @@ if TYPE_CHECKING:
 
 STAGE = "hierarchical_search"
 _LAYER_TYPES = (ChunkType.ABSTRACT, ChunkType.OVERVIEW)
+# Model-free and pure (no I/O): sub-folders are reranked with it whatever RAGSTEP_RERANKER says, as a rerank model
+# would cost a call per expanded folder.
+_CHILDREN_RERANKER = TokenVectorReranker()
+
+
+def rerank_nodes(query: str, nodes: list[HierarchyNode]) -> list[float]:
+    """Each node's relevance to ``query`` among ``nodes`` (siblings: the term weights come from them), read from
+    its name and abstract."""
+    candidates = [RerankCandidate(content=n.abstract or n.title, title=n.title) for n in nodes]
+    return _CHILDREN_RERANKER.rerank_candidates(query, candidates)
 
 
 @dataclass
@@ -173,6 +184,7 @@ def search_one(
         parent_of,
         # Only a rerank model is asked: the model-free reranker scores chunks, not abstracts, on another scale.
         rescore if s.reranker.strip().lower() != "none" else None,
+        lambda uris: rerank_nodes(typed.query, [nodes[u] for u in uris]),
     )
     matches = []
     for uri in walk.ranking[:limit]:
