@@ -125,6 +125,21 @@ def test_what_one_container_ingests_another_finds(tmp_path: Path, bucket: str) -
     assert pointer == ["tenants/default/index/kb1/current.json"]
 
 
+def test_the_ivf_threshold_setting_reaches_the_snapshots_it_builds_and_reads(tmp_path: Path, bucket: str) -> None:
+    # RAGSTEP_VECTOR_IVF_MIN_ROWS applies on AWS as locally: a generation built above it carries IVF lists, and a
+    # container that loads it searches through them.
+    writer = container(tmp_path, bucket, vector_ivf_min_rows=64)
+    assert writer.ivf_min_rows == 64
+    chunks, _ = doc("kb1", "k1", *(f"passage {i}" for i in range(300)))
+    vectors = np.random.default_rng(7).standard_normal((300, 16)).astype(np.float32)
+    writer.replace_knowledge("k1", chunks, vectors, SPACE)
+    reader = container(tmp_path, bucket, vector_ivf_min_rows=64)
+    for row in (0, 150, 299):
+        hits = reader.vector_search(vectors[row], SPACE, SearchFilter(knowledge_base_ids=("kb1",)), 1, 0.0)
+        assert [h.chunk_id for h in hits] == [f"k1-{row}"]
+    assert container(tmp_path, bucket).ivf_min_rows == Settings().vector_ivf_min_rows
+
+
 def test_reads_by_id_load_another_knowledge_base_only_for_ids_the_loaded_ones_lack(tmp_path: Path, bucket: str) -> None:
     writer = container(tmp_path, bucket)
     chunks, _ = doc("kb1", "k1", "alpha beta")

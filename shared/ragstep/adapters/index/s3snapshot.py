@@ -1,7 +1,6 @@
 """The serverless default index on AWS: each knowledge base's embedded index, kept in S3 as immutable generations.
 
-Functions that share nothing but S3 (the ingest machine's ``ingest_index``, the search functions, the API) all see
-the same index:
+Functions sharing nothing but S3 (the ingest machine's ``ingest_index``, the search functions, the API) see one index:
 
 * **A knowledge base is one** :class:`~ragstep.adapters.index.local.LocalSearchIndex` **folder per generation**
   (``_s3generations``: ``tenants/<tenant>/index/<kb>/gen-<n>-<token>/`` plus the pointer ``current.json``). Its files
@@ -16,10 +15,9 @@ the same index:
   (``If-None-Match``: one request, no body when unchanged) at most every ``index_s3_refresh_s`` seconds and reload
   only when it changed. The copy it replaced is deleted at the next check that finds the pointer unchanged (calls
   still reading it finish first), so /tmp holds one copy, two during a swap.
-* **Pruning**: a replaced generation is deleted ``index_s3_prune_grace_s`` after its replacement (a reader that
-  read the old pointer is still downloading it); a reader that finds a file gone reads the pointer again.
-* **Limits**: a write whose files exceed ``index_s3_max_bytes`` is refused with a message naming OpenSearch; above
-  ``index_s3_warn_bytes`` :meth:`capacity_warning` says so (the ingest stage puts it in the trace).
+* **Pruning**: a replaced generation is deleted ``index_s3_prune_grace_s`` after its replacement (a reader of the old
+  pointer is still downloading it); a reader that finds a file gone reads the pointer again. **Limits**: a write over
+  ``index_s3_max_bytes`` is refused naming OpenSearch; over ``index_s3_warn_bytes`` :meth:`capacity_warning` says so.
 
 Calls that name chunks or knowledge items but no knowledge base (fetch, vectors, chunks_at, delete ...) look in the
 knowledge bases this container has loaded; only ids none of those holds send them to the tenant's other knowledge
@@ -52,6 +50,7 @@ from ragstep.adapters.index.local import LocalSearchIndex
 from ragstep.errors import ConflictError, InputError, StorageError
 from ragstep.models import Chunk
 from ragstep.ports import Hit, IndexStats, SearchFilter
+from ragstep.retrieval import ivf
 from ragstep.retrieval.bm25 import joint
 
 if TYPE_CHECKING:
@@ -98,11 +97,13 @@ class S3SnapshotIndex:
         max_bytes: int = 700_000_000,
         vector_storage: Literal["float32", "int8"] = "int8",
         rescore_factor: int = 4,
+        ivf_min_rows: int = ivf.MIN_ROWS,
     ) -> None:
         self.store = store
         # How every generation's local index stores and scans its vectors (RAGSTEP_VECTOR_STORAGE).
         self.vector_storage: Literal["float32", "int8"] = vector_storage
         self.rescore_factor = rescore_factor
+        self.ivf_min_rows = ivf_min_rows
         self.cache_dir = Path(cache_dir)
         self.refresh_s = refresh_s
         self.prune_grace_s = prune_grace_s
@@ -135,12 +136,18 @@ class S3SnapshotIndex:
             max_bytes=settings.index_s3_max_bytes,
             vector_storage=settings.vector_storage,
             rescore_factor=settings.vector_rescore_factor,
+            ivf_min_rows=settings.vector_ivf_min_rows,
         )
 
     # -- loading -------------------------------------------------------------------------------------------------
 
     def _local(self, folder: Path) -> LocalSearchIndex:
-        return LocalSearchIndex(folder, vector_storage=self.vector_storage, rescore_factor=self.rescore_factor)
+        return LocalSearchIndex(
+            folder,
+            vector_storage=self.vector_storage,
+            rescore_factor=self.rescore_factor,
+            ivf_min_rows=self.ivf_min_rows,
+        )
 
     def _kb_lock(self, kb_id: str) -> threading.RLock:
         with self._lock:
