@@ -65,19 +65,19 @@ def scopes(machine: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """The ``States`` of a machine and of every branch in it."""
     yield machine["States"]
     for state in machine["States"].values():
-        for branch in state.get("Branches", []):
+        for branch in [*state.get("Branches", []), *([state["ItemProcessor"]] if "ItemProcessor" in state else [])]:
             yield from scopes(branch)
 
 
 def task_order(machine: dict[str, Any]) -> list[str]:
-    """Task names in execution order, following StartAt/Next (branches in declaration order)."""
+    """Task names in execution order, following StartAt/Next (branches in declaration order, a Map's iteration)."""
     order: list[str] = []
     name: str | None = machine["StartAt"]
     while name is not None:
         state = machine["States"][name]
         if state["Type"] == "Task":
             order.append(name)
-        for branch in state.get("Branches", []):
+        for branch in [*state.get("Branches", []), *([state["ItemProcessor"]] if "ItemProcessor" in state else [])]:
             order += task_order(branch)
         name = state.get("Next")
     return order
@@ -225,8 +225,8 @@ def test_a_stream_step_is_a_task_whose_function_drains_it() -> None:
 def test_only_the_non_streaming_chat_pipelines_have_state_machines() -> None:
     from ragstep.pipeline.definitions import CHAT_PIPELINES
 
-    assert {name for name in CHAT_PIPELINES if name in PIPELINES} == {"rag", "chat"}
-    assert all(kind == "EXPRESS" for kind in (PIPELINES["rag"].kind, PIPELINES["chat"].kind))
+    assert {name for name in CHAT_PIPELINES if name in PIPELINES} == {"rag", "chat", "viking"}
+    assert all(PIPELINES[name].kind == "EXPRESS" for name in ("rag", "chat", "viking"))
     generated = {path.name for path in STATEMACHINE.glob(f"*{asl.SUFFIX}")}
     assert generated == {asl.file_name(p) for p in PIPELINES.values()}
 
@@ -495,6 +495,8 @@ def test_template_chat_settings_reach_the_functions_that_answer() -> None:
         "ExtractEntitiesFunction",
         "SlackWorkerFunction",
         "RetrievalEventsFunction",
+        # viking_intent's intent analysis asks the chat model for the typed queries.
+        "VikingIntentFunction",
     )
     for name in answering:
         env = resources[name]["Properties"]["Environment"]["Variables"]
@@ -536,6 +538,7 @@ def test_template_bedrock_chat_access_only_with_the_bedrock_provider() -> None:
         "RetrievalEventsFunction",
         "RewriteQueryFunction",
         "SlackWorkerFunction",
+        "VikingIntentFunction",
     ]
 
 

@@ -721,7 +721,9 @@ def test_template_functions_use_the_aws_backends_with_scoped_policies() -> None:
         # The entry points that resolve a request's knowledge bases (the API, the chat stream, the Slack worker, the
         # retrieval-events consumer) read the catalog too.
         entry_points = {"ApiFunction", "ChatStreamFunction", "SlackWorkerFunction", "RetrievalEventsFunction"}
-        reads_catalog = name in entry_points | {"ChunkSearchFunction"} or name.startswith("Ingest")
+        # OpenViking's walk and its layering read each knowledge base's folder tree and layers through the catalog.
+        viking_readers = {"VikingQueryFunction", "VikingLayeredFunction"}
+        reads_catalog = name in entry_points | {"ChunkSearchFunction"} | viking_readers or name.startswith("Ingest")
         catalog = granted.get("CatalogTable", set()) & {"DynamoDBReadPolicy", "DynamoDBCrudPolicy"}
         assert bool(catalog) == reads_catalog, name
 

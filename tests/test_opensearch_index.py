@@ -1165,9 +1165,12 @@ def test_stage_merges_server_fused_and_client_fused_targets(
     state = search(
         stage_services, query="vector search", knowledge_base_ids=["kb-doc", "kb-faq"], overrides={"embedding_top_k": 3}
     )
+    # The FAQ target's two lists (one hit each) fused on absolute scales: cosine 0.9, and 5 points of BM25 weigh a
+    # quarter of the keyword weight's 20-point unit (min-max fusion gave the lone hit 0.7 + 0.3 = 1.0).
+    wk = 0.3 * 5.0 / 20
     assert [(r.id, r.score, r.match_type) for r in state.search_results] == [
-        ("entry-1", 1.0, MatchType.FAQ),  # min-max fusion of its two lists (one hit each): 0.7 + 0.3
         ("c1", 0.95, MatchType.HYBRID),
+        ("entry-1", pytest.approx((0.7 * 0.9 + wk) / (0.7 + wk)), MatchType.FAQ),
         ("c2", 0.4, MatchType.HYBRID),
     ]
     by_kind: dict[str, list[list[str]]] = {}

@@ -61,12 +61,11 @@ def test_help_imports_no_model_and_no_engine(tmp_path: Path) -> None:
 
 
 def test_kb_list_reads_the_catalog_alone(tmp_path: Path) -> None:
-    """Settings and the catalog's models, nothing of search, chat or ingest (and not pydantic-settings, whose import
-    cost more than the rest of the command)."""
+    """The catalog's rows as plain data: no pydantic, no settings model, nothing of search, chat or ingest (the
+    plain listing, tests/test_cli_quick_list.py)."""
     watched = [
-        *HEAVY, "pydantic_settings", "ragstep.models.chat", "ragstep.models.ingest", "ragstep.models.state",
-        "ragstep.models.tenancy", "ragstep.app.knowledge_bases", "ragstep.stages", "ragstep.parsers",
-        "ragstep.pipeline", "concurrent.futures",
+        *HEAVY, "pydantic", "pydantic_settings", "ragstep.settings", "ragstep.context", "ragstep.models",
+        "ragstep.app", "ragstep.stages", "ragstep.parsers", "ragstep.pipeline", "concurrent.futures",
     ]  # fmt: skip
     empty = run_cli(["kb", "list"], watched, tmp_path)
     assert empty["status"] == 0 and "no knowledge bases yet" in empty["out"]
@@ -122,7 +121,10 @@ def test_the_streaming_chat_function_imports_no_unused_backend_at_start() -> Non
 
 def test_the_streaming_chat_function_starts_with_the_chat_routers_and_common_stages_only(tmp_path: Path) -> None:
     """After ``LambdaApp.start`` (the environment's init): the chat and sessions routers and the default pipeline's
-    stages are in; the HTTP API's other routers, and the stages of pipelines few answers use, are not."""
+    stages are in; the HTTP API's other routers, and the stages of pipelines few answers use, are not. Nor is what
+    only some steps of the preloaded stages use (issue #14): the graph's models and prompt (a request with a graph
+    and a generative model), the data analysis' models and prompt (results from a data file), the ingest models and
+    the parsers (the data-analysis stage reads only ingestion's key layout)."""
     code = (
         "import json, sys\n"
         "from ragstep.entry.aws.stream_url import LambdaApp\n"
@@ -131,7 +133,11 @@ def test_the_streaming_chat_function_starts_with_the_chat_routers_and_common_sta
     )
     http = [f"ragstep.entry.http.{name}" for name in ("chat", "sessions", "knowledge", "uploads", "viking", "admin")]
     stages = ["ragstep.stages.search.chunk_search", "ragstep.stages.viking.viking_context"]
-    watched = [*http, "ragstep.entry.http.webhooks", *stages]
+    by_steps = [
+        "ragstep.retrieval.graph_extraction", "ragstep.models.graph", "ragstep.retrieval.graph_names", "difflib",
+        "ragstep.stages.analysis.prompts", "ragstep.models.analysis", "ragstep.models.ingest", "ragstep.parsers",
+    ]  # fmt: skip
+    watched = [*http, "ragstep.entry.http.webhooks", *stages, *by_steps]
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGSTEP_")}
     env |= {"PYTHONPATH": str(ROOT / "shared"), "RAGSTEP_DATA_DIR": str(tmp_path), "RAGSTEP_EMBEDDER": "none"}
     run = subprocess.run(

@@ -96,7 +96,8 @@ def test_bedrock_is_granted_on_the_configured_models_only() -> None:
     embedders = {n for n, r in FUNCTIONS.items() if "BedrockEmbedPolicy" in json.dumps(r["Properties"]["Policies"])}
     # The API, the streaming chat function, the Slack worker and event-driven retrieval run stages in-process.
     in_process = {"ApiFunction", "ChatStreamFunction", "SlackWorkerFunction", "RetrievalEventsFunction"}
-    assert embedders == {"ChunkSearchFunction", "IngestEmbedFunction", *in_process}
+    # viking_query embeds each typed query for its search of the trees.
+    assert embedders == {"ChunkSearchFunction", "IngestEmbedFunction", "VikingQueryFunction", *in_process}
 
 
 # -- logs -----------------------------------------------------------------------------------------------------------

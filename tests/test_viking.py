@@ -404,3 +404,54 @@ def test_sub_folders_are_reranked_by_the_name_the_question_gives() -> None:
     scores = rerank_nodes("cpu (configuring npm)", nodes)
     assert len(scores) == 3 and all(0.0 <= s <= 1.0 for s in scores)
     assert max(range(3), key=scores.__getitem__) == 1  # "configuring" names one folder; "npm" is in all three
+
+
+def test_a_folder_is_evidence_when_the_question_names_it_and_its_layers_matched() -> None:
+    from ragstep.models.viking import HierarchyNode
+    from ragstep.stages.viking.hierarchical_search import folder_evidence
+
+    def node(path: str, kind: str = "directory") -> HierarchyNode:
+        return HierarchyNode(uri=f"{ROOT}{path}", parent=ROOT, kind=kind, path=path.rstrip("/"))
+
+    nodes = {n.uri: n for n in (node("using-npm/"), node("commands/"), node("command/"), node("npm.md", "document"))}
+    own = {f"{ROOT}using-npm/": 0.4, f"{ROOT}commands/": 0.7, f"{ROOT}npm.md": 0.9}
+    # using-npm/ is named ("npm") and scored; commands/ scored but is not named ("command" is not "commands");
+    # command/ is named but its layers were not found; a document is never a folder's evidence.
+    assert folder_evidence("omit (using npm)", nodes, own) == {f"{ROOT}using-npm/"}
+    assert folder_evidence("npm cache add", nodes, own) == {f"{ROOT}using-npm/"}
+    assert folder_evidence("Command Arguments", nodes, own) == set()
+    assert folder_evidence("cache add", nodes, own) == set()
+
+
+def test_a_copied_passage_is_evidence_for_one_document_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], plain_environment: None
+) -> None:
+    from ragstep.stages.viking.hierarchical_search import node_scores
+
+    shared = ("The standard whose features are requested to build this target. Supported values are 98, 11, 14, "
+              "17, 20 and 23; a compiler without a notion of a standard level ignores this property.\n")  # fmt: skip
+    docs = {
+        "props/objc.md": f"# OBJC_STANDARD\n\n{shared}",
+        "props/objcxx.md": f"# OBJCXX_STANDARD\n\n{shared}",
+        "manual/features.md": "# Compile features\n\n## Supported compilers\n\nThe standard levels each compiler "
+        "supports are listed per release.\n",
+    }
+    folder = tmp_path / "docs"
+    for name, text in docs.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text, encoding="utf-8")
+    data = tmp_path / "data"
+    assert run_cli(capsys, "--data-dir", str(data), "kb", "create", "props", "--layers", "--embedding-model",
+                   "none")[0] == 0  # fmt: skip
+    assert run_cli(capsys, "--data-dir", str(data), "ingest", str(folder), "--kb", "props")[0] == 0
+    ctx = Clients(Settings(data_dir=data)).context()
+    kb = ctx.require_kb("props")
+    tree = stored_hierarchy(kb, ctx)
+    assert tree is not None
+    own, passages = node_scores("supported standard values", [kb], {kb.id: tree}, ctx)
+    copies = [u for u in ("ragstep://props/props/objc.md", "ragstep://props/props/objcxx.md") if u in own]
+    # The two documents say the same: the better-scored one keeps the evidence, the copy gets none (no score, no
+    # passage), while the document with text of its own is scored as before.
+    assert len(copies) == 1
+    assert set(passages) == {copies[0], "ragstep://props/manual/features.md"}
+    assert own["ragstep://props/manual/features.md"] > 0 and own["ragstep://props/props/"] > 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ragstep.bench.viking import build_corpus, make_ambiguous_questions, make_questions, rst_to_markdown
+from ragstep.bench.viking import build_corpus, make_ambiguous_questions, make_questions, render, rst_to_markdown
 
 
 def test_rst_headings_become_markdown_headings() -> None:
@@ -52,3 +52,15 @@ def test_the_ambiguous_set_asks_shared_headings_with_the_folder_that_tells_them_
         ("save-exact (commands)", "tool/commands/npm-install.md"),
         ("save-exact (using)", "tool/using/config.md"),
     ]
+
+
+def test_the_report_names_the_questions_only_hierarchical_retrieval_missed() -> None:
+    figures = {"questions": 3, "flat_recall_at_10": 0.667, "hierarchical_recall_at_10": 0.333, "flat_p50_ms": 9.0,
+               "hierarchical_p50_ms": 20.0, "layered_max_tokens": 1990, "layered_p50_tokens": 1900, "answer_at_l2": 0.5,
+               "flat_misses": [["Both", "b.md"]],
+               "hierarchical_misses": [["Command Arguments", "manual/lang.md"], ["Both", "b.md"]]}  # fmt: skip
+    result = {"documents": 3, "nodes": 5, "embedding_model": "none", "ingest_s": 0.1, "layers_s": 0.1, "budget": 2000,
+              **figures, "ambiguous": {**figures, "hierarchical_misses": [], "flat_misses": []}}  # fmt: skip
+    lines = render(result).splitlines()
+    assert lines[2] == "  missed by hierarchical only (1): Command Arguments; by flat only: 0; by both: 1"
+    assert lines[-1] == "  missed by hierarchical only (0): -; by flat only: 0; by both: 0"

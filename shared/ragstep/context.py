@@ -181,7 +181,10 @@ class Clients:
             from ragstep.adapters.catalog.dynamodb import DynamoCatalogStore
 
             # The stack's region (AWS_REGION); RAGSTEP_AWS_REGION is Bedrock's and may differ.
-            return DynamoCatalogStore(self.settings.catalog_table, tenant_id=tenant_id)
+            days = self.settings.job_retention_days
+            return DynamoCatalogStore(
+                self.settings.catalog_table, tenant_id=tenant_id, job_retention_s=days * 86400.0 if days else None
+            )
         raise InputError(f"catalog backend {backend!r} is not available in this build")
 
     def _build_history(self, tenant_id: str) -> HistoryStore:

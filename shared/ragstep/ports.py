@@ -219,6 +219,10 @@ class CatalogStore(Protocol):
     def put_job(self, job: IngestionJob) -> None:
         """Insert or replace. :class:`NotFoundError` if its knowledge base does not exist."""
 
+    def replace_job(self, expected: IngestionJob, job: IngestionJob) -> bool:
+        """Compare-and-set: store ``job`` only while the stored job of its id still equals ``expected``; False when
+        another writer changed or removed it first (then read it again and decide anew)."""
+
     def get_job(self, job_id: str) -> IngestionJob | None: ...
 
     def list_jobs(self, kb_id: str | None = None) -> list[IngestionJob]:

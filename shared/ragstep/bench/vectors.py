@@ -94,11 +94,13 @@ def run_vectors(
         gen = next((Path(tmp) / "snapshots").glob("gen-*"))
         size = {p: (gen / f"space0_{p}.npy").stat().st_size for p in ("matrix", "codes", "qoffset", "qstep")}
         scanned = size["codes"] + size["qoffset"] + size["qstep"]
+        signs = gen / "space0_signs.npy"  # the sign-bit pass's codes, when the index uses it (ragstep.retrieval.signs)
         out["snapshot"] = {
             "build_s": round(build_s, 2),
             "float32_matrix_bytes": size["matrix"],
             "int8_scanned_bytes": scanned,
             "int8_over_float32": round(scanned / size["matrix"], 4),
+            "sign_bits_bytes": signs.stat().st_size if signs.exists() else None,
         }
         systems["ragstep int8 + rescore"] = lambda q: _ids(idx.vector_search(q, "s", flt, K, -1.0))
         systems["ragstep float32 exact"] = lambda q: _ids(exact_idx.vector_search(q, "s", flt, K, -1.0))
@@ -171,8 +173,13 @@ def render(r: dict[str, Any]) -> str:
         )
     lines.append(
         f"snapshot vectors: float32 matrix {snap['float32_matrix_bytes'] / 2**20:.1f} MiB; int8 codes + ranges "
-        f"(what a query scans) {snap['int8_scanned_bytes'] / 2**20:.1f} MiB = {snap['int8_over_float32']:.1%}"
+        f"{snap['int8_scanned_bytes'] / 2**20:.1f} MiB = {snap['int8_over_float32']:.1%}"
     )
+    if snap.get("sign_bits_bytes"):
+        lines.append(
+            f"first pass: sign bits of every row ({snap['sign_bits_bytes'] / 2**20:.1f} MiB), then the int8 codes of "
+            "the nearest by Hamming distance (ragstep.retrieval.signs)"
+        )
     if not r["faiss"]:
         lines.append("faiss not installed (pip install faiss-cpu): its rows are missing")
     elif "hnsw_build_s" in r:

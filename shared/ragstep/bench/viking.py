@@ -10,7 +10,8 @@ sample of them (``--questions``) is kept. A second, harder set (:func:`make_ambi
 documents share, asked with the name of the folder that tells them apart. Figures, for each set: Recall@10 of the
 answer's document (flat: documents at the rank of their best chunk, as ``ragstep search`` returns them;
 hierarchical: the documents ``find`` returns, best first), and, for layered context within ``--budget`` tokens, the
-tokens used and how often the answer's document got L2.
+tokens used and how often the answer's document got L2; and the questions each retrieval missed (read them
+before changing a ranking rule).
 """
 
 from __future__ import annotations
@@ -201,6 +202,9 @@ def _measure(
 ) -> dict[str, Any]:
     """Recall@10 of flat and hierarchical retrieval, their median latencies and the layered context's figures."""
     flat_hits = hier_hits = at_l2 = 0
+    # Each question a retrieval missed, with its answer (`--json`): where a ranking rule loses, read first.
+    flat_misses: list[list[str]] = []
+    hier_misses: list[list[str]] = []
     used: list[int] = []
     flat_ms: list[float] = []
     hier_ms: list[float] = []
@@ -219,12 +223,16 @@ def _measure(
             if doc and doc not in ranking:
                 ranking.append(doc)
         flat_hits += answer in ranking[:10]
+        if answer not in ranking[:10]:
+            flat_misses.append([question, answer])
         t0 = time.perf_counter()
         # Folders are matches too: 20 matches leave room for the 10 documents compared with flat's 10.
         found = find(question, [kb.id], ctx, limit=20, budget=budget)
         hier_ms.append((time.perf_counter() - t0) * 1000)
         leaves = [ids.get(m.knowledge_id, "") for m in found.resources if m.is_leaf]
         hier_hits += answer in leaves[:10]
+        if answer not in leaves[:10]:
+            hier_misses.append([question, answer])
         assert found.layered is not None
         used.append(found.layered.used)
         answer_uri = f"ragstep://{kb.name}/{answer}"
@@ -239,7 +247,20 @@ def _measure(
         "layered_max_tokens": max(used, default=0),
         "layered_p50_tokens": statistics.median(used) if used else 0,
         "answer_at_l2": round(at_l2 / n, 3),
+        "flat_misses": flat_misses,
+        "hierarchical_misses": hier_misses,
     }
+
+
+def _misses(figures: dict[str, Any]) -> str:
+    """The questions only one of the two retrievals missed (the ones a ranking change wins or loses)."""
+    flat = {q for q, _ in figures.get("flat_misses", [])}
+    hier = {q for q, _ in figures.get("hierarchical_misses", [])}
+    only_hier = sorted(hier - flat)
+    return (
+        f"  missed by hierarchical only ({len(only_hier)}): {'; '.join(only_hier) or '-'}; "
+        f"by flat only: {len(flat - hier)}; by both: {len(flat & hier)}"
+    )
 
 
 def render(result: dict[str, Any]) -> str:
@@ -248,6 +269,7 @@ def render(result: dict[str, Any]) -> str:
         f"embedding {result['embedding_model']}; ingest {result['ingest_s']} s, layers {result['layers_s']} s",
         f"Recall@10 of the answer's document: flat hybrid {fmt(result['flat_recall_at_10'], 3)}, "
         f"hierarchical {fmt(result['hierarchical_recall_at_10'], 3)}",
+        _misses(result),
         f"median latency: flat {result['flat_p50_ms']} ms, hierarchical {result['hierarchical_p50_ms']} ms",
         f"layered context within {result['budget']} tokens: max {result['layered_max_tokens']}, median "
         f"{result['layered_p50_tokens']}; answer's document at L2 for {fmt(result['answer_at_l2'] * 100, 1)} %",
@@ -259,4 +281,5 @@ def render(result: dict[str, Any]) -> str:
             f"{fmt(hard['flat_recall_at_10'], 3)}, hierarchical {fmt(hard['hierarchical_recall_at_10'], 3)}; "
             f"answer at L2 for {fmt(hard['answer_at_l2'] * 100, 1)} %"
         )
+        rows.append(_misses(hard))
     return "\n".join(rows)

@@ -170,7 +170,7 @@ class SearchResult(_Model):
 
 
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
-Fusion = Literal["adaptive", "minmax", "dbsf", "rrf"]
+Fusion = Literal["absolute", "adaptive", "minmax", "dbsf", "rrf"]
 
 
 class RetrievalSettings(_Model):
@@ -184,11 +184,11 @@ class RetrievalSettings(_Model):
     candidate_pool_multiplier: Annotated[int, Field(ge=1, le=50)] = 5
     candidate_pool_min: Annotated[int, Field(ge=1, le=5000)] = 50
     candidate_pool_max: Annotated[int, Field(ge=1, le=5000)] = 500
-    # Fusion: adaptive (min-max scores, the weights below scaled per query by how much of each list's head the other
-    # confirms) was within 0.01 of the best single retriever on both tuning sets, where every fixed pair measured
-    # missed one (BENCHMARKS.md, "Robust fusion"; not yet on the held-out set); minmax, dbsf and rrf use the weights
-    # as they are.
-    fusion: Fusion = "adaptive"
+    # Fusion: absolute (cosines on the common scale + raw BM25, neither list normalised per query) was within 0.005 of
+    # the best single retriever on the three tuning sets, where adaptive (min-max, the weights scaled per query by how
+    # much of each list's head the other confirms) missed sentence-like queries by 0.06 (BENCHMARKS.md, "Fusion on
+    # absolute scales"); minmax, dbsf and rrf use the weights as they are.
+    fusion: Fusion = "absolute"
     rrf_k: Annotated[int, Field(ge=1, le=1000)] = 60
     rrf_vector_weight: Annotated[float, Field(ge=0.0, le=10.0)] = 0.7
     rrf_keyword_weight: Annotated[float, Field(ge=0.0, le=10.0)] = 0.3

@@ -11,6 +11,7 @@ from ragstep.models.base import DEFAULT_TENANT, SCHEMA_VERSION, ErrorInfo, Trace
 from ragstep.models.catalog import KnowledgeBase
 from ragstep.models.chat import ChatState
 from ragstep.models.search import RetrievalSettings, SearchRequest, SearchResult
+from ragstep.models.viking import VikingPart
 
 ResultField = Literal["search_results", "rerank_results", "merge_results", "final_results"]
 #: The state's result lists, in pipeline order: the one place their names are spelled (transport offloads them, the
@@ -50,6 +51,8 @@ class PipelineState(_Model):
     error: ErrorInfo | None = None
     # The answer half (chat pipelines); search pipelines leave it at its defaults.
     chat: ChatState = Field(default_factory=ChatState)
+    # OpenViking's retrieval (the viking pipelines' stages, ragstep.stages.viking): None in every other pipeline.
+    viking: VikingPart | None = None
 
     @field_validator("tenant_id")
     @classmethod

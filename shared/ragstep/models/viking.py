@@ -161,3 +161,33 @@ class VikingState(_Model):
 
     def with_trace(self, *events: TraceEvent) -> VikingState:
         return self.model_copy(update={"trace": [*self.trace, *events]})
+
+
+class TypedQueryOutcome(_Model):
+    """What one typed query found (the ``viking_query`` stage, one item of the typed queries' Map): its matches, the
+    passages of the documents among them, and its ``hierarchical_search`` trace row."""
+
+    matches: list[MatchedContext] = Field(default_factory=list)
+    passages: dict[str, list[str]] = Field(default_factory=dict)
+    trace: list[TraceEvent] = Field(default_factory=list)
+    #: Claim check: fields moved to the blob store because the state outgrew the transport limit. Kept in the outcome,
+    #: not the state, since a Map iteration returns its outcome alone (``ragstep.pipeline.transport``).
+    offloaded: dict[str, str] = Field(default_factory=dict)
+
+
+class VikingPart(_Model):
+    """The viking stages' part of a pipeline state (``viking`` and ``viking_stream``): the plan, what each typed query
+    found, the merged matches and their layered context. It travels in the one JSON state between the Lambda
+    functions, so every field is plain data."""
+
+    plan: QueryPlan | None = None
+    #: Inside the typed queries' Map only: the one query this item runs (``viking_query``) and what it found.
+    query: TypedQuery | None = None
+    outcome: TypedQueryOutcome | None = None
+    #: After the Map, before ``viking_merge``: each item's outcome, in the plan's order.
+    outcomes: list[TypedQueryOutcome] = Field(default_factory=list)
+    matches: list[MatchedContext] = Field(default_factory=list)
+    passages: dict[str, list[str]] = Field(default_factory=dict)
+    layered: LayeredContext | None = None
+    #: Claim check: fields of the part moved to the blob store because the state outgrew the transport limit.
+    offloaded: dict[str, str] = Field(default_factory=dict)

@@ -3,6 +3,7 @@
 from ragstep.pipeline.definitions import (
     PIPELINES,
     STAGES,
+    Map,
     Parallel,
     Pipeline,
     Stage,
@@ -15,6 +16,7 @@ from ragstep.pipeline.executor import join_branches, run_pipeline, run_stage
 __all__ = [
     "PIPELINES",
     "STAGES",
+    "Map",
     "Parallel",
     "Pipeline",
     "Stage",

@@ -34,6 +34,14 @@ Shape of a definition:
   keeps the retrier and catch of every task; a branch that fails fails the Parallel state with the branch's error,
   which it catches into ``"<name> failed"`` like a task (so an EXPRESS execution still ends ``FAILED`` with the
   stage's ``Error``, e.g. ``NotFoundError``).
+* A :class:`Map` becomes an inline ``Map`` state followed by its merge stage's task. ``ItemsPath`` is the list in
+  the state (at most ``max_items`` long), ``MaxConcurrency`` the step's; ``ItemSelector`` hands each iteration
+  ``{"state": <the Map's input>, "item": <one item>}``, which the first stage's handler turns into the item's state
+  (``ragstep.pipeline.mapping.item_state``); the last task of an iteration keeps only the item's result
+  (``OutputPath``), and the Map's ``ResultPath`` puts the results, in the items' order, into its input. So the
+  merge's input is one state plus at most ``max_items`` results, each cut from a state of one share of the quota:
+  :func:`ragstep.pipeline.definitions.payload_limit` counts a Map as ``max_items`` branches. Tasks inside keep the
+  retrier and catch of every task; a failing iteration fails the Map, caught into ``"<name> failed"``.
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ragstep.pipeline.definitions import DEPLOYED_PIPELINES, Pipeline, Stage, Step, Stream
+from ragstep.pipeline.definitions import DEPLOYED_PIPELINES, Map, Pipeline, Stage, Step, Stream
 
 # https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html
 LAMBDA_RETRIER: dict[str, Any] = {
@@ -131,6 +139,9 @@ def _machine(steps: Sequence[Step], kind: str) -> dict[str, Any]:
             states[step.name] = _task(step.name, function_arn_placeholder(step.name), after, kind)
             states[failed_state(step.name)] = _fail(f"stage {step.name}")
             continue
+        if isinstance(step, Map):
+            states.update(_map(step, after, kind))
+            continue
         join = f"{step.name} join"
         passthrough = f"{step.name} input"
         states[step.name] = {
@@ -149,10 +160,33 @@ def _machine(steps: Sequence[Step], kind: str) -> dict[str, Any]:
     return {"StartAt": names[0], "States": states}
 
 
+def _map(step: Map, after: str | None, kind: str) -> dict[str, Any]:
+    """The Map state of ``step``, its merge task, and their Fail states."""
+    processor = _machine(step.steps, kind)
+    # The iteration's output is the item's result alone: the Map's output is its input plus these.
+    processor["States"][step.steps[-1].name]["OutputPath"] = f"$.{step.result}"
+    return {
+        step.name: {
+            "Type": "Map",
+            "Comment": f"Each item of {step.items} with the whole state; the results go to {step.results}",
+            "ItemsPath": f"$.{step.items}",
+            "ItemSelector": {"state.$": "$", "item.$": "$$.Map.Item.Value"},
+            "MaxConcurrency": step.max_concurrency,
+            "ItemProcessor": {"ProcessorConfig": {"Mode": "INLINE"}, **processor},
+            "ResultPath": f"$.{step.results}",
+            "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$", "Next": failed_state(step.name)}],
+            "Next": step.merge,
+        },
+        failed_state(step.name): _fail(f"map step {step.name}"),
+        step.merge: _task(step.merge, function_arn_placeholder(step.merge), after, kind),
+        failed_state(step.merge): _fail(f"stage {step.merge}"),
+    }
+
+
 def _state_names(machine: dict[str, Any]) -> list[str]:
     names = list(machine["States"])
     for state in machine["States"].values():
-        for branch in state.get("Branches", []):
+        for branch in [*state.get("Branches", []), *([state["ItemProcessor"]] if "ItemProcessor" in state else [])]:
             names += _state_names(branch)
     return names
 
@@ -189,6 +223,9 @@ def placeholders(pipeline: Pipeline) -> list[str]:
         for step in steps:
             if isinstance(step, Stage | Stream):
                 found[function_arn_placeholder(step.name)] = None
+            elif isinstance(step, Map):
+                walk(step.steps)
+                found[function_arn_placeholder(step.merge)] = None
             else:
                 for branch in step.branches:
                     walk(branch)

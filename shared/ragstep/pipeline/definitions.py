@@ -32,6 +32,10 @@ STAGES: dict[str, str] = {
     "chat_completion_stream": "ragstep.stages.chat.chat_completion_stream:run",
     "data_analysis": "ragstep.stages.analysis.data_analysis:run",
     "viking_context": "ragstep.stages.viking.viking_context:run",
+    "viking_intent": "ragstep.stages.viking.viking_intent:run",
+    "viking_query": "ragstep.stages.viking.viking_query:run",
+    "viking_merge": "ragstep.stages.viking.viking_merge:run",
+    "viking_layered": "ragstep.stages.viking.viking_layered:run",
 }
 #: Stages that stream: generators of :class:`~ragstep.models.StreamEvent` that return the final state. Declared, so
 #: a Lambda handler knows to drain one without looking at the function.
@@ -52,6 +56,32 @@ class Parallel:
 
 
 @dataclass(frozen=True, slots=True)
+class Map:
+    """The same steps once per item of a list in the state, concurrently, then a ``merge`` stage.
+
+    Paths are dotted attribute names in the state. Each item runs ``steps`` on the state with the item at ``item``;
+    the Map keeps only the value at ``result`` of each item's final state, and puts them, in the items' order, at
+    ``results`` of the state it started from, which ``merge`` then reads (on Step Functions: a ``Map`` state whose
+    iterations return ``result`` alone, then the merge's task; see ``ragstep.pipeline.asl``). ``max_items``: the
+    most items the list may hold (what the payload quota is shared by).
+    """
+
+    name: str
+    items: str
+    item: str
+    result: str
+    results: str
+    steps: tuple[Stage, ...]
+    merge: str
+    max_items: int = 5
+    max_concurrency: int = 5
+
+    def __post_init__(self) -> None:
+        if not self.steps or not all(type(s) is Stage for s in self.steps):
+            raise ValueError(f"map {self.name!r}: its steps are one or more stages")
+
+
+@dataclass(frozen=True, slots=True)
 class Stream:
     """The last step of a pipeline that answers as it goes (SSE): its stage yields events, then returns the state.
 
@@ -67,7 +97,7 @@ class Stream:
             raise ValueError(f"{self.name!r} is not a streaming stage; those are {sorted(STREAM_STAGES)}")
 
 
-Step = Stage | Parallel | Stream
+Step = Stage | Parallel | Map | Stream
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +124,9 @@ class Pipeline:
                 if isinstance(step, Parallel):
                     for branch in step.branches:
                         walk(branch)
+                elif isinstance(step, Map):
+                    walk(step.steps)
+                    names.append(step.merge)
                 else:
                     names.append(step.name)
 
@@ -154,19 +187,44 @@ RAG_STREAM = Pipeline(
     ),
     deployed=False,
 )
-#: OpenViking's retrieval before the answer: typed queries, the folder tree, layered context (ragstep.app.viking).
-#: In-process only: the typed queries as a Map state is not generated yet.
+#: OpenViking's retrieval before the answer (ragstep.stages.viking): the question as 0-5 typed queries, each searched
+#: through the folder tree concurrently (a Map state on Step Functions, the branch threads in-process), the matches
+#: merged, then laid out as layered context within the budget.
+VIKING_RETRIEVAL: tuple[Step, ...] = (
+    Stage("viking_intent"),
+    Map(
+        "typed_queries",
+        items="viking.plan.queries",
+        item="viking.query",
+        result="viking.outcome",
+        results="viking.outcomes",
+        steps=(Stage("viking_query"),),
+        merge="viking_merge",
+    ),
+    Stage("viking_layered"),
+)
+#: The answer on it, not streamed: an EXPRESS state machine like rag's.
+VIKING = Pipeline("viking", (*VIKING_RETRIEVAL, Stage("into_chat_message"), Stage("chat_completion")))
+#: Streamed: in-process only (in the chat function on AWS), as rag_stream.
 VIKING_STREAM = Pipeline(
     "viking_stream",
-    (Stage("load_history"), Stage("viking_context"), Stage("into_chat_message"), Stream("chat_completion_stream")),
+    (Stage("load_history"), *VIKING_RETRIEVAL, Stage("into_chat_message"), Stream("chat_completion_stream")),
     deployed=False,
 )
 #: The pipelines a chat request may name.
-CHAT_PIPELINES: tuple[str, ...] = ("rag_stream", "rag", "chat_stream", "chat_history_stream", "chat", "viking_stream")
+CHAT_PIPELINES: tuple[str, ...] = (
+    "rag_stream",
+    "rag",
+    "chat_stream",
+    "chat_history_stream",
+    "chat",
+    "viking_stream",
+    "viking",
+)
 
 PIPELINES: dict[str, Pipeline] = {
     p.name: p
-    for p in (KNOWLEDGE_SEARCH, INGEST, CHAT, CHAT_STREAM, CHAT_HISTORY_STREAM, RAG, RAG_STREAM, VIKING_STREAM)
+    for p in (KNOWLEDGE_SEARCH, INGEST, CHAT, CHAT_STREAM, CHAT_HISTORY_STREAM, RAG, RAG_STREAM, VIKING_STREAM, VIKING)
 }
 #: What Step Functions runs: the state machines, template resources and stage functions are generated for these.
 DEPLOYED_PIPELINES: dict[str, Pipeline] = {name: p for name, p in PIPELINES.items() if p.deployed}
@@ -178,13 +236,20 @@ def payload_limit(pipeline: str, limit: int) -> int:
     A Parallel state's output is one array: its input (the first branch passes it on to the join) and every branch's
     state, together under the one quota. So in a pipeline with Parallel steps every state travels in an equal share
     of it, for the widest step (the brackets and commas of the array set aside); states entering and leaving a
-    branch then always fit, and the claim check offloads the rest (``ragstep.pipeline.transport``). Other
-    pipelines, and names that are no pipeline, keep the whole ``limit``.
+    branch then always fit, and the claim check offloads the rest (``ragstep.pipeline.transport``). A Map state's
+    output is its input with each item's result in it: up to ``max_items`` results, each cut from a state of one
+    share, so it counts as that many branches. Other pipelines, and names that are no pipeline, keep the whole
+    ``limit``.
     """
     declared = PIPELINES.get(pipeline)
     if declared is None:
         return limit
-    items = 1 + max((len(step.branches) for step in declared.steps if isinstance(step, Parallel)), default=0)
+    widths = [
+        len(step.branches) if isinstance(step, Parallel) else step.max_items
+        for step in declared.steps
+        if isinstance(step, Parallel | Map)
+    ]
+    items = 1 + max(widths, default=0)
     return limit if items == 1 else (limit - 2 * items) // items
 
 

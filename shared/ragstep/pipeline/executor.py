@@ -21,8 +21,10 @@ from ragstep.models import RESULT_FIELDS, ErrorInfo, PipelineState, StreamEvent,
 from ragstep.pipeline import transport
 from ragstep.pipeline.definitions import (
     STREAM_STAGES,
+    Map,
     Parallel,
     Pipeline,
+    Stage,
     Step,
     Stream,
     get_pipeline,
@@ -125,6 +127,8 @@ def _recorded(
 def _run_step(step: Step, state: State, ctx: Context, check: bool) -> State:
     if isinstance(step, Parallel):
         state = _run_parallel(step, state, ctx, check)
+    elif isinstance(step, Map):
+        state = _run_map(step, state, ctx, check)
     else:
         try:
             state = run_stage(step.name, state, ctx)
@@ -156,6 +160,29 @@ def _run_parallel(step: Parallel, state: State, ctx: Context, check: bool) -> St
         raise
     outputs: list[Any] = [first, *(f.result() for f in others)]
     return join_branches(state, outputs)  # type: ignore[arg-type,return-value]  # query pipelines only
+
+
+def _run_map(step: Map, state: State, ctx: Context, check: bool) -> State:
+    """Each item's steps concurrently (the first item in this thread, the others on the branch threads, as a
+    Parallel step's branches), their results in the items' order on the input state, then the merge stage."""
+    from ragstep.pipeline import mapping
+
+    def item(value: Any) -> Any:
+        out = mapping.item_state(step, state, value)
+        for s in step.steps:
+            out = _run_step(s, out, ctx, check)
+        return mapping.result_of(step, out)
+
+    items = mapping.items_of(step, state)
+    pool = ctx.clients.branch_executor
+    others: list[Future[Any]] = [pool.submit(item, value) for value in items[1:]]
+    try:
+        first: list[Any] = [item(items[0])] if items else []
+    except BaseException:
+        wait(others)  # no item outlives the step that failed
+        raise
+    results = [*first, *(f.result() for f in others)]
+    return _run_step(Stage(step.merge), mapping.with_results(step, state, results), ctx, check)
 
 
 __all__ = ["drain", "join_branches", "result_counts", "run_pipeline", "run_stage", "stream_pipeline", "stream_stage"]

@@ -1,14 +1,16 @@
 """Moving the state across a size-limited transport (Step Functions: 256 KiB per payload): all state-size logic.
 
-:func:`encode` is the one place the limit is enforced: when the JSON would exceed it, the largest result lists are
-written to the blob store and replaced by a reference (the claim-check pattern); :func:`decode` puts them back.
-Entry points call both, so stages never see a reference:
+:func:`encode` is the one place the limit is enforced: when the JSON would exceed it, the largest of the fields that
+grow with the results are written to the blob store and replaced by a reference (the claim-check pattern);
+:func:`decode` puts them back. Which fields those are is declared once, in :data:`OFFLOADABLE`: the state's result
+lists, and the viking part's matches, passages and layers, each typed query's outcome included. Entry points call
+both, so stages never see a reference:
 
 * the in-process executor and :mod:`ragstep.pipeline.remote` measure compact UTF-8 JSON (what they send);
 * a Lambda handler returns its state through the runtime's own JSON encoder, which writes larger JSON (and, before
   python3.12, escapes every non-ASCII character), so it encodes with :func:`encode_for_lambda`, which measures
   :func:`wire_size`, and decodes its event with :func:`decode_event`, which turns a bad event into an
-  :class:`~ragstep.errors.InputError` and reads offloaded results from the state's own tenant's blob store.
+  :class:`~ragstep.errors.InputError` and reads offloaded fields from the state's own tenant's blob store.
 
 Both work for any state model: the query pipeline's :class:`~ragstep.models.PipelineState` (the default) and the
 ingest pipeline's :class:`~ragstep.models.IngestState`, which has nothing to offload (its stages keep their products
@@ -20,20 +22,31 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+import types
+from collections.abc import Callable, Iterator, Mapping
+from functools import cache
+from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ragstep.errors import InputError, StateTooLargeError
-from ragstep.models import DEFAULT_TENANT, RESULT_FIELDS, PipelineState, SearchResult, check_tenant
+from ragstep.models import DEFAULT_TENANT, RESULT_FIELDS, PipelineState, check_tenant
+from ragstep.models.viking import TypedQueryOutcome, VikingPart
 from ragstep.ports import BlobStore
 
 StateT = TypeVar("StateT", bound=BaseModel)
 Size = Callable[[dict[str, Any]], int]
 
-# Every offloadable field is a list[SearchResult]: the state's result lists.
-OFFLOADABLE = RESULT_FIELDS
+#: What may be offloaded: per model that keeps claim checks (an ``offloaded`` field of its own), its fields that grow
+#: with the results. Wherever such a model sits in a state (``viking``, ``viking.outcome``, each of
+#: ``viking.outcomes``) its fields are offloadable and its references stay in it, so a part cut out of the state
+#: carries its own: a Map iteration returns ``viking.outcome`` alone (its ``OutputPath``), and the merge stage receives
+#: the outcomes, references and all.
+OFFLOADABLE: dict[type[BaseModel], tuple[str, ...]] = {
+    PipelineState: RESULT_FIELDS,
+    VikingPart: ("matches", "passages", "layered"),
+    TypedQueryOutcome: ("matches", "passages"),
+}
 OFFLOAD_PREFIX = "state/"
 # Runtimes whose interface client writes non-ASCII characters as they are (awslambdaric checks AWS_EXECUTION_ENV);
 # every other runtime, and any place off Lambda, is measured in the larger escaped form.
@@ -70,31 +83,104 @@ def tenant_of(payload: dict[str, Any] | str | bytes) -> str:
         return DEFAULT_TENANT
 
 
+# -- where offloadable fields are --------------------------------------------------------------------------------
+
+
+def _model_in(annotation: Any) -> tuple[type[BaseModel], bool] | None:
+    """The model a field holds (``M``, ``M | None``) or holds a list of (``list[M]``), and whether it is a list."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _model_in(get_args(annotation)[0])
+    if origin is Union or origin is types.UnionType:
+        found = [m for m in map(_model_in, get_args(annotation)) if m is not None]
+        return found[0] if len(found) == 1 else None
+    if origin is list:
+        inner = _model_in(get_args(annotation)[0]) if get_args(annotation) else None
+        return (inner[0], True) if inner is not None and not inner[1] else None
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, False
+    return None
+
+
+def _reaches(model: type[BaseModel], seen: frozenset[type[BaseModel]] = frozenset()) -> bool:
+    """Whether ``model`` or a model inside it has offloadable fields."""
+    if model in OFFLOADABLE:
+        return True
+    seen = seen | {model}
+    held = (_model_in(f.annotation) for f in model.model_fields.values())
+    return any(h is not None and h[0] not in seen and _reaches(h[0], seen) for h in held)
+
+
+@cache
+def _links(model: type[BaseModel]) -> tuple[tuple[str, type[BaseModel], bool], ...]:
+    """The fields of ``model`` that lead to offloadable fields: (name, the model it holds, whether a list of them).
+    Worked out once per state model, so walking a state visits only these (never its result lists' items)."""
+    found = ((name, _model_in(field.annotation)) for name, field in model.model_fields.items())
+    return tuple((name, *held) for name, held in found if held is not None and _reaches(held[0], frozenset({model})))
+
+
+@cache
+def _adapter(model: type[BaseModel], name: str) -> TypeAdapter[Any]:
+    return TypeAdapter[Any](model.model_fields[name].annotation or Any)
+
+
+def _holders(
+    model: type[BaseModel], data: dict[str, Any], where: str = ""
+) -> Iterator[tuple[type[BaseModel], dict[str, Any], str]]:
+    """Each model with offloadable fields in ``data`` (a JSON dump of a ``model``): its type, its dict (edited in
+    place by :func:`encode`) and where it is, as the prefix of its fields' names (``""``, ``"viking.outcome."``)."""
+    if model in OFFLOADABLE:
+        yield model, data, where
+    for name, held, many in _links(model):
+        value = data.get(name)
+        if many and isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, dict):
+                    yield from _holders(held, item, f"{where}{name}.{i}.")
+        elif not many and isinstance(value, dict):
+            yield from _holders(held, value, f"{where}{name}.")
+
+
+def offloaded_fields(payload: dict[str, Any], model: type[BaseModel] = PipelineState) -> list[str]:
+    """The fields a wire state (a ``model``) holds as references, by their path in it (``search_results``,
+    ``viking.outcome.matches``): what a log line says was offloaded."""
+    return [f"{where}{name}" for _, holder, where in _holders(model, payload) for name in holder.get("offloaded") or {}]
+
+
 # -- encoding -----------------------------------------------------------------------------------------------------
 
 
 def encode(
     state: BaseModel, blobs: BlobStore | None, limit: int, *, size: Size = compact_size, sent_as: str = ""
 ) -> dict[str, Any]:
-    """The state as a JSON-ready dict no larger than ``limit`` bytes (as ``size`` measures it), offloading result
-    lists, largest first, when needed. ``sent_as`` says in an error how the size was measured."""
+    """The state as a JSON-ready dict no larger than ``limit`` bytes (as ``size`` measures it), offloading the
+    fields :data:`OFFLOADABLE` names, largest first, when needed. ``sent_as`` says in an error how the size was
+    measured."""
     data = state.model_dump(mode="json")
     if size(data) <= limit:
         return data
-    fields = sorted((f for f in OFFLOADABLE if data.get(f)), key=lambda f: -size({f: data[f]}))
-    for name in fields:
+    model = type(state)
+    fields = [
+        (holder, held, name, f"{where}{name}")
+        for held, holder, where in _holders(model, data)
+        for name in OFFLOADABLE[held]
+        if holder.get(name)
+    ]
+    fields.sort(key=lambda f: -size({f[3]: f[0][f[2]]}))
+    for holder, held, name, path in fields:
         if blobs is None:
             break
-        body = json.dumps(data[name], ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        body = json.dumps(holder[name], ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         digest = hashlib.sha256(body).hexdigest()[:16]
-        key = f"{OFFLOAD_PREFIX}{data['request_id']}/{name}-{digest}.json"
+        key = f"{OFFLOAD_PREFIX}{data['request_id']}/{path}-{digest}.json"
         blobs.put(key, body, "application/json")
-        data[name] = []
-        data["offloaded"][name] = key
+        empty = held.model_fields[name].get_default(call_default_factory=True)
+        holder[name] = _adapter(held, name).dump_python(empty, mode="json")
+        holder["offloaded"][name] = key
         if size(data) <= limit:
             return data
     measured = f"{size(data)} bytes{sent_as}"
-    if "offloaded" not in data:  # a state with nothing to offload (IngestState keeps its products in blobs)
+    if not _reaches(model):  # a state with nothing to offload (IngestState keeps its products in blobs)
         raise StateTooLargeError(f"{data.get('pipeline', 'pipeline')} state is {measured}, over the {limit}-byte limit")
     where = "after offloading results" if blobs is not None else "and no blob store is configured to offload results"
     raise StateTooLargeError(
@@ -104,7 +190,7 @@ def encode(
 
 def encode_for_lambda(state: BaseModel, blobs: BlobStore | None, limit: int) -> dict[str, Any]:
     """The state as a Lambda handler returns it: at most ``limit`` bytes as the runtime sends it (:func:`wire_size`),
-    offloading results if needed."""
+    offloading fields if needed."""
     return encode(state, blobs, limit, size=wire_size, sent_as=" as Lambda sends it")
 
 
@@ -116,7 +202,7 @@ def decode(
     blobs: BlobStore | None,
     model: type[StateT] = PipelineState,  # type: ignore[assignment]
 ) -> StateT:
-    """Validate a state of type ``model`` and load any offloaded result lists back into it."""
+    """Validate a state of type ``model`` and load any offloaded fields back into it."""
     return restore(_validate(payload, model), blobs)
 
 
@@ -125,7 +211,7 @@ def decode_event(
     blobs_of: Callable[[str], BlobStore],
     model: type[StateT] = PipelineState,  # type: ignore[assignment]
 ) -> StateT:
-    """The state a Lambda handler receives, validated, with offloaded results read back from the blob store of the
+    """The state a Lambda handler receives, validated, with offloaded fields read back from the blob store of the
     state's own tenant (``blobs_of(tenant_id)``). :class:`InputError` if it is not a valid state."""
     if not isinstance(payload, (dict, str, bytes)):
         raise InputError(f"the event must be a pipeline state (a JSON object), not {type(payload).__name__}")
@@ -133,28 +219,54 @@ def decode_event(
         state = _validate(payload, model)
     except ValidationError as exc:
         raise InputError(f"the event is not a valid pipeline state: {_validation_message(exc)}") from exc
-    if not getattr(state, "offloaded", None):
+    if not _has_claims(state):
         return state
     # The tenant is read from the validated state, so only a well-formed tenant id ever selects a blob store.
     return restore(state, blobs_of(getattr(state, "tenant_id", DEFAULT_TENANT)))
 
 
 def restore(state: StateT, blobs: BlobStore | None) -> StateT:
-    """``state`` with the result lists it offloaded read back from ``blobs``."""
-    offloaded: dict[str, str] = getattr(state, "offloaded", None) or {}
-    if not offloaded:
-        return state
-    if blobs is None:
-        raise StateTooLargeError("state references offloaded results but no blob store is configured")
-    restored: dict[str, Any] = {"offloaded": {}}
-    for name, key in offloaded.items():
-        # Only result lists, only from where encode puts them: a state can never name another blob to read.
-        if name not in OFFLOADABLE or not key.startswith(OFFLOAD_PREFIX):
-            raise InputError(
-                f"offloaded {name!r} -> {key!r}: only {', '.join(OFFLOADABLE)} are offloaded, under {OFFLOAD_PREFIX}"
-            )
-        restored[name] = [SearchResult.model_validate(i) for i in json.loads(blobs.get(key))]
-    return state.model_copy(update=restored)
+    """``state`` with every field it offloaded (its own, its viking part's, each outcome's) read back from ``blobs``."""
+    return _restored(state, blobs, "")
+
+
+def _restored(model: StateT, blobs: BlobStore | None, where: str) -> StateT:
+    update: dict[str, Any] = {}
+    for name, _, many in _links(type(model)):
+        value = getattr(model, name)
+        if many and value:
+            items = [_restored(item, blobs, f"{where}{name}.{i}.") for i, item in enumerate(value)]
+            if any(new is not old for new, old in zip(items, value, strict=True)):
+                update[name] = items
+        elif not many and value is not None:
+            inner = _restored(value, blobs, f"{where}{name}.")
+            if inner is not value:
+                update[name] = inner
+    allowed = OFFLOADABLE.get(type(model), ())
+    claims: dict[str, str] = (getattr(model, "offloaded", None) or {}) if allowed else {}
+    if claims:
+        if blobs is None:
+            raise StateTooLargeError("state references offloaded results but no blob store is configured")
+        for name, key in claims.items():
+            # Only declared fields, only from where encode puts them: a state can never name another blob to read.
+            if name not in allowed or not key.startswith(OFFLOAD_PREFIX):
+                raise InputError(
+                    f"offloaded {where}{name} -> {key!r}: only {', '.join(where + f for f in allowed)} are offloaded, "
+                    f"under {OFFLOAD_PREFIX}"
+                )
+            update[name] = _adapter(type(model), name).validate_json(blobs.get(key))
+        update["offloaded"] = {}
+    return model.model_copy(update=update) if update else model
+
+
+def _has_claims(model: BaseModel) -> bool:
+    if type(model) in OFFLOADABLE and getattr(model, "offloaded", None):
+        return True
+    for name, _, many in _links(type(model)):
+        value = getattr(model, name)
+        if any(_has_claims(v) for v in (value if many else [value]) if v is not None):
+            return True
+    return False
 
 
 def _validate(payload: dict[str, Any] | str | bytes, model: type[StateT]) -> StateT:

@@ -12,6 +12,13 @@ of the list's head the *other* retriever confirms: a retriever whose best hits t
 is probably the weak one on this query. It min-maxes the vector list only: keyword scores arrive on a scale of
 their own already (BM25 relative to the query's best hit). :func:`fuse_dbsf` is Qdrant's distribution-based score
 fusion (each list normalised to mean +- 3 sigma), kept as a setting with RRF and min-max.
+
+:func:`fuse_absolute`, the default since agreement was found not to tell the weak retriever apart on sets it was not
+tuned on (BENCHMARKS.md, "Fusion on absolute scales"), normalises neither list per query: cosines are read on the
+common scale (each model's declared :class:`~ragstep.models.scale.ScoreScale`) and BM25 as raw points. A per-list
+normalisation gives every query's best hit full credit however weak the evidence behind it; on absolute scales a
+question whose words many passages share (BM25 ~18 on msmarco) lets the vectors decide, and a query that copies a
+passage's rare words (BM25 ~50) lets the keywords decide, with no feature to learn.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ragstep.models import MatchType
+from ragstep.models.scale import COMMON_SCALE, ScoreScale
 from ragstep.ports import Hit
 
 
@@ -195,6 +203,45 @@ def fuse_adaptive(
     wv, wk = adaptive_weights(vector, keyword, w_vector, w_keyword)
     total = (wv + wk) or 1.0
     nv = _minmax(vector)
+    nk = {h.chunk_id: min(max(h.score, 0.0), 1.0) for h in reversed(keyword)}
+
+    def score(cid: str, _in_v: bool, _in_k: bool, _rank_v: int, _rank_k: int) -> float:
+        return (wv * nv.get(cid, 0.0) + wk * nk.get(cid, 0.0)) / total
+
+    return _combine(vector, keyword, score)
+
+
+#: Raw BM25 points that weigh as much as the configured keyword weight says: about the most one query term found in
+#: a single chunk can score (idf ln(1 + N / 1.5) x (k1 + 1) = 20.7 for msmarco-5k's 5,844 chunks; 17 for 1,600
+#: chunks, 26 for 50,000). A query's best BM25 in these units is how many rare-word matches' worth of evidence its
+#: keyword list holds. Chosen on the tuning sets among 15 / 20 / 25 (BENCHMARKS.md, "Fusion on absolute scales").
+KEYWORD_UNIT = 20.0
+
+
+def fuse_absolute(
+    vector: Sequence[Hit],
+    keyword: Sequence[Hit],
+    *,
+    w_vector: float = 0.7,
+    w_keyword: float = 0.3,
+    vector_scale: ScoreScale | None = COMMON_SCALE,
+) -> list[Fused]:
+    """Cosines on the common scale plus raw BM25: ``w_v x cosine + w_k x BM25 / KEYWORD_UNIT``, divided by the
+    query's ``w_v + w_k x best BM25 / KEYWORD_UNIT`` so scores stay in 0-1 (the order is the plain sum's).
+
+    ``vector_scale`` is the declared scale of the model whose cosines the vector list holds (calibrated cosines are
+    clipped to 0-1). Without it (``None``: the list merges several models' raw cosines) or without raw BM25 scores
+    (an index that reports none) there is no absolute scale to read, and :func:`fuse_adaptive` ranks instead. Keyword
+    hits are read through their normalised score times the best hit's raw BM25, so hits an expansion pass put at the
+    list's tail (scored on the first pass's scale) keep their place."""
+    if not vector or not keyword:
+        return _single(vector, MatchType.VECTOR, True) if vector else _single(keyword, MatchType.KEYWORD, False)
+    best_raw = keyword[0].raw_score
+    if vector_scale is None or best_raw <= 0:
+        return fuse_adaptive(vector, keyword, w_vector=w_vector, w_keyword=w_keyword)
+    wv, wk = w_vector, w_keyword * best_raw / KEYWORD_UNIT
+    total = (wv + wk) or 1.0
+    nv = {h.chunk_id: min(max(vector_scale.calibrate(h.score), 0.0), 1.0) for h in reversed(vector)}
     nk = {h.chunk_id: min(max(h.score, 0.0), 1.0) for h in reversed(keyword)}
 
     def score(cid: str, _in_v: bool, _in_k: bool, _rank_v: int, _rank_k: int) -> float:

@@ -244,6 +244,7 @@ def explore(
     parent_of: Callable[[str], str | None] = lambda _uri: None,
     rescore: Callable[[list[str]], list[float]] | None = None,
     rerank_children: Callable[[list[str]], list[float]] | None = None,
+    folder_counts: Callable[[str], bool] = lambda _uri: True,
 ) -> Exploration:
     """Priority-queue exploration from ``roots`` plus what the global search found: the ``max(limit, global_topk)``
     best-scored nodes. A folder among them starts the walk at its score (its own, or what ``rescore`` says of it:
@@ -261,7 +262,8 @@ def explore(
 
     The final ranking (:func:`rank_leaves`): every document collected -- the global search's hits as well as the
     walk's -- at ``alpha x its own score + (1 - alpha) x its folder's score``, so what flat search finds is kept
-    while a folder that matches the query lifts its documents over look-alikes elsewhere.
+    while a folder that matches the query lifts its documents over look-alikes elsewhere. ``folder_counts`` says
+    which folders' scores are evidence there (the others count 0 for every document in them).
     """
     # The global search: the best-scored nodes anywhere.
     best = sorted(((u, s) for u, s in own.items() if s > cfg.threshold), key=lambda item: (-item[1], item[0]))
@@ -340,7 +342,13 @@ def explore(
             previous = top
     folder_scores = {**starting, **collected, **expanded}
     final = rank_leaves(
-        collected, leaf_own, is_directory, lambda u: reached_from.get(u) or parent_of(u), folder_scores, cfg
+        collected,
+        leaf_own,
+        is_directory,
+        lambda u: reached_from.get(u) or parent_of(u),
+        folder_scores,
+        cfg,
+        folder_counts,
     )
     return Exploration(final, _ranking(final), list(starting.items()), rounds, converged, visited)
 
@@ -352,18 +360,22 @@ def rank_leaves(
     parent_of: Callable[[str], str | None],
     folder_scores: Mapping[str, float],
     cfg: ExploreConfig,
+    folder_counts: Callable[[str], bool] = lambda _uri: True,
 ) -> dict[str, float]:
     """Each collected document at ``alpha x own + (1 - alpha) x its folder's score`` (the score the folder was
     expanded, queued or started at; 0 if the walk never reached it); folders keep their walk score.
 
     One rule for every document: a global-search hit kept at its raw score would outrank every document the
     folder context promoted (their blend is below the raw score whenever the folder scores lower), so the walk
-    could add documents but never reorder them (`ragstep bench viking`, ambiguous headings: 0.747 -> 0.847)."""
+    could add documents but never reorder them (`ragstep bench viking`, ambiguous headings: 0.747 -> 0.847).
+
+    A folder ``folder_counts`` rejects scores 0 here: its score lifted its documents by words that matched by
+    accident (the caller decides what makes a folder evidence; :mod:`ragstep.stages.viking.hierarchical_search`)."""
     out: dict[str, float] = {}
     for uri, score in collected.items():
         if not is_directory(uri):
             parent = parent_of(uri)
-            folder = folder_scores.get(parent, 0.0) if parent is not None else 0.0
+            folder = folder_scores.get(parent, 0.0) if parent is not None and folder_counts(parent) else 0.0
             score = cfg.alpha * own.get(uri, 0.0) + (1 - cfg.alpha) * folder
         if score > cfg.threshold:
             out[uri] = score

@@ -21,10 +21,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Below this many rows every int8 code is scanned: exact (Recall@10 1.000 against float32 on ``bench vectors``).
-#: The IVF probe is 3-5x faster but approximate (0.961 at 100k on the same set, and probing more lists did not lift
-#: it past 0.966), so it starts where the full scan would cost more than the hybrid search's budget: ~45 ms a query
-#: at 250k rows on one core.
+#: Below this many rows the int8 pass covers every row (every code, or the sign-bit pass of
+#: :mod:`ragstep.retrieval.signs`): Recall@10 1.000 against float32 on ``bench vectors``. The IVF probe is 3-5x
+#: faster than every code but approximate (0.961 at 100k on the same set), so it starts where the full scan would
+#: cost more than the hybrid search's budget: ~45 ms a query at 250k rows on one core. Probing more lists does not
+#: lift it past 0.966 because of the set's queries, not a fault in the lists: 6 of msmarco-5k's 50 queries have no
+#: near passage (best cosine 0.32-0.45, against 0.59-0.91 for the others: 6 of its 7 queries with no judged one),
+#: and their exact 10 lie in lists whose centroids rank anywhere (150th-170th of 324 for two of them).
 MIN_ROWS = 250_000
 #: Rows the centroids are trained on (a strided sample, so every part of the matrix is seen).
 TRAIN_ROWS = 65_536

@@ -81,6 +81,9 @@ class AllowedCatalog:
             )
         self._inner.put_job(job)
 
+    def replace_job(self, expected: IngestionJob, job: IngestionJob) -> bool:
+        return self._kb_ok(job.knowledge_base_id) and self._inner.replace_job(expected, job)
+
     def get_job(self, job_id: str) -> IngestionJob | None:
         job = self._inner.get_job(job_id)
         return job if job is not None and self._kb_ok(job.knowledge_base_id) else None

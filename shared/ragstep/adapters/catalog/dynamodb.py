@@ -8,8 +8,12 @@ Single-table design (the template's ``CatalogTable``: ``pk`` HASH, ``sk`` RANGE,
     KBLIST              <created_at>#<kb_id>      its entry in the listing   kb_id, doc
     KB#<kb_id>          K#<knowledge_id>          a knowledge item           id, kb_id, created_at, doc
     K#<knowledge_id>    K                         lookup of the item by id   id, kb_id, created_at, doc
-    KB#<kb_id>          J#<job_id>                an ingestion job           id, kb_id, knowledge_id, doc
-    JOB#<job_id>        JOB                       lookup of the job by id    id, kb_id, doc
+    KB#<kb_id>          J#<job_id>                an ingestion job           id, kb_id, knowledge_id, doc[, expires_at]
+    JOB#<job_id>        JOB                       lookup of the job by id    id, kb_id, doc[, expires_at]
+
+A finished job's two items carry ``expires_at`` (epoch seconds, ``job_retention_s`` after it finished), the table's
+TTL attribute: DynamoDB deletes them some time later. No other item has it. ``replace_job`` conditions both puts on
+the stored ``doc`` being the one the caller read (a compare-and-set: two executions cannot claim one queued job).
 
 Tenants: the default tenant's keys are exactly the above (tables written before tenants existed need no
 migration). Another tenant's partition keys are prefixed with ``<tenant>#`` (``acme#KB#<kb_id>``, ``acme#KBLIST``...)
@@ -59,35 +63,30 @@ from ragstep.adapters._dynamodb import (
     tenant_key,
     tenant_prefix_bytes,
 )
+from ragstep.adapters.catalog._dynamodb_jobs import KB_SK, DynamoJobItems
+from ragstep.adapters.catalog._dynamodb_jobs import item_key as _key
 from ragstep.adapters.catalog._names import check_kb_name
 from ragstep.errors import ConflictError, InputError, NotFoundError, StorageError
 from ragstep.models import DEFAULT_TENANT, Knowledge, KnowledgeBase
-from ragstep.models.catalog import PENDING_JOB_STATUSES, IngestionJob
 
 CATALOG_TABLE_SETTING = "RAGSTEP_CATALOG_TABLE"
 LIST_PK = "KBLIST"
-KB_SK = "KB"
 NAME_SK = "KBNAME"
 LOOKUP_SK = "K"
 # Attempts of a transaction that lost a race (TransactionConflict, or a lookup that changed under it).
 _ATTEMPTS = 6
 _NEW = "attribute_not_exists(pk)"
-_EXISTS = "attribute_exists(pk)"
 
 
 def _knowledge_sk(knowledge_id: str) -> str:
     return f"K#{knowledge_id}"
 
 
-def _key(pk: str, sk: str) -> dict[str, dict[str, str]]:
-    return {"pk": {"S": pk}, "sk": {"S": sk}}
-
-
 def _backoff(attempt: int) -> None:
     time.sleep(random.uniform(0, 0.02 * 2**attempt))
 
 
-class DynamoCatalogStore:
+class DynamoCatalogStore(DynamoJobItems):
     """Knowledge bases and their knowledge items in DynamoDB table ``table_name`` (layout: module docstring).
 
     ``tenant_id`` scopes every key (module docstring); ``client`` is a boto3 DynamoDB client to use instead of
@@ -101,8 +100,12 @@ class DynamoCatalogStore:
         *,
         region_name: str | None = None,
         tenant_id: str = DEFAULT_TENANT,
+        job_retention_s: float | None = None,
     ) -> None:
         self.table = DynamoTable(table_name, CATALOG_TABLE_SETTING, client, region_name)
+        # A finished job's items carry ``expires_at`` this long after it finished and the table's TTL deletes them:
+        # on AWS no long-lived worker is there to prune them (``ragstep jobs prune`` still can). None: kept.
+        self.job_retention_s = job_retention_s
         self.tenant_id = checked_tenant(tenant_id)
         self._tenant_attributes = tenant_attributes(self.tenant_id)
         # Partition key bytes left for a knowledge base id after the tenant prefix and "KB#".
@@ -304,77 +307,6 @@ class DynamoCatalogStore:
                 raise ConflictError(f"a knowledge base with name {kb.name!r} already exists; choose another name")
             _backoff(attempt)  # changed under us: read again
         raise self._give_up("update knowledge base")
-
-    # -- ingestion jobs ----------------------------------------------------------------------------------------
-
-    def _job_lookup_pk(self, job_id: str) -> str:
-        return tenant_key(self.tenant_id, f"JOB#{job_id}")
-
-    def put_job(self, job: IngestionJob) -> None:
-        """Insert or replace the job and its lookup, with a ConditionCheck on its knowledge base (as put_knowledge)."""
-        kb_id = job.knowledge_base_id
-        self._check_item_keys("job id", job.id, kb_id, f"unknown knowledge base {kb_id!r}")
-        attributes = {
-            "id": {"S": job.id},
-            "kb_id": {"S": kb_id},
-            "knowledge_id": {"S": job.knowledge_id},
-            "doc": {"S": job.model_dump_json()},
-            **self._tenant_attributes,
-        }
-        reasons = self.table.transact(
-            [
-                {"ConditionCheck": {"Key": _key(self._kb_pk(kb_id), KB_SK), "ConditionExpression": _EXISTS}},
-                {"Put": {"Item": {**_key(self._kb_pk(kb_id), f"J#{job.id}"), **attributes}}},
-                {"Put": {"Item": {**_key(self._job_lookup_pk(job.id), "JOB"), **attributes}}},
-            ],
-            "put ingestion job",
-        )
-        if reasons is not None:
-            if reasons[0] == "ConditionalCheckFailed":
-                raise NotFoundError(f"unknown knowledge base {kb_id!r}")
-            raise self._give_up("put ingestion job")
-
-    def get_job(self, job_id: str) -> IngestionJob | None:
-        item = self._get(self._job_lookup_pk(job_id), "JOB")
-        return IngestionJob.model_validate_json(item["doc"]["S"]) if item else None
-
-    def list_jobs(self, kb_id: str | None = None) -> list[IngestionJob]:
-        """Oldest first (ties by id): one Query per knowledge base."""
-        kb_ids = [kb.id for kb in self.list_kbs()] if kb_id is None else [kb_id]
-        jobs: list[IngestionJob] = []
-        for one in kb_ids:
-            if key_size_error("knowledge base id", one, self._max_kb_id_bytes):
-                continue
-            items = self.table.query(
-                KeyConditionExpression="pk = :pk AND begins_with(sk, :j)",
-                ExpressionAttributeValues={":pk": {"S": self._kb_pk(one)}, ":j": {"S": "J#"}},
-                ProjectionExpression=f"doc, {TENANT_ATTRIBUTE}",
-            )
-            jobs.extend(IngestionJob.model_validate_json(item["doc"]["S"]) for item in self._mine(items))
-        jobs.sort(key=lambda j: (j.created_at, j.id))
-        return jobs
-
-    def delete_jobs(self, kb_id: str, knowledge_id: str) -> int:
-        jobs = [job for job in self.list_jobs(kb_id) if job.knowledge_id == knowledge_id]
-        self._delete_job_items(jobs)
-        return len(jobs)
-
-    def prune_jobs(self, finished_before: float, kb_id: str | None = None) -> int:
-        jobs = [
-            job
-            for job in self.list_jobs(kb_id)
-            if job.status not in PENDING_JOB_STATUSES
-            and job.finished_at is not None
-            and job.finished_at < finished_before
-        ]
-        self._delete_job_items(jobs)
-        return len(jobs)
-
-    def _delete_job_items(self, jobs: list[IngestionJob]) -> None:
-        keys = [_key(self._kb_pk(job.knowledge_base_id), f"J#{job.id}") for job in jobs]
-        keys += [_key(self._job_lookup_pk(job.id), "JOB") for job in jobs]
-        if keys:
-            self.table.batch_delete(keys)
 
     def _lookup_delete(self, knowledge_id: str, kb_id: str) -> dict[str, Any]:
         """Delete the lookup item unless it now belongs to an item moved to another knowledge base."""

@@ -7,12 +7,17 @@ new model field needs no migration.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ragstep.adapters._sqlite import SqliteDatabase
 from ragstep.adapters.catalog._names import check_kb_name
 from ragstep.errors import ConflictError, InputError, NotFoundError
-from ragstep.models import Knowledge, KnowledgeBase
-from ragstep.models.catalog import PENDING_JOB_STATUSES, IngestionJob
+
+if TYPE_CHECKING:
+    from ragstep.models.catalog import IngestionJob, Knowledge, KnowledgeBase
+
+# The models are imported where rows become models: `ragstep kb list` reads the rows as plain data (kb_documents,
+# knowledge_counts) and builds no pydantic model at all (BENCHMARKS.md, CLI start-up).
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS knowledge_bases (
@@ -76,13 +81,30 @@ class SqliteCatalogStore:
             row = conn.execute("SELECT doc FROM knowledge_bases WHERE id = ?", (id_or_name,)).fetchone()
             if row is None:
                 row = conn.execute("SELECT doc FROM knowledge_bases WHERE name = ?", (id_or_name,)).fetchone()
+        from ragstep.models.catalog import KnowledgeBase
+
         return KnowledgeBase.model_validate_json(row[0]) if row else None
 
     def list_kbs(self) -> list[KnowledgeBase]:
         """All knowledge bases, oldest first (ties by id)."""
         with self._db.read() as conn:
             rows = conn.execute("SELECT doc FROM knowledge_bases ORDER BY created_at, id").fetchall()
+        from ragstep.models.catalog import KnowledgeBase
+
         return [KnowledgeBase.model_validate_json(doc) for (doc,) in rows]
+
+    def kb_documents(self) -> list[str]:
+        """The stored JSON of every knowledge base, in :meth:`list_kbs`' order, not validated (a listing that
+        prints them needs no model)."""
+        with self._db.read() as conn:
+            rows = conn.execute("SELECT doc FROM knowledge_bases ORDER BY created_at, id").fetchall()
+        return [doc for (doc,) in rows]
+
+    def knowledge_counts(self) -> dict[str, int]:
+        """Knowledge items per knowledge base id (``len(list_knowledge(kb_id))`` of each, in one query)."""
+        with self._db.read() as conn:
+            rows = conn.execute("SELECT knowledge_base_id, COUNT(*) FROM knowledge GROUP BY knowledge_base_id")
+            return {kb_id: count for kb_id, count in rows.fetchall()}
 
     def delete_kb(self, kb_id: str) -> None:
         """Delete the knowledge base and all its knowledge items together; a missing id is a no-op."""
@@ -130,6 +152,8 @@ class SqliteCatalogStore:
     def get_knowledge(self, knowledge_id: str) -> Knowledge | None:
         with self._db.read() as conn:
             row = conn.execute("SELECT doc FROM knowledge WHERE id = ?", (knowledge_id,)).fetchone()
+        from ragstep.models.catalog import Knowledge
+
         return Knowledge.model_validate_json(row[0]) if row else None
 
     def list_knowledge(self, kb_id: str) -> list[Knowledge]:
@@ -138,6 +162,8 @@ class SqliteCatalogStore:
             rows = conn.execute(
                 "SELECT doc FROM knowledge WHERE knowledge_base_id = ? ORDER BY created_at, id", (kb_id,)
             ).fetchall()
+        from ragstep.models.catalog import Knowledge
+
         return [Knowledge.model_validate_json(doc) for (doc,) in rows]
 
     def delete_knowledge(self, knowledge_id: str) -> None:
@@ -160,9 +186,22 @@ class SqliteCatalogStore:
                 (job.id, job.knowledge_base_id, job.knowledge_id, job.created_at, job.model_dump_json()),
             )
 
+    def replace_job(self, expected: IngestionJob, job: IngestionJob) -> bool:
+        """One UPDATE guarded by the stored document, so two writers that read the same job cannot both replace it."""
+        if expected.id != job.id:
+            raise InputError("replace_job replaces a job with a new version of itself: the ids differ")
+        with self._db.write() as conn:
+            changed = conn.execute(
+                "UPDATE ingestion_jobs SET knowledge_id = ?, created_at = ?, doc = ? WHERE id = ? AND doc = ?",
+                (job.knowledge_id, job.created_at, job.model_dump_json(), job.id, expected.model_dump_json()),
+            ).rowcount
+        return changed == 1
+
     def get_job(self, job_id: str) -> IngestionJob | None:
         with self._db.read() as conn:
             row = conn.execute("SELECT doc FROM ingestion_jobs WHERE id = ?", (job_id,)).fetchone()
+        from ragstep.models.catalog import IngestionJob
+
         return IngestionJob.model_validate_json(row[0]) if row else None
 
     def list_jobs(self, kb_id: str | None = None) -> list[IngestionJob]:
@@ -174,6 +213,8 @@ class SqliteCatalogStore:
                 rows = conn.execute(
                     "SELECT doc FROM ingestion_jobs WHERE knowledge_base_id = ? ORDER BY created_at, id", (kb_id,)
                 ).fetchall()
+        from ragstep.models.catalog import IngestionJob
+
         return [IngestionJob.model_validate_json(doc) for (doc,) in rows]
 
     def delete_jobs(self, kb_id: str, knowledge_id: str) -> int:
@@ -183,6 +224,8 @@ class SqliteCatalogStore:
             ).rowcount
 
     def prune_jobs(self, finished_before: float, kb_id: str | None = None) -> int:
+        from ragstep.models.catalog import IngestionJob
+
         # The status and finish time live in the job's JSON; the few jobs a knowledge base keeps are read in one go.
         with self._db.write() as conn:
             rows = conn.execute(
@@ -201,4 +244,6 @@ class SqliteCatalogStore:
 
 
 def _finished_before(job: IngestionJob, instant: float) -> bool:
+    from ragstep.models.catalog import PENDING_JOB_STATUSES
+
     return job.status not in PENDING_JOB_STATUSES and job.finished_at is not None and job.finished_at < instant

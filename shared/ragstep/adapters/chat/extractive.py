@@ -55,7 +55,9 @@ NAME = "extractive"
 # (2.5, a URL) and the "!" of a Markdown image link do not end one.
 _SENTENCE = re.compile(r"(?:[^。！？!?；;.\n]|\.(?!\s|$)|!(?=\[))+(?:[。！？!?；;]+|\.+(?=\s|$))?")
 _ITEM = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
-_HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef]")
+#: CJK ideographs, CJK punctuation and full-width forms (code point ranges). Compared as numbers: the same class as
+#: a regular expression costs ~3 ms to compile, in every new environment before its first answer.
+_HAN_RANGES = ((0x3400, 0x9FFF), (0xF900, 0xFAFF), (0x3000, 0x303F), (0xFF00, 0xFFEF))
 # The best sentence must hold this share of the question's (rarity-weighted) terms, and its passage this share,
 # or there is no answer: 0.45 / 0.5 keep 0.66 of cmrc2018-zh's answers and abstain on 0.96 / 0.95 of the questions
 # whose document is gone (0.5 alone: 0.64 answered; 0.6 on the passage: 0.59, no more abstentions).
@@ -118,8 +120,13 @@ def _join(lines: list[str]) -> str:
     out = lines[0]
     for line in lines[1:]:
         # Chinese wraps without a space (either side of the break in CJK); other scripts had one there.
-        out += line if _HAN.match(out[-1:]) or _HAN.match(line[:1]) else " " + line
+        out += line if _is_han(out[-1:]) or _is_han(line[:1]) else " " + line
     return out
+
+
+def _is_han(char: str) -> bool:
+    """``char`` (one character, or none) is in :data:`_HAN_RANGES`."""
+    return bool(char) and any(lo <= ord(char) <= hi for lo, hi in _HAN_RANGES)
 
 
 def split_sentences(text: str) -> list[str]:

@@ -1,5 +1,6 @@
 """The local index's snapshot build: rows streamed out of SQLite into numpy arrays, the vectors into the snapshot
-folder (:mod:`._vectors`), int8 codes and, above ``ivf_min_rows`` rows, the IVF lists (:mod:`ragstep.retrieval.ivf`).
+folder (:mod:`._vectors`), int8 codes and, above ``ivf_min_rows`` rows, the IVF lists (:mod:`ragstep.retrieval.ivf`),
+below them from ``signs.MIN_ROWS`` rows the codes' sign bits (:mod:`ragstep.retrieval.signs`).
 
 Rows are streamed from one read transaction, never fetched all at once: per row, the string columns become small ints
 (dictionary codes in first-seen order), the tokens int32 term ids, and the vector is appended to its space's file in
@@ -19,7 +20,7 @@ import numpy as np
 from ragstep.adapters.index._snapshot import Codes, Snapshot, Space, bm25_norms, csc_postings
 from ragstep.adapters.index._vectors import VectorSink
 from ragstep.errors import StorageError
-from ragstep.retrieval import ivf
+from ragstep.retrieval import ivf, signs
 from ragstep.retrieval.quantize import SAMPLE_ROWS, fit
 
 
@@ -136,4 +137,6 @@ def vector_space(rows: np.ndarray, sink: VectorSink, storage: str, ivf_min_rows:
             codes[slot[lo:hi]] = quantizer.encode(block)
         lo = hi
     sp.codes, sp.quantizer = codes, quantizer
+    if slot is None and n >= signs.MIN_ROWS:  # the sign-bit first pass (and its calibration), saved with the codes
+        sp.signs = signs.encode(codes, quantizer)
     return sp

@@ -15,10 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ragstep.adapters.index._ids import StringColumn
 from ragstep.ports import SearchFilter
 from ragstep.retrieval.bm25 import length_norms
 from ragstep.retrieval.ivf import Partition
 from ragstep.retrieval.quantize import ScalarQuantizer
+from ragstep.retrieval.signs import SignCodes
 
 _MAX_MASKS = 64
 #: top() takes its sampled-cut path from this many scores on (below, a full argpartition costs microseconds).
@@ -32,8 +34,10 @@ _MAX_SCOPES = 8
 #: Format 2 adds optional int8 codes per space (``storage`` in meta.json); format 1 snapshots (float32 only) are the
 #: same files without them and still open as they are. Format 3 adds an optional IVF partition per space (``ivf`` in
 #: meta.json; its codes are then stored in list order), which a reader of format 2 would misread, hence the bump.
-SNAPSHOT_FORMAT = "bm25-per-kb-3"
-READABLE_FORMATS = frozenset({"bm25-per-kb-1", "bm25-per-kb-2", SNAPSHOT_FORMAT})
+#: Format 4 keeps the chunk ids in ``ids_*.npy`` (:class:`StringColumn`) instead of meta.json's ``ids`` list; the
+#: formats before it still open (their ids are read from meta.json).
+SNAPSHOT_FORMAT = "bm25-per-kb-4"
+READABLE_FORMATS = frozenset({"bm25-per-kb-1", "bm25-per-kb-2", "bm25-per-kb-3", SNAPSHOT_FORMAT})
 #: Elements per block when building postings keys (bounds the int64 temporaries).
 _KEY_BLOCK = 1 << 22
 
@@ -83,6 +87,8 @@ class Space:
     # Above ivf.MIN_ROWS rows: the codes are in list order (``partition.order`` maps a code row to its matrix row)
     partition: Partition | None = None
     _inverse: np.ndarray | None = None
+    # From signs.MIN_ROWS rows: the codes' sign bits, the first pass a full scan is replaced by (made at first use)
+    signs: SignCodes | None = None
     # filter -> (allowed matrix rows as a mask, their indices): ``mask[rows]`` costs ~7 ms a query at a million rows
     allowed_cache: dict[SearchFilter, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
@@ -153,7 +159,7 @@ class Bm25Scope:
 @dataclass
 class Snapshot:
     generation: int
-    ids: list[str]
+    ids: list[str] | StringColumn  # a list when built in this process, a column when loaded
     kb: Codes
     knowledge: Codes
     tag: Codes
@@ -175,6 +181,8 @@ class Snapshot:
     _scopes: dict[tuple[int, ...], Bm25Scope] = field(default_factory=dict)
 
     def position(self, chunk_id: str) -> int | None:
+        if isinstance(self.ids, StringColumn):
+            return self.ids.find(chunk_id)
         if self._positions is None:  # built on first use: only the rerank stage needs it
             self._positions = {cid: i for i, cid in enumerate(self.ids)}
         return self._positions.get(chunk_id)
@@ -341,6 +349,9 @@ def save_snapshot(snap: Snapshot, snap_root: Path, build_dir: Path | None = None
                 arrays[f"space{i}_centroids"] = sp.partition.centroids
                 arrays[f"space{i}_offsets"] = sp.partition.offsets
                 arrays[f"space{i}_order"] = sp.partition.order
+            if sp.signs is not None:  # optional: a reader without them makes them at first use
+                arrays[f"space{i}_signs"], arrays[f"space{i}_signcentre"] = sp.signs.words, sp.signs.centre
+        arrays |= {f"ids_{part}": arr for part, arr in StringColumn.arrays(snap.ids).items()}
         for key, arr in arrays.items():
             path = tmp / f"{key}.npy"
             if not (build_dir is not None and path.exists()):
@@ -354,8 +365,8 @@ def save_snapshot(snap: Snapshot, snap_root: Path, build_dir: Path | None = None
             "spaces": space_names,
             "storage": {name: snap.spaces[name].storage for name in space_names},
             "ivf": [name for name in space_names if snap.spaces[name].partition is not None],
+            "signs": {name: sp.signs.share for name, sp in snap.spaces.items() if sp.signs is not None},
             "codes": {k: getattr(snap, k).names for k in ("kb", "knowledge", "tag", "ctype")},
-            "ids": snap.ids,
             "terms": terms,
         }
         (tmp / "meta.json").write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
@@ -398,10 +409,15 @@ def load_snapshot(snap_root: Path, gen: int) -> Snapshot | None:
                     np.asarray(arr(f"space{i}_offsets")),
                     arr(f"space{i}_order"),
                 )
+            if name in meta.get("signs", {}):
+                words, centre = arr(f"space{i}_signs"), np.asarray(arr(f"space{i}_signcentre"))
+                sp.signs = SignCodes(words, centre, float(meta["signs"][name]))
             spaces[name] = sp
+        # Formats 1-3 list the ids in meta.json.
+        ids = meta["ids"] if "ids" in meta else StringColumn(arr("ids_blob"), arr("ids_offsets"), arr("ids_order"))
         return Snapshot(
             generation=gen,
-            ids=meta["ids"],
+            ids=ids,
             kb=kb,
             knowledge=Codes.restore(codes["knowledge"], np.asarray(arr("knowledge"))),
             tag=Codes.restore(codes["tag"], np.asarray(arr("tag"))),

@@ -5,16 +5,26 @@ never through a mapping) and read back in blocks with ``readinto``: at a million
 never sits in the process's memory, only in the page cache, and the finished snapshot maps it for the few rows a
 query rescores. Without a writable folder (``persist_snapshots=False``, a read-only data dir) the rows go to a
 ``bytearray`` as before.
+
+:func:`first_pass` is the query side's int8 pass over every row the filter allows: a scan of every code, or from
+:data:`ragstep.retrieval.signs.MIN_ROWS` rows the sign-bit pass and the int8 scores of its candidates only.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
+
+from ragstep.adapters.index._snapshot import Space, top
+from ragstep.retrieval import signs
+from ragstep.retrieval.quantize import approx_scores
+
+#: ``scan(rows, score)``: ``score(lo, hi, out)`` run over ``0..rows`` (split across threads when large), the scores.
+Scan = Callable[[int, Callable[[int, int, np.ndarray], object]], np.ndarray]
 
 #: Rows read back at a time (384 dims: 24 MiB).
 BLOCK_ROWS = 16_384
@@ -88,3 +98,33 @@ class VectorSink:
                 if fh.readinto(view.data.cast("B")) != view.nbytes:
                     raise OSError(f"{self.path} is shorter than its header says")
                 yield view
+
+
+def first_pass(
+    sp: Space, q: np.ndarray, allowed: np.ndarray, want: int, w: np.ndarray, bias: float, scan: Scan
+) -> np.ndarray:
+    """Matrix rows of the ``want`` best int8 scores (``codes @ w + bias``) among the ``allowed`` rows (a mask in
+    matrix order, letting through at least half of them). Between ``signs.MIN_ROWS`` rows and the IVF threshold
+    only the sign-bit pass's candidates are scored (~2 % of the rows at 100k: ~5x less work than every code, and the
+    same Recall@10 on ``bench vectors``), unless its calibration found this data needs too many of them."""
+    codes = sp.codes
+    assert codes is not None
+    n = codes.shape[0]
+    if sp.signs is None and sp.partition is None and n >= signs.MIN_ROWS and sp.quantizer is not None:
+        sp.signs = signs.encode(codes, sp.quantizer)  # a snapshot of an older version: made once, at first use
+    if sp.signs is not None and sp.partition is None and sp.signs.share <= signs.MAX_SHARE:
+        codes_signs, qw, dist = sp.signs, sp.signs.query_words(q), np.empty(n, dtype=np.uint16)
+        scan(n, lambda lo, hi, _out: codes_signs.distances(qw, lo, hi, dist[lo:hi]))  # threads, as a scan's blocks
+        cand = signs.nearest(dist, allowed, signs.candidate_count(n, want, sp.signs.share))
+        if cand.size < n // 2:  # else (near-identical bits) scanning every code costs no more
+            # gathered in ascending order, so the reads stay sequential
+            approx = np.empty(cand.size, dtype=np.float32)
+            approx_scores(codes[cand], w, bias, approx)
+            return cand[top(approx, want)]
+    approx = scan(n, lambda lo, hi, out: approx_scores(codes[lo:hi], w, bias, out))
+    if sp.partition is not None:  # codes in list order: back to matrix order
+        by_row = np.empty_like(approx)
+        by_row[sp.partition.order] = approx
+        approx = by_row
+    approx[~allowed] = -np.inf
+    return top(approx, want)

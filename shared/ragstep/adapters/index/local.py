@@ -15,7 +15,9 @@ Design
   the bytes per query; the ``rescore_factor x top_k`` best approximate candidates are rescored exactly on the float32
   matrix, which stays memory-mapped on disk so only those rows are read. ``"float32"`` scans the matrix exactly.
 * **Above ``ivf_min_rows`` rows (250k) the int8 pass probes IVF lists** (:mod:`ragstep.retrieval.ivf`): ~6 % of the
-  rows instead of all (175 ms a query at a million rows), at the price of approximate recall; below, exact as before.
+  rows instead of all (175 ms a query at a million rows), at the price of approximate recall. From 20k rows below
+  that, a sign-bit pass over every row (:mod:`ragstep.retrieval.signs`, an eighth of the int8 bytes) picks the ~2 %
+  whose int8 codes are scored, when its calibration on the index's own rows says they hold the exact neighbours.
 * **Snapshots are cached on disk** (``snapshots/gen-N``, written to a temp dir and renamed), so a new process -- the
   CLI, a Lambda cold start -- maps the arrays instead of rebuilding them (:attr:`LocalSearchIndex.snapshot_builds`
   counts rebuilds). A snapshot whose generation differs from SQLite's is never used. A build streams the vectors
@@ -65,6 +67,7 @@ from ragstep.adapters.index._snapshot import (
     save_snapshot,
     top,
 )
+from ragstep.adapters.index._vectors import first_pass
 from ragstep.errors import ConflictError, InputError, StorageError
 from ragstep.models import Chunk
 from ragstep.ports import Hit, IndexStats, SearchFilter
@@ -265,18 +268,14 @@ class LocalSearchIndex:
     def vectors(self, chunk_ids: Sequence[str], space: str) -> dict[str, np.ndarray]:
         snap = self.snapshot()
         sp = snap.spaces.get(space)
-        if sp is None:
+        if sp is None or not sp.rows.shape[0]:
             return {}
-        # rows holds ascending positions: a binary search finds a position's matrix row (a position -> row dict
-        # was ~100 MB at a million rows)
-        found: dict[str, int] = {}
-        for cid in chunk_ids:
-            pos = snap.position(cid)
-            if pos is None:
-                continue
-            row = int(np.searchsorted(sp.rows, pos))
-            if row < sp.rows.shape[0] and int(sp.rows[row]) == pos:
-                found[cid] = row
+        # rows holds ascending positions: one binary search of them all finds their matrix rows (a position -> row
+        # dict was ~100 MB at a million rows; a search per id cast the int32 rows to int64 each time, 3 ms at 100k)
+        known = {cid: pos for cid in chunk_ids if (pos := snap.position(cid)) is not None}
+        wanted = np.fromiter(known.values(), dtype=sp.rows.dtype, count=len(known))
+        rows = np.minimum(np.searchsorted(sp.rows, wanted), sp.rows.shape[0] - 1)
+        found = {cid: int(r) for cid, r, ok in zip(known, rows, sp.rows[rows] == wanted, strict=True) if ok}
         if not found:
             return {}
         # One gather for all rows (a copy, in RAM even when the matrix is memory-mapped): indexing the memmap row by
@@ -377,17 +376,8 @@ class LocalSearchIndex:
                 codes = sp.codes[sp.code_rows(selected)]
                 approx = self._scan(codes.shape[0], lambda lo, hi, out: approx_scores(codes[lo:hi], w, bias, out))
                 cand_rows = selected[top(approx, want)]
-            else:
-                all_codes = sp.codes
-                approx = self._scan(
-                    all_codes.shape[0], lambda lo, hi, out: approx_scores(all_codes[lo:hi], w, bias, out)
-                )
-                if sp.partition is not None:  # codes in list order: back to matrix order
-                    by_row = np.empty_like(approx)
-                    by_row[sp.partition.order] = approx
-                    approx = by_row
-                approx[~allowed] = -np.inf
-                cand_rows = top(approx, want)
+            else:  # every code, or from signs.MIN_ROWS rows the sign-bit pass's candidates (_vectors.first_pass)
+                cand_rows = first_pass(sp, q, allowed, want, w, bias, self._scan)
             # Matrix rows in ascending order: sequential page reads, and the exact path's tie-break by position.
             matrix_rows = np.sort(cand_rows)
             scores = sp.take(matrix_rows) @ q

@@ -13,6 +13,8 @@
   ``{"input": <event>, "execution_arn": ...}``. It records the upload's ingestion job as running; the last stage
   records its outcome, and a stage that raises records it failed (:mod:`ragstep.app.s3_jobs`).
 * :data:`join_handler` -- the task after a ``Parallel`` state: joins the branch states (see ``pipeline/asl.py``).
+* The first stage of a ``Map`` state's iterations (``viking_query``) takes ``{"state": ..., "item": ...}`` as the
+  Map's ``ItemSelector`` builds it, or a state that already holds its item (a sample event, a test).
 
 Observability (Powertools, :mod:`ragstep.entry.aws.runtime`): every invocation logs as JSON with the Lambda context
 and the pipeline request id as correlation id; it is traced (a ``## <stage>`` X-Ray subsegment per stage, annotated
@@ -123,6 +125,12 @@ def _input_state(stage_name: str, event: Any, clients: Clients) -> Any:
         state = ingest_state_from_s3_event(event, clients)
         # Every upload's ingestion has a job to follow it by, whether or not the API presigned the upload.
         return start_for_execution(clients.context(state.tenant_id), state, execution_arn)
+    from ragstep.pipeline.mapping import item_state, map_starting_with
+
+    mapped = map_starting_with(stage_name)
+    if mapped is not None and isinstance(event, dict) and set(event) == {"state", "item"}:
+        # An iteration of a Map state: its ItemSelector hands over the Map's input and one item (pipeline/asl.py).
+        return item_state(mapped, transport.decode_event(event["state"], clients.blobs, model), event["item"])
     return transport.decode_event(event, clients.blobs, model)
 
 
@@ -278,6 +286,7 @@ def _error_metric(stage_name: str, exc: BaseException) -> None:
 
 def _log_state(message: str, state: Any, payload: dict[str, Any], **keys: Any) -> None:
     from ragstep.pipeline.executor import result_counts
+    from ragstep.pipeline.transport import offloaded_fields
 
     last = state.trace[-1] if state.trace else None
     logger().info(
@@ -290,7 +299,8 @@ def _log_state(message: str, state: Any, payload: dict[str, Any], **keys: Any) -
             "trace_counts": last.counts if last else {},
             "duration_ms": last.duration_ms if last else None,
             "trace_events": len(state.trace),
-            "offloaded": sorted(payload.get("offloaded") or {}),
+            # By path in the state: the viking part's fields too (viking.matches, viking.outcome.passages).
+            "offloaded": sorted(offloaded_fields(payload, type(state))),
         },
     )
 

@@ -60,6 +60,7 @@ def cmd_bench_latency(args: argparse.Namespace) -> int:
         rank_bm25_queries=args.rank_bm25_queries,
         seed=args.seed,
         peers=args.peers,
+        kind=args.vectors,
         progress=_say(args),
     )
     return _bench_output(args, result, render)
@@ -202,6 +203,12 @@ def add_bench_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         "they need the whole corpus in memory)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the random vectors and shuffles")
+    p.add_argument(
+        "--vectors",
+        choices=("random", "minilm"),
+        default="random",
+        help="chunk and query vectors: seeded random (the default) or msmarco-5k's MiniLM embeddings tiled with noise",
+    )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=cmd_bench_latency)
 

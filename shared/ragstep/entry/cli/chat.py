@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from ragstep.entry.cli.common import context_of, print_json
 
-PIPELINE_CHOICES = ("rag_stream", "rag", "chat_stream", "chat_history_stream", "chat", "viking_stream")
+PIPELINE_CHOICES = ("rag_stream", "rag", "chat_stream", "chat_history_stream", "chat", "viking_stream", "viking")
 EXTRACTIVE_NOTE = "answered by the extractive answerer: sentences quoted from the sources, no language model"
 INTERACTIVE_HELP = "/new starts a new session, /sources shows the last answer's sources, /exit quits"
 

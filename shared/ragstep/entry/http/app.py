@@ -19,7 +19,7 @@ from ragstep.app.search import SearchResponse, knowledge_search
 from ragstep.context import Clients
 from ragstep.entry.http.auth import Gate, Metering, install_auth_errors
 from ragstep.entry.http.deps import RequestContext, meter
-from ragstep.entry.http.errors import ErrorBody, install_error_handlers
+from ragstep.entry.http.errors import ErrorBody, error_doc, install_error_handlers
 from ragstep.entry.http.limits import BodyLimit
 from ragstep.models import SearchRequest
 
@@ -37,21 +37,24 @@ class Health(BaseModel):
     version: str
 
 
+#: What each error status means, for the OpenAPI document.
+_SAID = {
+    400: "the request cannot be served as asked (e.g. a knowledge item outside the knowledge bases named)",
+    401: "no API key, or a malformed, unknown, revoked or expired one",
+    403: "the API key lacks the scope this route needs",
+    429: "over the key's rate limit or the tenant's daily quota (see Retry-After)",
+    404: "an unknown knowledge base or knowledge item",
+    413: "the request body is over RAGSTEP_MAX_REQUEST_BYTES",
+    422: "the request is invalid: the message names the field and the rule",
+    500: "an internal error (the server's log has the details)",
+    502: "an embedding or rerank provider, or the state machine, failed",
+    503: "the index, catalog or blob store cannot be used",
+}
+
+
 def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` for these error statuses, each an :class:`ErrorBody`."""
-    said = {
-        400: "the request cannot be served as asked (e.g. a knowledge item outside the knowledge bases named)",
-        401: "no API key, or a malformed, unknown, revoked or expired one",
-        403: "the API key lacks the scope this route needs",
-        429: "over the key's rate limit or the tenant's daily quota (see Retry-After)",
-        404: "an unknown knowledge base or knowledge item",
-        413: "the request body is over RAGSTEP_MAX_REQUEST_BYTES",
-        422: "the request is invalid: the message names the field and the rule",
-        500: "an internal error (the server's log has the details)",
-        502: "an embedding or rerank provider, or the state machine, failed",
-        503: "the index, catalog or blob store cannot be used",
-    }
-    return {status: {"model": ErrorBody, "description": said[status]} for status in statuses}
+    return {status: error_doc(_SAID[status]) for status in statuses}
 
 
 def create_app(
@@ -88,7 +91,9 @@ def create_app(
     if "admin" in wanted:
         app.include_router(_router("admin"), responses=_errors(400, 401, 403, 404, 422, 429, 500, 503))
 
-    @app.get("/healthz", responses=_errors(500))
+    # The one error response declared with its model: it puts ErrorBody's schema into the document, where every
+    # other error response refers to it (errors.error_doc).
+    @app.get("/healthz", responses={500: {"model": ErrorBody, "description": _SAID[500]}})
     def healthz() -> Health:
         """The server is up, and which version it runs."""
         return Health(status="ok", version=__version__)

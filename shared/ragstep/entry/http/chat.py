@@ -38,7 +38,7 @@ from ragstep.app.sessions import RUNNING
 from ragstep.context import Context
 from ragstep.entry.http.auth import Meter
 from ragstep.entry.http.deps import meter, require_scope
-from ragstep.entry.http.errors import ErrorBody, redact
+from ragstep.entry.http.errors import error_doc, redact
 from ragstep.entry.http.sse import DONE, SSEResponse, data_frame
 from ragstep.errors import InputError, RagstepError
 from ragstep.models import ChatRequest, HistoryRound, PipelineState, RetrievalOverrides, StreamEvent
@@ -53,7 +53,7 @@ router = APIRouter()
 MODEL_PROFILES: dict[str, str] = {"ragstep": "rag_stream", **{p: p for p in CHAT_PIPELINES}}
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorBody, "description": said}
+    status: error_doc(said)
     for status, said in {
         400: "the request cannot be served as asked: the message says what to change",
         401: "no API key, or a malformed, revoked or expired one",

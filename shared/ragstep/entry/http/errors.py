@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -32,6 +33,21 @@ class ErrorBody(BaseModel):
 
     error: str = Field(description="a stable code: invalid_input, not_found, payload_too_large, ...")
     message: str = Field(description="one line that says what is wrong and what to change")
+
+
+#: Where the OpenAPI document defines :class:`ErrorBody`. The app declares one response with ``model=ErrorBody``
+#: (``/healthz``'s 500, served by every app), which puts the schema there.
+ERROR_BODY_SCHEMA_REF = "#/components/schemas/ErrorBody"
+
+
+def error_doc(description: str) -> dict[str, Any]:
+    """One route's OpenAPI ``responses`` entry for an error status: ``description``, body :class:`ErrorBody`.
+
+    The same document entry as ``{"model": ErrorBody, "description": ...}``, without its cost: FastAPI builds a
+    pydantic TypeAdapter for every route's every response declared with a model (~0.2 ms of CPU each, ~17 ms of the
+    streaming chat function's cold start for its 12 routes), only to write this reference into ``/openapi.json``.
+    """
+    return {"description": description, "content": {"application/json": {"schema": {"$ref": ERROR_BODY_SCHEMA_REF}}}}
 
 
 def redact(message: str) -> str:

@@ -32,7 +32,7 @@ from ragstep.app.knowledge_bases import (
 from ragstep.app.s3_jobs import reconcile
 from ragstep.context import Clients, Context
 from ragstep.entry.http.deps import RequestContext, SearchContext
-from ragstep.entry.http.errors import ErrorBody
+from ragstep.entry.http.errors import error_doc
 from ragstep.entry.http.uploads import (
     PresignedUpload,
     UploadRequest,
@@ -82,7 +82,7 @@ _SAID = {
 
 
 def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    return {status: {"model": ErrorBody, "description": _SAID[status]} for status in statuses}
+    return {status: error_doc(_SAID[status]) for status in statuses}
 
 
 _COMMON = (400, 401, 403, 404, 422, 500, 503)

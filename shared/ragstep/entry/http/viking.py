@@ -16,7 +16,7 @@ from pydantic import Field
 from ragstep.app.memories import remember
 from ragstep.app.viking import find, search
 from ragstep.entry.http.deps import RequestContext, meter
-from ragstep.entry.http.errors import ErrorBody
+from ragstep.entry.http.errors import error_doc
 from ragstep.models.base import _Model
 from ragstep.models.viking import FindResult
 
@@ -33,7 +33,7 @@ _SAID = {
     500: "an internal error",
     502: "a model provider failed",
 }
-_ERRORS: dict[int | str, dict[str, Any]] = {s: {"model": ErrorBody, "description": d} for s, d in _SAID.items()}
+_ERRORS: dict[int | str, dict[str, Any]] = {s: error_doc(d) for s, d in _SAID.items()}
 
 
 class FindRequest(_Model):

@@ -31,14 +31,15 @@ from typing import TYPE_CHECKING, Any
 
 from ragstep.errors import NotFoundError, RagstepError
 from ragstep.models import ChunkType, MatchType, PipelineState, ResultField, SearchResult, TraceEvent
-from ragstep.models.analysis import AnalysisError, DataTable
 from ragstep.ports import ChatMessage, ChatOptions
-from ragstep.stages.analysis.prompts import analysis_prompt, result_markdown
 from ragstep.stages.chat.common import cache_key, cached, remember, strip_think
 from ragstep.stages.ingest.products import DATA_PREFIX
 
+# Most answers reference no data file and end at the trigger check: the analysis models and the prompt (with the
+# parsers' Markdown tables) are imported by the steps after it, not with the stage (a chat function preloads it).
 if TYPE_CHECKING:
     from ragstep.context import Context
+    from ragstep.models.analysis import DataTable
     from ragstep.ports import AnalysisSession, ChatModel
 
 STAGE = "data_analysis"
@@ -87,6 +88,8 @@ def data_files(state: PipelineState, results: list[SearchResult], limit: int) ->
 def parse_plan(text: str) -> dict[str, str]:
     """``{"knowledge_id", "sql"}`` from the model's answer (``<think>`` and code fences dropped, the first JSON
     object taken); :class:`AnalysisError` (``not_json``) when there is none."""
+    from ragstep.models.analysis import AnalysisError
+
     body = _FENCE.sub("", strip_think(text).strip())
     start = body.find("{")
     try:
@@ -111,6 +114,8 @@ def _with_table_names(sql: str, knowledge_id: str, tables: list[DataTable]) -> s
 
 def _plan(ctx: Context, model: ChatModel, prompt: str) -> tuple[dict[str, str], bool]:
     """The model's plan for one file, through the response cache (only answers that parsed are kept)."""
+    from ragstep.models.analysis import AnalysisError
+
     messages = [ChatMessage("user", prompt)]
     options = ChatOptions(temperature=TEMPERATURE, max_tokens=SQL_MAX_TOKENS, json_object=True)
     key = cache_key(STAGE, model.name, messages, options)
@@ -134,6 +139,8 @@ def _degrade(reason: str, file: DataFile, message: str, **detail: Any) -> TraceE
 def _load(
     ctx: Context, session: AnalysisSession, files: list[DataFile], folder: Path
 ) -> tuple[list[tuple[DataFile, list[DataTable]]], list[TraceEvent]]:
+    from ragstep.models.analysis import AnalysisError
+
     cap = ctx.settings.data_analysis_max_file_bytes
     loaded: list[tuple[DataFile, list[DataTable]]] = []
     events: list[TraceEvent] = []
@@ -160,6 +167,9 @@ def _load(
 def _analyse(
     ctx: Context, state: PipelineState, loaded: list[tuple[DataFile, list[DataTable]]], session: AnalysisSession
 ) -> tuple[list[SearchResult], list[TraceEvent], list[dict[str, Any]]]:
+    from ragstep.models.analysis import AnalysisError
+    from ragstep.stages.analysis.prompts import analysis_prompt, result_markdown
+
     model = ctx.chat_model
     top = max((r.score for r in state.results(_field(state))), default=1.0)
     analyses: list[SearchResult] = []

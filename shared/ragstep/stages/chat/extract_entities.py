@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from ragstep.errors import RagstepError
 from ragstep.models import PipelineState, TraceEvent
 from ragstep.ports import ChatMessage, ChatOptions
-from ragstep.retrieval.graph_extraction import messages, parse_extraction
 from ragstep.stages.chat.common import complete_cached
 
 if TYPE_CHECKING:
@@ -31,6 +30,10 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
     model = ctx.chat_model
     if not model.generative:
         return state.with_trace(TraceEvent(stage=STAGE, action="skip", reason="model_not_generative"))
+    # Only now: most requests skip above, and the extraction prompt brings the graph models (a chat function
+    # preloads this stage at start).
+    from ragstep.retrieval.graph_extraction import messages, parse_extraction
+
     prompt = [ChatMessage(role, content) for role, content in messages(state.request.query, question=True)]
     try:
         response, hit = complete_cached(

@@ -24,13 +24,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
-from ragstep.models import Chunk, IngestState, Knowledge, KnowledgeBase
-from ragstep.parsers import ColumnSummary, DataFileSummary
-from ragstep.parsers.faq import FaqEntry
-
+# The key layout is also read where nothing is ingested (the data-analysis stage of every chat answer checks its
+# results' keys against DATA_PREFIX): the models and parsers come with the functions that build them.
 if TYPE_CHECKING:
     import numpy as np
 
+    from ragstep.models import Chunk, IngestState, Knowledge, KnowledgeBase
+    from ragstep.parsers import DataFileSummary
+    from ragstep.parsers.faq import FaqEntry
     from ragstep.ports import BlobStore
 
 SOURCES_PREFIX = "sources/"
@@ -131,6 +132,8 @@ def put_chunks(blobs: BlobStore, key: str, chunks: Sequence[Chunk]) -> None:
 
 
 def get_chunks(blobs: BlobStore, key: str) -> list[Chunk]:
+    from ragstep.models import Chunk
+
     # Split on "\n" only: JSON escapes it inside strings, but not U+2028, U+0085 and the other breaks that
     # str.splitlines() would also cut at.
     return [Chunk.model_validate_json(line) for line in blobs.get(key).decode("utf-8").split("\n") if line]
@@ -155,6 +158,8 @@ def faq_entries_to_json(entries: Sequence[FaqEntry]) -> list[dict[str, Any]]:
 
 
 def faq_entries_from_json(items: Sequence[dict[str, Any]]) -> list[FaqEntry]:
+    from ragstep.parsers.faq import FaqEntry
+
     return [
         FaqEntry(
             standard_question=i["standard_question"],
@@ -173,6 +178,8 @@ def summaries_to_json(summaries: Sequence[DataFileSummary]) -> list[dict[str, An
 
 
 def summaries_from_json(items: Sequence[dict[str, Any]]) -> list[DataFileSummary]:
+    from ragstep.parsers import ColumnSummary, DataFileSummary
+
     return [
         DataFileSummary(
             filename=i["filename"],

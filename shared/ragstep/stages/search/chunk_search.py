@@ -13,8 +13,8 @@ WeKnora's search stage (v0.7) plus RAGFlow's zero-result fallback:
   fewer than ``embedding_top_k`` distinct entries, the search is repeated with a larger k (up to 5 rounds, starting at
   ``min(3 x embedding_top_k, 500)`` and doubling). A hit whose negative question equals the query is dropped; with FAQ
   priority on, FAQ scores are boosted and near-certain hits are flagged as direct answers.
-* Fusion (adaptive by default: min-max scores under weights scaled per query by how much of each list's head the
-  other retriever confirms; or fixed min-max, DBSF, weighted RRF: :mod:`ragstep.retrieval.fusion`), then
+* Fusion (absolute by default: cosines on the common scale of the query's embedding model plus raw BM25, neither
+  list normalised per query; or adaptive, fixed min-max, DBSF, weighted RRF: :mod:`ragstep.retrieval.fusion`), then
   deduplication by chunk id and by a hash of the normalised content.
 * Server-side fusion (an OpenSearch index with ``RAGSTEP_OPENSEARCH_SERVER_HYBRID``): a non-FAQ target with a query
   vector runs one ``hybrid`` query instead of the keyword + vector pair. Its hits come back fused by the search
@@ -23,9 +23,10 @@ WeKnora's search stage (v0.7) plus RAGFlow's zero-result fallback:
   client-fused lists, each chunk at its best score. The server returns only the combined score, so
   ``vector_threshold`` and ``keyword_threshold`` do not apply on that path (a target's candidates are the best
   ``pool`` of both clauses); FAQ targets and targets without a vector keep the pair and their thresholds. With
-  ``fusion=minmax`` or ``adaptive`` (the default) both sides compute a weighted mean of normalised scores in 0-1 (the
-  server min-max with the configured weights; adaptive min-max vectors and BM25 relative to the best, with the
-  query's), so merged scores compare; with ``rrf`` the
+  ``fusion=minmax``, ``adaptive`` or ``absolute`` (the default) both sides compute a weighted mean of scores in 0-1
+  (the server min-max with the configured weights; adaptive min-max vectors and BM25 relative to the best, with the
+  query's; absolute calibrated cosines and BM25 relative to the best, weighted by the best's raw BM25), so merged
+  scores compare; with ``rrf`` the
   client-fused scores are on RRF's far smaller scale.
 * Expansion: fewer than ``embedding_top_k`` results -> up to 5 keyword-only variants of the query widen the keyword
   list (new chunks join at its tail, scored below its last hit, so the first pass's ranking is kept:
@@ -61,7 +62,7 @@ from ragstep.models import (
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
 from ragstep.ports import Hit, SearchFilter, score_scale
 from ragstep.retrieval.expansion import expansion_variants
-from ragstep.retrieval.fusion import Fused, fuse_adaptive, fuse_dbsf, fuse_minmax, fuse_rrf
+from ragstep.retrieval.fusion import Fused, fuse_absolute, fuse_adaptive, fuse_dbsf, fuse_minmax, fuse_rrf
 from ragstep.retrieval.text import query_terms
 from ragstep.stages.search.retrievers import (
     STAGE,
@@ -72,6 +73,7 @@ from ragstep.stages.search.retrievers import (
     run_concurrently,
     search_pass,
     uses_server_hybrid,
+    vector_scale,
 )
 from ragstep.stages.search.scope import is_resolved, resolve_scope
 
@@ -130,8 +132,14 @@ def resolve_targets(state: PipelineState) -> tuple[list[Target], int]:
     return targets, len(request.knowledge_base_ids)
 
 
-def fuse(vector: Sequence[Hit], keyword: Sequence[Hit], cfg: RetrievalSettings) -> list[Fused]:
+def fuse(
+    vector: Sequence[Hit], keyword: Sequence[Hit], cfg: RetrievalSettings, scale: ScoreScale | None = COMMON_SCALE
+) -> list[Fused]:
+    """The configured fusion of one vector and one keyword list; ``scale``: the vector list's (:func:`vector_scale`),
+    read by ``absolute`` fusion only."""
     weights = {"w_vector": cfg.rrf_vector_weight, "w_keyword": cfg.rrf_keyword_weight}
+    if cfg.fusion == "absolute":
+        return fuse_absolute(vector, keyword, vector_scale=scale, **weights)
     if cfg.fusion == "adaptive":
         return fuse_adaptive(vector, keyword, **weights)
     if cfg.fusion == "minmax":
@@ -193,9 +201,15 @@ def merge_fused(*lists: Sequence[Fused]) -> list[Fused]:
     return sorted(best.values(), key=lambda f: -f.score)
 
 
-def rank(vector: Sequence[Hit], keyword: Sequence[Hit], server: Sequence[Fused], cfg: RetrievalSettings) -> list[Fused]:
+def rank(
+    vector: Sequence[Hit],
+    keyword: Sequence[Hit],
+    server: Sequence[Fused],
+    cfg: RetrievalSettings,
+    scale: ScoreScale | None = COMMON_SCALE,
+) -> list[Fused]:
     """The stage's ranking: the client-fused vector and keyword lists merged with the server-fused candidates."""
-    return merge_fused(fuse(vector, keyword, cfg), server)
+    return merge_fused(fuse(vector, keyword, cfg, scale), server)
 
 
 def server_fusion_detail(ctx: Context, cfg: RetrievalSettings, targets: int) -> dict[str, object]:
@@ -364,7 +378,8 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
     events += first.events
     vector_hits, keyword_hits, hybrid_hits = first.vector, first.keyword, first.hybrid
     server = server_fused(hybrid_hits)
-    results = hydrate(rank(vector_hits, keyword_hits, server, cfg), ctx, cfg.embedding_top_k)
+    scale = vector_scale(ctx, vectors)
+    results = hydrate(rank(vector_hits, keyword_hits, server, cfg, scale), ctx, cfg.embedding_top_k)
     detail: dict[str, object] = {}
 
     if cfg.enable_query_expansion and len(results) < cfg.embedding_top_k:
@@ -395,7 +410,7 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
             if added or added_server:
                 keyword_hits = [*keyword_hits, *added]
                 server = [*server, *keyword_only_fused(added_server, cfg)]
-                results = hydrate(rank(vector_hits, keyword_hits, server, cfg), ctx, cfg.embedding_top_k)
+                results = hydrate(rank(vector_hits, keyword_hits, server, cfg, scale), ctx, cfg.embedding_top_k)
             events.append(
                 TraceEvent(
                     stage=STAGE,
@@ -435,7 +450,7 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
             events += retry.events
             vector_hits, keyword_hits, hybrid_hits = retry.vector, retry.keyword, retry.hybrid
             server = server_fused(hybrid_hits)
-            results, _ = apply_faq_rules(hydrate(rank(vector_hits, keyword_hits, server, cfg), ctx,
+            results, _ = apply_faq_rules(hydrate(rank(vector_hits, keyword_hits, server, cfg, scale), ctx,
                                                  cfg.embedding_top_k), query, cfg, scales)  # fmt: skip
             events.append(
                 TraceEvent(

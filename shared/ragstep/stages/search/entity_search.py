@@ -14,12 +14,10 @@ them with everything else. Skips (trace ``skip`` rows): ``graph_off`` (no knowle
 
 from __future__ import annotations
 
-import difflib
 from typing import TYPE_CHECKING
 
 from ragstep.errors import RagstepError
 from ragstep.models import Chunk, MatchType, PipelineState, SearchResult, TraceEvent
-from ragstep.retrieval.graph_names import fuzzy_matches, normalise_name
 from ragstep.stages.search.chunk_search import content_key
 
 if TYPE_CHECKING:
@@ -32,6 +30,10 @@ NEIGHBOUR_FACTOR = 0.5
 
 def _matches(store: GraphStore, kb_ids: list[str], entities: list[str]) -> dict[str, tuple[str, str, float]]:
     """Node key -> (the entity that found it, how: exact | fuzzy, score)."""
+    import difflib
+
+    from ragstep.retrieval.graph_names import fuzzy_matches, normalise_name
+
     found: dict[str, tuple[str, str, float]] = {}
     keys = {normalise_name(e): e for e in entities if normalise_name(e)}
     for node in store.lookup(kb_ids, list(keys)):
@@ -61,6 +63,9 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
         return state.with_trace(TraceEvent(stage=STAGE, action="skip", reason="graph_off"))
     if not state.entities:
         return state.with_trace(TraceEvent(stage=STAGE, action="skip", reason="no_entities"))
+    # Only now: requests without a graph skip above (a chat function preloads this stage at start).
+    from ragstep.retrieval.graph_names import normalise_name
+
     limit = ctx.settings.graph_max_chunks
     try:
         store = ctx.graph

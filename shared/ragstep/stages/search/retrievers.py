@@ -7,7 +7,7 @@ search goes on with the others (WeKnora's rule: one broken retriever must not co
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -18,6 +18,7 @@ import numpy as np
 
 from ragstep.errors import ProviderError
 from ragstep.models import PipelineState, RetrievalSettings, TraceEvent
+from ragstep.models.scale import COMMON_SCALE, ScoreScale
 from ragstep.ports import Hit, HybridSearch, SearchFilter, score_scale, server_hybrid
 from ragstep.stages.embedding_cache import query_embedding
 
@@ -48,6 +49,14 @@ class Pass:
     hybrid_targets: frozenset[int] = frozenset()
     events: list[TraceEvent] = field(default_factory=list)
     faq_rounds: int = 0
+
+
+def vector_scale(ctx: Context, models: Iterable[str]) -> ScoreScale | None:
+    """The declared cosine scale of the vector list, whose hits come from the query embeddings of ``models``: that
+    model's scale when they are one model (or several on one scale), None when their scales differ (the list then
+    merges cosines of several scales by raw value, and fusion cannot read them on one scale)."""
+    scales = {score_scale(ctx.embedder(m)) for m in models}
+    return scales.pop() if len(scales) == 1 else (COMMON_SCALE if not scales else None)
 
 
 def best_per_chunk(lists: Sequence[Sequence[Hit]]) -> list[Hit]:

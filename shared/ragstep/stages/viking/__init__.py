@@ -1,2 +1,6 @@
 """OpenViking-style retrieval: intent_analysis -> hierarchical_search -> layered_context, over a
-:class:`ragstep.models.viking.VikingState` (each stage ``run(state, ctx) -> state``)."""
+:class:`ragstep.models.viking.VikingState` (each stage ``run(state, ctx) -> state``; ``find`` / ``search``).
+
+The pipelines' stages over the one :class:`~ragstep.models.PipelineState` (its ``viking`` part) wrap them:
+viking_intent -> viking_query (one typed query: a Map item) -> viking_merge -> viking_layered; ``viking_context``
+runs all three in one stage."""

@@ -12,17 +12,27 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from ragstep.errors import RagstepError
 from ragstep.models import ChunkType, KnowledgeBase, TraceEvent
-from ragstep.models.viking import Hierarchy, HierarchyNode, MatchedContext, RelatedContext, TypedQuery, VikingState
+from ragstep.models.viking import (
+    Hierarchy,
+    HierarchyNode,
+    MatchedContext,
+    RelatedContext,
+    TypedQuery,
+    TypedQueryOutcome,
+    VikingState,
+)
 from ragstep.ports import RerankCandidate, SearchFilter
 from ragstep.retrieval.fusion import fuse_minmax
-from ragstep.retrieval.hierarchy import ExploreConfig, explore
-from ragstep.retrieval.text import query_terms
+from ragstep.retrieval.hierarchy import MIN_CHILDREN, ExploreConfig, explore
+from ragstep.retrieval.text import overlap_coefficient, query_terms, token_set, tokenize
 from ragstep.retrieval.token_vector import TokenVectorReranker
 from ragstep.stages.viking.tree import hierarchy_of, memory_kb, skills_root, user_root
 
@@ -34,6 +44,7 @@ _LAYER_TYPES = (ChunkType.ABSTRACT, ChunkType.OVERVIEW)
 # Model-free and pure (no I/O): sub-folders are reranked with it whatever RAGSTEP_RERANKER says, as a rerank model
 # would cost a call per expanded folder.
 _CHILDREN_RERANKER = TokenVectorReranker()
+NO_QUERIES = TraceEvent(stage=STAGE, action="skip", reason="the plan has no queries: nothing to retrieve")
 
 
 def rerank_nodes(query: str, nodes: list[HierarchyNode]) -> list[float]:
@@ -51,10 +62,16 @@ class QueryOutcome:
 
 
 def node_scores(
-    query: str, kbs: list[KnowledgeBase], trees: dict[str, Hierarchy], ctx: Context
+    query: str, kbs: list[KnowledgeBase], trees: dict[str, Hierarchy], ctx: Context, limit: int = 10
 ) -> tuple[dict[str, float], dict[str, list[str]]]:
     """Each node's own score for ``query`` and each document's passages (best first), from one pooled search per
-    embedding model."""
+    embedding model.
+
+    Among the best ``max(2 x limit, 20)`` chunks (as many as the walk takes of a folder's children), a document
+    chunk that repeats one of a better-scored *other* document (contained in it, or a token overlap at or above
+    ``RAGSTEP_DUPLICATE_OVERLAP_THRESHOLD``, the flat search's merge's rule) is no evidence for its document:
+    CMake's ``OBJC_STANDARD`` and ``OBJCXX_STANDARD`` say the same sentences, and a dozen such copies pushed the
+    one document with the asked section out of the top 10 (`ragstep bench viking`)."""
     pool = ctx.settings.viking_candidate_pool
     by_model: dict[str, list[str]] = defaultdict(list)
     for kb in kbs:
@@ -63,6 +80,8 @@ def node_scores(
     passages: dict[str, list[str]] = defaultdict(list)
     docs = {kid: node for tree in trees.values() for kid, node in tree.by_knowledge().items()}
     terms = query_terms(query)
+    checked = max(2 * limit, MIN_CHILDREN)
+    duplicate = ctx.settings.duplicate_overlap_threshold
     for model, kb_ids in sorted(by_model.items()):
         flt = SearchFilter(knowledge_base_ids=tuple(kb_ids))
         keyword = ctx.index.keyword_search(terms, flt, pool, 0.0) if terms else []
@@ -72,20 +91,57 @@ def node_scores(
             vector = ctx.index.vector_search(embedder.embed_query(query), model, flt, pool, 0.0)
         fused = fuse_minmax(vector, keyword)
         chunks = ctx.index.fetch([f.chunk_id for f in fused])
-        for f in fused:
+        kept: list[tuple[str, str, frozenset[str]]] = []  # the best document chunks so far: (uri, text, tokens)
+        for i, f in enumerate(fused):
             chunk = chunks.get(f.chunk_id)
             if chunk is None:
                 continue
-            if chunk.chunk_type in _LAYER_TYPES:
+            is_layer = chunk.chunk_type in _LAYER_TYPES
+            if is_layer:
                 uri = str(chunk.metadata.get("viking_uri", ""))
             else:
                 node = docs.get(chunk.knowledge_id)
                 uri = node.uri if node else ""
-                if uri:
-                    passages[uri].append(chunk.content)
-            if uri and f.score > own.get(uri, float("-inf")):
+            if not uri:
+                continue
+            if i < checked and not uri.endswith("/"):  # folders' layers are no document's copy
+                tokens = token_set(chunk.content)
+                if _repeats(uri, chunk.content, tokens, kept, duplicate):
+                    continue
+                kept.append((uri, chunk.content, tokens))
+            if not is_layer:
+                passages[uri].append(chunk.content)
+            if f.score > own.get(uri, float("-inf")):
                 own[uri] = f.score
     return own, dict(passages)
+
+
+def _repeats(
+    uri: str, text: str, tokens: frozenset[str], kept: list[tuple[str, str, frozenset[str]]], threshold: float
+) -> bool:
+    """Whether ``text`` (of ``uri``) repeats a kept chunk of another node."""
+    return any(
+        u != uri and (text in t or t in text or overlap_coefficient(tokens, kt) >= threshold) for u, t, kt in kept
+    )
+
+
+def folder_evidence(query: str, nodes: dict[str, HierarchyNode], own: dict[str, float]) -> set[str]:
+    """The folders whose score may lift their documents in the final ranking: the query names the folder (a word
+    of its name is a query term) and its own layers matched the query (the search scored it).
+
+    A folder that only one of the two speaks for matched by accident: "Command Arguments" names CMake's
+    ``command/`` folder, whose layers the search did not find (the answer is a manual's section), and
+    "npm cache add" matched the layers of ``commands/``, which list ``npm cache``, without naming it (the answer
+    is ``using-npm/scripts.md``); both lifted ``commands/``'s documents over the answer (`ragstep bench viking`)."""
+    terms = set(query_terms(query))
+    return {
+        uri
+        for uri, score in own.items()
+        if score > 0
+        and uri in nodes
+        and not nodes[uri].is_leaf
+        and terms.intersection(tokenize(PurePosixPath(nodes[uri].path).name))
+    }
 
 
 def relations(node: HierarchyNode, tree: Hierarchy, own: dict[str, float], limit: int) -> list[RelatedContext]:
@@ -156,7 +212,8 @@ def search_one(
     )
     nodes = {uri: node for tree in trees.values() for uri, node in tree.nodes.items()}
     tree_of = {uri: tree for tree in trees.values() for uri in tree.nodes}
-    own, passages = node_scores(typed.query, kbs, trees, ctx)
+    own, passages = node_scores(typed.query, kbs, trees, ctx, limit)
+    evidence = folder_evidence(typed.query, nodes, own)
 
     def parent_of(uri: str) -> str | None:
         return nodes[uri].parent if uri in nodes else None
@@ -185,6 +242,7 @@ def search_one(
         # Only a rerank model is asked: the model-free reranker scores chunks, not abstracts, on another scale.
         rescore if s.reranker.strip().lower() != "none" else None,
         lambda uris: rerank_nodes(typed.query, [nodes[u] for u in uris]),
+        evidence.__contains__,
     )
     matches = []
     for uri in walk.ranking[:limit]:
@@ -218,23 +276,27 @@ def search_one(
     return QueryOutcome(matches, {u: passages[u] for u in walk.ranking[:limit] if u in passages}, event)
 
 
-def run(state: VikingState, ctx: Context) -> VikingState:
-    plan = state.plan
-    if plan is None or not plan.queries:
-        event = TraceEvent(stage=STAGE, action="skip", reason="the plan has no queries: nothing to retrieve")
-        return state.with_trace(event)
+def _scope_inputs(
+    state: VikingState, queries: list[TypedQuery], ctx: Context
+) -> tuple[list[KnowledgeBase], dict[str, Hierarchy], KnowledgeBase | None]:
+    """The request's knowledge bases, their trees, and the memories' (only when a query of ``queries`` asks)."""
     kbs = [kb for kid in state.knowledge_base_ids if (kb := ctx.catalog.get_kb(kid)) is not None]
     trees = {kb.id: hierarchy_of(kb, ctx) for kb in kbs}
-    queries = plan.queries
     memories = memory_kb(ctx) if any(q.context_type == "memory" for q in queries) else None
     if memories is not None:
         trees[memories.id] = hierarchy_of(memories, ctx)
-    args = (kbs, trees, ctx, state.limit, state.user, memories)
-    if len(queries) == 1:
-        outcomes = [search_one(queries[0], *args)]
-    else:  # typed queries are independent: run them at once on the shared pool
-        futures: list[Future[QueryOutcome]] = [ctx.executor.submit(search_one, q, *args) for q in queries]
-        outcomes = [f.result() for f in futures]
+    return kbs, trees, memories
+
+
+def search_query(typed: TypedQuery, state: VikingState, ctx: Context) -> QueryOutcome:
+    """One typed query of the plan on its own (an item of the typed queries' Map on Step Functions)."""
+    kbs, trees, memories = _scope_inputs(state, [typed], ctx)
+    return search_one(typed, kbs, trees, ctx, state.limit, state.user, memories)
+
+
+def merge(outcomes: Sequence[QueryOutcome | TypedQueryOutcome]) -> tuple[list[MatchedContext], dict[str, list[str]]]:
+    """The queries' matches as one ranking: each node once, at the best score any query gave it; a document's
+    passages as the first query (in the plan's order) that found it saw them."""
     best: dict[str, MatchedContext] = {}
     passages: dict[str, list[str]] = {}
     for outcome in outcomes:
@@ -243,6 +305,21 @@ def run(state: VikingState, ctx: Context) -> VikingState:
                 best[m.uri] = m
         for uri, texts in outcome.passages.items():
             passages.setdefault(uri, texts)
-    matches = sorted(best.values(), key=lambda m: (-m.score, m.uri))
+    return sorted(best.values(), key=lambda m: (-m.score, m.uri)), passages
+
+
+def run(state: VikingState, ctx: Context) -> VikingState:
+    plan = state.plan
+    if plan is None or not plan.queries:
+        return state.with_trace(NO_QUERIES)
+    queries = plan.queries
+    kbs, trees, memories = _scope_inputs(state, queries, ctx)
+    args = (kbs, trees, ctx, state.limit, state.user, memories)
+    if len(queries) == 1:
+        outcomes = [search_one(queries[0], *args)]
+    else:  # typed queries are independent: run them at once on the shared pool
+        futures: list[Future[QueryOutcome]] = [ctx.executor.submit(search_one, q, *args) for q in queries]
+        outcomes = [f.result() for f in futures]
+    matches, passages = merge(outcomes)
     events = [o.event for o in outcomes if o.event is not None]
     return state.model_copy(update={"matches": matches, "passages": passages, "trace": [*state.trace, *events]})

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ragstep.models import ChunkType, MatchType, PipelineState, SearchResult
-from ragstep.models.viking import LayeredItem, MatchedContext, VikingState
+from ragstep.models.viking import LayeredItem, MatchedContext, VikingPart, VikingState
 from ragstep.stages.viking import hierarchical_search, intent_analysis, layered_context
 from ragstep.stages.viking.tree import check_user, layer_knowledge_id
 
@@ -40,8 +40,11 @@ def as_result(item: LayeredItem, match: MatchedContext) -> SearchResult:
     )
 
 
-def run(state: PipelineState, ctx: Context) -> PipelineState:
-    viking = VikingState(
+def viking_state(state: PipelineState, ctx: Context, part: VikingPart | None = None) -> VikingState:
+    """The viking stages' own state for the pipeline state's request, carrying what ``part`` holds so far (the split
+    stages rebuild it in each of them: everything else in it follows from the request and the settings)."""
+    part = part or VikingPart()
+    return VikingState(
         tenant_id=state.tenant_id,
         query=state.search_query,
         knowledge_base_ids=[kb.id for kb in state.knowledge_bases],
@@ -50,10 +53,22 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
         analyse=True,
         limit=state.retrieval.rerank_top_k,
         budget=ctx.settings.viking_context_budget,
+        plan=part.plan,
+        matches=part.matches,
+        passages=part.passages,
+        layered=part.layered,
     )
-    for stage in (intent_analysis, hierarchical_search, layered_context):
-        viking = stage.run(viking, ctx)
+
+
+def laid_out(viking: VikingState) -> list[SearchResult]:
+    """Each laid-out match as one result, in the layered context's order."""
     matches = {m.uri: m for m in viking.matches}
     items = viking.layered.items if viking.layered is not None else []
-    results = [as_result(item, matches[item.uri]) for item in items if item.uri in matches]
-    return state.with_results("final_results", results, *viking.trace)
+    return [as_result(item, matches[item.uri]) for item in items if item.uri in matches]
+
+
+def run(state: PipelineState, ctx: Context) -> PipelineState:
+    viking = viking_state(state, ctx)
+    for stage in (intent_analysis, hierarchical_search, layered_context):
+        viking = stage.run(viking, ctx)
+    return state.with_results("final_results", laid_out(viking), *viking.trace)

@@ -1,0 +1,5 @@
+"""Lambda function of the ``viking_layered`` stage (the logic lives in ragstep.entry.aws.stage, in the shared layer)."""
+
+from ragstep.entry.aws.stage import stage_handler
+
+handler = stage_handler("viking_layered")
