@@ -110,8 +110,8 @@ def first_pass(
     codes = sp.codes
     assert codes is not None
     n = codes.shape[0]
-    if sp.signs is None and sp.partition is None and n >= signs.MIN_ROWS and sp.quantizer is not None:
-        sp.signs = signs.encode(codes, sp.quantizer)  # a snapshot of an older version: made once, at first use
+    # A snapshot of an older version has no sign codes: every code is scanned, as that version did. Making them
+    # here would cost each new process (every CLI command) 0.3-0.6 s at 100k rows until the next write rebuilds it.
     if sp.signs is not None and sp.partition is None and sp.signs.share <= signs.MAX_SHARE:
         codes_signs, qw, dist = sp.signs, sp.signs.query_words(q), np.empty(n, dtype=np.uint16)
         scan(n, lambda lo, hi, _out: codes_signs.distances(qw, lo, hi, dist[lo:hi]))  # threads, as a scan's blocks
