@@ -44,6 +44,7 @@ OVER_BUDGET: dict[str, str] = {
         "ChatStreamFunction",
         "SlackWorkerFunction",
         "RetrievalEventsFunction",
+        "VikingQueryFunction",
     )
 }
 
