@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 import socket
 from collections.abc import Callable
 
@@ -12,8 +14,10 @@ from ragstep.adapters.embedders import OpenAIEmbedder, PrecomputedEmbedder
 from ragstep.app.search import new_state
 from ragstep.context import Context
 from ragstep.models import Chunk, Knowledge, KnowledgeBase, MatchType, SearchRequest
+from ragstep.retrieval.fusion import Fused
 from ragstep.stages.search import chunk_search
 from ragstep.stages.search.chunk_search import candidate_pool, content_key
+from ragstep.stages.search.hydrate import HYDRATE_SPARE, hydrate
 
 DIM = 8
 
@@ -48,6 +52,34 @@ def test_candidate_pool(match_count: int, n_kbs: int, pool: int) -> None:
 def test_content_key_normalises_case_and_whitespace() -> None:
     assert content_key("Hello   World\n") == content_key("hello world")
     assert content_key("hello world") != content_key("hello worlds")
+
+
+def test_content_key_knows_the_whitespace_the_regex_knew() -> None:
+    # Unicode spaces, separators and control characters that str.split() and re's \s both treat as whitespace.
+    text = "\u00a0 Tab\there\u2003em\u3000ideo\x1cfs\x85nel\u2028line \x0bvt\x0cff\r\n"
+    regex = hashlib.md5(re.sub(r"\s+", " ", text.lower()).strip().encode("utf-8")).hexdigest()
+    assert content_key(text) == regex == content_key("tab here em ideo fs nel line vt ff")
+
+
+def test_hydrate_reads_past_duplicates_to_fill_the_results(ctx: Context, make_kb: Callable[..., KnowledgeBase]) -> None:
+    """The first read holds ``limit + HYDRATE_SPARE`` candidates; when duplicates (and a deleted chunk) leave the
+    results short, the rest of the over-fetched head is read, in the fused order."""
+    kb = make_kb("hydrate")
+    limit = 3
+    first = limit + HYDRATE_SPARE
+    texts = ["One Text", "Two text"] + [f"{'one' if i % 2 else 'two'}   TEXT" for i in range(first - 3)]
+    texts += [f"distinct {i}" for i in range(6)]
+    add_doc(ctx, kb, "d", texts, None)
+    ids = [f"d-{i}" for i in range(len(texts))]
+    order = [ids[0], "deleted", *ids[1:]]  # the first read: 2 distinct contents, a deleted id and duplicates
+    fused = [Fused(cid, 1 - i / 100, MatchType.KEYWORD, keyword_rank=i + 1) for i, cid in enumerate(order)]
+    results = hydrate(fused, ctx, limit)
+    assert [r.id for r in results] == [ids[0], ids[1], ids[first - 1]]
+    assert [r.content for r in results] == ["One Text", "Two text", "distinct 0"]
+    assert [r.metadata["retrieval"]["keyword_rank"] for r in results] == [1, 3, first + 1]
+    # Without duplicates the first read fills them all.
+    clean = [f for f in fused if f.chunk_id in {ids[0], ids[1], *ids[first - 1 :]}]
+    assert [r.content for r in hydrate(clean, ctx, limit)] == ["One Text", "Two text", "distinct 0"]
 
 
 @pytest.fixture

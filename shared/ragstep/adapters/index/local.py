@@ -58,6 +58,7 @@ import numpy as np
 
 from ragstep.adapters._sqlite import SqliteDatabase
 from ragstep.adapters.index._build import stream_snapshot
+from ragstep.adapters.index._ids import ids_at
 from ragstep.adapters.index._replace import checked_replacement
 from ragstep.adapters.index._snapshot import (
     Snapshot,
@@ -324,15 +325,16 @@ class LocalSearchIndex:
         best = touched[top(acc[touched], top_k)]
         if best.size == 0:
             return []
-        top_score = float(acc[best[0]])
-        hits = []
-        for pos in best:
-            raw = float(acc[pos])
+        raws = acc[best].tolist()  # Python floats at once, not a numpy scalar a hit
+        top_score = raws[0]
+        kept = []
+        for raw in raws:
             score = raw / top_score
             if score < threshold:
                 break  # best-first order: everything after scores lower
-            hits.append(Hit(snap.ids[pos], score, raw))
-        return hits
+            kept.append((score, raw))
+        ids = ids_at(snap.ids, best[: len(kept)])
+        return [Hit(cid, score, raw) for cid, (score, raw) in zip(ids, kept, strict=True)]
 
     def bm25_stats(self, tokens: Sequence[str], flt: SearchFilter) -> Bm25Stats:
         """This index's part of the BM25 statistics of a search spanning several indexes: the chunks and tokens of
@@ -392,7 +394,8 @@ class LocalSearchIndex:
             rows = sp.rows
         scores[scores < threshold] = -np.inf
         best = top(scores, top_k)
-        return [Hit(snap.ids[rows[i]], float(scores[i]), float(scores[i])) for i in best]
+        found = scores[best].tolist()
+        return [Hit(cid, s, s) for cid, s in zip(ids_at(snap.ids, rows[best]), found, strict=True)]
 
     def _probe(
         self, sp: Space, q: np.ndarray, allowed: np.ndarray, selected: int, want: int, w: np.ndarray, bias: float

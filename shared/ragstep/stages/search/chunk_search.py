@@ -39,10 +39,7 @@ WeKnora's search stage (v0.7) plus RAGFlow's zero-result fallback:
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -64,6 +61,8 @@ from ragstep.ports import Hit, SearchFilter, score_scale
 from ragstep.retrieval.expansion import expansion_variants
 from ragstep.retrieval.fusion import Fused, fuse_absolute, fuse_adaptive, fuse_dbsf, fuse_minmax, fuse_rrf
 from ragstep.retrieval.text import query_terms
+from ragstep.stages.search.hydrate import ServerFused, hydrate
+from ragstep.stages.search.hydrate import content_key as content_key  # imported from here by other stages, tests
 from ragstep.stages.search.retrievers import (
     STAGE,
     Target,
@@ -81,26 +80,11 @@ if TYPE_CHECKING:
     from ragstep.context import Context
     from ragstep.stages.search.web_search import WebBranch
 
-_SPACES = re.compile(r"\s+")
-
-
-@dataclass(frozen=True, slots=True)
-class ServerFused(Fused):
-    """A hit of a server-side ``hybrid`` query: fused by the OpenSearch search pipeline, only the combined score and
-    the rank in its list are known."""
-
-    hybrid_rank: int = 0
-
 
 def candidate_pool(match_count: int, n_kbs: int, cfg: RetrievalSettings | None = None) -> int:
     cfg = cfg or RetrievalSettings()
     return min(max(cfg.candidate_pool_multiplier * match_count, cfg.candidate_pool_min) * max(1, n_kbs),
                cfg.candidate_pool_max)  # fmt: skip
-
-
-def content_key(text: str) -> str:
-    """MD5 of lower-cased, whitespace-normalised content: two chunks with the same key are duplicates."""
-    return hashlib.md5(_SPACES.sub(" ", text.lower()).strip().encode("utf-8")).hexdigest()
 
 
 def resolve_targets(state: PipelineState) -> tuple[list[Target], int]:
@@ -221,65 +205,6 @@ def server_fusion_detail(ctx: Context, cfg: RetrievalSettings, targets: int) -> 
             detail["pipeline"] = hybrid_index.pipeline_name(cfg.rrf_keyword_weight, cfg.rrf_vector_weight)
     detail["thresholds_applied"] = False
     return detail
-
-
-# -- from hits to results -------------------------------------------------------------------------------------------
-
-
-def hydrate(fused: Sequence[Fused], ctx: Context, limit: int) -> list[SearchResult]:
-    """Load the best fused candidates from the index, drop content duplicates, keep ``limit``."""
-    head = fused[: limit * 2 + 10]  # over-fetch a little so duplicates do not leave the list short
-    chunks = ctx.index.fetch([f.chunk_id for f in head])
-    seen: set[str] = set()
-    out: list[SearchResult] = []
-    for f in head:
-        chunk = chunks.get(f.chunk_id)
-        if chunk is None:  # deleted between search and fetch
-            continue
-        # Parent-child ingestion: the child matched, its parent's text is what the result carries (children of one
-        # parent then fold into one result here, as content duplicates).
-        parent = chunk.metadata.get("parent_content")
-        content = parent if isinstance(parent, str) and parent else chunk.content
-        key = content_key(content)
-        if key in seen:
-            continue
-        seen.add(key)
-        retrieval: dict[str, object] = {
-            k: v
-            for k, v in (
-                ("vector_score", f.vector_score),
-                ("keyword_score", f.keyword_score),
-                ("vector_rank", f.vector_rank),
-                ("keyword_rank", f.keyword_rank),
-            )
-            if v is not None
-        }
-        if isinstance(f, ServerFused):  # fused by the OpenSearch search pipeline: only the combined score exists
-            retrieval.update(fusion="server", hybrid_score=f.score, hybrid_rank=f.hybrid_rank)
-        metadata = {**chunk.metadata, "retrieval": retrieval}
-        start_at, end_at, match_type = chunk.start_at, chunk.end_at, f.match_type
-        if content is not chunk.content:
-            # The parent's span, so merge stitches and contains by the text the result shows; the child's is kept.
-            del metadata["parent_content"]
-            metadata.update(child_start_at=chunk.start_at, child_end_at=chunk.end_at)
-            start_at = int(metadata.get("parent_start_at", start_at))
-            end_at = int(metadata.get("parent_end_at", end_at))
-            match_type = MatchType.PARENT
-        out.append(
-            SearchResult.from_chunk(
-                chunk,
-                id=chunk.parent_id if chunk.chunk_type == ChunkType.FAQ and chunk.parent_id else chunk.id,
-                content=content,
-                start_at=start_at,
-                end_at=end_at,
-                score=f.score,
-                match_type=MatchType.FAQ if chunk.chunk_type == ChunkType.FAQ else match_type,
-                metadata=metadata,
-            )
-        )
-        if len(out) >= limit:
-            break
-    return out
 
 
 def _norm(text: str) -> str:
