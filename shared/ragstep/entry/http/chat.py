@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -287,6 +287,18 @@ def relay(run: Run) -> Generator[StreamEvent, None, PipelineState | None]:
     return None
 
 
+class Relayed:
+    """The run's events (:func:`relay`) for a ``for`` loop; :attr:`final` is its final state once the loop has ended
+    (None when its session's answer was stopped, or while it has not ended)."""
+
+    def __init__(self, run: Run) -> None:
+        self.final: PipelineState | None = None
+        self._events = relay(run)
+
+    def __iter__(self) -> Iterator[StreamEvent]:
+        self.final = yield from self._events
+
+
 def stream_error(exc: BaseException) -> dict[str, str]:
     """An error after the stream started, as the frame's ``error`` object (the server's log has any details)."""
     if isinstance(exc, RagstepError):
@@ -325,14 +337,9 @@ def completion_frames(plan: Plan, run: Run, include_usage: bool, usage_meter: Me
     def answer() -> Generator[bytes, None, None]:
         shown: list[str] = []
         references: list[Any] = []
-        events = relay(run)
+        relayed = Relayed(run)
         try:
-            while True:
-                try:
-                    event = next(events)
-                except StopIteration as done:
-                    final: PipelineState | None = done.value
-                    break
+            for event in relayed:
                 if event.event == "answer":
                     shown.append(event.data["delta"])
                     yield chunk({"content": event.data["delta"]})
@@ -343,6 +350,7 @@ def completion_frames(plan: Plan, run: Run, include_usage: bool, usage_meter: Me
         except Exception as exc:
             yield data_frame({"error": stream_error(exc)})
             return
+        final = relayed.final
         if final is not None:
             answer = final.chat.answer
             if not shown and answer:  # a pipeline that does not stream: the whole answer at once

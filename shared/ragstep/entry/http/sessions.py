@@ -22,8 +22,8 @@ from ragstep.entry.http.chat import (
     ERROR_RESPONSES,
     ChatContext,
     Plan,
+    Relayed,
     Run,
-    relay,
     report,
     sse_response,
     start,
@@ -31,7 +31,7 @@ from ragstep.entry.http.chat import (
 )
 from ragstep.entry.http.deps import meter
 from ragstep.entry.http.sse import SSEResponse, event_frame
-from ragstep.models import ChatRequest, HistoryRound, PipelineState, RetrievalOverrides, SessionSummary, Turn
+from ragstep.models import ChatRequest, HistoryRound, RetrievalOverrides, SessionSummary, Turn
 from ragstep.stages.chat.common import context_results
 
 router = APIRouter()
@@ -157,14 +157,9 @@ def knowledge_frames(query: str, session_id: str | None, run: Run, usage_meter: 
     # ``complete``'s data.
     yield frame("agent_query", query, True, session_id=session_id)
     shown = referenced = False
-    events = relay(run)
+    relayed = Relayed(run)
     try:
-        while True:
-            try:
-                event = next(events)
-            except StopIteration as done:
-                final: PipelineState | None = done.value
-                break
+        for event in relayed:
             if event.event == "references":
                 referenced = True
                 yield frame("references", knowledge_references=event.data.get("results", []))
@@ -177,6 +172,7 @@ def knowledge_frames(query: str, session_id: str | None, run: Run, usage_meter: 
         error = stream_error(exc)
         yield frame("error", error["message"], True, data={"error": error["code"]})
         return
+    final = relayed.final
     if final is None:
         yield frame("complete", "", True, session_id=session_id, data={"interrupted": True})
         return
