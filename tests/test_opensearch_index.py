@@ -59,6 +59,7 @@ from ragstep.context import Clients, Context
 from ragstep.errors import ConflictError, InputError, StorageError
 from ragstep.models import Chunk, ChunkType, Knowledge, KnowledgeBase, KnowledgeBaseType, MatchType, SearchRequest
 from ragstep.ports import SearchFilter, SearchIndex
+from ragstep.retrieval.fusion import KEYWORD_UNIT, VECTOR_EVIDENCE_POWER
 from ragstep.retrieval.text import query_terms, tokenize
 from ragstep.settings import Settings
 from ragstep.stages.search import chunk_search
@@ -1165,12 +1166,13 @@ def test_stage_merges_server_fused_and_client_fused_targets(
     state = search(
         stage_services, query="vector search", knowledge_base_ids=["kb-doc", "kb-faq"], overrides={"embedding_top_k": 3}
     )
-    # The FAQ target's two lists (one hit each) fused on absolute scales: cosine 0.9, and 5 points of BM25 weigh a
-    # quarter of the keyword weight's 20-point unit (min-max fusion gave the lone hit 0.7 + 0.3 = 1.0).
-    wk = 0.3 * 5.0 / 20
+    # The FAQ target's two lists (one hit each) fused on absolute scales: cosine 0.9 (the vector weight times the
+    # list's best cosine to VECTOR_EVIDENCE_POWER), and 5 points of BM25 in the keyword weight's unit (min-max fusion
+    # gave the lone hit 0.7 + 0.3 = 1.0).
+    wv, wk = 0.7 * 0.9**VECTOR_EVIDENCE_POWER, 0.3 * 5.0 / KEYWORD_UNIT
     assert [(r.id, r.score, r.match_type) for r in state.search_results] == [
         ("c1", 0.95, MatchType.HYBRID),
-        ("entry-1", pytest.approx((0.7 * 0.9 + wk) / (0.7 + wk)), MatchType.FAQ),
+        ("entry-1", pytest.approx((wv * 0.9 + wk) / (wv + wk)), MatchType.FAQ),
         ("c2", 0.4, MatchType.HYBRID),
     ]
     by_kind: dict[str, list[list[str]]] = {}

@@ -32,7 +32,7 @@ from ragstep.errors import InputError, ProviderError
 from ragstep.models import Chunk
 from ragstep.ports import Reranker
 from ragstep.retrieval.text import query_terms, tokenize
-from ragstep.retrieval.token_vector import _is_latin, _normalise, _QueryMatcher
+from ragstep.retrieval.token_vector import _HAN_CHARS, _has_han, _is_han, _is_latin, _normalise, _QueryMatcher
 from ragstep.settings import Settings
 from support.scripted_http import RecordedRequest, ScriptedHTTPServer, ScriptedResponse
 
@@ -620,6 +620,21 @@ def test_the_latin_test_is_the_regex_class_for_every_code_point():
     assert [cp for cp in range(0x110000) if _is_latin(chr(cp)) != (latin(chr(cp)) is not None)] == []
 
 
+def test_the_han_test_is_the_regex_class_for_every_code_point():
+    han = re.compile(f"[{_HAN_CHARS}]").match
+    assert [cp for cp in range(0x110000) if _is_han(chr(cp)) != (han(chr(cp)) is not None)] == []
+    assert _has_han("api文档") and not _has_han("api") and not _has_han("café") and not _has_han("")
+
+
+def test_ascii_text_skips_nfkc_because_nfkc_leaves_it_unchanged():
+    import unicodedata
+
+    ascii_text = "".join(map(chr, range(128)))
+    assert unicodedata.normalize("NFKC", ascii_text) == ascii_text
+    assert _normalise(ascii_text) == ascii_text.lower()
+    assert _normalise("Ｆｕｌｌ－ｗｉｄｔｈ ＡＰＩ") == "full-width api"  # non-ASCII still goes through NFKC
+
+
 @pytest.mark.parametrize(
     ("query", "text", "counts", "found"),
     [
@@ -768,7 +783,7 @@ def test_cosines_are_read_on_the_embedding_models_declared_scale():
     from ragstep.models.scale import ScoreScale
 
     scale = ScoreScale(zero=0.77, span=0.2)
-    reranker = TokenVectorReranker()
+    reranker = TokenVectorReranker(vector_power=0)  # fixed 0.3 / 0.7: the scale alone (evidence: next test)
     q = np.array([1.0, 0.0])
 
     def at(cos: float) -> list[float]:
@@ -781,6 +796,41 @@ def test_cosines_are_read_on_the_embedding_models_declared_scale():
     assert raw[:3] == pytest.approx([0.7 * 0.77, 0.7 * 0.88, 0.7 * 0.995])  # every one above 0.2 on raw cosines
     assert scaled[:3] == pytest.approx([0.0, 0.7 * 0.55, 0.7 * 1.0])  # below 0 and above 1 are clipped
     assert scaled[3] == raw[3]  # no vector: tokens alone, whatever the scale
+
+
+def test_vector_half_weighs_by_the_querys_best_cosine():
+    # Issue 17: the vector weight is 0.7 x top^1.5 (top: the best calibrated cosine among the candidates), as fusion
+    # weighs the vector list, renormalised with the token weight so scores stay in 0-1.
+    q = [1.0, 0.0]
+
+    def at(cos: float) -> list[float]:
+        return [cos, math.sqrt(1 - cos * cos)]
+
+    def scored(top: float, reranker: TokenVectorReranker | None = None) -> list[float]:
+        # The same two candidates (cosine 0.3 with the terms, and 0.3 without) next to a best one at ``top``.
+        items = [RerankCandidate("alpha beta", vector=at(0.3)), RerankCandidate("gamma", vector=at(0.3)),
+                 RerankCandidate("gamma", vector=at(top))]  # fmt: skip
+        return (reranker or TokenVectorReranker()).rerank_candidates("alpha beta", items, q)
+
+    reranker = TokenVectorReranker()
+    token = reranker.token_similarity("alpha beta", [RerankCandidate("alpha beta"), RerankCandidate("gamma")])
+    # Full evidence: RAGFlow's fixed 0.3 / 0.7.
+    assert scored(1.0)[:2] == pytest.approx([0.3 * token[0] + 0.7 * 0.3, 0.7 * 0.3])
+    # Weak evidence: the vector weight 0.7 x 0.5^1.5 against the token weight 0.3.
+    wv = 0.7 * 0.5**1.5
+    assert scored(0.5)[:2] == pytest.approx([(0.3 * token[0] + wv * 0.3) / (0.3 + wv), wv * 0.3 / (0.3 + wv)])
+    # Monotonic: the weaker the vector evidence, the more the terms count (the term-matching candidate's lead
+    # over the one matched by its vector only grows), and every score stays in 0-1.
+    leads = [a - b for a, b, _ in map(scored, (1.0, 0.9, 0.7, 0.5, 0.3))]
+    assert leads == sorted(leads) and leads[0] < leads[-1]
+    assert all(0.0 <= s <= 1.0 for top in (1.0, 0.5, 0.3) for s in scored(top))
+    # Power 0, and RAGFlow's formula by default, keep the fixed weights whatever the evidence.
+    fixed = scored(0.5, TokenVectorReranker(vector_power=0))
+    assert fixed[:2] == pytest.approx([0.3 * token[0] + 0.7 * 0.3, 0.7 * 0.3])
+    ragflow = TokenVectorReranker(formula="ragflow")
+    assert scored(0.5, ragflow) == pytest.approx(scored(0.5, TokenVectorReranker(formula="ragflow", vector_power=0)))
+    with pytest.raises(InputError, match="vector_power must be in"):
+        TokenVectorReranker(vector_power=-1)
 
 
 def test_scores_stay_in_unit_interval():

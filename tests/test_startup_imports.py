@@ -27,7 +27,7 @@ HEAVY = [
 # Runs the command line in this interpreter, as the console script does, then reports what it printed, its exit
 # status and which of the named modules were imported.
 CHILD = """
-import contextlib, io, json, runpy, sys
+import contextlib, gc, io, json, runpy, sys
 argv, watched = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 sys.argv = ["ragstep", *argv]
 out = io.StringIO()
@@ -37,7 +37,7 @@ with contextlib.redirect_stdout(out):
         status = 0
     except SystemExit as exc:
         status = exc.code or 0
-print(json.dumps({"status": status, "out": out.getvalue(),
+print(json.dumps({"status": status, "out": out.getvalue(), "gc_enabled": gc.isenabled(),
                   "loaded": sorted(m for m in watched if m in sys.modules)}))
 """
 
@@ -94,12 +94,26 @@ def test_a_keyword_search_loads_no_http_aws_or_model_engine(bm25_kb: Path) -> No
     watched = [
         *[m for m in HEAVY if m != "numpy"], "pydantic_settings", "ragstep.models.ingest", "ragstep.models.tenancy",
         "ragstep.parsers", "ragstep.stages.search.web_search", "ragstep.adapters.embedders.local",
+        "ragstep.models.llm",  # the chat models' value types, re-exported by ragstep.ports on first use
     ]  # fmt: skip
     got = run_cli(["search", "what does a new environment import?", "--kb", "notes", "--json"], watched, bm25_kb)
     assert got["status"] == 0
     results = json.loads(got["out"])["results"]
     assert results and results[0]["knowledge_filename"] == "cold-starts.md"
     assert got["loaded"] == []
+    # The command was the whole process: the cyclic collector stayed off to the end (collector_paused).
+    assert got["gc_enabled"] is False
+
+
+def test_a_search_called_from_python_leaves_the_collector_as_it_was(bm25_kb: Path) -> None:
+    """``main(argv)`` from Python code (not the process's own command line) switches the collector back on."""
+    import gc
+
+    from ragstep.entry.cli.main import main
+
+    assert gc.isenabled()
+    assert main(["--data-dir", str(bm25_kb), "search", "what does a new environment import?", "--kb", "notes"]) == 0
+    assert gc.isenabled()
 
 
 def test_the_streaming_chat_function_imports_no_unused_backend_at_start() -> None:
@@ -119,9 +133,10 @@ def test_the_streaming_chat_function_imports_no_unused_backend_at_start() -> Non
     assert json.loads(run.stdout.strip().splitlines()[-1]) == []
 
 
-def test_the_streaming_chat_function_starts_with_the_chat_routers_and_common_stages_only(tmp_path: Path) -> None:
-    """After ``LambdaApp.start`` (the environment's init): the chat and sessions routers and the default pipeline's
-    stages are in; the HTTP API's other routers, and the stages of pipelines few answers use, are not. Nor is what
+def test_the_streaming_chat_function_starts_with_the_chat_routes_and_common_stages_only(tmp_path: Path) -> None:
+    """After ``LambdaApp.start`` (the environment's init): the Starlette app of the chat routes and the default
+    pipeline's stages are in; FastAPI (any ``fastapi`` module: issue #14, the function's app does without it), the
+    HTTP API's routers, and the stages of pipelines few answers use, are not. Nor is what
     only some steps of the preloaded stages use (issue #14): the graph's models and prompt (a request with a graph
     and a generative model), the data analysis' models and prompt (results from a data file), the ingest models and
     the parsers (the data-analysis stage reads only ingestion's key layout)."""
@@ -129,9 +144,11 @@ def test_the_streaming_chat_function_starts_with_the_chat_routers_and_common_sta
         "import json, sys\n"
         "from ragstep.entry.aws.stream_url import LambdaApp\n"
         "LambdaApp().start()\n"
-        "print(json.dumps(sorted(m for m in json.loads(sys.argv[1]) if m in sys.modules)))\n"
+        "fastapi = [m for m in sys.modules if m.split('.')[0] == 'fastapi']\n"
+        "print(json.dumps(sorted(m for m in json.loads(sys.argv[1]) if m in sys.modules) + fastapi))\n"
     )
-    http = [f"ragstep.entry.http.{name}" for name in ("chat", "sessions", "knowledge", "uploads", "viking", "admin")]
+    names = ("app", "chat", "sessions", "knowledge", "uploads", "viking", "admin", "deps")
+    http = [f"ragstep.entry.http.{name}" for name in (*names, "chat_app", "completions", "conversations")]
     stages = ["ragstep.stages.search.chunk_search", "ragstep.stages.viking.viking_context"]
     by_steps = [
         "ragstep.retrieval.graph_extraction", "ragstep.models.graph", "ragstep.retrieval.graph_names", "difflib",
@@ -145,7 +162,12 @@ def test_the_streaming_chat_function_starts_with_the_chat_routers_and_common_sta
     )
     assert run.returncode == 0, run.stderr[-2000:]
     loaded = json.loads(run.stdout.strip().splitlines()[-1])
-    assert loaded == ["ragstep.entry.http.chat", "ragstep.entry.http.sessions", "ragstep.stages.search.chunk_search"]
+    assert loaded == [
+        "ragstep.entry.http.chat_app",
+        "ragstep.entry.http.completions",
+        "ragstep.entry.http.conversations",
+        "ragstep.stages.search.chunk_search",
+    ]
 
 
 def test_every_public_model_name_resolves_from_the_package() -> None:

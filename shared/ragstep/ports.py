@@ -9,13 +9,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeAlias, runtime_checkable
 
-# The chat models' value types live with the contract; imported from here as before (explicit re-exports).
-from ragstep.models.llm import ChatDelta as ChatDelta
-from ragstep.models.llm import ChatGrounding as ChatGrounding
-from ragstep.models.llm import ChatMessage as ChatMessage
-from ragstep.models.llm import ChatOptions as ChatOptions
-from ragstep.models.llm import ChatResponse as ChatResponse
-from ragstep.models.llm import ChatUsage as ChatUsage
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
 
 if TYPE_CHECKING:  # annotations only: stages that never touch vectors (ingest_parse) load no numpy
@@ -27,9 +20,29 @@ if TYPE_CHECKING:  # annotations only: stages that never touch vectors (ingest_p
     from ragstep.models.analysis import DataTable, QueryResult
     from ragstep.models.catalog import IngestionJob
     from ragstep.models.graph import GraphExtraction, GraphNode
+
+    # The chat models' value types live with the contract; imported from here as before (explicit re-exports,
+    # loaded on first use by __getattr__ below).
+    from ragstep.models.llm import ChatDelta as ChatDelta
+    from ragstep.models.llm import ChatGrounding as ChatGrounding
+    from ragstep.models.llm import ChatMessage as ChatMessage
+    from ragstep.models.llm import ChatOptions as ChatOptions
+    from ragstep.models.llm import ChatResponse as ChatResponse
+    from ragstep.models.llm import ChatUsage as ChatUsage
     from ragstep.models.retrieval_events import ReplyTarget
     from ragstep.models.tenancy import ApiKey, Tenant, UsagePeriod, UsageRecord, UsageRow
     from ragstep.models.web import WebPage
+
+_LLM_TYPES = frozenset({"ChatDelta", "ChatGrounding", "ChatMessage", "ChatOptions", "ChatResponse", "ChatUsage"})
+
+
+def __getattr__(name: str) -> Any:
+    # Six frozen dataclasses cost ~7 ms to create: a search (whose pipeline modules import this one) never uses them.
+    if name in _LLM_TYPES:
+        from ragstep.models import llm
+
+        return getattr(llm, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import ConfigDict, Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 from ragstep.errors import InputError, StorageError
+from ragstep.models.base import empty_list
 from ragstep.models.search import RetrievalSettings
 
 if TYPE_CHECKING:
@@ -339,7 +340,7 @@ class Settings(RetrievalSettings):
     web_search_tavily_url: str = "https://api.tavily.com/search"
     web_search_tavily_api_key: SecretStr | None = None
     # Pages never used: "/regex/" or a glob over the whole URL ("*://*.example.com/*"); JSON list in the environment.
-    web_search_blacklist: list[str] = Field(default_factory=list)
+    web_search_blacklist: list[str] = Field(default_factory=empty_list)
     # One provider call may take this long; past it the web branch is dropped with a degrade row.
     web_search_timeout_s: Annotated[float, Field(gt=0, le=120)] = 8.0
 

@@ -7,7 +7,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +20,7 @@ from ragstep.app.keys import create_key
 from ragstep.app.sessions import is_opening, list_sessions
 from ragstep.context import Clients, Context
 from ragstep.entry.http.app import create_app
+from ragstep.entry.http.chat_app import create_chat_app
 from ragstep.models import KnowledgeBase, Turn
 from ragstep.settings import Settings
 
@@ -30,16 +31,22 @@ DOCS = {
 }
 
 
+#: The apps a test can serve: the HTTP API (FastAPI), and the streaming chat function's app of its chat routes
+#: (Starlette), which must answer the same.
+APPS = {"fastapi": create_app, "starlette": create_chat_app}
+
+
 @contextmanager
-def api_server(clients: Clients) -> Iterator[str]:
-    """Serve ``create_app(clients)``; yields the base URL (``http://127.0.0.1:PORT``)."""
+def api_server(clients: Clients, app: str | Callable[[Clients], Any] = "fastapi") -> Iterator[str]:
+    """Serve ``APPS[app](clients)`` (or ``app(clients)``); yields the base URL (``http://127.0.0.1:PORT``)."""
     import uvicorn
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(create_app(clients), log_level="warning", lifespan="on")
+    factory = APPS[app] if isinstance(app, str) else app
+    config = uvicorn.Config(factory(clients), log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -101,10 +108,10 @@ def seed_docs(ctx: Context, folder: Path) -> KnowledgeBase:
 
 
 @contextmanager
-def serve(tmp_path: Path, **settings: Any) -> Iterator[Served]:
+def serve(tmp_path: Path, *, app: str = "fastapi", **settings: Any) -> Iterator[Served]:
     clients = Clients(Settings(data_dir=tmp_path / "data", **settings))
     ctx = clients.context()
     kb = seed_docs(ctx, tmp_path / "docs")
     key = create_key(clients.keys, "default", ["chat"]).secret
-    with api_server(clients) as base:
+    with api_server(clients, app) as base:
         yield Served(ctx=ctx, kb=kb, base=base, key=key)

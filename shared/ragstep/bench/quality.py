@@ -19,7 +19,7 @@ credits a result with those sources (at its rank), ``pipeline_strict`` counts on
 The local reranker against RAGFlow's original (RAGFlow issues #11759, #12013: its token similarity counts each query
 term's presence only, so term frequency, the x2/x5 field weights and exact phrases change nothing):
 ``pipeline_ragflow_rerank`` is ``pipeline`` with the rerank stage's local reranker scoring by RAGFlow's presence-only
-formula (``TokenVectorReranker(formula="ragflow")``, same tk 0.3 / vt 0.7 weights); it compares with ``pipeline`` when
+formula (``TokenVectorReranker(formula="ragflow")``, fixed tk 0.3 / vt 0.7); it compares with ``pipeline`` when
 ``RAGSTEP_RERANKER`` is ``none`` (the default). ``rerank_ragstep`` and ``rerank_ragflow`` isolate the reranker: the
 ``hybrid`` candidates (100 chunks) sorted by the local reranker's score alone, ours and RAGFlow's formula (no
 composite score, threshold, MMR or merge; equal scores keep the search order).

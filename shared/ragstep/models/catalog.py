@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ragstep.models.base import _Model
+from ragstep.models.base import _Model, empty_list
 
 
 class KnowledgeBaseType(StrEnum):
@@ -52,7 +52,7 @@ class Knowledge(_Model):
     # False: kept (record, chunks, original) but never retrieved. ``disabled_chunks`` are the index rows switched
     # off, so enabling it again switches exactly those back on (the index only lists a document's enabled chunks).
     enabled: bool = True
-    disabled_chunks: list[str] = Field(default_factory=list)
+    disabled_chunks: list[str] = Field(default_factory=empty_list)
 
 
 #: Where an ingestion job is: waiting for a worker, being ingested, or its outcome (as ``ragstep ingest`` reports it).

@@ -6,16 +6,16 @@ import json
 import uuid
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
-from ragstep.models.base import _Model
+from ragstep.models.base import _DeferredModel, _Model, empty_list
 from ragstep.models.search import RetrievalOverrides, SearchResult
 
 FallbackStrategy = Literal["fixed", "model"]
 Language = Literal["zh", "en"]
 
 
-class Usage(_Model):
+class Usage(_DeferredModel):
     """Token counts the model reported (zeros when it reported none, e.g. the extractive answerer)."""
 
     prompt_tokens: int = 0
@@ -35,7 +35,7 @@ class Turn(_Model):
     created_at: float
     query: str
     answer: str = ""
-    references: list[SearchResult] = Field(default_factory=list)
+    references: list[SearchResult] = Field(default_factory=empty_list)
     # The request that produced the turn (WeKnora groups a round's messages by it).
     request_id: str | None = None
     rewritten_query: str | None = None
@@ -60,7 +60,7 @@ class Turn(_Model):
         return {k: v for k, v in data.items() if k in Turn.META_FIELDS} if isinstance(data, dict) else {}
 
 
-class ChatSettings(_Model):
+class ChatSettings(_DeferredModel):
     """Every chat knob, with WeKnora's defaults; configured by ``RAGSTEP_CHAT_*`` and overridable per request.
 
     Prompt fields left None use the shipped prompt in the question's language (:mod:`ragstep.stages.chat.prompts`).
@@ -73,7 +73,7 @@ class ChatSettings(_Model):
     temperature: Annotated[float, Field(ge=0.0, le=2.0)] = 0.3
     max_tokens: Annotated[int, Field(ge=1, le=200_000)] = 2048
     top_p: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
-    stop: list[str] = Field(default_factory=list)
+    stop: list[str] = Field(default_factory=empty_list)
     # None: "model", except with a model that cannot generate freely (extractive), which gets "fixed".
     fallback_strategy: FallbackStrategy | None = None
     fallback_response: str | None = None
@@ -105,15 +105,17 @@ class Reference(SearchResult):
     """A passage the answer was given (``[n]`` = the n-th reference), whether the answer cites it, and where: the
     character offsets of the markers that cite it in the final answer."""
 
+    model_config = ConfigDict(defer_build=True)  # a part of ChatState (see _DeferredModel)
+
     cited: bool = False
-    positions: list[int] = Field(default_factory=list)
+    positions: list[int] = Field(default_factory=empty_list)
 
     def cited_at(self, positions: list[int]) -> Reference:
         """This reference cited at these answer offsets (none: not cited)."""
         return self.model_copy(update={"cited": bool(positions), "positions": list(positions)})
 
 
-class DocAggregate(_Model):
+class DocAggregate(_DeferredModel):
     """One document of an answer's references (RAGFlow's ``doc_aggs``): how many of its passages were given and
     how many of those the answer cites."""
 
@@ -127,7 +129,7 @@ class DocAggregate(_Model):
 CitationMode = Literal["model", "inserted", "extractive", "none"]
 
 
-class HistoryRound(_Model):
+class HistoryRound(_DeferredModel):
     """One earlier question and its answer (``<think>`` removed), as the model sees it."""
 
     query: str
@@ -135,27 +137,30 @@ class HistoryRound(_Model):
     request_id: str | None = None
 
 
-class ChatState(_Model):
+class ChatState(_DeferredModel):
     """The chat part of the pipeline state: what each chat stage leaves for the next."""
 
-    settings: ChatSettings = Field(default_factory=ChatSettings)
+    # Its default (every search state's) is made by ``model_construct``, its parts' defaults too: the same values as
+    # ``ChatState()`` (no validator of these models acts on a default), without building the models' validators, so
+    # a search process builds none of them (BuiltOnFirstUse on the state's field).
+    settings: ChatSettings = Field(default_factory=ChatSettings.model_construct)
     language: Language = "en"
-    history: list[HistoryRound] = Field(default_factory=list)
+    history: list[HistoryRound] = Field(default_factory=empty_list)
     # The user message into_chat_message built (query + context); empty = the plain query.
     user_content: str = ""
     # The numbered passages of user_content, in order: what the extractive answerer quotes and [n] refers to.
-    passages: list[str] = Field(default_factory=list)
+    passages: list[str] = Field(default_factory=empty_list)
     answer: str = ""
     reasoning: str = ""
     model: str = ""
-    usage: Usage = Field(default_factory=Usage)
+    usage: Usage = Field(default_factory=Usage.model_construct)
     # "fixed" / "model" when the answer is the fallback; None for a grounded answer.
     fallback: FallbackStrategy | None = None
     interrupted: bool = False
     # The passages given to the model, with their citations (into_chat_message lists them, the completion marks
     # what the answer cites); empty for the plain chat pipelines.
-    references: list[Reference] = Field(default_factory=list)
-    doc_aggs: list[DocAggregate] = Field(default_factory=list)
+    references: list[Reference] = Field(default_factory=empty_list)
+    doc_aggs: list[DocAggregate] = Field(default_factory=empty_list)
     # The FAQ-first layout's labels ("FAQ-1", "DOC-2") -> reference number, for the markers a model writes with them.
     labels: dict[str, int] = Field(default_factory=dict)
     # Where the answer's markers came from: the model (repaired), insert_citations, the extractive quotes, or none.
@@ -174,8 +179,8 @@ class ChatRequest(_Model):
     """A question for a chat pipeline: what to search, which session it continues, and per-request overrides."""
 
     query: str
-    knowledge_base_ids: list[str] = Field(default_factory=list)
-    knowledge_ids: list[str] = Field(default_factory=list)
+    knowledge_base_ids: list[str] = Field(default_factory=empty_list)
+    knowledge_ids: list[str] = Field(default_factory=empty_list)
     # None starts a new session; an id must name an existing session of the caller's tenant.
     session_id: str | None = None
     pipeline: str = "rag_stream"

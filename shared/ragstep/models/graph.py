@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ragstep.models.base import _Model
+from ragstep.models.base import _Model, empty_list
 
 
 class GraphNode(_Model):
     name: str
-    attributes: list[str] = Field(default_factory=list)
+    attributes: list[str] = Field(default_factory=empty_list)
     #: The chunks the node was extracted from (of one document in an extraction; of all of them in a lookup).
-    chunk_ids: list[str] = Field(default_factory=list)
+    chunk_ids: list[str] = Field(default_factory=empty_list)
 
 
 class GraphRelation(_Model):
@@ -24,5 +24,5 @@ class GraphRelation(_Model):
 class GraphExtraction(_Model):
     """What the LLM found in some text: nodes and the relations between them."""
 
-    nodes: list[GraphNode] = Field(default_factory=list)
-    relations: list[GraphRelation] = Field(default_factory=list)
+    nodes: list[GraphNode] = Field(default_factory=empty_list)
+    relations: list[GraphRelation] = Field(default_factory=empty_list)

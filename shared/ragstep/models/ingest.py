@@ -7,7 +7,15 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ragstep.models.base import DEFAULT_TENANT, ErrorInfo, TraceEvent, _Model, check_identifier, check_tenant
+from ragstep.models.base import (
+    DEFAULT_TENANT,
+    ErrorInfo,
+    TraceEvent,
+    _Model,
+    check_identifier,
+    check_tenant,
+    empty_list,
+)
 
 INGEST_SCHEMA_VERSION: Literal["1"] = "1"
 DEFAULT_PARENT_SIZE = 4096
@@ -131,7 +139,7 @@ class IngestState(_Model):
     # characters, pages, entries, chunks, vectors, batches ... whatever the stages measured.
     counts: dict[str, int] = Field(default_factory=dict)
     products: IngestProducts = Field(default_factory=IngestProducts)
-    trace: list[TraceEvent] = Field(default_factory=list)
+    trace: list[TraceEvent] = Field(default_factory=empty_list)
     error: ErrorInfo | None = None
 
     @field_validator("tenant_id")

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ragstep.models.base import DEFAULT_TENANT, _Model, check_identifier, check_tenant
+from ragstep.models.base import DEFAULT_TENANT, _Model, check_identifier, check_tenant, empty_list
 from ragstep.models.search import RetrievalOverrides
 
 #: EventBridge ``detail-type`` of a request and of its result; ``source`` of the result.
@@ -39,7 +39,7 @@ class RetrievalEventRequest(_Model):
     tenant: str = DEFAULT_TENANT
     pipeline: Literal["knowledge_search", "rag"] = "knowledge_search"
     query: str
-    knowledge_base_ids: list[str] = Field(default_factory=list)
+    knowledge_base_ids: list[str] = Field(default_factory=empty_list)
     overrides: RetrievalOverrides = Field(default_factory=RetrievalOverrides)
     reply: ReplyTarget | None = None
 

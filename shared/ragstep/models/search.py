@@ -18,6 +18,7 @@ from ragstep.models.base import (
     _Model,
     check_identifier,
     check_query,
+    empty_list,
 )
 
 
@@ -74,9 +75,9 @@ class Chunk(_Model):
     # Text the embedder sees instead of ``content`` (e.g. heading breadcrumbs + content); not stored for display.
     embed_text: str | None = None
     parent_id: str | None = None
-    sub_chunk_ids: list[str] = Field(default_factory=list)
+    sub_chunk_ids: list[str] = Field(default_factory=empty_list)
     metadata: dict[str, Any] = Field(default_factory=dict)
-    image_info: list[ImageInfo] = Field(default_factory=list)
+    image_info: list[ImageInfo] = Field(default_factory=empty_list)
 
 
 class SearchResult(_Model):
@@ -93,9 +94,9 @@ class SearchResult(_Model):
     match_type: MatchType = MatchType.HYBRID
     chunk_type: ChunkType = ChunkType.TEXT
     tag_id: str = ""
-    sub_chunk_ids: list[str] = Field(default_factory=list)
+    sub_chunk_ids: list[str] = Field(default_factory=empty_list)
     metadata: dict[str, Any] = Field(default_factory=dict)
-    image_info: list[ImageInfo] = Field(default_factory=list)
+    image_info: list[ImageInfo] = Field(default_factory=empty_list)
 
     @classmethod
     def from_chunk(cls, chunk: Chunk, **fields: Any) -> SearchResult:
@@ -184,10 +185,10 @@ class RetrievalSettings(_Model):
     candidate_pool_multiplier: Annotated[int, Field(ge=1, le=50)] = 5
     candidate_pool_min: Annotated[int, Field(ge=1, le=5000)] = 50
     candidate_pool_max: Annotated[int, Field(ge=1, le=5000)] = 500
-    # Fusion: absolute (cosines on the common scale + raw BM25, neither list normalised per query) was within 0.005 of
-    # the best single retriever on the three tuning sets, where adaptive (min-max, the weights scaled per query by how
-    # much of each list's head the other confirms) missed sentence-like queries by 0.06 (BENCHMARKS.md, "Fusion on
-    # absolute scales"); minmax, dbsf and rrf use the weights as they are.
+    # Fusion: absolute (cosines on the common scale + raw BM25, neither list normalised per query, each list weighted
+    # by its best hit: 0.7 x best cosine^1.5, 0.3 x best BM25 / 40) was within 0.009 of the best single retriever on
+    # the five vector sets, where adaptive (min-max, weights scaled by how much of each list's head the other confirms)
+    # missed sentence-like queries by 0.06 (BENCHMARKS.md, "Fusion by each list's evidence"); minmax, dbsf, rrf: fixed.
     fusion: Fusion = "absolute"
     rrf_k: Annotated[int, Field(ge=1, le=1000)] = 60
     rrf_vector_weight: Annotated[float, Field(ge=0.0, le=10.0)] = 0.7
@@ -259,9 +260,9 @@ RetrievalOverrides = create_model(
 class SearchRequest(_Model):
     query: str
     session_id: str | None = None
-    knowledge_base_ids: list[str] = Field(default_factory=list)
-    knowledge_ids: list[str] = Field(default_factory=list)
-    tag_ids: list[str] = Field(default_factory=list)
+    knowledge_base_ids: list[str] = Field(default_factory=empty_list)
+    knowledge_ids: list[str] = Field(default_factory=empty_list)
+    tag_ids: list[str] = Field(default_factory=empty_list)
     overrides: RetrievalOverrides = Field(default_factory=RetrievalOverrides)
     #: viking_stream: whose memories memory queries search (ragstep.app.memories); None = "default".
     user: str | None = None

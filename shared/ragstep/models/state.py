@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
-from ragstep.models.base import DEFAULT_TENANT, SCHEMA_VERSION, ErrorInfo, TraceEvent, _Model, check_tenant
+from ragstep.models.base import (
+    DEFAULT_TENANT,
+    SCHEMA_VERSION,
+    BuiltOnFirstUse,
+    ErrorInfo,
+    TraceEvent,
+    _Model,
+    check_tenant,
+    empty_list,
+)
 from ragstep.models.catalog import KnowledgeBase
 from ragstep.models.chat import ChatState
 from ragstep.models.search import RetrievalSettings, SearchRequest, SearchResult
@@ -30,7 +39,7 @@ class PipelineState(_Model):
     request: SearchRequest
     # The knowledge bases of ``request.knowledge_base_ids``, read once when the state is created: no stage (and no
     # stage Lambda) reads the catalog again for them.
-    knowledge_bases: list[KnowledgeBase] = Field(default_factory=list)
+    knowledge_bases: list[KnowledgeBase] = Field(default_factory=empty_list)
     # Knowledge id -> its knowledge base id, for the ``knowledge_ids`` the request narrows the search to.
     knowledge_scope: dict[str, str] = Field(default_factory=dict)
     # Effective settings (configured defaults + request overrides), resolved once when the state is created so every
@@ -38,21 +47,23 @@ class PipelineState(_Model):
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     rewritten_query: str | None = None
     # The question's entities (extract_entities), for the knowledge-graph search beside chunk_search.
-    entities: list[str] = Field(default_factory=list)
+    entities: list[str] = Field(default_factory=empty_list)
     # Query embeddings by embedding model id: computed once per request, reused by later stages.
     query_embeddings: dict[str, list[float]] = Field(default_factory=dict)
-    search_results: list[SearchResult] = Field(default_factory=list)
-    rerank_results: list[SearchResult] = Field(default_factory=list)
-    merge_results: list[SearchResult] = Field(default_factory=list)
-    final_results: list[SearchResult] = Field(default_factory=list)
-    trace: list[TraceEvent] = Field(default_factory=list)
+    search_results: list[SearchResult] = Field(default_factory=empty_list)
+    rerank_results: list[SearchResult] = Field(default_factory=empty_list)
+    merge_results: list[SearchResult] = Field(default_factory=empty_list)
+    final_results: list[SearchResult] = Field(default_factory=empty_list)
+    trace: list[TraceEvent] = Field(default_factory=empty_list)
     # Claim check: result fields moved to the blob store because the state outgrew the transport limit.
     offloaded: dict[str, str] = Field(default_factory=dict)
     error: ErrorInfo | None = None
-    # The answer half (chat pipelines); search pipelines leave it at its defaults.
-    chat: ChatState = Field(default_factory=ChatState)
-    # OpenViking's retrieval (the viking pipelines' stages, ragstep.stages.viking): None in every other pipeline.
-    viking: VikingPart | None = None
+    # The answer half (chat pipelines); search pipelines leave it at its defaults, made without building ChatState
+    # (see its comment).
+    chat: Annotated[ChatState, BuiltOnFirstUse()] = Field(default_factory=ChatState.model_construct)
+    # OpenViking's retrieval (the viking pipelines' stages, ragstep.stages.viking): None in every other pipeline,
+    # whose processes never build its models (BuiltOnFirstUse).
+    viking: Annotated[VikingPart, BuiltOnFirstUse()] | None = None
 
     @field_validator("tenant_id")
     @classmethod

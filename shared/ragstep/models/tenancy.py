@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from ragstep.models.base import _Model, check_identifier, check_tenant
+from ragstep.models.base import _Model, check_identifier, check_tenant, empty_list
 from ragstep.scopes import Scope
 
 KEY_MARK = "rsk"
@@ -50,7 +50,7 @@ class ApiKey(_Model):
     name: str = ""
     scopes: list[Scope] = Field(min_length=1)
     #: Knowledge base ids or names this key may use; empty = every knowledge base of the tenant.
-    knowledge_bases: list[str] = Field(default_factory=list)
+    knowledge_bases: list[str] = Field(default_factory=empty_list)
     created_at: float
     expires_at: float | None = None
     revoked_at: float | None = None

@@ -18,7 +18,10 @@ tuned on (BENCHMARKS.md, "Fusion on absolute scales"), normalises neither list p
 common scale (each model's declared :class:`~ragstep.models.scale.ScoreScale`) and BM25 as raw points. A per-list
 normalisation gives every query's best hit full credit however weak the evidence behind it; on absolute scales a
 question whose words many passages share (BM25 ~18 on msmarco) lets the vectors decide, and a query that copies a
-passage's rare words (BM25 ~50) lets the keywords decide, with no feature to learn.
+passage's rare words (BM25 ~50) lets the keywords decide, with no feature to learn. Each list weighs by its own
+best evidence on its own absolute scale: the keyword list by its best hit's BM25 points, the vector list by its best
+hit's calibrated cosine (an embedding model that found nothing close to a terse keyword query leaves the ranking to
+the keywords; one that found a near-paraphrase keeps it).
 """
 
 from __future__ import annotations
@@ -243,11 +246,18 @@ def fuse_adaptive(
     return _combine(vector, keyword, _Weighted(nv, nk, wv, wk, total))
 
 
-#: Raw BM25 points that weigh as much as the configured keyword weight says: about the most one query term found in
-#: a single chunk can score (idf ln(1 + N / 1.5) x (k1 + 1) = 20.7 for msmarco-5k's 5,844 chunks; 17 for 1,600
-#: chunks, 26 for 50,000). A query's best BM25 in these units is how many rare-word matches' worth of evidence its
-#: keyword list holds. Chosen on the tuning sets among 15 / 20 / 25 (BENCHMARKS.md, "Fusion on absolute scales").
-KEYWORD_UNIT = 20.0
+#: Raw BM25 points that weigh as much as the configured keyword weight says, against a vector list whose best hit
+#: has a calibrated cosine of 1: about two query terms each found in a single chunk only (idf ln(1 + N / 1.5) x
+#: (k1 + 1) = 20.7 points per term for msmarco-5k's 5,844 chunks; 17 for 1,600 chunks, 26 for 50,000). A query's
+#: best BM25 in these units is how much evidence its keyword list holds, in pairs of rare-word matches.
+KEYWORD_UNIT = 40.0
+
+#: The vector weight is the configured one times the vector list's best calibrated cosine to this power: the vector
+#: list's evidence on its own absolute scale, as the keyword list's is its best BM25 in points. Chosen with the unit
+#: over every set with vectors by the worst gap to the best single retriever (powers 1.25-1.75 with units 40-46 all
+#: within 0.01 of it; power 1 within only at unit 40; power 0, the previous rule at unit 20, 0.017 below;
+#: BENCHMARKS.md, "Fusion by each list's evidence").
+VECTOR_EVIDENCE_POWER = 1.5
 
 
 def fuse_absolute(
@@ -257,9 +267,14 @@ def fuse_absolute(
     w_vector: float = 0.7,
     w_keyword: float = 0.3,
     vector_scale: ScoreScale | None = COMMON_SCALE,
+    keyword_unit: float = KEYWORD_UNIT,
+    vector_power: float = VECTOR_EVIDENCE_POWER,
 ) -> list[Fused]:
-    """Cosines on the common scale plus raw BM25: ``w_v x cosine + w_k x BM25 / KEYWORD_UNIT``, divided by the
-    query's ``w_v + w_k x best BM25 / KEYWORD_UNIT`` so scores stay in 0-1 (the order is the plain sum's).
+    """Cosines on the common scale plus raw BM25, each list weighted by its best hit's evidence: ``w_v x top^p x
+    cosine + w_k x BM25 / keyword_unit``, with ``top`` the vector list's best calibrated cosine and ``p``
+    ``vector_power``, divided by the query's ``w_v x top^p + w_k x best BM25 / keyword_unit`` so scores stay in 0-1
+    (the order is the plain sum's). ``vector_power=0`` with ``keyword_unit=20`` is the rule before the vector
+    weight read its list's evidence (kept for comparison).
 
     ``vector_scale`` is the declared scale of the model whose cosines the vector list holds (calibrated cosines are
     clipped to 0-1). Without it (``None``: the list merges several models' raw cosines) or without raw BM25 scores
@@ -271,9 +286,11 @@ def fuse_absolute(
     best_raw = keyword[0].raw_score
     if vector_scale is None or best_raw <= 0:
         return fuse_adaptive(vector, keyword, w_vector=w_vector, w_keyword=w_keyword)
-    wv, wk = w_vector, w_keyword * best_raw / KEYWORD_UNIT
-    total = (wv + wk) or 1.0
     nv = {h.chunk_id: _clip01(vector_scale.calibrate(h.score)) for h in reversed(vector)}
+    # The best calibrated cosine, whatever order the list came in (0 ** 0 is 1: power 0 ignores it).
+    top = max(nv.values())
+    wv, wk = w_vector * top**vector_power, w_keyword * best_raw / keyword_unit
+    total = (wv + wk) or 1.0
     nk = {h.chunk_id: _clip01(h.score) for h in reversed(keyword)}
 
     return _combine(vector, keyword, _Weighted(nv, nk, wv, wk, total))

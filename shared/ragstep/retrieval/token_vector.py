@@ -12,6 +12,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ import numpy as np
 from ragstep.errors import InputError
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
 from ragstep.ports import RerankCandidate
+from ragstep.retrieval.fusion import VECTOR_EVIDENCE_POWER
 from ragstep.retrieval.text import jieba_tokenizer, query_terms, stopwords
 
 __all__ = ["TOKEN_FORMULAS", "RerankCandidate", "TokenVectorReranker", "check_documents"]
@@ -36,7 +38,6 @@ def check_documents(documents: Sequence[str]) -> list[str]:
 
 
 _HAN_CHARS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # the ranges ragstep.retrieval.text hands to jieba
-_HAN = re.compile(f"[{_HAN_CHARS}]")
 # A letter or digit that is not Han: what a non-Han token may not be preceded or followed by (tokenize() cuts
 # words at Han characters, so "api文档" holds the token "api"). As a regex this is the class
 # f"[^\\W_{_HAN_CHARS}]", which ``re`` takes ~2 ms to compile, so it is never compiled: _is_latin() is the same
@@ -45,9 +46,20 @@ _WORD = re.compile(r"[^\W_]+")
 _QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”|「([^」]+)」|『([^』]+)』')
 
 
+def _is_han(ch: str) -> bool:
+    """Whether the character ``ch`` is in one of :data:`_HAN_CHARS`' ranges. Tested in Python: as a regex class
+    ``re`` takes ~2.5 ms to compile it, which every process whose first search reranks paid, for a test of a few
+    short terms and characters."""
+    return "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf" or "\uf900" <= ch <= "\ufaff"
+
+
+def _has_han(text: str) -> bool:
+    return not text.isascii() and any(map(_is_han, text))
+
+
 def _is_latin(ch: str) -> bool:
     """Whether the character ``ch`` is a letter or digit that is not Han (the class above)."""
-    return ch.isalnum() and not ("\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf" or "\uf900" <= ch <= "\ufaff")
+    return ch.isalnum() and not _is_han(ch)
 
 
 def _bounded(text: str, start: int, end: int, check_start: bool = True, check_end: bool = True) -> bool:
@@ -84,7 +96,13 @@ _NFKC_INERT = (
     "\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65"
     "\U00020000-\U0002ebef"
 )
-_NFKC_MATTERS = re.compile(f"[^{_NFKC_INERT}]")
+
+
+@cache
+def _nfkc_matters() -> re.Pattern[str]:
+    # Compiled on first use (~3.5 ms): ASCII text, all of an English corpus's, never needs it (NFKC leaves ASCII as
+    # it is).
+    return re.compile(f"[^{_NFKC_INERT}]")
 
 
 def _normalise(text: str, fold_case: bool = True) -> str:
@@ -95,7 +113,7 @@ def _normalise(text: str, fold_case: bool = True) -> str:
     ``fold_case=False`` skips lower-casing too, for queries without a cased letter (nothing they contain can
     match differently).
     """
-    if _NFKC_MATTERS.search(text) is not None:
+    if not text.isascii() and _nfkc_matters().search(text) is not None:
         text = unicodedata.normalize("NFKC", text)
     return text.lower() if fold_case else text
 
@@ -117,7 +135,7 @@ class _QueryMatcher:
         folded = _normalise(query)
         self.fold_case = folded != folded.upper()
         # (term, whether it counts as a whole word only); Han terms count as substrings.
-        self._counters = [(term, _HAN.search(term) is None) for term in self.terms]
+        self._counters = [(term, not _has_han(term)) for term in self.terms]
         self.phrases: list[_Phrase] = []
         if not phrases:
             return
@@ -149,7 +167,7 @@ class _QueryMatcher:
 def _trim_han_stopwords(piece: str, stop: frozenset[str], *, leading: bool) -> str:
     """Drop stopwords from one end of a run with Han characters ("如何重置密码" -> "重置密码"), cut by jieba so a
     word that merely ends in a stopword character ("配对") stays whole; "" when only stopwords are left."""
-    if not _HAN.search(piece):
+    if not _has_han(piece):
         return piece
     words = list(jieba_tokenizer().cut(piece))
     while words and words[0 if leading else -1] in stop:
@@ -205,12 +223,12 @@ def _phrase_pattern(phrase: str) -> _Phrase | None:
     parts = [re.escape(pieces[0])]
     for previous, piece in itertools.pairwise(pieces):
         # Between two Han characters a separator is optional (Chinese is written without spaces).
-        joined_han = _HAN.match(previous[-1]) and _HAN.match(piece[0])
+        joined_han = _is_han(previous[-1]) and _is_han(piece[0])
         parts += [r"[\W_]*" if joined_han else r"[\W_]+", re.escape(piece)]
     return _Phrase(
         re.compile("".join(parts)),
-        check_start=_HAN.match(pieces[0][0]) is None,
-        check_end=_HAN.match(pieces[-1][-1]) is None,
+        check_start=not _is_han(pieces[0][0]),
+        check_end=not _is_han(pieces[-1][-1]),
     )
 
 
@@ -258,9 +276,18 @@ class TokenVectorReranker:
                    when it has at least two terms, or else nothing
         token(d) = (1 - phrase_weight) x terms(d) + phrase_weight x phrase(d)   if P, else terms(d)
                    (phrase_weight 0.2)
-        score(d) = token_weight x token(d) + vector_weight x max(0, cos(query vector, d's vector))
-                   (0.3 and 0.7, divided by their sum) when both vectors exist with the same dimension and
+        c(d)     = max(0, cos(query vector, d's vector)), on the common scale (``cosine_scale``)
+        top      = max_d c(d): the query's best calibrated cosine among the candidates
+        v        = vector_weight x top^vector_power                 (vector_power 1.5; 0 for "ragflow")
+        score(d) = (token_weight x token(d) + v x c(d)) / (token_weight + v)
+                   (token_weight 0.3, vector_weight 0.7) when both vectors exist with the same dimension and
                    non-zero length; otherwise token(d) alone.
+
+    The vector half weighs by its own evidence, as the search stage's fusion weighs the vector list
+    (:data:`ragstep.retrieval.fusion.VECTOR_EVIDENCE_POWER`): with a fixed 0.7 the reranker put back, for every
+    query, the vector weight fusion takes off a query the embedding model found nothing close to (a terse keyword
+    query), and the rerank stage ranked below its own candidates' order (BENCHMARKS.md, "Fusion by each list's
+    evidence"). ``top`` = 1 is RAGFlow's fixed 0.3 / 0.7; the score stays in 0-1 for any ``top``.
 
     RAGFlow's token similarity is ``sum_{t in d} w(t) / sum_t w(t)``: presence only, so its x2 / x5 field weights
     change nothing and a chunk that repeats the query's keyword, or contains the exact phrase, ties with one
@@ -276,7 +303,7 @@ class TokenVectorReranker:
     bench quality`` runs both): ``token(d) = sum_{t: f(t, d) > 0} w(t) / sum_t w(t)``, no frequency, no phrase.
     Everything else is shared: the same terms and matching (so a term found only in the title or a keyword counts
     as present, as it does in RAGFlow's token bag), the candidate-set IDF standing in for RAGFlow's term-weight
-    dictionary, and the same vector part and weights.
+    dictionary, and the same vector part and weights, fixed as RAGFlow's (``vector_power`` 0) unless given.
     """
 
     name = "none"
@@ -291,6 +318,7 @@ class TokenVectorReranker:
         phrase_weight: float = 0.2,
         k1: float = 1.2,
         formula: str = "ragstep",
+        vector_power: float | None = None,
     ) -> None:
         if formula not in TOKEN_FORMULAS:
             supported = ", ".join(TOKEN_FORMULAS)
@@ -299,6 +327,10 @@ class TokenVectorReranker:
             raise InputError("TokenVectorReranker: weights must be >= 0 and token_weight + vector_weight > 0")
         if not 0 <= phrase_weight <= 1 or k1 <= 0:
             raise InputError("TokenVectorReranker: phrase_weight must be in [0, 1] and k1 > 0")
+        if vector_power is None:
+            vector_power = 0.0 if formula == "ragflow" else VECTOR_EVIDENCE_POWER
+        if not 0 <= vector_power <= 10:
+            raise InputError("TokenVectorReranker: vector_power must be in [0, 10]")
         total = token_weight + vector_weight
         self._token_weight = token_weight / total
         self._vector_weight = vector_weight / total
@@ -306,6 +338,7 @@ class TokenVectorReranker:
         self._keyword_weight = keyword_weight
         self._phrase_weight = phrase_weight
         self._k1 = k1
+        self._vector_power = float(vector_power)
         self.formula = formula
         self._presence_only = formula == "ragflow"
         if self._presence_only:
@@ -334,8 +367,18 @@ class TokenVectorReranker:
         cosine = _cosines(query_vector, items)
         if cosine_scale != COMMON_SCALE:
             cosine = np.clip((cosine - cosine_scale.zero) / cosine_scale.span, 0.0, 1.0)  # NaN stays NaN
-        scores = np.where(np.isnan(cosine), token, self._token_weight * token + self._vector_weight * cosine)
+        scores = np.where(np.isnan(cosine), token, self._blend(token, cosine))
         return np.clip(scores, 0.0, 1.0).tolist()
+
+    def _blend(self, token: np.ndarray, cosine: np.ndarray) -> np.ndarray:
+        """The candidates' token and (calibrated) vector parts weighed by the query's vector evidence (class
+        docstring); NaN where a candidate has no cosine."""
+        known = cosine[~np.isnan(cosine)]
+        if known.size == 0:
+            return np.full(cosine.shape, np.nan)
+        top = float(known.max())  # 0 ** 0 is 1: power 0 is the fixed weights
+        wt, wv = self._token_weight, self._vector_weight * top**self._vector_power
+        return (wt * token + wv * cosine) / ((wt + wv) or 1.0)
 
     def token_similarity(self, query: str, items: Sequence[RerankCandidate]) -> np.ndarray:
         """``token(d)`` of the formula for each candidate, as a float array."""

@@ -1,10 +1,12 @@
-"""The streaming chat function: the FastAPI app under uvicorn, behind a Lambda Function URL in RESPONSE_STREAM mode.
+"""The streaming chat function: the chat part of the HTTP API under uvicorn, behind a Lambda Function URL in
+RESPONSE_STREAM mode.
 
 Python's managed runtime cannot stream a response by itself, API Gateway HTTP APIs buffer, and so does Mangum. The
 ``ChatStreamFunction`` of template.yaml therefore runs the AWS Lambda Web Adapter (its public layer, and
 ``AWS_LAMBDA_EXEC_WRAPPER=/opt/bootstrap``): the adapter starts the function's Handler, ``functions/api/run.sh``, as a
 command; that runs :func:`main`, which serves the chat part of the app ``ragstep serve`` serves (chat, sessions,
-knowledge search and ``/healthz``: :data:`~ragstep.entry.http.app.CHAT_ROUTERS`) on ``127.0.0.1:$AWS_LWA_PORT``. The
+knowledge search and ``/healthz``: :data:`~ragstep.entry.http.app.CHAT_ROUTERS`), on Starlette alone
+(:mod:`ragstep.entry.http.chat_app`, for the cold start), on ``127.0.0.1:$AWS_LWA_PORT``. The
 adapter waits until ``GET /healthz`` answers (``AWS_LWA_READINESS_CHECK_PATH``), then turns each Function URL
 invocation into an HTTP request to the app and streams its response back as it is written
 (``AWS_LWA_INVOKE_MODE=response_stream``): chat frames reach the client one by one, the pipeline runs in-process.
@@ -34,7 +36,7 @@ from ragstep.deadline import deadline_at, from_epoch_ms
 from ragstep.entry.aws.runtime import get_clients
 
 if TYPE_CHECKING:
-    from fastapi import FastAPI
+    from starlette.applications import Starlette
     from starlette.types import Receive, Scope, Send
 
     from ragstep.context import Clients
@@ -53,15 +55,15 @@ PRELOADED_PIPELINES = ("rag_stream", "chat_stream", "chat_history_stream")
 
 
 class LambdaApp:
-    """An ASGI app that serves ``create_app(clients, flush_usage=True, routers=CHAT_ROUTERS)`` on the environment's
-    current clients. Only the routes the Function URL is for: the other routers are never imported, and declaring
-    routes is a large part of a cold start."""
+    """An ASGI app that serves ``create_chat_app(clients, flush_usage=True)`` on the environment's current clients:
+    the routes of ``create_app(routers=CHAT_ROUTERS)``, the ones the Function URL is for, on Starlette alone
+    (:mod:`ragstep.entry.http.chat_app`: importing FastAPI was a large part of a cold start)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._current: tuple[Clients, FastAPI] | None = None
+        self._current: tuple[Clients, Starlette] | None = None
 
-    def app(self) -> FastAPI:
+    def app(self) -> Starlette:
         """The app on the current clients (built on first use, and again after the clients were rebuilt)."""
         clients = get_clients()
         current = self._current
@@ -69,11 +71,11 @@ class LambdaApp:
             with self._lock:
                 current = self._current
                 if current is None or current[0] is not clients:
-                    from ragstep.entry.http.app import CHAT_ROUTERS, create_app
+                    from ragstep.entry.http.chat_app import create_chat_app
 
                     if current is not None:
                         current[1].state.gate.close()
-                    built = create_app(clients, flush_usage=True, routers=CHAT_ROUTERS)
+                    built = create_chat_app(clients, flush_usage=True)
                     current = self._current = (clients, built)
         return current[1]
 

@@ -189,6 +189,8 @@ def is_validation_error(exc: BaseException) -> TypeGuard[ValidationError]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # No argv: the command line of this process (the console script, python -m ragstep), which ends with the command.
+    args.whole_process = argv is None
     try:
         check_utf8_args(args)
         return int(args.func(args) or 0)

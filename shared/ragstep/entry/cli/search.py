@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ragstep.entry.cli.common import context_of, print_json, validation_message
+from ragstep.entry.cli.common import collector_paused, context_of, print_json, validation_message
 from ragstep.errors import InputError
 
 #: The prefix of the settings' environment names: ``--set RAGSTEP_EMBEDDING_TOP_K=5`` is ``embedding_top_k=5``.
@@ -54,6 +54,11 @@ def top_k_overrides(top_k: int) -> dict[str, Any]:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    with collector_paused(until_exit=getattr(args, "whole_process", False)):  # one request: see collector_paused
+        return _search(args)
+
+
+def _search(args: argparse.Namespace) -> int:
     from ragstep.app.search import knowledge_search, search_response
     from ragstep.entry.cli.render import render_results
     from ragstep.models import SearchRequest

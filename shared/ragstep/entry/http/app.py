@@ -1,4 +1,6 @@
-"""The HTTP API (FastAPI). Locally ``ragstep serve`` runs it with uvicorn; on Lambda, Mangum adapts it.
+"""The HTTP API (FastAPI). Locally ``ragstep serve`` runs it with uvicorn; on Lambda, Mangum adapts it. The streaming
+chat function serves :data:`CHAT_ROUTERS`' routes without FastAPI (:mod:`ragstep.entry.http.chat_app`, for its cold
+start): this app is the reference that one must answer as.
 
 ``/openapi.json`` is the reference: every route declares its 200 body and its ``{error, message}`` error bodies.
 There is no ``/docs`` or ``/redoc``: FastAPI's pages load their scripts from a CDN, which an offline machine (or a
@@ -9,18 +11,19 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import FastAPI, Request
-from pydantic import BaseModel
 
 from ragstep import __version__
-from ragstep.app.search import SearchResponse, knowledge_search
+from ragstep.app.search import SearchResponse
 from ragstep.context import Clients
+from ragstep.entry.http import operations
 from ragstep.entry.http.auth import Gate, Metering, install_auth_errors
 from ragstep.entry.http.deps import RequestContext, meter
 from ragstep.entry.http.errors import ErrorBody, error_doc, install_error_handlers
 from ragstep.entry.http.limits import BodyLimit
+from ragstep.entry.http.operations import Health
 from ragstep.models import SearchRequest
 
 #: The parts of the API ``create_app`` can serve, in the order their routes are declared. ``search`` is
@@ -30,11 +33,6 @@ ROUTERS = ("admin", "search", "knowledge", "chat", "sessions", "viking", "webhoo
 #: What the streaming chat function's Function URL serves (README "Streaming chat on AWS"): chat, its sessions, and
 #: knowledge search, which runs in-process there too.
 CHAT_ROUTERS = ("search", "chat", "sessions")
-
-
-class Health(BaseModel):
-    status: Literal["ok"]
-    version: str
 
 
 #: What each error status means, for the OpenAPI document.
@@ -96,7 +94,7 @@ def create_app(
     @app.get("/healthz", responses={500: {"model": ErrorBody, "description": _SAID[500]}})
     def healthz() -> Health:
         """The server is up, and which version it runs."""
-        return Health(status="ok", version=__version__)
+        return operations.health()
 
     if "search" in wanted:
         _include_search(app)
@@ -117,7 +115,4 @@ def _include_search(app: FastAPI) -> None:
     @app.post("/v1/knowledge-search", responses=_errors(400, 401, 403, 404, 413, 422, 429, 500, 502, 503))
     def search(request: SearchRequest, ctx: RequestContext, http: Request) -> SearchResponse:
         """Same JSON as ``ragstep search --json``: ``{query, request_id, results, trace}``."""
-        state = knowledge_search(request, ctx)
-        usage = meter(http)
-        usage.pipeline, usage.results = state.pipeline, len(state.final_results)
-        return SearchResponse.of(state)
+        return operations.search(request, ctx, meter(http))

@@ -28,21 +28,25 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ragstep.app.keys import presented_key, split_key, verify_key
 from ragstep.app.tenants import tenant_of
 from ragstep.app.usage import QuotaBook, UsageRecorder
 from ragstep.context import Clients
-from ragstep.entry.http.errors import error_response
+from ragstep.entry.http.errors import Handler, error_response
 from ragstep.errors import RateLimitedError, UnauthorizedError
 from ragstep.models import DEFAULT_TENANT
 from ragstep.models.tenancy import ApiKey, Tenant, UsageRecord
 from ragstep.scopes import SCOPES
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
 
 MISSING_KEY = (
     "this server requires an API key: send `Authorization: Bearer <key>` or `X-API-Key: <key>` "
@@ -210,7 +214,7 @@ class Gate:
             self.recorder.close()
 
     @asynccontextmanager
-    async def lifespan(self, _: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(self, _: Any) -> AsyncIterator[None]:
         """The app's lifespan: on shutdown, the queued usage records are written."""
         try:
             yield
@@ -296,13 +300,19 @@ class Metering:
             await written() if self.gate.flush_usage else record()
 
 
-def install_auth_errors(app: FastAPI) -> None:
-    """401 with ``WWW-Authenticate``, 429 with ``Retry-After`` (more specific than the RagstepError handler)."""
+async def _unauthorized(_: Request, exc: UnauthorizedError) -> JSONResponse:
+    return error_response(401, exc.code, exc.message, headers={"WWW-Authenticate": "Bearer"})
 
-    @app.exception_handler(UnauthorizedError)
-    async def _unauthorized(_: Request, exc: UnauthorizedError) -> JSONResponse:
-        return error_response(401, exc.code, exc.message, headers={"WWW-Authenticate": "Bearer"})
 
-    @app.exception_handler(RateLimitedError)
-    async def _limited(_: Request, exc: RateLimitedError) -> JSONResponse:
-        return error_response(429, exc.code, exc.message, headers={"Retry-After": str(exc.retry_after)})
+async def _limited(_: Request, exc: RateLimitedError) -> JSONResponse:
+    return error_response(429, exc.code, exc.message, headers={"Retry-After": str(exc.retry_after)})
+
+
+#: 401 with ``WWW-Authenticate``, 429 with ``Retry-After`` (more specific than the RagstepError handler).
+AUTH_ERROR_HANDLERS: dict[Any, Handler] = {UnauthorizedError: _unauthorized, RateLimitedError: _limited}
+
+
+def install_auth_errors(app: Starlette) -> None:
+    """:data:`AUTH_ERROR_HANDLERS` on ``app``."""
+    for kind, handler in AUTH_ERROR_HANDLERS.items():
+        app.add_exception_handler(kind, handler)

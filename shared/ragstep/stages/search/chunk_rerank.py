@@ -10,15 +10,18 @@
 * Threshold chain, so over-strict settings never empty a good answer (WeKnora #713, #2391): keep scores >=
   ``rerank_threshold``; if none pass and the threshold is above 0.3, retry at max(0.3, 0.7 x threshold); if still
   none, keep the best one when it reaches 0.15. A failing reranker passes the candidates through un-reranked.
-* Composite = clamp01(0.6 x model + 0.3 x base + 0.1 x source weight) x position prior. ``base`` (the search score)
-  is min-max normalised within the candidates first: an RRF score of ~0.016 would otherwise make its 30 % weight
-  meaningless. Source weight 0.95 for web results, else 1. Position prior = 1 + clamp(1 - start/(end + 1), ±0.05).
+* Composite = clamp01(0.6 x model + 0.3 x base + 0.1 x source weight) x position prior; with the model-free
+  reranker's vectors the 0.6 becomes 0.6 x top^1.5 and the rest goes to ``base`` (``top``: the candidates' best
+  calibrated cosine, :func:`vector_evidence`). ``base`` (the search score) is min-max normalised within the
+  candidates first: an RRF score of ~0.016 would otherwise make its 30 % weight meaningless. Source weight 0.95 for
+  web results, else 1. Position prior = 1 + clamp(1 - start/(end + 1), ±0.05).
 * FAQ boost when FAQ priority is on, then MMR (lambda 0.7; redundancy = max Jaccard of token sets against what is
   already chosen) picks ``min(n, rerank_top_k)``.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -175,6 +178,25 @@ def score_scales(state: PipelineState, ctx: Context) -> list[RerankScale]:
     ]
 
 
+def vector_evidence(state: PipelineState, ctx: Context, scales: Sequence[RerankScale]) -> list[float | None]:
+    """For each candidate on the ``token_vector`` scale, the best calibrated cosine (0-1) among the candidates of its
+    embedding model: the vector list's evidence as the search stage's fusion read it (the cosines the candidates
+    carry from the search, read on the model's declared scale). None where there is none: another scale, or no
+    candidate of the model with a cosine (a list fused by the search server)."""
+    candidates = state.search_results
+    models = [
+        _kb_model(state, r.knowledge_base_id) if s == "token_vector" else None
+        for r, s in zip(candidates, scales, strict=True)
+    ]
+    best: dict[str, float] = {}  # the best raw cosine per model: calibration is increasing, so it is read once
+    for r, model in zip(candidates, models, strict=True):
+        cosine = r.metadata.get("retrieval", {}).get("vector_score") if model is not None else None
+        if model is not None and isinstance(cosine, int | float) and cosine > best.get(model, -math.inf):
+            best[model] = float(cosine)
+    tops = {m: min(max(score_scale(ctx.embedder(m)).calibrate(c), 0.0), 1.0) for m, c in best.items()}
+    return [tops.get(model) if model is not None else None for model in models]
+
+
 def model_scores(state: PipelineState, ctx: Context, texts: list[str]) -> list[float]:
     """Scores from the configured reranker; the local one also gets each chunk's vector and the query vector."""
     reranker = ctx.reranker
@@ -238,7 +260,11 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
         )
         return state.with_results("rerank_results", list(candidates), event)
 
-    calibrations = [rerank_calibration(scale, cfg.rerank_threshold) for scale in score_scales(state, ctx)]
+    scales = score_scales(state, ctx)
+    evidence = vector_evidence(state, ctx, scales)
+    calibrations = [
+        rerank_calibration(scale, cfg.rerank_threshold, e) for scale, e in zip(scales, evidence, strict=True)
+    ]
     keep, rule = threshold_chain(scores, cfg, [c.threshold is None for c in calibrations])
     base = normalise([r.score for r in candidates])
     chosen: list[SearchResult] = []

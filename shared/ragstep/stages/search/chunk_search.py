@@ -14,7 +14,8 @@ WeKnora's search stage (v0.7) plus RAGFlow's zero-result fallback:
   ``min(3 x embedding_top_k, 500)`` and doubling). A hit whose negative question equals the query is dropped; with FAQ
   priority on, FAQ scores are boosted and near-certain hits are flagged as direct answers.
 * Fusion (absolute by default: cosines on the common scale of the query's embedding model plus raw BM25, neither
-  list normalised per query; or adaptive, fixed min-max, DBSF, weighted RRF: :mod:`ragstep.retrieval.fusion`), then
+  list normalised per query, the vector weight scaled by the list's best calibrated cosine^1.5 and the keyword weight
+  by its best raw BM25; or adaptive, fixed min-max, DBSF, weighted RRF: :mod:`ragstep.retrieval.fusion`), then
   deduplication by chunk id and by a hash of the normalised content.
 * Server-side fusion (an OpenSearch index with ``RAGSTEP_OPENSEARCH_SERVER_HYBRID``): a non-FAQ target with a query
   vector runs one ``hybrid`` query instead of the keyword + vector pair. Its hits come back fused by the search
@@ -25,7 +26,8 @@ WeKnora's search stage (v0.7) plus RAGFlow's zero-result fallback:
   ``pool`` of both clauses); FAQ targets and targets without a vector keep the pair and their thresholds. With
   ``fusion=minmax``, ``adaptive`` or ``absolute`` (the default) both sides compute a weighted mean of scores in 0-1
   (the server min-max with the configured weights; adaptive min-max vectors and BM25 relative to the best, with the
-  query's; absolute calibrated cosines and BM25 relative to the best, weighted by the best's raw BM25), so merged
+  query's; absolute calibrated cosines weighted by the best one's ^1.5 and BM25 relative to the best weighted by
+  the best's raw BM25), so merged
   scores compare; with ``rrf`` the
   client-fused scores are on RRF's far smaller scale.
 * Expansion: fewer than ``embedding_top_k`` results -> up to 5 keyword-only variants of the query widen the keyword
