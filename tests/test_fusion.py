@@ -224,20 +224,21 @@ def test_a_weak_vector_list_leaves_the_ranking_to_the_keywords() -> None:
     # ... down to the keyword list's runner-up, which outranks every vector hit too.
     assert [f.chunk_id for f in fuse_absolute(weak, keyword, vector_scale=E5)] == ["p", "k2", "v1", "v2"]
     # The rule before it (vector weight fixed) ranks both queries alike: only the cosines' gaps count there.
-    before = {"vector_power": 0.0, "keyword_unit": 20.0}
     for vector in (strong, weak):
-        assert [f.chunk_id for f in fuse_absolute(vector, keyword, vector_scale=E5, **before)][:3] == ["p", "v1", "v2"]
+        before = fuse_absolute(vector, keyword, vector_scale=E5, vector_power=0.0, keyword_unit=20.0)
+        assert [f.chunk_id for f in before][:3] == ["p", "v1", "v2"]
 
 
 def test_the_keyword_share_grows_as_the_vector_evidence_falls_and_scores_stay_in_0_1() -> None:
     # The same shape of vector list, shifted down: the keyword-only hit's fused score (its share of the weight)
-    # rises step by step, and never leaves 0-1; with power 0 it does not move.
+    # rises step by step, and never leaves 0-1; with power 0 it does not move. Without the vector floor, which would
+    # add the floor's own (falling) cosine to that share: the weights alone are measured here.
     keyword = _keyword(25.0, [("k", 1.0), ("a", 0.3)])
     shares, flat = [], []
     for top in (1.0, 0.8, 0.6, 0.4, 0.2, 0.05):
         vector = [Hit("a", 0.77 + 0.2 * top), Hit("b", 0.77 + 0.2 * top * 0.9)]
+        assert all(0.0 <= f.score <= 1.0 for f in fuse_absolute(vector, keyword, vector_scale=E5))
         fused = fuse_absolute(vector, keyword, vector_scale=E5)
-        assert all(0.0 <= f.score <= 1.0 for f in fused)
         shares.append({f.chunk_id: f.score for f in fused}["k"])
         before = fuse_absolute(vector, keyword, vector_scale=E5, vector_power=0.0)
         flat.append({f.chunk_id: f.score for f in before}["k"])
@@ -252,6 +253,30 @@ def test_the_keyword_share_grows_as_the_vector_evidence_falls_and_scores_stay_in
         vector = [Hit(f"c{i}", float(c)) for i, c in enumerate(cos)]
         keyword = _keyword(float(rng.uniform(0.5, 200.0)), [(f"c{2 * i}", float(r)) for i, r in enumerate(rel)])
         assert all(0.0 <= f.score <= 1.0 for f in fuse_absolute(vector, keyword, vector_scale=E5))
+
+
+def test_a_chunk_only_bm25_found_counts_at_a_full_vector_lists_floor() -> None:
+    # e5 on a terse Chinese keyword query: every cosine high and close (calibrated 0.57 down to 0.31 where the pool
+    # cut the list), the passage "p" BM25 found first (29 points) missing from the vector list, a weak keyword match
+    # "k2" (12 points) in both. Counted at 0 for its missing cosine, "p" fell below "k2" (the rule before the floor,
+    # units 40 and 44 alike); at the floor, the most cosine the full list leaves it, it leads.
+    vector = [Hit(cid, 0.77 + 0.2 * c) for cid, c in (("v1", 0.57), ("v2", 0.55), ("k2", 0.50), ("v3", 0.31))]
+    keyword = _keyword(29.0, [("p", 1.0), ("k2", 12.0 / 29.0)])
+    fused = fuse_absolute(vector, keyword, vector_scale=E5, vector_floor=True)
+    assert [f.chunk_id for f in fused] == ["p", "k2", "v1", "v2", "v3"]
+    scores = {f.chunk_id: f.score for f in fused}
+    wv, wk = 0.7 * 0.57**VECTOR_EVIDENCE_POWER, 0.3 * 29.0 / KEYWORD_UNIT
+    assert scores["p"] == pytest.approx((wv * 0.31 + wk) / (wv + wk))
+    assert scores["v3"] == pytest.approx(wv * 0.31 / (wv + wk))  # a vector hit's own score is unchanged
+    for unit in (40.0, 44.0):
+        before = fuse_absolute(vector, keyword, vector_scale=E5, keyword_unit=unit)  # a list the threshold cut
+        assert [f.chunk_id for f in before][:2] == ["k2", "p"]
+        assert {f.chunk_id: f.score for f in before}["p"] == pytest.approx(0.3 * 29.0 / unit / (wv + 0.3 * 29.0 / unit))
+    # Below the scale's zero the floor is 0, as every calibrated cosine there: nothing changes.
+    cut = [Hit("v1", 0.9), Hit("v2", 0.7)]
+    assert [(f.chunk_id, f.score) for f in fuse_absolute(cut, keyword, vector_scale=E5, vector_floor=True)] == [
+        (f.chunk_id, f.score) for f in fuse_absolute(cut, keyword, vector_scale=E5)
+    ]
 
 
 def test_fuse_absolute_without_an_absolute_scale_ranks_as_adaptive() -> None:

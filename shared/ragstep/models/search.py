@@ -186,9 +186,10 @@ class RetrievalSettings(_Model):
     candidate_pool_min: Annotated[int, Field(ge=1, le=5000)] = 50
     candidate_pool_max: Annotated[int, Field(ge=1, le=5000)] = 500
     # Fusion: absolute (cosines on the common scale + raw BM25, neither list normalised per query, each list weighted
-    # by its best hit: 0.7 x best cosine^1.5, 0.3 x best BM25 / 40) was within 0.009 of the best single retriever on
-    # the five vector sets, where adaptive (min-max, weights scaled by how much of each list's head the other confirms)
-    # missed sentence-like queries by 0.06 (BENCHMARKS.md, "Fusion by each list's evidence"); minmax, dbsf, rrf: fixed.
+    # by its best hit: 0.7 x best cosine^1.5, 0.3 x best BM25 / 44; a chunk only BM25 found counts at a full vector
+    # list's last cosine) was within 0.01 of the best single retriever on the six vector sets, where adaptive
+    # (min-max, weights scaled by how much of each list's head the other confirms) missed sentence-like queries by
+    # 0.06 (BENCHMARKS.md, "Fusion by each list's evidence", "A sixth set"); minmax, dbsf, rrf: fixed.
     fusion: Fusion = "absolute"
     rrf_k: Annotated[int, Field(ge=1, le=1000)] = 60
     rrf_vector_weight: Annotated[float, Field(ge=0.0, le=10.0)] = 0.7

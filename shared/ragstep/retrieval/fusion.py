@@ -21,7 +21,8 @@ question whose words many passages share (BM25 ~18 on msmarco) lets the vectors 
 passage's rare words (BM25 ~50) lets the keywords decide, with no feature to learn. Each list weighs by its own
 best evidence on its own absolute scale: the keyword list by its best hit's BM25 points, the vector list by its best
 hit's calibrated cosine (an embedding model that found nothing close to a terse keyword query leaves the ranking to
-the keywords; one that found a near-paraphrase keeps it).
+the keywords; one that found a near-paraphrase keeps it). Where the pool cut the vector list, a chunk only the
+keyword list holds counts at the list's lowest cosine, not at 0: the list says only that its cosine is below that.
 """
 
 from __future__ import annotations
@@ -90,6 +91,8 @@ class _Weighted:
     wv: float
     wk: float
     total: float
+    #: What a keyword-only chunk counts as in ``nv`` (0 but for :func:`fuse_absolute`'s vector floor).
+    v_missing: float = 0.0
 
 
 def _combine(
@@ -106,9 +109,9 @@ def _combine(
     rv, rk = _ranks(vector), _ranks(keyword)
     fn: Callable[[str, bool, bool, int, int], float] | None = None
     if isinstance(score, _Weighted):
-        nv, nk, wv, wk, total = score.nv, score.nk, score.wv, score.wk, score.total
+        nv, nk, wv, wk, total, v_missing = score.nv, score.nk, score.wv, score.wk, score.total, score.v_missing
     else:
-        fn, nv, nk, wv, wk, total = score, {}, {}, 0.0, 0.0, 1.0
+        fn, nv, nk, wv, wk, total, v_missing = score, {}, {}, 0.0, 0.0, 1.0, 0.0
     hybrid, vec_only, kw_only = MatchType.HYBRID, MatchType.VECTOR, MatchType.KEYWORD
     rows: list[tuple[float, int, str, MatchType, float | None, float | None, int | None, int | None]] = []
     append = rows.append
@@ -124,11 +127,7 @@ def _combine(
             append((-s, rank_v, cid, hybrid, score_v, kw[1], rank_v, kw[0]))
     for cid, (rank_k, score_k) in rk.items():
         if cid not in rv:
-            s = (
-                (wv * nv.get(cid, 0.0) + wk * nk.get(cid, 0.0)) / total
-                if fn is None
-                else fn(cid, False, True, 0, rank_k)
-            )
+            s = (wv * v_missing + wk * nk.get(cid, 0.0)) / total if fn is None else fn(cid, False, True, 0, rank_k)
             append((-s, _NO_RANK, cid, kw_only, None, score_k, None, rank_k))
     rows.sort()
     return [Fused(cid, -neg, kind, sv, sk, r_v, r_k) for neg, _, cid, kind, sv, sk, r_v, r_k in rows]
@@ -249,8 +248,10 @@ def fuse_adaptive(
 #: Raw BM25 points that weigh as much as the configured keyword weight says, against a vector list whose best hit
 #: has a calibrated cosine of 1: about two query terms each found in a single chunk only (idf ln(1 + N / 1.5) x
 #: (k1 + 1) = 20.7 points per term for msmarco-5k's 5,844 chunks; 17 for 1,600 chunks, 26 for 50,000). A query's
-#: best BM25 in these units is how much evidence its keyword list holds, in pairs of rare-word matches.
-KEYWORD_UNIT = 40.0
+#: best BM25 in these units is how much evidence its keyword list holds, in pairs of rare-word matches. 44 since the
+#: vector floor (:func:`fuse_absolute`; 40 before it): with the floor, units 42-46 all keep every set with vectors
+#: within 0.01 of its best single retriever, 40 and 48 miss by 0.001-0.002 (BENCHMARKS.md, "A sixth set").
+KEYWORD_UNIT = 44.0
 
 #: The vector weight is the configured one times the vector list's best calibrated cosine to this power: the vector
 #: list's evidence on its own absolute scale, as the keyword list's is its best BM25 in points. Chosen with the unit
@@ -269,12 +270,22 @@ def fuse_absolute(
     vector_scale: ScoreScale | None = COMMON_SCALE,
     keyword_unit: float = KEYWORD_UNIT,
     vector_power: float = VECTOR_EVIDENCE_POWER,
+    vector_floor: bool = False,
 ) -> list[Fused]:
     """Cosines on the common scale plus raw BM25, each list weighted by its best hit's evidence: ``w_v x top^p x
     cosine + w_k x BM25 / keyword_unit``, with ``top`` the vector list's best calibrated cosine and ``p``
     ``vector_power``, divided by the query's ``w_v x top^p + w_k x best BM25 / keyword_unit`` so scores stay in 0-1
-    (the order is the plain sum's). ``vector_power=0`` with ``keyword_unit=20`` is the rule before the vector
-    weight read its list's evidence (kept for comparison).
+    (the order is the plain sum's). ``vector_power=0`` with ``keyword_unit=20`` is the rule before the vector weight
+    read its list's evidence, ``keyword_unit=40`` the rule before the vector floor (both kept for comparison).
+
+    ``vector_floor``: the pool cut the vector list (it holds as many hits as the search asked for), so a chunk only
+    the keyword list holds counts at the list's lowest calibrated cosine instead of 0: all the list says of it is that
+    its cosine is below that one, and a full list's tail is flat (e5 on Chinese: a 500-chunk list of a 1,607-chunk
+    corpus ends at calibrated 0.33, its best hit at 0.55). At 0 such a chunk paid the whole floor as a penalty that
+    the keyword list's best hit could not make up for: the passage BM25 found first, which e5 missed, fell below e5's
+    unrelated hits (BENCHMARKS.md, "A sixth set"). A list the similarity threshold cut (``False``) keeps 0: below
+    the threshold is what the common scale calls unrelated (counting such a chunk at the threshold instead cost the
+    pipeline on msmarco-5k more than it gained).
 
     ``vector_scale`` is the declared scale of the model whose cosines the vector list holds (calibrated cosines are
     clipped to 0-1). Without it (``None``: the list merges several models' raw cosines) or without raw BM25 scores
@@ -292,5 +303,6 @@ def fuse_absolute(
     wv, wk = w_vector * top**vector_power, w_keyword * best_raw / keyword_unit
     total = (wv + wk) or 1.0
     nk = {h.chunk_id: _clip01(h.score) for h in reversed(keyword)}
+    floor = min(nv.values()) if vector_floor else 0.0
 
-    return _combine(vector, keyword, _Weighted(nv, nk, wv, wk, total))
+    return _combine(vector, keyword, _Weighted(nv, nk, wv, wk, total, floor))

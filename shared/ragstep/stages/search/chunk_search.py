@@ -15,7 +15,8 @@ WeKnora's search stage (v0.7) plus RAGFlow's zero-result fallback:
   priority on, FAQ scores are boosted and near-certain hits are flagged as direct answers.
 * Fusion (absolute by default: cosines on the common scale of the query's embedding model plus raw BM25, neither
   list normalised per query, the vector weight scaled by the list's best calibrated cosine^1.5 and the keyword weight
-  by its best raw BM25; or adaptive, fixed min-max, DBSF, weighted RRF: :mod:`ragstep.retrieval.fusion`), then
+  by its best raw BM25, a chunk only BM25 found counted at the vector list's lowest cosine where the pool cut that
+  list; or adaptive, fixed min-max, DBSF, weighted RRF: :mod:`ragstep.retrieval.fusion`), then
   deduplication by chunk id and by a hash of the normalised content.
 * Server-side fusion (an OpenSearch index with ``RAGSTEP_OPENSEARCH_SERVER_HYBRID``): a non-FAQ target with a query
   vector runs one ``hybrid`` query instead of the keyword + vector pair. Its hits come back fused by the search
@@ -119,13 +120,20 @@ def resolve_targets(state: PipelineState) -> tuple[list[Target], int]:
 
 
 def fuse(
-    vector: Sequence[Hit], keyword: Sequence[Hit], cfg: RetrievalSettings, scale: ScoreScale | None = COMMON_SCALE
+    vector: Sequence[Hit],
+    keyword: Sequence[Hit],
+    cfg: RetrievalSettings,
+    scale: ScoreScale | None = COMMON_SCALE,
+    pool: int | None = None,
 ) -> list[Fused]:
     """The configured fusion of one vector and one keyword list; ``scale``: the vector list's (:func:`vector_scale`),
-    read by ``absolute`` fusion only."""
+    ``pool``: how many hits the vector search asked for, both read by ``absolute`` fusion only: a list that holds the
+    whole pool was cut by it, not by the similarity threshold, and a chunk it left out counts at its lowest cosine
+    (``vector_floor``, :func:`~ragstep.retrieval.fusion.fuse_absolute`)."""
     weights = {"w_vector": cfg.rrf_vector_weight, "w_keyword": cfg.rrf_keyword_weight}
     if cfg.fusion == "absolute":
-        return fuse_absolute(vector, keyword, vector_scale=scale, **weights)
+        full = pool is not None and len(vector) >= pool
+        return fuse_absolute(vector, keyword, vector_scale=scale, vector_floor=full, **weights)
     if cfg.fusion == "adaptive":
         return fuse_adaptive(vector, keyword, **weights)
     if cfg.fusion == "minmax":
@@ -193,9 +201,10 @@ def rank(
     server: Sequence[Fused],
     cfg: RetrievalSettings,
     scale: ScoreScale | None = COMMON_SCALE,
+    pool: int | None = None,
 ) -> list[Fused]:
     """The stage's ranking: the client-fused vector and keyword lists merged with the server-fused candidates."""
-    return merge_fused(fuse(vector, keyword, cfg, scale), server)
+    return merge_fused(fuse(vector, keyword, cfg, scale, pool), server)
 
 
 def server_fusion_detail(ctx: Context, cfg: RetrievalSettings, targets: int) -> dict[str, object]:
@@ -306,7 +315,7 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
     vector_hits, keyword_hits, hybrid_hits = first.vector, first.keyword, first.hybrid
     server = server_fused(hybrid_hits)
     scale = vector_scale(ctx, vectors)
-    results = hydrate(rank(vector_hits, keyword_hits, server, cfg, scale), ctx, cfg.embedding_top_k)
+    results = hydrate(rank(vector_hits, keyword_hits, server, cfg, scale, pool), ctx, cfg.embedding_top_k)
     detail: dict[str, object] = {}
 
     if cfg.enable_query_expansion and len(results) < cfg.embedding_top_k:
@@ -337,7 +346,7 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
             if added or added_server:
                 keyword_hits = [*keyword_hits, *added]
                 server = [*server, *keyword_only_fused(added_server, cfg)]
-                results = hydrate(rank(vector_hits, keyword_hits, server, cfg, scale), ctx, cfg.embedding_top_k)
+                results = hydrate(rank(vector_hits, keyword_hits, server, cfg, scale, pool), ctx, cfg.embedding_top_k)
             events.append(
                 TraceEvent(
                     stage=STAGE,
@@ -377,7 +386,7 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
             events += retry.events
             vector_hits, keyword_hits, hybrid_hits = retry.vector, retry.keyword, retry.hybrid
             server = server_fused(hybrid_hits)
-            results, _ = apply_faq_rules(hydrate(rank(vector_hits, keyword_hits, server, cfg, scale), ctx,
+            results, _ = apply_faq_rules(hydrate(rank(vector_hits, keyword_hits, server, cfg, scale, pool), ctx,
                                                  cfg.embedding_top_k), query, cfg, scales)  # fmt: skip
             events.append(
                 TraceEvent(
