@@ -12,6 +12,7 @@ from ragstep import models
 from ragstep.models import (
     MAX_QUERY_CHARS,
     SCHEMA_VERSION,
+    ChatRequest,
     Chunk,
     ChunkType,
     ErrorInfo,
@@ -24,9 +25,12 @@ from ragstep.models import (
     RetrievalSettings,
     SearchRequest,
     SearchResult,
+    SessionSummary,
+    StreamEvent,
     TraceEvent,
     Turn,
 )
+from ragstep.models.catalog import IngestionJob
 
 
 def full_result(i: int = 0) -> SearchResult:
@@ -92,6 +96,12 @@ ROUND_TRIP = [
     KnowledgeBase(id="i", name="n", type="faq", embedding_model="openai:m", created_at=2.0),
     Knowledge(id="k", knowledge_base_id="kb", title="t", content_hash="h", status="completed", chunk_count=3),
     RetrievalOverrides(rrf_k=10),
+    # Built on first use (a search never uses them): the same values and JSON as before.
+    ChatRequest(query="q", session_id="s", overrides=RetrievalOverrides(rrf_k=3), chat={"max_rounds": 2}),
+    SessionSummary(session_id="s", turns=2, first_query="q", created_at=1.0, updated_at=2.5),
+    IngestionJob(id="j", knowledge_base_id="kb", knowledge_id="k", filename="a.md", blob_key="sources/x", size=3),
+    StreamEvent(event="delta", data={"text": "内容"}),
+    ErrorInfo(stage="chunk_search", error="invalid_input", message="m"),
 ]
 
 
@@ -243,32 +253,92 @@ def test_no_model_list_field_has_the_builtin_list_as_its_factory() -> None:
     assert builtin == []
 
 
+def test_the_search_models_hold_their_field_types_as_objects() -> None:
+    """The modules of the models and settings a search builds are written without ``from __future__ import
+    annotations``: pydantic compiles a field type given as text (~35 us a field, ~12 ms of a ``ragstep search``,
+    issue #23) and reads one given as an object."""
+    import importlib
+
+    found = []
+    for name in ("base", "catalog", "search", "chat", "state"):
+        module = importlib.import_module(f"ragstep.models.{name}")
+        found += [v for v in vars(module).values() if isinstance(v, type) and v.__module__ == module.__name__]
+    from ragstep.settings import Settings
+
+    found = [c for c in [*found, Settings] if issubclass(c, BaseModel)]
+    assert len(found) > 20
+    texts = [
+        f"{c.__name__}.{n}" for c in found for n, t in vars(c).get("__annotations__", {}).items() if isinstance(t, str)
+    ]
+    assert texts == []
+
+
 def test_a_search_state_builds_no_hierarchy_or_chat_state_model() -> None:
     """The state's viking and chat parts are built on first use (BuiltOnFirstUse): a fresh process that makes a
-    search state leaves every model of ragstep.models.viking and ChatState's parts unbuilt (issue #23)."""
+    search state leaves ChatState's parts unbuilt and ragstep.models.viking unimported, and builds none of the
+    models that share a module with a search's but serve sessions, jobs or streams (issue #23). A viking part
+    arriving imports the module then, and builds only what validates it."""
+    code = (
+        "import json, sys\n"
+        "from pydantic import BaseModel\n"
+        "from ragstep.models import PipelineState, SearchRequest\n"
+        "from ragstep.models.chat import ChatSettings, ChatState, DocAggregate, HistoryRound, Reference, Usage\n"
+        "from ragstep.models.chat import ChatRequest, SessionSummary, Turn\n"
+        "from ragstep.models.catalog import IngestionJob, Knowledge\n"
+        "from ragstep.models.base import ErrorInfo, StreamEvent\n"
+        "from ragstep.app.search import SearchResponse\n"
+        "state = PipelineState(request=SearchRequest(query='q', knowledge_base_ids=['kb']))\n"
+        "state = state.model_copy(update={'final_results': []})\n"
+        "loaded = 'ragstep.models.viking' in sys.modules\n"
+        "models = [ChatSettings, ChatState, DocAggregate, HistoryRound, Reference, Usage, ChatRequest,\n"
+        "          SessionSummary, Turn, IngestionJob, Knowledge, ErrorInfo, StreamEvent, SearchResponse]\n"
+        "built = [c.__name__ for c in models if c.__pydantic_complete__]\n"
+        "state = PipelineState.model_validate({**state.model_dump(), 'viking': {'query': {'query': 'x'}}})\n"
+        "import ragstep.models.viking as viking\n"
+        "models = [c for c in vars(viking).values() if isinstance(c, type) and issubclass(c, BaseModel)\n"
+        "          and c.__module__ == viking.__name__]\n"
+        "print(json.dumps({'loaded': loaded, 'built': built, 'part': type(state.viking).__name__,\n"
+        "                  'viking_built': sorted(c.__name__ for c in models if c.__pydantic_complete__)}))\n"
+    )
+    assert _fresh(code) == {"loaded": False, "built": [], "part": "VikingPart", "viking_built": ["VikingPart"]}
+
+
+def _fresh(code: str) -> object:
+    """What ``code`` printed (JSON) in a fresh interpreter: what a module builds is process-wide."""
     import subprocess
     import sys
     from pathlib import Path
 
-    code = (
-        "import json\n"
-        "from pydantic import BaseModel\n"
-        "from ragstep.models import PipelineState, SearchRequest\n"
-        "import ragstep.models.viking as viking\n"
-        "from ragstep.models.chat import ChatSettings, ChatState, DocAggregate, HistoryRound, Reference, Usage\n"
-        "state = PipelineState(request=SearchRequest(query='q', knowledge_base_ids=['kb']))\n"
-        "state = state.model_copy(update={'final_results': []})\n"
-        "models = [c for c in vars(viking).values() if isinstance(c, type) and issubclass(c, BaseModel)\n"
-        "          and c.__module__ == viking.__name__]\n"
-        "models += [ChatSettings, ChatState, DocAggregate, HistoryRound, Reference, Usage]\n"
-        "print(json.dumps([c.__name__ for c in models if c.__pydantic_complete__]))\n"
-    )
     shared = Path(__file__).resolve().parents[1] / "shared"
     run = subprocess.run(
         [sys.executable, "-c", code], env={"PYTHONPATH": str(shared)}, capture_output=True, text=True, check=False
     )
     assert run.returncode == 0, run.stderr[-2000:]
-    assert json.loads(run.stdout) == []
+    return json.loads(run.stdout)
+
+
+def test_the_viking_part_is_described_as_its_model_before_any_value_arrived() -> None:
+    """The state's JSON schema is the first use of the viking part in a fresh process: it imports the model and
+    describes the field exactly as a field holding the model (``Annotated[VikingPart, BuiltOnFirstUse()]``) does."""
+    code = (
+        "import json\n"
+        "from ragstep.models import PipelineState\n"
+        "print(json.dumps({m: PipelineState.model_json_schema(mode=m) for m in ('validation', 'serialization')}))\n"
+    )
+    fresh = _fresh(code)
+    from typing import Annotated
+
+    from ragstep.models.base import BuiltOnFirstUse, _Model
+    from ragstep.models.viking import VikingPart
+
+    class Held(_Model):
+        viking: Annotated[VikingPart, BuiltOnFirstUse()] | None = None
+
+    for mode in ("validation", "serialization"):
+        schema, held = PipelineState.model_json_schema(mode=mode), Held.model_json_schema(mode=mode)
+        assert fresh[mode] == schema  # type: ignore[index]
+        assert schema["properties"]["viking"] == held["properties"]["viking"]
+        assert {k: v for k, v in schema["$defs"].items() if k in held["$defs"]} == held["$defs"]
 
 
 def test_the_viking_part_validates_and_serialises_as_a_nested_model() -> None:

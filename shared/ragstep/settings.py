@@ -11,7 +11,7 @@ for ``secrets_max_age_s``; the Lambda handlers ask again on every invocation (a 
 key reaches a warm function within that time.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: see ragstep.models.base (pydantic reads the fields' types as objects).
 
 import json
 import os
@@ -114,13 +114,13 @@ def resolve_secret(value: str, *, max_age: int = DEFAULT_SECRETS_MAX_AGE_S, sett
     return picked if isinstance(picked, str) else json.dumps(picked)
 
 
-def _is_json_field(field: FieldInfo) -> bool:
+def _is_json_field(field: "FieldInfo") -> bool:
     """A list, set, tuple or dict setting: given as JSON in the environment."""
     origin = getattr(field.annotation, "__origin__", None)
     return origin in (list, set, tuple, dict)
 
 
-def environment_values(fields: dict[str, FieldInfo], environ: dict[str, str] | None = None) -> dict[str, Any]:
+def environment_values(fields: "dict[str, FieldInfo]", environ: dict[str, str] | None = None) -> dict[str, Any]:
     """The settings ``RAGSTEP_*`` variables give, by field name, as pydantic-settings read them (env_prefix
     RAGSTEP_, case-insensitive names, empty values ignored, list and dict fields as JSON); the model validates them.
 
@@ -453,12 +453,12 @@ class Settings(RetrievalSettings):
         return SecretStr(resolve_secret(value.get_secret_value(), max_age=max_age, setting=setting))
 
     @model_validator(mode="after")
-    def _threshold_for_the_reranker(self) -> Settings:
+    def _threshold_for_the_reranker(self) -> "Settings":
         if self.reranker == "none" and "rerank_threshold" not in self.model_fields_set:
             self.rerank_threshold = MODEL_FREE_RERANK_THRESHOLD
         return self
 
-    def chat_defaults(self) -> ChatSettings:
+    def chat_defaults(self) -> "ChatSettings":
         """The configured chat knobs (``chat_<field>``) as the per-request :class:`ChatSettings` defaults."""
         from ragstep.models.chat import ChatSettings
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from ragstep.context import Context
 from ragstep.models import PipelineState, SearchRequest, SearchResult, TraceEvent
@@ -33,6 +33,9 @@ def knowledge_search(request: SearchRequest, ctx: Context) -> PipelineState:
 
 class SearchResponse(BaseModel):
     """The public answer of a search (``ragstep search --json`` and ``POST /v1/knowledge-search``)."""
+
+    # Built when first used: a plain ``ragstep search`` prints without it.
+    model_config = ConfigDict(defer_build=True)
 
     query: str
     request_id: str

@@ -1,7 +1,11 @@
 """What every part of the contract shares: the strict base model, identifier and query checks, the trace."""
 
-from __future__ import annotations
+# Annotations are evaluated as the classes are defined (no ``from __future__ import annotations``): pydantic then
+# reads each field's type as an object instead of compiling it from its text, which was half of the ~24 ms a
+# ``ragstep search`` spent collecting model fields (issue #23). Quote only what is not defined yet (a method's own
+# class, names imported for type checking).
 
+import importlib
 import re
 import unicodedata
 from typing import TYPE_CHECKING, Any, Literal
@@ -37,8 +41,9 @@ class _Model(BaseModel):
 
 
 class _DeferredModel(_Model):
-    # Built on first use, not when its module loads: for the models of parts of the state that most pipelines
-    # leave empty (with BuiltOnFirstUse on the state's field), which a search would otherwise build for nothing.
+    # Built on first use, not when its module loads: for the models a search process loads but never uses (~0.5-1 ms
+    # each): those of parts of the state most pipelines leave empty (with BuiltOnFirstUse on the state's field), and
+    # the sessions', jobs' and stream's models that share a module with what a search uses.
     model_config = ConfigDict(defer_build=True)
 
 
@@ -50,21 +55,39 @@ class BuiltOnFirstUse:
     serialised as one (the holder's JSON schema inlines the model's instead of referring to it). For a
     :class:`_DeferredModel` held by a part of the state most pipelines leave empty or at its defaults: the viking and
     chat parts (issue #23: a ``ragstep search`` built ~15 hierarchy and chat models it never used).
+
+    ``BuiltOnFirstUse("package.module", "Model")`` on ``Annotated[Any, ...]`` names the model instead of holding it:
+    its module is imported when a value first arrives or a JSON schema is asked for, not when the holder's is (the
+    state's viking part: importing ``ragstep.models.viking`` cost a search ~7 ms of field collection for nothing).
     """
 
-    model: type[BaseModel] | None = None
+    def __init__(self, module: str | None = None, name: str | None = None) -> None:
+        self.module, self.name = module, name
+        self.model: type[BaseModel] | None = None
 
-    def __get_pydantic_core_schema__(self, source: type[BaseModel], handler: GetCoreSchemaHandler) -> CoreSchema:
-        self.model = source
+    def held(self) -> type[BaseModel] | None:
+        """The model of the field: imported now if named; None for a held one before its holder was built."""
+        if self.model is None and self.module is not None:
+            self.model = getattr(importlib.import_module(self.module), self.name or "")
+        return self.model
 
-        def validate(value: Any, info: ValidationInfo) -> BaseModel:
-            return source.model_validate(value, context=info.context)
+    def __get_pydantic_core_schema__(self, source: type[BaseModel], handler: "GetCoreSchemaHandler") -> "CoreSchema":
+        held = source if self.module is None else None  # a named model is looked up at the first value
+        if held is not None:
+            self.model = held
+
+        def validate(value: Any, info: "ValidationInfo") -> BaseModel:
+            return (held or self._named()).model_validate(value, context=info.context)
 
         return core_schema.with_info_plain_validator_function(validate)
 
-    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
-        assert self.model is not None  # set when the holder's schema was built, which its JSON schema needs first
-        return handler(self.model.__pydantic_core_schema__)
+    def _named(self) -> type[BaseModel]:
+        model = self.held()
+        assert model is not None  # a marker without a name has its model from the holder's schema, built first
+        return model
+
+    def __get_pydantic_json_schema__(self, schema: "CoreSchema", handler: "GetJsonSchemaHandler") -> "JsonSchemaValue":
+        return handler(self._named().__pydantic_core_schema__)
 
 
 def check_query(text: str) -> str:
@@ -112,7 +135,7 @@ class TraceEvent(_Model):
     detail: dict[str, Any] = Field(default_factory=dict)
 
 
-class ErrorInfo(_Model):
+class ErrorInfo(_DeferredModel):
     stage: str
     error: str
     message: str
@@ -127,7 +150,7 @@ def check_tenant(value: str) -> str:
     return value
 
 
-class StreamEvent(_Model):
+class StreamEvent(_DeferredModel):
     """One event of a streaming stage, as SSE sends it: ``event: <event>`` and ``data: <data as JSON>``."""
 
     event: str

@@ -1,13 +1,13 @@
 """Knowledge bases and the knowledge items (documents, FAQ sets, data files) they hold."""
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: see ragstep.models.base (pydantic reads the fields' types as objects).
 
 from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import Field
 
-from ragstep.models.base import _Model, empty_list
+from ragstep.models.base import _DeferredModel, _Model, empty_list
 
 
 class KnowledgeBaseType(StrEnum):
@@ -30,7 +30,7 @@ class KnowledgeBase(_Model):
     layers: bool = False
 
 
-class Knowledge(_Model):
+class Knowledge(_DeferredModel):
     """One ingested source (a file, a FAQ set) of a knowledge base."""
 
     id: str
@@ -61,7 +61,7 @@ JobStatus = Literal["queued", "running", "indexed", "unchanged", "duplicate", "f
 PENDING_JOB_STATUSES: tuple[JobStatus, ...] = ("queued", "running")
 
 
-class IngestionJob(_Model):
+class IngestionJob(_DeferredModel):
     """One file to ingest into a knowledge base, from a stored blob (an HTTP upload), and what became of it."""
 
     id: str

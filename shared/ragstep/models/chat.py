@@ -1,6 +1,6 @@
 """The chat half of the contract: conversation turns, the effective chat settings and the chat part of the state."""
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: see ragstep.models.base (pydantic reads the fields' types as objects).
 
 import json
 import uuid
@@ -8,7 +8,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 
-from ragstep.models.base import _DeferredModel, _Model, empty_list
+from ragstep.models.base import _DeferredModel, empty_list
 from ragstep.models.search import RetrievalOverrides, SearchResult
 
 FallbackStrategy = Literal["fixed", "model"]
@@ -23,7 +23,7 @@ class Usage(_DeferredModel):
     total_tokens: int = 0
 
 
-class Turn(_Model):
+class Turn(_DeferredModel):
     """One question/answer exchange of a chat session, with the references the answer used.
 
     The user message and the answer are one record, written once when the answer is final (or cut short), so a
@@ -96,7 +96,7 @@ class ChatSettings(_DeferredModel):
     # Serve a repeated question with the same messages and settings from the response cache.
     cache_answers: bool = False
 
-    def with_max_tokens(self, max_tokens: int) -> ChatSettings:
+    def with_max_tokens(self, max_tokens: int) -> "ChatSettings":
         """These settings with the answer's share lowered to what the token budget leaves (validated: >= 1)."""
         return ChatSettings.model_validate({**self.model_dump(), "max_tokens": max_tokens})
 
@@ -110,7 +110,7 @@ class Reference(SearchResult):
     cited: bool = False
     positions: list[int] = Field(default_factory=empty_list)
 
-    def cited_at(self, positions: list[int]) -> Reference:
+    def cited_at(self, positions: list[int]) -> "Reference":
         """This reference cited at these answer offsets (none: not cited)."""
         return self.model_copy(update={"cited": bool(positions), "positions": list(positions)})
 
@@ -175,7 +175,7 @@ def language_of(text: str) -> Language:
     return "zh" if letters and han * 5 >= letters else "en"
 
 
-class ChatRequest(_Model):
+class ChatRequest(_DeferredModel):
     """A question for a chat pipeline: what to search, which session it continues, and per-request overrides."""
 
     query: str
@@ -191,7 +191,7 @@ class ChatRequest(_Model):
     chat: dict[str, Any] = Field(default_factory=dict)
 
 
-class SessionSummary(_Model):
+class SessionSummary(_DeferredModel):
     """One chat session as ``ragstep sessions list`` shows it."""
 
     session_id: str

@@ -1,11 +1,12 @@
 """The search half of the contract: chunks, results, retrieval settings, the request and the pipeline state."""
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: see ragstep.models.base (pydantic reads the fields' types as objects).
 
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
     create_model,
@@ -99,7 +100,7 @@ class SearchResult(_Model):
     image_info: list[ImageInfo] = Field(default_factory=empty_list)
 
     @classmethod
-    def from_chunk(cls, chunk: Chunk, **fields: Any) -> SearchResult:
+    def from_chunk(cls, chunk: Chunk, **fields: Any) -> "SearchResult":
         """The stored ``chunk`` as a result: its identity, text, place and metadata, then ``fields`` on top
         (``score`` and ``match_type`` at least, which a chunk does not have)."""
         values: dict[str, Any] = {
@@ -129,7 +130,7 @@ class SearchResult(_Model):
         match_type: MatchType | None = None,
         metadata: dict[str, Any] | None = None,
         id: str | None = None,
-    ) -> SearchResult:
+    ) -> "SearchResult":
         """The result with a new score (and, optionally, how it matched, its metadata or the id it answers for)."""
         update: dict[str, Any] = {"score": score}
         if match_type is not None:
@@ -140,10 +141,10 @@ class SearchResult(_Model):
             update["id"] = id
         return self.model_copy(update=update)
 
-    def with_content(self, content: str) -> SearchResult:
+    def with_content(self, content: str) -> "SearchResult":
         return self.model_copy(update={"content": content})
 
-    def with_metadata(self, metadata: dict[str, Any]) -> SearchResult:
+    def with_metadata(self, metadata: dict[str, Any]) -> "SearchResult":
         return self.model_copy(update={"metadata": metadata})
 
     def spanning(
@@ -156,7 +157,7 @@ class SearchResult(_Model):
         sub_chunk_ids: list[str],
         metadata: dict[str, Any],
         image_info: list[ImageInfo],
-    ) -> SearchResult:
+    ) -> "SearchResult":
         """The result grown over neighbouring text of its document (the merge stage's stitching)."""
         update = {
             "content": content,
@@ -231,6 +232,9 @@ class RetrievalSettings(_Model):
 
 
 class _OverridesBase(_Model):
+    # Never used itself, so never built (RetrievalOverrides, built when defined, turns this off again).
+    model_config = ConfigDict(defer_build=True)
+
     # Only the overrides a request set go on the wire: ~50 nulls would cost every state ~1 KiB between stages.
     @model_serializer(mode="wrap")
     def _set_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -253,6 +257,7 @@ def _optional(info: Any) -> Any:
 RetrievalOverrides = create_model(
     "RetrievalOverrides",
     __base__=_OverridesBase,
+    __cls_kwargs__={"defer_build": False},
     __doc__="Per-request overrides of RetrievalSettings: None means use the configured value.",
     **{name: _optional(info) for name, info in RetrievalSettings.model_fields.items()},
 )
@@ -286,7 +291,7 @@ class SearchRequest(_Model):
         return None if value is None else check_identifier(value)
 
     @model_validator(mode="after")
-    def _has_target(self) -> SearchRequest:
+    def _has_target(self) -> "SearchRequest":
         # RetrievalOverrides is derived at runtime, so its fields are read by name.
         if not (self.knowledge_base_ids or self.knowledge_ids or getattr(self.overrides, "web_search", None)):
             raise ValueError(

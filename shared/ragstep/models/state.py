@@ -1,9 +1,9 @@
 """The pipeline state: the one JSON document every query stage reads and returns."""
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: see ragstep.models.base (pydantic reads the fields' types as objects).
 
 import uuid
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -20,7 +20,17 @@ from ragstep.models.base import (
 from ragstep.models.catalog import KnowledgeBase
 from ragstep.models.chat import ChatState
 from ragstep.models.search import RetrievalSettings, SearchRequest, SearchResult
-from ragstep.models.viking import VikingPart
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from ragstep.models.viking import VikingPart
+
+    _Viking: TypeAlias = VikingPart
+else:
+    # The viking part's model named, not imported: ragstep.models.viking is imported when a value first arrives or a
+    # JSON schema is asked for (BuiltOnFirstUse), so the processes of other pipelines never load it.
+    _Viking = Annotated[Any, BuiltOnFirstUse("ragstep.models.viking", "VikingPart")]
 
 ResultField = Literal["search_results", "rerank_results", "merge_results", "final_results"]
 #: The state's result lists, in pipeline order: the one place their names are spelled (transport offloads them, the
@@ -62,8 +72,8 @@ class PipelineState(_Model):
     # (see its comment).
     chat: Annotated[ChatState, BuiltOnFirstUse()] = Field(default_factory=ChatState.model_construct)
     # OpenViking's retrieval (the viking pipelines' stages, ragstep.stages.viking): None in every other pipeline,
-    # whose processes never build its models (BuiltOnFirstUse).
-    viking: Annotated[VikingPart, BuiltOnFirstUse()] | None = None
+    # whose processes never import its models (BuiltOnFirstUse).
+    viking: _Viking | None = None
 
     @field_validator("tenant_id")
     @classmethod
@@ -75,7 +85,7 @@ class PipelineState(_Model):
         """The text retrieval uses: the rewritten query when a rewrite stage produced one."""
         return self.rewritten_query or self.request.query
 
-    def with_trace(self, *events: TraceEvent) -> PipelineState:
+    def with_trace(self, *events: TraceEvent) -> "PipelineState":
         return self.model_copy(update={"trace": [*self.trace, *events]})
 
     def with_results(
@@ -84,7 +94,7 @@ class PipelineState(_Model):
         results: list[SearchResult],
         *events: TraceEvent,
         query_embeddings: dict[str, list[float]] | None = None,
-    ) -> PipelineState:
+    ) -> "PipelineState":
         """The state with one result list replaced (checked: it must be a list of results) and ``events`` traced;
         the search stage also records the query embeddings it computed."""
         if field not in RESULT_FIELDS:
@@ -97,21 +107,21 @@ class PipelineState(_Model):
 
     def with_scope(
         self, knowledge_base_ids: list[str], knowledge_bases: list[KnowledgeBase], knowledge_scope: dict[str, str]
-    ) -> PipelineState:
+    ) -> "PipelineState":
         """The state with its request's knowledge bases resolved (see :mod:`ragstep.stages.search.scope`)."""
         request = self.request.model_copy(update={"knowledge_base_ids": knowledge_base_ids})
         update = {"request": request, "knowledge_bases": knowledge_bases, "knowledge_scope": knowledge_scope}
         return self.model_copy(update=update)
 
-    def with_chat(self, chat: ChatState, *events: TraceEvent) -> PipelineState:
+    def with_chat(self, chat: ChatState, *events: TraceEvent) -> "PipelineState":
         """The state with the chat stages' part replaced (a stage edits a copy of ``state.chat``, attribute by
         attribute, so every field it sets is type-checked) and ``events`` traced."""
         return self.model_copy(update={"chat": chat, "trace": [*self.trace, *events]})
 
-    def with_entities(self, entities: list[str], *events: TraceEvent) -> PipelineState:
+    def with_entities(self, entities: list[str], *events: TraceEvent) -> "PipelineState":
         return self.model_copy(update={"entities": list(entities), "trace": [*self.trace, *events]})
 
-    def with_rewritten_query(self, query: str, *events: TraceEvent) -> PipelineState:
+    def with_rewritten_query(self, query: str, *events: TraceEvent) -> "PipelineState":
         return self.model_copy(update={"rewritten_query": query, "trace": [*self.trace, *events]})
 
     def results(self, field: ResultField) -> list[SearchResult]:

@@ -2,7 +2,7 @@
 
 :func:`encode` is the one place the limit is enforced: when the JSON would exceed it, the largest of the fields that
 grow with the results are written to the blob store and replaced by a reference (the claim-check pattern);
-:func:`decode` puts them back. Which fields those are is declared once, in :data:`OFFLOADABLE`: the state's result
+:func:`decode` puts them back. Which fields those are is declared once, in :func:`offloadable`: the state's result
 lists, and the viking part's matches, passages and layers, each typed query's outcome included. Entry points call
 both, so stages never see a reference:
 
@@ -31,22 +31,32 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ragstep.errors import InputError, StateTooLargeError
 from ragstep.models import DEFAULT_TENANT, RESULT_FIELDS, PipelineState, check_tenant
-from ragstep.models.viking import TypedQueryOutcome, VikingPart
+from ragstep.models.base import BuiltOnFirstUse
 from ragstep.ports import BlobStore
 
 StateT = TypeVar("StateT", bound=BaseModel)
 Size = Callable[[dict[str, Any]], int]
 
-#: What may be offloaded: per model that keeps claim checks (an ``offloaded`` field of its own), its fields that grow
-#: with the results. Wherever such a model sits in a state (``viking``, ``viking.outcome``, each of
-#: ``viking.outcomes``) its fields are offloadable and its references stay in it, so a part cut out of the state
-#: carries its own: a Map iteration returns ``viking.outcome`` alone (its ``OutputPath``), and the merge stage receives
-#: the outcomes, references and all.
-OFFLOADABLE: dict[type[BaseModel], tuple[str, ...]] = {
-    PipelineState: RESULT_FIELDS,
-    VikingPart: ("matches", "passages", "layered"),
-    TypedQueryOutcome: ("matches", "passages"),
-}
+
+@cache
+def offloadable() -> dict[type[BaseModel], tuple[str, ...]]:
+    """What may be offloaded: per model that keeps claim checks (an ``offloaded`` field of its own), its fields that
+    grow with the results. Wherever such a model sits in a state (``viking``, ``viking.outcome``, each of
+    ``viking.outcomes``) its fields are offloadable and its references stay in it, so a part cut out of the state
+    carries its own: a Map iteration returns ``viking.outcome`` alone (its ``OutputPath``), and the merge stage
+    receives the outcomes, references and all.
+
+    A function, not a constant: the viking models are imported when a state is first encoded or decoded, not by the
+    executor's import (a local search never loads them, issue #23)."""
+    from ragstep.models.viking import TypedQueryOutcome, VikingPart
+
+    return {
+        PipelineState: RESULT_FIELDS,
+        VikingPart: ("matches", "passages", "layered"),
+        TypedQueryOutcome: ("matches", "passages"),
+    }
+
+
 OFFLOAD_PREFIX = "state/"
 # Runtimes whose interface client writes non-ASCII characters as they are (awslambdaric checks AWS_EXECUTION_ENV);
 # every other runtime, and any place off Lambda, is measured in the larger escaped form.
@@ -90,7 +100,9 @@ def _model_in(annotation: Any) -> tuple[type[BaseModel], bool] | None:
     """The model a field holds (``M``, ``M | None``) or holds a list of (``list[M]``), and whether it is a list."""
     origin = get_origin(annotation)
     if origin is Annotated:
-        return _model_in(get_args(annotation)[0])
+        # A model named by its marker, not held (the state's viking part: Annotated[Any, BuiltOnFirstUse(mod, name)])
+        named = [m.held() for m in annotation.__metadata__ if isinstance(m, BuiltOnFirstUse) and m.module]
+        return _model_in(named[0] if named else get_args(annotation)[0])
     if origin is Union or origin is types.UnionType:
         found = [m for m in map(_model_in, get_args(annotation)) if m is not None]
         return found[0] if len(found) == 1 else None
@@ -104,7 +116,7 @@ def _model_in(annotation: Any) -> tuple[type[BaseModel], bool] | None:
 
 def _reaches(model: type[BaseModel], seen: frozenset[type[BaseModel]] = frozenset()) -> bool:
     """Whether ``model`` or a model inside it has offloadable fields."""
-    if model in OFFLOADABLE:
+    if model in offloadable():
         return True
     seen = seen | {model}
     held = (_model_in(f.annotation) for f in model.model_fields.values())
@@ -129,7 +141,7 @@ def _holders(
 ) -> Iterator[tuple[type[BaseModel], dict[str, Any], str]]:
     """Each model with offloadable fields in ``data`` (a JSON dump of a ``model``): its type, its dict (edited in
     place by :func:`encode`) and where it is, as the prefix of its fields' names (``""``, ``"viking.outcome."``)."""
-    if model in OFFLOADABLE:
+    if model in offloadable():
         yield model, data, where
     for name, held, many in _links(model):
         value = data.get(name)
@@ -154,7 +166,7 @@ def encode(
     state: BaseModel, blobs: BlobStore | None, limit: int, *, size: Size = compact_size, sent_as: str = ""
 ) -> dict[str, Any]:
     """The state as a JSON-ready dict no larger than ``limit`` bytes (as ``size`` measures it), offloading the
-    fields :data:`OFFLOADABLE` names, largest first, when needed. ``sent_as`` says in an error how the size was
+    fields :func:`offloadable` names, largest first, when needed. ``sent_as`` says in an error how the size was
     measured."""
     data = state.model_dump(mode="json")
     if size(data) <= limit:
@@ -163,7 +175,7 @@ def encode(
     fields = [
         (holder, held, name, f"{where}{name}")
         for held, holder, where in _holders(model, data)
-        for name in OFFLOADABLE[held]
+        for name in offloadable()[held]
         if holder.get(name)
     ]
     fields.sort(key=lambda f: -size({f[3]: f[0][f[2]]}))
@@ -242,7 +254,7 @@ def _restored(model: StateT, blobs: BlobStore | None, where: str) -> StateT:
             inner = _restored(value, blobs, f"{where}{name}.")
             if inner is not value:
                 update[name] = inner
-    allowed = OFFLOADABLE.get(type(model), ())
+    allowed = offloadable().get(type(model), ())
     claims: dict[str, str] = (getattr(model, "offloaded", None) or {}) if allowed else {}
     if claims:
         if blobs is None:
@@ -260,7 +272,7 @@ def _restored(model: StateT, blobs: BlobStore | None, where: str) -> StateT:
 
 
 def _has_claims(model: BaseModel) -> bool:
-    if type(model) in OFFLOADABLE and getattr(model, "offloaded", None):
+    if type(model) in offloadable() and getattr(model, "offloaded", None):
         return True
     for name, _, many in _links(type(model)):
         value = getattr(model, name)

@@ -157,12 +157,9 @@ def cmd_bench_package(args: argparse.Namespace) -> int:
     return _bench_output(args, run_package(args.layer_dir, rebuild=args.rebuild), render)
 
 
-def add_bench_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+def add_bench_arguments(bench: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     """``ragstep bench quality|latency|chat|coldstart|package|ingest`` (each prints a table, or JSON with
     ``--json``)."""
-    bench = sub.add_parser(
-        "bench", help="benchmarks: quality, latency, chat, cold start, package size, ingestion", parents=[common]
-    )
     bench_sub = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCHMARK")
 
     p = bench_sub.add_parser("quality", help="nDCG@10 / Recall on a BEIR-layout set", parents=[common])

@@ -229,10 +229,7 @@ def cmd_sessions_delete(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_chat_commands(sub: Any, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser(
-        "chat", help="answer a question from knowledge bases (interactive without one)", parents=[common]
-    )
+def add_chat_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     p.add_argument("question", nargs="?", help="the question (omit for an interactive session)")
     p.add_argument("--kb", action="append", required=True, help="knowledge base name or id (repeatable)")
     p.add_argument("--session", help="continue this chat session (see `ragstep sessions list`)")
@@ -253,7 +250,8 @@ def add_chat_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", action="store_true", help="print the stage table after the answer")
     p.set_defaults(func=cmd_chat)
 
-    sessions = sub.add_parser("sessions", help="list, show and delete chat sessions", parents=[common])
+
+def add_sessions_arguments(sessions: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     s_sub = sessions.add_subparsers(dest="sessions_command", required=True, metavar="ACTION")
     p = s_sub.add_parser("list", help="chat sessions, most recently active first", parents=[common])
     p.add_argument("--json", action="store_true")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
 from ragstep.errors import InputError
 
@@ -32,8 +31,7 @@ def cmd_events_run(args: argparse.Namespace) -> int:
     return 0 if result["detail"]["status"] == "succeeded" else 1
 
 
-def add_events_commands(sub: Any, common: argparse.ArgumentParser) -> None:
-    events = sub.add_parser("events", help="event-driven retrieval: run a request file locally", parents=[common])
+def add_events_arguments(events: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     events_sub = events.add_subparsers(dest="events_command", required=True, metavar="ACTION")
     p = events_sub.add_parser(
         "run",

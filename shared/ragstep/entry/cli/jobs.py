@@ -7,7 +7,6 @@ job); this command is for a data dir no server runs on, or to prune now, with an
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from ragstep.entry.cli.common import context_of, print_json
 
@@ -37,8 +36,7 @@ def cmd_jobs_prune(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_jobs_commands(sub: Any, common: argparse.ArgumentParser) -> None:
-    jobs = sub.add_parser("jobs", help="ingestion jobs of HTTP uploads: prune the old finished ones", parents=[common])
+def add_jobs_arguments(jobs: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     j_sub = jobs.add_subparsers(dest="jobs_command", required=True, metavar="ACTION")
     p = j_sub.add_parser("prune", help="remove finished jobs older than a retention", parents=[common])
     p.add_argument(

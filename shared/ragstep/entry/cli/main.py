@@ -1,8 +1,9 @@
 """The ``ragstep`` command line (a contract other tools rely on: flags and ``--json`` shapes are stable).
 
 This module is the parser and :func:`main`; each command lives in its own module of this package and calls the use
-cases in :mod:`ragstep.app`. Every user error, a bad option included, prints one line, ``ragstep: error: ...``, and
-exits with status 2; nothing prints a traceback unless ``RAGSTEP_DEBUG=1``.
+cases in :mod:`ragstep.app`. :data:`COMMANDS` lists the commands; only the parser of the one that runs is built.
+Every user error, a bad option included, prints one line, ``ragstep: error: ...``, and exits with status 2; nothing
+prints a traceback unless ``RAGSTEP_DEBUG=1``.
 """
 
 from __future__ import annotations
@@ -12,26 +13,19 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NoReturn, TypeGuard
+from typing import TYPE_CHECKING, Any, NoReturn, TypeGuard, cast
 
 from ragstep import __version__
-from ragstep.entry.cli.bench import add_bench_commands
-from ragstep.entry.cli.chat import add_chat_commands
 from ragstep.entry.cli.common import EXIT_USER_ERROR, context_of, validation_message
-from ragstep.entry.cli.events import add_events_commands
-from ragstep.entry.cli.ingest import cmd_delete, cmd_ingest
-from ragstep.entry.cli.jobs import add_jobs_commands
-from ragstep.entry.cli.search import cmd_search
-from ragstep.entry.cli.serve import cmd_serve, port_number
-from ragstep.entry.cli.slack import add_slack_commands
-from ragstep.entry.cli.tenants import add_tenant_commands
-from ragstep.entry.cli.viking import add_find_command, add_remember_command
 from ragstep.errors import InputError, RagstepError
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
 Command = Callable[[argparse.Namespace], int]
+#: Adds a command's arguments (and its actions' sub-parsers) to its parser; the second parser holds the options
+#: every parser accepts (``--data-dir``), for the actions' ``parents``.
+AddArguments = Callable[[argparse.ArgumentParser, argparse.ArgumentParser], None]
 
 
 def cmd_kb_delete(args: argparse.Namespace) -> int:
@@ -43,8 +37,8 @@ def cmd_kb_delete(args: argparse.Namespace) -> int:
 
 
 def lazy(module: str, name: str) -> Command:
-    """A command imported when it runs: the use cases behind ``kb`` and ``demo`` pull in the models, the context
-    and (for the demo) the parsers, which ``--help``, ``--version`` and a mistyped option should not wait for."""
+    """A command imported when it runs: the use cases behind the commands pull in the models, the context and (for
+    the demo) the parsers, which ``--help``, ``--version`` and a mistyped option should not wait for."""
 
     def run(args: argparse.Namespace) -> int:
         command: Command = getattr(importlib.import_module(module), name)
@@ -61,17 +55,18 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USER_ERROR, f"ragstep: error: {' '.join(message.split())} (see `{self.prog} --help`)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    # --data-dir is accepted before or after the sub-command.
-    common = Parser(add_help=False)
-    common.add_argument(
-        "--data-dir", default=argparse.SUPPRESS, help="where the embedded index lives (default ./.ragstep)"
-    )
-    parser = Parser(prog="ragstep", description="Serverless-ready RAG retrieval.", parents=[common])
-    parser.add_argument("--version", action="version", version=f"ragstep {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+def arguments_of(module: str, name: str) -> AddArguments:
+    """The function of another module of this package that adds a command's arguments, imported only when that
+    command is the one on the command line (the modules of the others stay unread)."""
 
-    kb = sub.add_parser("kb", help="create, list, show and delete knowledge bases", parents=[common])
+    def add(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+        add_arguments: AddArguments = getattr(importlib.import_module(module), name)
+        add_arguments(parser, common)
+
+    return add
+
+
+def add_kb_arguments(kb: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     kb_sub = kb.add_subparsers(dest="kb_command", required=True, metavar="ACTION")
     p = kb_sub.add_parser("create", help="create a knowledge base", parents=[common])
     p.add_argument("name")
@@ -104,7 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name")
     p.set_defaults(func=cmd_kb_delete)
 
-    p = sub.add_parser("ingest", help="ingest files or folders into a knowledge base", parents=[common])
+
+def add_ingest_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--kb", required=True, help="knowledge base name or id")
     p.add_argument("--json", action="store_true", help="print per-file results as JSON")
@@ -117,15 +113,15 @@ def build_parser() -> argparse.ArgumentParser:
         "section (up to 4096 characters)",
     )
     p.add_argument("--tag", metavar="TAG", help="tag every ingested document and its chunks (search --tag TAG)")
-    p.set_defaults(func=cmd_ingest)
+    p.set_defaults(func=lazy("ragstep.entry.cli.ingest", "cmd_ingest"))
 
-    p = sub.add_parser(
-        "delete", help="delete one ingested document (knowledge id): its chunks and stored files", parents=[common]
-    )
+
+def add_delete_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     p.add_argument("knowledge_id")
-    p.set_defaults(func=cmd_delete)
+    p.set_defaults(func=lazy("ragstep.entry.cli.ingest", "cmd_delete"))
 
-    p = sub.add_parser("search", help="run the knowledge_search pipeline", parents=[common])
+
+def add_search_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     p.add_argument("query")
     p.add_argument("--kb", action="append", help="knowledge base name or id (repeatable)")
     p.add_argument("--knowledge", action="append", help="limit to a knowledge id (repeatable)")
@@ -145,24 +141,127 @@ def build_parser() -> argparse.ArgumentParser:
         help="typed queries from the intent analyser, each through the folder tree (see `ragstep find`)",
     )
     p.add_argument("--user", help="with --hierarchical: whose memories memory queries search (default)")
-    p.set_defaults(func=cmd_search)
-    add_find_command(sub, common)
-    add_remember_command(sub, common)
+    p.set_defaults(func=lazy("ragstep.entry.cli.search", "cmd_search"))
 
-    p = sub.add_parser("demo", help="ingest the bundled bilingual sample and run a few searches", parents=[common])
+
+def add_demo_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=lazy("ragstep.entry.cli.demo", "cmd_demo"))
 
-    p = sub.add_parser("serve", help="serve the HTTP API on 127.0.0.1", parents=[common])
+
+def add_serve_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    from ragstep.entry.cli.serve import port_number
+
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=port_number, default=8000, help="TCP port, 1-65535 (8000)")
-    p.set_defaults(func=cmd_serve)
+    p.set_defaults(func=lazy("ragstep.entry.cli.serve", "cmd_serve"))
 
-    add_chat_commands(sub, common)
-    add_bench_commands(sub, common)
-    add_tenant_commands(sub, common)
-    add_jobs_commands(sub, common)
-    add_slack_commands(sub, common)
-    add_events_commands(sub, common)
+
+#: Every command, in the order ``ragstep --help`` lists them: its help line and what adds its arguments.
+COMMANDS: dict[str, tuple[str, AddArguments]] = {
+    "kb": ("create, list, show and delete knowledge bases", add_kb_arguments),
+    "ingest": ("ingest files or folders into a knowledge base", add_ingest_arguments),
+    "delete": ("delete one ingested document (knowledge id): its chunks and stored files", add_delete_arguments),
+    "search": ("run the knowledge_search pipeline", add_search_arguments),
+    "find": (
+        "hierarchical retrieval of one query, no model: folders and documents scored through the folder tree",
+        arguments_of("ragstep.entry.cli.viking", "add_find_arguments"),
+    ),
+    "remember": (
+        "save a chat session's memories (the user's preferences, decisions) for memory queries to find",
+        arguments_of("ragstep.entry.cli.viking", "add_remember_arguments"),
+    ),
+    "demo": ("ingest the bundled bilingual sample and run a few searches", add_demo_arguments),
+    "serve": ("serve the HTTP API on 127.0.0.1", add_serve_arguments),
+    "chat": (
+        "answer a question from knowledge bases (interactive without one)",
+        arguments_of("ragstep.entry.cli.chat", "add_chat_arguments"),
+    ),
+    "sessions": (
+        "list, show and delete chat sessions",
+        arguments_of("ragstep.entry.cli.chat", "add_sessions_arguments"),
+    ),
+    "bench": (
+        "benchmarks: quality, latency, chat, cold start, package size, ingestion",
+        arguments_of("ragstep.entry.cli.bench", "add_bench_arguments"),
+    ),
+    "tenants": ("create and list tenants", arguments_of("ragstep.entry.cli.tenants", "add_tenants_arguments")),
+    "keys": ("create, list and revoke API keys", arguments_of("ragstep.entry.cli.tenants", "add_keys_arguments")),
+    "usage": (
+        "a tenant's API usage by day, month, key or model",
+        arguments_of("ragstep.entry.cli.tenants", "add_usage_arguments"),
+    ),
+    "jobs": (
+        "ingestion jobs of HTTP uploads: prune the old finished ones",
+        arguments_of("ragstep.entry.cli.jobs", "add_jobs_arguments"),
+    ),
+    "slack": (
+        "the Slack app: serve its Events API webhook locally",
+        arguments_of("ragstep.entry.cli.slack", "add_slack_arguments"),
+    ),
+    "events": (
+        "event-driven retrieval: run a request file locally",
+        arguments_of("ragstep.entry.cli.events", "add_events_arguments"),
+    ),
+}
+
+
+class Commands(argparse._SubParsersAction):
+    """The sub-commands: each listed (name and help line) at once, its parser built when argparse picks it.
+
+    Building the parsers of all ~25 commands and actions, and importing their modules, took ~15 ms of every start-up,
+    ``ragstep search`` included, of which the command's own parser is a small part. argparse itself still chooses the
+    command (no second reading of the command line), so where ``--data-dir`` or an unknown option stands changes
+    nothing. This extends argparse's own action through its internals (``_SubParsersAction``, its pseudo-actions of
+    the help listing, ``_name_parser_map``), unchanged from 3.11 to 3.13; tests/test_cli_parser.py compares every
+    help text, parse and error with the parser built whole.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.declared: dict[str, tuple[AddArguments, argparse.ArgumentParser]] = {}
+        # What argparse checks a command name against and lists in its "invalid choice" error: every name, while
+        # the map of parsers holds only those built.
+        self.choices = self.declared
+
+    def declare(self, name: str, help_text: str, add_arguments: AddArguments, common: argparse.ArgumentParser) -> None:
+        self._choices_actions.append(self._ChoicesPseudoAction(name, (), help_text))
+        self.declared[name] = (add_arguments, common)
+
+    def build(self, name: str) -> argparse.ArgumentParser:
+        add_arguments, common = self.declared[name]
+        # No help= here: the help line is the one declare() listed (add_parser would list the command again).
+        parser: argparse.ArgumentParser = self.add_parser(name, parents=[common])
+        add_arguments(parser, common)
+        return parser
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        name = values[0]
+        if name in self.declared and name not in self._name_parser_map:
+            self.build(name)
+        super().__call__(parser, namespace, values, option_string)
+
+
+def build_parser(*, lazily: bool = False) -> argparse.ArgumentParser:
+    """The command line's parser: every command's parser built now, or (``lazily``) only the one argparse picks
+    when it parses; both print and parse the same (tests/test_cli_parser.py)."""
+    # --data-dir is accepted before or after the sub-command.
+    common = Parser(add_help=False)
+    common.add_argument(
+        "--data-dir", default=argparse.SUPPRESS, help="where the embedded index lives (default ./.ragstep)"
+    )
+    parser = Parser(prog="ragstep", description="Serverless-ready RAG retrieval.", parents=[common])
+    parser.add_argument("--version", action="version", version=f"ragstep {__version__}")
+    commands = cast(Commands, parser.add_subparsers(action=Commands, dest="command", required=True, metavar="COMMAND"))
+    for name, (help_text, add_arguments) in COMMANDS.items():
+        commands.declare(name, help_text, add_arguments, common)
+        if not lazily:
+            commands.build(name)
     return parser
 
 
@@ -187,7 +286,7 @@ def is_validation_error(exc: BaseException) -> TypeGuard[ValidationError]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(lazily=True)
     args = parser.parse_args(argv)
     # No argv: the command line of this process (the console script, python -m ragstep), which ends with the command.
     args.whole_process = argv is None

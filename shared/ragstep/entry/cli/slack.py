@@ -8,10 +8,9 @@ worker threads in this process that answer in the thread with the bot token (RAG
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-# The parser is built at every start-up: the server (http.server, threads) and the context (pydantic) load only
-# when the command runs (ragstep.entry.cli.slack_server).
+# The parser is built when `ragstep slack` is the command; the server (http.server, threads) and the context
+# (pydantic) load only when it runs (ragstep.entry.cli.slack_server).
 
 
 def cmd_slack_serve(args: argparse.Namespace) -> int:
@@ -20,10 +19,9 @@ def cmd_slack_serve(args: argparse.Namespace) -> int:
     return serve(args)
 
 
-def add_slack_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+def add_slack_arguments(slack: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     from ragstep.entry.cli.serve import port_number
 
-    slack = sub.add_parser("slack", help="the Slack app: serve its Events API webhook locally", parents=[common])
     slack_sub = slack.add_subparsers(dest="slack_command", required=True, metavar="ACTION")
     p = slack_sub.add_parser(
         "serve", help="serve POST /slack/events on 127.0.0.1 (put a tunnel in front)", parents=[common]

@@ -165,8 +165,7 @@ def cmd_usage(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_tenant_commands(sub: Any, common: argparse.ArgumentParser) -> None:
-    tenants = sub.add_parser("tenants", help="create and list tenants", parents=[common])
+def add_tenants_arguments(tenants: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     t_sub = tenants.add_subparsers(dest="tenants_command", required=True, metavar="ACTION")
     p = t_sub.add_parser("create", help="create a tenant", parents=[common])
     p.add_argument("tenant_id", metavar="TENANT", help="1-64 letters, digits, '-' or '_'")
@@ -181,7 +180,8 @@ def add_tenant_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_tenants_list)
 
-    keys = sub.add_parser("keys", help="create, list and revoke API keys", parents=[common])
+
+def add_keys_arguments(keys: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     k_sub = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
     scopes = "; ".join(f"{s}: {SCOPE_MEANING[s]}" for s in SCOPES)
     p = k_sub.add_parser("create", help="make an API key (printed once)", parents=[common])
@@ -202,7 +202,8 @@ def add_tenant_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("prefix")
     p.set_defaults(func=cmd_keys_revoke)
 
-    p = sub.add_parser("usage", help="a tenant's API usage by day, month, key or model", parents=[common])
+
+def add_usage_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     p.add_argument("--tenant", default=DEFAULT_TENANT)
     p.add_argument("--from", dest="start", metavar="WHEN", help="epoch seconds, a date or ISO time (30 days ago)")
     p.add_argument("--to", dest="end", metavar="WHEN", help="epoch seconds, a date or ISO time (now)")

@@ -13,24 +13,14 @@ if TYPE_CHECKING:
     from ragstep.models.viking import FindResult
 
 
-def add_find_command(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser(
-        "find",
-        help="hierarchical retrieval of one query, no model: folders and documents scored through the folder tree",
-        parents=[common],
-    )
+def add_find_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     p.add_argument("query")
     p.add_argument("--kb", action="append", required=True, help="knowledge base name or id (repeatable)")
     add_shared_options(p)
     p.set_defaults(func=cmd_find)
 
 
-def add_remember_command(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser(
-        "remember",
-        help="save a chat session's memories (the user's preferences, decisions) for memory queries to find",
-        parents=[common],
-    )
+def add_remember_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     p.add_argument("--session", required=True, help="chat session id")
     p.add_argument("--user", help="whose memories they are (default)")
     p.add_argument("--json", action="store_true", help="print {session_id, user, source, saved, duplicates} as JSON")

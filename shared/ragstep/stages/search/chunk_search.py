@@ -8,7 +8,8 @@ WeKnora's search stage (v0.7) plus RAGFlow's zero-result fallback:
   target's knowledge bases, so BM25 ranks them all with their joint statistics (``retrievers.keyword_targets``).
 * Candidate pool per retriever: ``min(max(5 x embedding_top_k, 50) x number of knowledge bases, 500)``.
 * Every retriever call runs concurrently (bounded); one that fails or is too slow is dropped with a ``degrade`` trace
-  row instead of failing the request. An embedding failure turns those knowledge bases to keywords only.
+  row instead of failing the request. An embedding failure turns those knowledge bases to keywords only. The keyword
+  searches start before the query is embedded and run while it is (:func:`~.retrievers.start_keyword`).
 * FAQ knowledge bases index one row per question (standard and similar); when the vector hits fill the pool but name
   fewer than ``embedding_top_k`` distinct entries, the search is repeated with a larger k (up to 5 rounds, starting at
   ``min(3 x embedding_top_k, 500)`` and doubling). A hit whose negative question equals the query is dropped; with FAQ
@@ -74,6 +75,7 @@ from ragstep.stages.search.retrievers import (
     embed_query,
     run_concurrently,
     search_pass,
+    start_keyword,
     uses_server_hybrid,
     vector_scale,
 )
@@ -305,11 +307,13 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
     targets, n_kbs = resolve_targets(state)
     pool = candidate_pool(cfg.embedding_top_k, n_kbs, cfg)
     terms = query_terms(query)
+    # BM25 needs no query vector: the keyword searches run on the pool while the query is embedded here.
+    early = start_keyword(state, ctx, cfg, targets, terms, pool)
     embeddings, vectors, events = embed_query(state, ctx, targets, query)
 
     first = search_pass(
         ctx, cfg, targets, terms, vectors, pool,
-        vector_threshold=cfg.vector_threshold, keyword_threshold=cfg.keyword_threshold,
+        vector_threshold=cfg.vector_threshold, keyword_threshold=cfg.keyword_threshold, early=early,
     )  # fmt: skip
     events += first.events
     vector_hits, keyword_hits, hybrid_hits = first.vector, first.keyword, first.hybrid

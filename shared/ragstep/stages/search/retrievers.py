@@ -2,6 +2,11 @@
 
 A retriever that fails or is slower than ``retriever_timeout_s`` becomes a ``degrade`` row of the trace and the
 search goes on with the others (WeKnora's rule: one broken retriever must not cost the user every result).
+
+The keyword (BM25) searches need no query vector, so the first pass starts them (:func:`start_keyword`) before the
+query is embedded: the embedding (a remote API's tens to hundreds of ms, or the local engine's load and encode, which
+release the GIL) and the keyword search (and on a process's first query the snapshot it opens) overlap.
+:func:`search_pass` then starts the vector searches and gathers all of them under one deadline.
 """
 
 from __future__ import annotations
@@ -78,24 +83,34 @@ def uses_server_hybrid(ctx: Context) -> HybridSearch | None:
 
 #: A named retriever call: a list of hits, or (hits, rounds) for the FAQ vector search.
 Task = tuple[str, Callable[[], object]]
+#: A named retriever call already running on the pool.
+Running = tuple[str, Future]
 
 
-def run_concurrently(ctx: Context, tasks: list[Task], cfg: RetrievalSettings) -> tuple[dict, list[TraceEvent]]:
-    """Run retriever calls on the shared pool; failures and time-outs become ``degrade`` events, never errors."""
+def run_concurrently(
+    ctx: Context, tasks: list[Task], cfg: RetrievalSettings, running: Sequence[Running] = ()
+) -> tuple[dict, list[TraceEvent]]:
+    """Run retriever calls on the shared pool; failures and time-outs become ``degrade`` events, never errors.
+
+    ``running``: calls submitted earlier (:func:`start_keyword`), gathered after ``tasks`` and under the same
+    deadline, which starts once every call is under way (so an early call never has less time than before)."""
     results: dict[str, object] = {}
     events: list[TraceEvent] = []
-    if len(tasks) == 1:  # no thread hop for the common single-retriever case
+    if len(tasks) == 1 and not running:  # no thread hop for the common single-retriever case
         name, fn = tasks[0]
         try:
             results[name] = fn()
         except Exception as exc:
             events.append(_degrade(name, exc))
         return results, events
-    futures: list[tuple[str, Future]] = [(name, ctx.executor.submit(fn)) for name, fn in tasks]
-    deadline = time.monotonic() + cfg.retriever_timeout_s
+    futures: list[Running] = [(name, ctx.executor.submit(fn)) for name, fn in tasks]
+    futures += running
+    # A lone call (an early keyword search, when the embedding failed and no vector search followed) is waited for as
+    # the single-call path waits: without a time limit.
+    deadline = None if len(futures) == 1 else time.monotonic() + cfg.retriever_timeout_s
     for name, fut in futures:
         try:
-            results[name] = fut.result(timeout=max(0.0, deadline - time.monotonic()))
+            results[name] = fut.result(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
         except FutureTimeout:
             fut.cancel()
             events.append(
@@ -164,6 +179,62 @@ def keyword_targets(targets: Sequence[Target]) -> list[Target]:
     return [Target(flt, first.model, first.scoped, any(t.faq for t in targets))]
 
 
+def fused_on_server(hybrid_index: HybridSearch | None, target: Target, has_vector: bool) -> bool:
+    """Whether ``target`` runs one hybrid query (fused on the server) instead of the keyword + vector pair."""
+    return hybrid_index is not None and has_vector and not target.faq
+
+
+def keyword_tasks(
+    ctx: Context, keyword: Sequence[Target], terms: Sequence[str], pool: int, threshold: float
+) -> list[Task]:
+    """The keyword searches of the targets ``keyword`` (as few calls as :func:`keyword_targets` makes them)."""
+    index = ctx.index
+    return [
+        (f"keyword search #{i}", partial(index.keyword_search, terms, t.flt, pool, 0.0 if t.scoped else threshold))
+        for i, t in enumerate(keyword_targets(keyword))
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class EarlyKeyword:
+    """Keyword searches started before the query was embedded: those of the targets ``targets``, at ``threshold``."""
+
+    targets: tuple[Target, ...]
+    threshold: float
+    calls: tuple[Running, ...]
+
+    def cancel(self) -> None:
+        for _, fut in self.calls:
+            fut.cancel()  # one already running finishes, unread
+
+
+def start_keyword(
+    state: PipelineState,
+    ctx: Context,
+    cfg: RetrievalSettings,
+    targets: Sequence[Target],
+    terms: Sequence[str],
+    pool: int,
+) -> EarlyKeyword | None:
+    """Start the first pass's keyword searches on the pool, for :func:`search_pass` to gather; None when no query
+    needs embedding (nothing to overlap: the pass runs as it always has, a single call on the calling thread).
+
+    On an index that fuses on the server, a non-FAQ target whose model has an embedder is expected to get its
+    vector and run a hybrid query, so its keyword search is not started; should its embedding fail, it falls back
+    to keywords, and :func:`search_pass` starts the keyword calls again (the targets' BM25 is one joint call)."""
+    embedders = {m: ctx.embedder(m) for m in dict.fromkeys(t.model for t in targets)}
+    if all(e is None or m in state.query_embeddings for m, e in embedders.items()):
+        return None
+    hybrid_index = uses_server_hybrid(ctx)
+    keyword = tuple(t for t in targets if not fused_on_server(hybrid_index, t, embedders[t.model] is not None))
+    if not keyword:
+        return None
+    calls = tuple(
+        (name, ctx.executor.submit(fn)) for name, fn in keyword_tasks(ctx, keyword, terms, pool, cfg.keyword_threshold)
+    )
+    return EarlyKeyword(keyword, cfg.keyword_threshold, calls)
+
+
 def search_pass(
     ctx: Context,
     cfg: RetrievalSettings,
@@ -174,14 +245,17 @@ def search_pass(
     *,
     vector_threshold: float,
     keyword_threshold: float,
+    early: EarlyKeyword | None = None,
 ) -> Pass:
+    """One round of retrieval; ``early``: the keyword searches :func:`start_keyword` started, used when they are
+    the ones this pass needs."""
     tasks: list[Task] = []
     hybrid_index = uses_server_hybrid(ctx)
     hybrid_targets: set[int] = set()
     keyword: list[Target] = []
     for i, t in enumerate(targets):
         vec = vectors.get(t.model)
-        if hybrid_index is not None and vec is not None and not t.faq:
+        if hybrid_index is not None and vec is not None and not t.faq:  # fused_on_server, spelled out for mypy
             # One query fused on the server replaces the keyword + vector pair; no thresholds (module docstring).
             fn = partial(
                 hybrid_index.hybrid_search, terms, vec, t.model, t.flt, pool,
@@ -202,10 +276,14 @@ def search_pass(
         else:
             search = partial(ctx.index.vector_search, vec, t.model, t.flt, pool, vthr)
         tasks.append((f"vector search #{i}", search))
-    for i, t in enumerate(keyword_targets(keyword)):
-        kthr = 0.0 if t.scoped else keyword_threshold
-        tasks.append((f"keyword search #{i}", partial(ctx.index.keyword_search, terms, t.flt, pool, kthr)))
-    found, events = run_concurrently(ctx, tasks, cfg)
+    running: tuple[Running, ...] = ()
+    if early is not None and early.targets == tuple(keyword) and early.threshold == keyword_threshold:
+        running = early.calls
+    else:
+        if early is not None:  # an embedding failed and its hybrid target searches by keywords: one joint BM25 call
+            early.cancel()
+        tasks += keyword_tasks(ctx, keyword, terms, pool, keyword_threshold)
+    found, events = run_concurrently(ctx, tasks, cfg, running)
     out = Pass(events=events, hybrid_targets=frozenset(hybrid_targets))
     vector_lists, keyword_lists, hybrid_lists = [], [], []
     for name, value in found.items():
