@@ -7,10 +7,10 @@ Why fixed weights fail when one retriever is weak: min-max normalisation gives e
 poor it is, and a fixed weight then trusts that hit as much on a corpus where the retriever is useless as on one
 where it is nearly perfect. On msmarco-5k the vector list is the better one (0.8 x vector scores best), on
 cmrc2018-zh with e5 vectors the keyword list is (0.5 does); no single pair suits both (BENCHMARKS.md, "Robust
-fusion"). :func:`fuse_adaptive`, the default, keeps the configured weights as a prior and scales each by how much
-of the list's head the *other* retriever confirms: a retriever whose best hits the other one does not find at all
-is probably the weak one on this query. It min-maxes the vector list only: keyword scores arrive on a scale of
-their own already (BM25 relative to the query's best hit). :func:`fuse_dbsf` is Qdrant's distribution-based score
+fusion"). :func:`fuse_adaptive`, the previous default, keeps the configured weights as a prior and scales each by
+how much of the list's head the *other* retriever confirms: a retriever whose best hits the other one does not find
+at all is probably the weak one on this query. It min-maxes the vector list only: keyword scores arrive on a scale
+of their own already (BM25 relative to the query's best hit). :func:`fuse_dbsf` is Qdrant's distribution-based score
 fusion (each list normalised to mean +- 3 sigma), kept as a setting with RRF and min-max.
 
 :func:`fuse_absolute`, the default since agreement was found not to tell the weak retriever apart on sets it was not
