@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from ragstep.adapters.catalog.sqlite import SqliteCatalogStore
-from ragstep.entry.cli.kb import FREE_TEXT_SETTINGS, KB_FIELDS, NOT_SETTINGS, plain_listing
+from ragstep.entry.cli.kb import KB_FIELDS, plain_listing
 from ragstep.entry.cli.main import main
+from ragstep.entry.cli.plain import FREE_TEXT_SETTINGS, NOT_SETTINGS
 from ragstep.models import Knowledge, KnowledgeBase
 from ragstep.settings import Settings
 

@@ -1,5 +1,6 @@
 """``ragstep bench latency --vectors``: the default random vectors are the stream the benchmark always drew, and
-``minilm`` gives each chunk its passage's own embedding moved by noise (so a chunk's nearest passage is its own)."""
+``minilm`` and ``e5`` give each chunk its passage's own embedding moved by noise (so a chunk's nearest passage is its
+own)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,11 @@ def test_random_vectors_are_the_stream_drawn_before_the_option(bench_dir: Path) 
     assert np.array_equal(got, expected)
 
 
-def test_minilm_vectors_are_each_passages_embedding_with_noise(bench_dir: Path) -> None:
-    base = np.load(bench_dir / "msmarco-5k" / "corpus.emb.npy").astype(np.float32)
+@pytest.mark.parametrize(("kind", "stem"), [("minilm", "emb"), ("e5", "e5")])
+def test_embedding_vectors_are_each_passages_embedding_with_noise(bench_dir: Path, kind: str, stem: str) -> None:
+    base = np.load(bench_dir / "msmarco-5k" / f"corpus.{stem}.npy").astype(np.float32)
     base /= np.linalg.norm(base, axis=1, keepdims=True)
-    vectors = np.concatenate([v for _, v in corpus_batches(bench_dir, 5100, 1000, vectors="minilm")])
+    vectors = np.concatenate([v for _, v in corpus_batches(bench_dir, 5100, 1000, vectors=kind)])
     assert vectors.shape == (5100, 384)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     nearest = np.argmax(vectors @ base.T, axis=1)
@@ -39,6 +41,6 @@ def test_the_latency_report_names_its_vectors(bench_dir: Path, capsys: pytest.Ca
     report = json.loads(out)
     assert report["vectors"] == "minilm" and report["search_p50_ms"] > 0
     with pytest.raises(SystemExit) as exit_info:  # an argparse error: exit status 2
-        run_cli(capsys, *args, "--vectors", "e5")
+        run_cli(capsys, *args, "--vectors", "glove")
     assert exit_info.value.code == 2
-    assert "--vectors: invalid choice: 'e5'" in capsys.readouterr().err
+    assert "--vectors: invalid choice: 'glove'" in capsys.readouterr().err

@@ -72,6 +72,7 @@ TOP = 30  # results the search returns at the default embedding_top_k
 RRF_K = 60
 POST_SEARCH_CANDIDATES = 100
 WARM_UP_QUERY = "warm-up query outside the timed set"
+VECTOR_LABELS = {"minilm": "MiniLM vectors tiled with noise", "e5": "e5 vectors tiled with noise"}
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
@@ -444,7 +445,7 @@ def render(r: dict[str, Any]) -> str:
 
     lines = [
         f"latency at {r['docs']:,} chunks, {r['queries']} queries (384-dim "
-        f"{'MiniLM vectors tiled with noise' if r.get('vectors') == 'minilm' else 'random vectors'})",
+        f"{VECTOR_LABELS.get(r.get('vectors', 'random'), 'random vectors')})",
         f"indexing: {r['index_chunks_per_s']:,.0f} chunks/s (writes {r['index_write_s']} s + snapshot "
         f"{r['snapshot_build_s']} s; embedding excluded; {r['index_cpu_s']} s of CPU time)",
         "",

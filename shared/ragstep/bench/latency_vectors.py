@@ -1,6 +1,8 @@
-"""The vectors of ``ragstep bench latency``: seeded random unit vectors (the default: the machinery, not a model), or
-with ``--vectors minilm`` the msmarco-5k passages' and queries' own all-MiniLM-L6-v2 embeddings (``corpus.emb.npy``,
-``queries.emb.npy``), chunk ``i`` getting passage ``i mod 5000``'s moved by noise as ``bench vectors`` tiles them.
+"""The vectors of ``ragstep bench latency`` and ``bench cli``: seeded random unit vectors (the latency default: the
+machinery, not a model), or the msmarco-5k passages' and queries' own embeddings, chunk ``i`` getting passage
+``i mod 5000``'s moved by noise as ``bench vectors`` tiles them: ``minilm``, all-MiniLM-L6-v2 (``corpus.emb.npy``,
+``queries.emb.npy``); ``e5``, multilingual-e5-small (``corpus.e5.npy``, ``queries.e5.npy``), the space of the embedded
+model, so a query that model embeds finds the passages it is near.
 
 Random 384-dim vectors have no neighbourhoods: the sign-bit first pass's calibration (:mod:`ragstep.retrieval.signs`)
 finds it cannot rank their exact neighbours and every int8 code is scanned, while real embeddings take the pass.
@@ -15,7 +17,9 @@ import numpy as np
 
 from ragstep.bench.vectors import NOISE_NORM
 
-KINDS = ("random", "minilm")
+KINDS = ("random", "minilm", "e5")
+#: The file stem of each kind of embedding vectors in a BEIR-layout set (``corpus.STEM.npy``, ``queries.STEM.npy``).
+STEMS = {"minilm": "emb", "e5": "e5"}
 
 
 def unit_vectors(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
@@ -31,9 +35,8 @@ class CorpusVectors:
         if kind not in KINDS:
             raise ValueError(f"unknown vectors {kind!r}: one of {', '.join(KINDS)}")
         self.kind, self.dim, self.rng = kind, dim, np.random.default_rng(seed)
-        self.base = (
-            np.load(bench_dir / "msmarco-5k" / "corpus.emb.npy").astype(np.float32) if kind == "minilm" else None
-        )
+        stem = STEMS.get(kind)
+        self.base = np.load(bench_dir / "msmarco-5k" / f"corpus.{stem}.npy").astype(np.float32) if stem else None
         self.at = 0
 
     def next(self, n: int) -> np.ndarray:
@@ -49,9 +52,10 @@ class CorpusVectors:
 def query_vectors(kind: str, bench_dir: Path, texts: Sequence[str], extra: int, dim: int, seed: int) -> np.ndarray:
     """Vectors of the distinct query ``texts`` (msmarco-5k's, in file order) and of ``extra`` further queries."""
     rng = np.random.default_rng([seed, 1])
-    if kind != "minilm":
+    stem = STEMS.get(kind)
+    if stem is None:
         return unit_vectors(rng, len(texts) + extra, dim)
-    emb = np.load(bench_dir / "msmarco-5k" / "queries.emb.npy").astype(np.float32)[: len(texts)]
+    emb = np.load(bench_dir / "msmarco-5k" / f"queries.{stem}.npy").astype(np.float32)[: len(texts)]
     return np.concatenate((emb / np.linalg.norm(emb, axis=1, keepdims=True), unit_vectors(rng, extra, emb.shape[1])))
 
 

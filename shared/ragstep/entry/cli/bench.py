@@ -1,4 +1,4 @@
-"""``ragstep bench quality|latency|chat|coldstart|ingest|package``: each prints a table, or JSON with ``--json``.
+"""``ragstep bench quality|latency|chat|coldstart|cli|ingest|package``: each prints a table, or JSON with ``--json``.
 
 The benchmarks are imported when their command runs: the rest of the command line never pays for them.
 """
@@ -94,6 +94,22 @@ def cmd_bench_coldstart(args: argparse.Namespace) -> int:
     return _bench_output(args, run_coldstart(args.runs, xray=False if args.no_xray else None), render)
 
 
+def cmd_bench_cli(args: argparse.Namespace) -> int:
+    from ragstep.bench.cli import render, run_cli_bench
+
+    result = run_cli_bench(
+        args.docs,
+        args.runs,
+        query=args.query,
+        seed=args.seed,
+        vectors=args.vectors,
+        reuse=args.reuse,
+        bench_dir=args.bench_dir,
+        progress=_say(args),
+    )
+    return _bench_output(args, result, render)
+
+
 def cmd_bench_s3snapshot(args: argparse.Namespace) -> int:
     from ragstep.bench.s3snapshot_bench import render, run_s3snapshot
 
@@ -158,7 +174,7 @@ def cmd_bench_package(args: argparse.Namespace) -> int:
 
 
 def add_bench_arguments(bench: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
-    """``ragstep bench quality|latency|chat|coldstart|package|ingest`` (each prints a table, or JSON with
+    """``ragstep bench quality|latency|chat|coldstart|cli|package|ingest`` (each prints a table, or JSON with
     ``--json``)."""
     bench_sub = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCHMARK")
 
@@ -202,9 +218,9 @@ def add_bench_arguments(bench: argparse.ArgumentParser, common: argparse.Argumen
     p.add_argument("--seed", type=int, default=0, help="seed of the random vectors and shuffles")
     p.add_argument(
         "--vectors",
-        choices=("random", "minilm"),
+        choices=("random", "minilm", "e5"),
         default="random",
-        help="chunk and query vectors: seeded random (the default) or msmarco-5k's MiniLM embeddings tiled with noise",
+        help="chunk and query vectors: seeded random (the default) or msmarco-5k's MiniLM or e5 embeddings, tiled",
     )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=cmd_bench_latency)
@@ -246,6 +262,32 @@ def add_bench_arguments(bench: argparse.ArgumentParser, common: argparse.Argumen
     )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=cmd_bench_coldstart)
+
+    from ragstep.bench import cli as cli_bench  # its constants; its module loads nothing heavy
+
+    p = bench_sub.add_parser(
+        "cli", help="fresh ragstep processes (search, --help, kb list) against numpy and pydantic", parents=[common]
+    )
+    p.add_argument(
+        "--docs", type=positive_int, default=100_000, metavar="N", help="chunks in the knowledge base (100000)"
+    )
+    p.add_argument("--runs", type=positive_int, default=15, metavar="N", help="interleaved rounds (15)")
+    p.add_argument("--query", default=cli_bench.QUERY, help=f"what every timed search asks ({cli_bench.QUERY!r})")
+    p.add_argument("--seed", type=int, default=0, help="seed of the corpus' shuffles and random vectors")
+    p.add_argument(
+        "--vectors",
+        choices=cli_bench.VECTORS,
+        default="e5",
+        help="the chunks' vectors: msmarco-5k's e5 embeddings tiled with noise (the default) or seeded random ones",
+    )
+    p.add_argument(
+        "--reuse",
+        metavar="DIR",
+        help="build the knowledge base in DIR once and read it from there on later runs (default: a temporary folder)",
+    )
+    p.add_argument("--bench-dir", metavar="DIR", help="benchmark sets folder (default ../shared/bench)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=cmd_bench_cli)
 
     p = bench_sub.add_parser(
         "s3snapshot", help="S3-snapshot index: cold load from S3 (moto) and warm search vs local", parents=[common]

@@ -5,33 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragstep.entry.cli.common import context_of, print_json
 from ragstep.entry.cli.console import clip, table
+from ragstep.entry.cli.plain import plain_catalog
 
 if TYPE_CHECKING:  # `kb list` reads the catalog alone: the use cases (and the ingest stages they use) load on demand
-    from ragstep.adapters.catalog.sqlite import SqliteCatalogStore
     from ragstep.app.knowledge_bases import KnowledgeBaseContents
     from ragstep.models import KnowledgeBase
 
 #: ``KnowledgeBase``'s fields in order (tests/test_cli_quick_list.py holds them to the model): a stored row with
 #: exactly these keys is what ``model_dump(mode="json")`` of its model gives, so ``kb list`` prints it as it is.
 KB_FIELDS = ("id", "name", "type", "embedding_model", "created_at", "description", "graph", "layers")
-#: Settings that every value of is valid (plain text, no validator), which a listing does not read: building
-#: ``Settings`` would accept them as they are, so they do not stand in the way of the listing below (the test holds
-#: this list to the model too).
-FREE_TEXT_SETTINGS = frozenset(
-    {
-        "embedder", "embedding_model", "embedding_base_url", "chat_model", "chat_base_url", "rerank_model",
-        "rerank_url", "rerank_flavour", "catalog_table", "history_table", "blob_bucket", "blob_prefix",
-        "cache_table", "graph_table", "keys_table", "usage_table", "idempotency_table", "index_s3_bucket",
-        "index_s3_prefix", "opensearch_index",
-    }
-)  # fmt: skip
-#: RAGSTEP_* variables that are not settings (Settings ignores them).
-NOT_SETTINGS = frozenset({"debug"})
 
 
 def describe(kb: KnowledgeBase) -> str:
@@ -89,33 +75,6 @@ def plain_listing(args: argparse.Namespace) -> list[dict[str, Any]] | None:
         return None  # written by an older or newer model, or by hand: the model fills in, drops or converts fields
     counts = catalog.knowledge_counts()
     return [{**doc, "documents": counts.get(doc["id"], 0)} for doc in docs]
-
-
-def plain_catalog(data_dir: str | None, environ: os._Environ[str] | dict[str, str]) -> SqliteCatalogStore | None:
-    """The default tenant's SQLite catalog, where ``Settings`` and ``Clients`` would find it, or None when the
-    environment holds a setting other than the data dir, ``RAGSTEP_CATALOG_BACKEND=sqlite`` and
-    :data:`FREE_TEXT_SETTINGS`. The environment is read as ``ragstep.settings.environment_values`` reads it."""
-    from ragstep.errors import StorageError
-
-    where: Path | None = None
-    for key, text in environ.items():
-        if not text or key[:8].upper() != "RAGSTEP_":
-            continue
-        name = key[8:].lower()
-        if name in FREE_TEXT_SETTINGS or name in NOT_SETTINGS:
-            continue
-        if name == "catalog_backend" and text == "sqlite":
-            continue
-        if name != "data_dir":
-            return None
-        where = Path(text)
-    path = Path(data_dir) if data_dir else where or Path(".ragstep")
-    # As Clients.data_dir says it (tests/test_cli_quick_list.py compares the two).
-    if path.exists() and not path.is_dir():
-        raise StorageError(f"data dir {path} is a file; pass --data-dir to a folder")
-    from ragstep.adapters.catalog.sqlite import SqliteCatalogStore
-
-    return SqliteCatalogStore(path / "catalog.sqlite")
 
 
 def cmd_kb_show(args: argparse.Namespace) -> int:

@@ -181,7 +181,7 @@ COMMANDS: dict[str, tuple[str, AddArguments]] = {
         arguments_of("ragstep.entry.cli.chat", "add_sessions_arguments"),
     ),
     "bench": (
-        "benchmarks: quality, latency, chat, cold start, package size, ingestion",
+        "benchmarks: quality, latency, chat, cold start, CLI, package size, ingestion",
         arguments_of("ragstep.entry.cli.bench", "add_bench_arguments"),
     ),
     "tenants": ("create and list tenants", arguments_of("ragstep.entry.cli.tenants", "add_tenants_arguments")),
@@ -292,7 +292,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.whole_process = argv is None
     try:
         check_utf8_args(args)
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        # Out now, not in the interpreter's teardown (joining pool threads, freeing the modules): a pipe is
+        # block-buffered, and whoever reads it (a script, `ragstep bench cli`) has the whole output at this point.
+        sys.stdout.flush()
+        return code
     except RagstepError as exc:
         print(f"ragstep: error: {exc.message}", file=sys.stderr)
         return EXIT_USER_ERROR
