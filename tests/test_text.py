@@ -75,3 +75,17 @@ def test_a_user_cache_from_an_earlier_version_is_rewritten_once(tmp_path: Path) 
     assert proc.stdout.strip() == "PrefixFreq"
     with open(user, "rb") as fh:
         assert type(pickle.load(fh)[0]).__name__ == "PrefixFreq"
+
+
+def test_text_below_the_first_han_character_needs_no_split() -> None:
+    """tokenize() splits out Han runs only for text with a character from U+3400 on: no character below it is in
+    the class, so the split it skips would have returned the text whole. An English corpus never compiles it."""
+    from ragstep.retrieval.text import _han_runs
+
+    _han_runs.cache_clear()
+    assert tokenize("“Naïve” café — résumé of 5 APIs") == ["naïve", "café", "résumé", "5", "apis"]
+    assert _han_runs.cache_info().misses == 0
+    han = _han_runs()
+    assert [cp for cp in range(0x3400) if han.search(chr(cp))] == []
+    assert han.split("api文档 and 重置密码") == ["api", "文档", " and ", "重置密码", ""]
+    assert tokenize("api文档") == ["api", "文档"]

@@ -32,8 +32,16 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-# CJK Unified Ideographs, Extension A and Compatibility Ideographs: the runs jieba segments.
-_HAN_RUN = re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)")
+# CJK Unified Ideographs, Extension A and Compatibility Ideographs: the runs jieba segments. The first of them.
+_HAN_FIRST = "\u3400"
+
+
+@functools.cache
+def _han_runs() -> re.Pattern[str]:
+    # Compiled on first use (~1.5 ms): text without a character from U+3400 on, most of an English corpus, has no run.
+    return re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)")
+
+
 _WORD = re.compile(r"[^\W_]+")
 _CACHE_ENV = "RAGSTEP_JIEBA_CACHE"
 _init_lock = threading.Lock()
@@ -319,7 +327,9 @@ def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
     text = unicodedata.normalize("NFKC", text).lower()
     stop = () if keep_stopwords else stopwords()
     out: list[str] = []
-    for i, part in enumerate(_HAN_RUN.split(text)):
+    # max() is one pass in C: without a character from U+3400 on there is no Han run, so no split (and no class).
+    parts = _han_runs().split(text) if text and max(text) >= _HAN_FIRST else [text]
+    for i, part in enumerate(parts):
         if not part:
             continue
         if i % 2:  # odd pieces of re.split with one group are the Han runs
