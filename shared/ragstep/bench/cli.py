@@ -26,6 +26,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -38,7 +39,8 @@ from ragstep.errors import InputError
 #: The query every timed search asks: a msmarco-5k question, so both lists find its passages.
 QUERY = "causes of left ventricular hypertrophy"
 KB_NAME = "bench-latency"  # the name build_index_batches gives its knowledge base
-MARKER = "bench-cli.json"  # in a --reuse folder: what was built there
+MARKER = "bench-cli.json"
+TIMEOUT_S = 120.0  # per process: far above any of these commands  # in a --reuse folder: what was built there
 #: What the knowledge base's vectors are (bench.latency_vectors): the passages' e5 embeddings, or random ones.
 VECTORS = ("e5", "random")
 TARGETS_MS = {"search": 300.0, "--help": 150.0, "kb list": 150.0}
@@ -68,12 +70,17 @@ def timed(argv: Sequence[str], env: dict[str, str]) -> Sample:
         started = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, env=env)
         assert proc.stdout is not None  # stdout=PIPE
-        printed = started
-        while os.read(proc.stdout.fileno(), 1 << 16):
-            printed = time.perf_counter()
-        code = proc.wait()
-        ended = time.perf_counter()
-        proc.stdout.close()
+        stop = threading.Timer(TIMEOUT_S, proc.kill)  # a process that hangs is ended, and its run fails
+        stop.start()
+        try:
+            printed = started
+            while os.read(proc.stdout.fileno(), 1 << 16):
+                printed = time.perf_counter()
+            code = proc.wait()
+            ended = time.perf_counter()
+        finally:
+            stop.cancel()
+            proc.stdout.close()
         if code != 0:
             err.seek(0)
             tail = err.read().decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
@@ -86,9 +93,10 @@ def timed(argv: Sequence[str], env: dict[str, str]) -> Sample:
 def child_env() -> dict[str, str]:
     """This environment without ragstep's settings (the commands run on their defaults, as on a fresh install), with
     this ragstep package importable, and bytecode written (the warm-up round leaves it, as an installed package has
-    it; with ``PYTHONDONTWRITEBYTECODE`` inherited every run would compile ragstep from source again)."""
+    it; with ``PYTHONDONTWRITEBYTECODE`` inherited, every run compiled ragstep from source again: ~80 ms)."""
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("RAGSTEP_")}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.pop("PYTHONUNBUFFERED", None)  # a terminal's default: the command's output is written when it flushes it
     package_parent = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH", "")) if p)
     return env
