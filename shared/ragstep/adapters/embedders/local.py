@@ -110,7 +110,7 @@ class LocalEmbedder:
 
         For a caller with other work to do before it needs the vector. In a new process the engine's first query
         costs ~30 ms of one core (mapping its weights, faulting them in), in C, so on another core it runs beside
-        the caller's imports (``ragstep search``: ~150 ms of them before it embeds the query)."""
+        the caller's imports (``ragstep search``: ~110 ms of pydantic, the models and the settings)."""
         future: Future[np.ndarray] = Future()
         self._ahead[text] = future
 

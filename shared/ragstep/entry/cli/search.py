@@ -103,7 +103,7 @@ def _search(args: argparse.Namespace) -> int:
 def embedder_ahead(args: argparse.Namespace) -> LocalEmbedder | None:
     """The embedded embedding model of the knowledge bases ``--kb`` names, already embedding the query on a thread
     of its own (:meth:`~ragstep.adapters.embedders.local.LocalEmbedder.embed_query_ahead`), for the search to use:
-    a new process's first query costs the engine ~30 ms of one core, which then run beside the ~150 ms this command
+    a new process's first query costs the engine ~30 ms of one core, which then run beside the ~110 ms this command
     spends importing and building pydantic, the models and the settings on the other. None when the knowledge
     bases do not all store one ``local:`` model.
 
