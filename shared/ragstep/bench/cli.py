@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragstep.bench.common import find_bench_dir, median
+from ragstep.bench.common import find_bench_dir, fresh_process_env, median
 from ragstep.errors import InputError
 
 #: The query every timed search asks: a msmarco-5k question, so both lists find its passages.
@@ -88,18 +88,6 @@ def timed(argv: Sequence[str], env: dict[str, str]) -> Sample:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return Sample(1000.0 * (printed - started), 1000.0 * (ended - started), 1000.0 * cpu)
-
-
-def child_env() -> dict[str, str]:
-    """This environment without ragstep's settings (the commands run on their defaults, as on a fresh install), with
-    this ragstep package importable, and bytecode written (the warm-up round leaves it, as an installed package has
-    it; with ``PYTHONDONTWRITEBYTECODE`` inherited, every run compiled ragstep from source again: ~80 ms)."""
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("RAGSTEP_")}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env.pop("PYTHONUNBUFFERED", None)  # a terminal's default: the command's output is written when it flushes it
-    package_parent = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH", "")) if p)
-    return env
 
 
 def prepare(
@@ -161,7 +149,8 @@ def run_cli_bench(
     with tempfile.TemporaryDirectory(prefix="ragstep-bench-cli-") as tmp:
         data_dir = Path(reuse) if reuse else Path(tmp) / "data"
         build_s = prepare(data_dir, docs, seed, vectors, bench_dir, say)
-        env = child_env()
+        env = fresh_process_env()  # the commands on their defaults, as on a fresh install
+        env.pop("PYTHONUNBUFFERED", None)  # a terminal's default: the output is written when the command flushes it
         todo = commands(data_dir, query)
         for _, argv in todo:  # warm-up: bytecode, page cache
             timed(argv, env)

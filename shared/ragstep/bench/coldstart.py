@@ -37,7 +37,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ragstep.bench.common import median, repo_root
+from ragstep.bench.common import fresh_process_env, median, repo_root
 from ragstep.errors import InputError
 
 QUERIES = {
@@ -149,16 +149,11 @@ def jieba_table() -> str:
 
 
 def child_env(data_dir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGSTEP_", "POWERTOOLS_", "AWS_LAMBDA_"))}
-    # The warm-up run leaves bytecode behind, as a layer ships it; with PYTHONDONTWRITEBYTECODE inherited (some shells
-    # and containers set it) every timed run would compile ragstep from source again.
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env = fresh_process_env(("RAGSTEP_", "POWERTOOLS_", "AWS_LAMBDA_"))
     env["RAGSTEP_DATA_DIR"] = str(data_dir)
     if os.environ.get("RAGSTEP_JIEBA_CACHE"):
         env["RAGSTEP_JIEBA_CACHE"] = os.environ["RAGSTEP_JIEBA_CACHE"]
     env["POWERTOOLS_SERVICE_NAME"] = "ragstep-bench"
-    package_parent = str(Path(__file__).resolve().parents[2])  # the folder that holds this ragstep package
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH", "")) if p)
     return env
 
 
