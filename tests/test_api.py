@@ -27,7 +27,7 @@ from ragstep.app.ingest import ingest_file
 from ragstep.context import Clients, Context
 from ragstep.entry.cli.main import main
 from ragstep.entry.http.app import create_app
-from ragstep.entry.http.errors import redact
+from ragstep.entry.http.errors import is_openai_path, redact
 from ragstep.models import KnowledgeBase, SearchResult, TraceEvent
 
 SHARED = Path(__file__).resolve().parents[1] / "shared"
@@ -88,7 +88,10 @@ def test_healthz(client: TestClient) -> None:
 
 def test_search_shape(client: TestClient, kb: KnowledgeBase) -> None:
     data = search(client, "  espresso coffee  ")
-    assert list(data) == ["query", "request_id", "results", "trace"]
+    assert list(data) == ["query", "request_id", "results", "trace", "profile", "usage"]
+    assert data["profile"] == "standard" and data["usage"]["cost"]["estimate"] is True
+    cost = data["usage"]["cost"]
+    assert abs(cost["total_usd"] - sum(line["usd"] for line in cost["lines"])) < 1e-9
     assert data["query"] == "espresso coffee"
     assert len(data["request_id"]) == 32
     first = data["results"][0]
@@ -403,7 +406,7 @@ def test_openapi_documents_the_real_bodies(client: TestClient) -> None:
         return schemas[ref.rsplit("/", 1)[1]]
 
     search_ok = body(SEARCH, "post", "200")
-    assert list(search_ok["properties"]) == ["query", "request_id", "results", "trace"]
+    assert list(search_ok["properties"]) == ["query", "request_id", "results", "trace", "profile", "usage"]
     assert search_ok["properties"]["results"]["items"]["$ref"].endswith("/SearchResult")
     assert search_ok["properties"]["trace"]["items"]["$ref"].endswith("/TraceEvent")
     for status in ("400", "404", "413", "422", "500", "502", "503"):
@@ -417,19 +420,21 @@ def test_openapi_documents_the_real_bodies(client: TestClient) -> None:
 
 @pytest.mark.parametrize("routers", [None, ("chat", "sessions", "search"), ("search",), ()])
 def test_every_error_response_is_documented_as_error_body_by_reference(ctx: Context, routers: Any) -> None:
-    """Each app, whatever parts it serves, documents every 4xx/5xx body as ``ErrorBody`` and defines that schema;
-    only ``/healthz``'s 500 is declared with the model (the others refer to it: a model per declared response is a
+    """Each app, whatever parts it serves, documents every 4xx/5xx body as ``ErrorBody`` and defines that schema --
+    OpenAI's ``OpenAIErrorBody`` on the OpenAI-compatible routes; only ``/healthz``'s 500 (and the chat route's 400,
+    for OpenAI's shape) is declared with the model (the others refer to it: a model per declared response is a
     pydantic TypeAdapter FastAPI builds at start-up, ~0.2 ms each)."""
     app = create_app(ctx.clients) if routers is None else create_app(ctx.clients, routers=routers)
     spec = app.openapi()
     assert set(spec["components"]["schemas"]["ErrorBody"]["properties"]) == {"error", "message"}
     errors = 0
     for path, operations in spec["paths"].items():
+        body = "OpenAIErrorBody" if is_openai_path(path) else "ErrorBody"
         for method, operation in operations.items():
             for status, response in operation["responses"].items():
                 if status.startswith(("4", "5")):
                     schema = response["content"]["application/json"]["schema"]
-                    assert schema == {"$ref": "#/components/schemas/ErrorBody"}, (method, path, status)
+                    assert schema == {"$ref": f"#/components/schemas/{body}"}, (method, path, status)
                     assert response["description"], (method, path, status)
                     errors += 1
     assert errors >= len(spec["paths"])
@@ -439,7 +444,10 @@ def test_every_error_response_is_documented_as_error_body_by_reference(ctx: Cont
         for status in getattr(route, "response_fields", {})
         if int(status) >= 400
     ]
-    assert with_model == [("/healthz", 500)]
+    assert with_model == [("/healthz", 500)]  # the app's own routes (an included router's are not listed here)
+    if "/v1/chat/completions" in spec["paths"]:
+        error = spec["components"]["schemas"]["OpenAIError"]["properties"]
+        assert set(error) == {"message", "type", "param", "code"}
 
 
 @pytest.mark.parametrize("path", ["/docs", "/redoc"])

@@ -146,6 +146,36 @@ def test_quality_vectors_option(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "no corpus.e5.npy / queries.e5.npy for --vectors e5" in message
 
 
+def test_quality_scores_only_the_queries_the_set_asks(tmp_path: Path) -> None:
+    """Issue 32: qrels that judge queries queries.jsonl does not hold (a public set's whole split) counted those as
+    zeros (an Arabic set: 0.06 for 0.86). They are left out and counted; BEIR's own qrels/test.tsv is read too."""
+    from ragstep.bench.quality import load_beir, render, run_quality
+
+    folder = write_beir(tmp_path / "tiny", embeddings=False)
+    with (folder / "qrels.tsv").open("a", encoding="utf-8") as fh:
+        fh.write("q9\td1\t1\nq10\td2\t2\nq11\td3\t0\n")  # two judged queries nobody asks, one judged irrelevant
+    bench = load_beir(folder)
+    assert set(bench.qrels) == {"q1", "q2", "q3", "q4"} and bench.unasked_judged == 2
+    report = run_quality(folder, runs=("bm25",))
+    assert report["queries"] == 4 and report["unasked_judged_queries"] == 2
+    assert report["runs"]["bm25"]["ndcg@10"] == 1.0  # was 4/6 with the two unasked queries scored as zeros
+    assert "2 judged queries of the qrels are not in queries.jsonl" in render(report)
+    (folder / "qrels").mkdir()
+    (folder / "qrels.tsv").rename(folder / "qrels" / "test.tsv")
+    assert load_beir(folder).unasked_judged == 2
+
+
+def test_quality_undeclared_scale_serves_a_model_without_one(tmp_path: Path) -> None:
+    from ragstep.adapters.embedders import PrecomputedEmbedder
+    from ragstep.bench.quality import ScaledPrecomputedEmbedder, load_beir
+
+    folder = write_beir(tmp_path / "tiny", embeddings=True)
+    assert load_beir(folder).scale is not None
+    undeclared = load_beir(folder, declared_scale=False)
+    assert undeclared.scale is None and undeclared.name == "tiny-undeclared"
+    assert not issubclass(PrecomputedEmbedder, ScaledPrecomputedEmbedder)  # the embedder served declares nothing
+
+
 def test_quality_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = write_beir(tmp_path / "tiny", embeddings=False)
     code, out, err = run_cli(capsys, "bench", "quality", "--set", str(folder))

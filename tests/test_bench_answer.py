@@ -92,3 +92,46 @@ def test_a_set_without_answers_reports_no_answer_recall(tmp_path: Path, capsys: 
 def test_a_missing_set_is_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(capsys, "bench", "answer", "--set", str(tmp_path / "missing"))
     assert code != 0 and "not a folder" in err and "Traceback" not in err
+
+
+def test_unanswerable_questions_are_asked_and_their_declines_counted(tmp_path: Path) -> None:
+    folder = write_set(tmp_path / "with-unanswerable")
+    extra = [{"_id": "u1", "text": "How do I renew my passport?"}, {"_id": "u2", "text": "上海迪士尼几点开门？"}]
+    with (folder / "queries.jsonl").open("a", encoding="utf-8") as fh:
+        fh.write("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in extra))
+    (folder / "unanswerable.txt").write_text("u1\nu2\n", encoding="utf-8")
+    report = run_answer(folder, abstention_sample=0)
+    assert report["unanswerable_questions"] == 2 and report["declined_unanswerable"] == 1.0
+    # The answerable ones: answered from what retrieval gave, none declined although its source was there.
+    assert report["questions"] == 4 and report["answer_recall_retrieved"] == 1.0
+    assert report["declined_retrieved"] == 0.0
+
+
+def test_an_unanswerable_id_that_is_no_question_is_one_clear_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = write_set(tmp_path / "bad-ids")
+    (folder / "unanswerable.txt").write_text("q9\n", encoding="utf-8")
+    code, _, err = run_cli(capsys, "bench", "answer", "--set", str(folder))
+    assert code != 0 and "unanswerable.txt: ids not in queries.jsonl: q9" in err and "Traceback" not in err
+
+
+SETS = Path(__file__).resolve().parents[1] / "bench-sets"
+
+
+@pytest.mark.parametrize("name", ["answer-en", "answer-en-heldout"])
+def test_the_english_answer_sets_hold_together(name: str) -> None:
+    """Every reference answer is a span of its relevant document; unanswerable questions have no qrels."""
+    folder = SETS / name
+    lines = {
+        name: (folder / name).read_text(encoding="utf-8").splitlines() for name in ("corpus.jsonl", "queries.jsonl")
+    }
+    docs = {d["_id"]: normalise(d["title"] + " " + d["text"]) for d in map(json.loads, lines["corpus.jsonl"])}
+    queries = {q["_id"] for q in map(json.loads, lines["queries.jsonl"])}
+    qrels = [line.split("\t") for line in (folder / "qrels.tsv").read_text().splitlines()[1:]]
+    answers = load_answers(folder)
+    unanswerable = set((folder / "unanswerable.txt").read_text().split())
+    assert answers is not None and set(answers) == {q for q, _, _ in qrels} == queries - unanswerable
+    for qid, doc, _ in qrels:
+        assert all(normalise(a) in docs[doc] for a in answers[qid]), qid
+    assert len(answers) >= 18 and len(unanswerable) >= 6

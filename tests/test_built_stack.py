@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import socket
 import threading
 import time
@@ -67,7 +68,7 @@ class Stack:
     def names(self, logical_id: str) -> dict[str, str]:
         return self.deployment.physical[logical_id]
 
-    def api(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    def api(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:
         """The API function invoked with the HTTP API (payload 2.0) event API Gateway sends for this request."""
         raw = json.dumps(body) if body is not None else None
         event = {
@@ -79,6 +80,7 @@ class Stack:
                 "authorization": f"Bearer {self.api_key}",
                 "content-type": "application/json",
                 "host": "api.example.test",
+                **(headers or {}),
             },
             "requestContext": {
                 "accountId": ACCOUNT,
@@ -124,6 +126,9 @@ def physical_names(template: dict[str, Any]) -> dict[str, dict[str, str]]:
             arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}"
             out[logical_id] = {"Ref": name, "Arn": arn}
             out[f"{logical_id}Role"] = {"Ref": f"{name}-role", "Arn": f"arn:aws:iam::{ACCOUNT}:role/{name}-role"}
+            if resource.get("Properties", {}).get("FunctionUrlConfig"):  # SAM's implicit <Function>Url resource
+                url = f"https://{name.lower()}.lambda-url.{REGION}.on.aws/"
+                out[f"{logical_id}Url"] = {"Ref": name, "FunctionUrl": url, "FunctionArn": arn}
         elif kind == "AWS::Serverless::StateMachine":
             arn = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{name}"
             out[logical_id] = {"Ref": arn, "Name": name, "Arn": arn}
@@ -320,6 +325,32 @@ def test_an_upload_is_ingested_and_found_by_a_search_through_the_api(
     assert "descaling.md" in names, f"the default index ({index}) did not find what was ingested: {found}"
     declared = get_pipeline("knowledge_search").stage_names()
     assert [t["stage"] for t in found["trace"] if t["action"] == "run" and t["stage"] in declared] == declared
+
+
+def test_mcp_lists_its_tools_and_searches_through_the_api_function(
+    stack: Stack, knowledge_base: dict[str, Any]
+) -> None:
+    """MCP over Streamable HTTP at /mcp of the API function (stateless: no session to keep between invocations)."""
+    if not any(i.function.endswith("IngestIndexFunction") for i in stack.invocations):
+        stack.upload(f"uploads/{KB_NAME}/guides/descaling.md", GUIDE.encode("utf-8"))
+    mcp = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18"}
+    status, listed = stack.api("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, mcp)
+    assert status == 200, listed
+    assert {"search", "answer", "list_knowledge_bases"} <= {t["name"] for t in listed["result"]["tools"]}
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {
+            "name": "search",
+            "arguments": {"query": "how often to descale the espresso machine", "knowledge_bases": [KB_NAME]},
+        },
+    }
+    status, found = stack.api("POST", "/mcp", call, mcp)
+    assert status == 200, found
+    result = found["result"]
+    assert result["isError"] is False, result
+    assert "descaling.md" in {r["knowledge_filename"] for r in result["structuredContent"]["results"]}
 
 
 def descaling_question(
@@ -539,3 +570,43 @@ def test_every_stage_that_ran_was_traced_with_xray(stack: Stack, knowledge_base:
         traced = {d["name"].removeprefix("## ") for d in documents if str(d.get("name", "")).startswith("## ")}
         time.sleep(0.1)
     assert ran <= traced, f"no X-Ray subsegment from {sorted(ran - traced)}"
+
+
+def test_a_searchs_cost_receipt_agrees_with_the_readmes_cost_model(
+    stack: Stack, knowledge_base: dict[str, Any]
+) -> None:
+    """README "Cost per 1,000 queries" (Executor=stepfunctions, S3-snapshot index) against the receipt of a search
+    through the built API. The counted items must match within 5 %: HTTP API $0.0010, Lambda requests $0.0010 (the
+    API function and the four stage functions), the Express execution's request $0.0010, DynamoDB $0.0010, S3
+    $0.0004. The time-priced items come from this run's measured stage durations, so they are checked against the
+    durations themselves (each stage at 1024 MB, the execution at 64 MB in 100 ms steps), not against the README's
+    ~0.32 s; the receipt leaves out what the README adds on top (the API function's ~0.6 s of waiting for the
+    execution, logs, X-Ray), which is the stated difference: the README's ≈ $0.028 per 1,000 against a receipt of
+    ≈ $0.010 at the README's stage times."""
+    if not stack.invocations:  # run alone (-k): the guide the other scenarios upload
+        stack.upload(f"uploads/{KB_NAME}/guides/descaling.md", GUIDE.encode("utf-8"))
+    query = {"query": "how often to descale the espresso machine", "knowledge_base_ids": [knowledge_base["id"]]}
+    status, found = stack.api("POST", "/v1/knowledge-search", query)
+    assert status == 200, found
+    cost = found["usage"]["cost"]
+    assert cost["estimate"] is True and "stepfunctions" in cost["assumes"] and "s3snapshot" in cost["assumes"]
+    assert cost["total_usd"] == pytest.approx(sum(line["usd"] for line in cost["lines"]), abs=1e-9)
+    per_1000: dict[str, float] = {}
+    for line in cost["lines"]:
+        per_1000[line["item"]] = per_1000.get(line["item"], 0.0) + line["usd"] * 1000
+    declared = get_pipeline("knowledge_search").stage_names()
+    runs = [t for t in found["trace"] if t["action"] == "run" and t["stage"] in declared and t["duration_ms"] > 0]
+    assert len(runs) == len(declared) == 4
+    assert per_1000["http_api_request"] == pytest.approx(0.0010, rel=0.05)
+    assert per_1000["lambda_request"] == pytest.approx(0.0010, rel=0.05)
+    assert per_1000["stepfunctions_express_request"] == pytest.approx(0.0010, rel=0.05)
+    assert per_1000["dynamodb_read"] + per_1000["dynamodb_write"] == pytest.approx(0.0010, rel=0.05)
+    assert per_1000["s3_get"] == pytest.approx(0.0004, rel=0.05)
+    stage_gb_s = sum(math.ceil(t["duration_ms"]) for t in runs) / 1000.0
+    assert per_1000["lambda_duration"] == pytest.approx(stage_gb_s * 0.0000166667 * 1000, rel=0.01)
+    express_gb_s = math.ceil(sum(t["duration_ms"] for t in runs) / 100) * 0.1 * 64 / 1024
+    assert per_1000["stepfunctions_express_duration"] == pytest.approx(express_gb_s * 0.00001667 * 1000, rel=0.01)
+    print(
+        f"receipt ${cost['total_usd'] * 1000:.4f} per 1,000 (stages {stage_gb_s:.3f} GB-s); README ≈ $0.028 with the "
+        "API function's waiting, logs and X-Ray, which the receipt leaves out"
+    )

@@ -37,3 +37,10 @@ def test_token_vector_weights_follow_the_vector_evidence() -> None:
     # Other scales ignore it: a rerank model's score is its own evidence, the token scale has no vectors.
     assert rerank_calibration("rerank_model", 0.3, 0.1) == rerank_calibration("rerank_model", 0.3)
     assert rerank_calibration("token", 0.3, 0.1) == rerank_calibration("token", 0.3)
+
+
+def test_relative_cosines_have_no_threshold_and_the_fixed_weights() -> None:
+    # Issue 32: a model that declares no scale gets its cosines min-maxed over the candidates; a cut on such a score
+    # cuts the candidates the vectors rank last whatever their cosine, and there is no absolute evidence to read.
+    c = rerank_calibration("token_relative", 0.3, 0.2)
+    assert c.threshold is None and (c.model_weight, c.base_weight) == (MODEL_WEIGHT, BASE_WEIGHT)

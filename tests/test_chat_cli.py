@@ -118,7 +118,8 @@ def test_an_unreachable_model_is_one_line(
     monkeypatch.setenv("RAGSTEP_CHAT_MAX_RETRIES", "0")
     code, _, err = run_cli(capsys, "--data-dir", data_dir, "chat", "When do cold starts happen?", "--kb", "docs")
     assert code == 2 and err.count("\n") == 1
-    assert "chat model openai:qwen-plus at http://127.0.0.1:9/v1/chat/completions" in err and "unreachable" in err
+    assert "chat model openai:qwen-plus" in err and "unreachable" in err and "RAGSTEP_CHAT_BASE_URL" in err
+    assert "127.0.0.1:9" not in err  # the provider's address is the log's, not the user's
 
 
 def test_interactive_session_keeps_history_and_knows_its_commands(data_dir: str) -> None:
@@ -146,8 +147,9 @@ def test_markdown_is_read_as_sentences_not_lines() -> None:
 
 def test_ctrl_c_while_an_answer_streams_stops_it_and_keeps_the_part_shown(tmp_path: Path, data_dir: str) -> None:
 
+    # 40 s of stream: the interrupt must land while it flows even when a busy machine runs this process slowly.
     chunks = [sse(f"w{i} ") for i in range(2000)] + streamed("")
-    with LLMServer(Reply(chunks=chunks, chunk_delay_s=0.005)) as server:
+    with LLMServer(Reply(chunks=chunks, chunk_delay_s=0.02)) as server:
         settings = Settings(
             data_dir=Path(data_dir),
             chat_provider="openai",
@@ -166,7 +168,7 @@ def test_ctrl_c_while_an_answer_streams_stops_it_and_keeps_the_part_shown(tmp_pa
 
         out = Out()
         assert ask(args, ctx, "When do cold starts happen?", None, out) is None
-        assert server.hung_up.wait(5)
+        assert server.hung_up.wait(120)  # the server sees the hang-up on its next write; generous on a busy machine
     assert out.getvalue().endswith("\n[interrupted]\n")
     (session,) = ctx.history.sessions()
     (turn,) = ctx.history.recent(session.session_id)

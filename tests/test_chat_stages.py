@@ -16,6 +16,7 @@ from ragstep.models import (
     ChunkType,
     ImageInfo,
     PipelineState,
+    Reference,
     RetrievalSettings,
     SearchRequest,
     SearchResult,
@@ -28,7 +29,7 @@ from ragstep.stages.chat import prompts
 from ragstep.stages.chat.into_chat_message import enrich
 from ragstep.stages.chat.rewrite_query import clean_rewrite
 from ragstep.stages.chat.stream_filter import AnswerFilter
-from support.llm_server import LLMServer, Reply, completion, sse, streamed
+from support.llm_server import LLMServer, Reply, completion, echo_prompt, sse, streamed
 
 
 def state(query: str = "When do cold starts happen?", session: str | None = None, **chat: object) -> PipelineState:
@@ -105,10 +106,59 @@ def test_rewrite_is_skipped_when_disabled_or_without_history(ctx: Context) -> No
     off = state(settings=ChatSettings(enable_rewrite=False), history=HISTORY)
     assert trace_of(run_stage("rewrite_query", off, ctx), "rewrite_query") == [("skip", "rewrite_disabled")]
     assert trace_of(run_stage("rewrite_query", state(), ctx), "rewrite_query") == [("skip", "empty_history")]
-    # The extractive default cannot rewrite.
+    # The extractive default cannot rewrite: a question that stands alone is searched as asked.
     assert trace_of(run_stage("rewrite_query", state(history=HISTORY), ctx), "rewrite_query") == [
-        ("skip", "model_not_generative")
+        ("skip", "standalone_question")
     ]
+
+
+@pytest.mark.parametrize(
+    ("history", "question", "subject"),
+    [
+        ([{"query": "青海湖在哪里？", "answer": "青海湖位于青海省。"}], "它的面积有多大？", "青海湖"),
+        (
+            [{"query": "How does bzip2 compress files?", "answer": "With the Burrows-Wheeler transform."}],
+            "and how much memory does it need to decompress?",
+            "bzip2",
+        ),
+        ([{"query": "北京到上海的高铁票价是多少？", "answer": "二等座约553元。"}], "时间呢？", "上海"),
+        (
+            [
+                {"query": "Where is Lake Titicaca?", "answer": "Between Peru and Bolivia."},
+                {"query": "How deep is it?", "answer": "About 280 m."},
+            ],
+            "What about its area?",
+            "titicaca",
+        ),
+    ],
+)
+def test_a_follow_up_is_resolved_without_a_model(
+    ctx: Context, history: list[dict[str, str]], question: str, subject: str
+) -> None:
+    out = run_stage("rewrite_query", state(question, history=history), ctx)
+    assert out.search_query.startswith(question) and subject in out.search_query.lower()
+    assert out.request.query == question
+    (row,) = [t for t in out.trace if t.stage == "rewrite_query" and t.detail]
+    assert row.action == "run" and row.detail["method"] == "history_terms" and subject in row.detail["added_terms"]
+
+
+@pytest.mark.parametrize(
+    ("earlier", "question"),
+    [
+        ("How does bzip2 compress files?", "How much memory does bzip2 need to decompress?"),
+        ("How does bzip2 compress files?", "What is the GPL licence about?"),
+        ("How does bzip2 compress files?", "Which command lists the packages installed on a system?"),
+        ("How does bzip2 compress files?", "gzip 的压缩率是多少？"),
+        ("青海湖在哪里？", "那曲在哪里？"),  # 那 starts a place name here, not a follow-up
+        ("青海湖在哪里？", "再生纸怎么做？"),
+    ],
+)
+def test_a_question_that_stands_alone_is_searched_as_asked_without_a_model(
+    ctx: Context, earlier: str, question: str
+) -> None:
+    history = [{"query": earlier, "answer": "..."}]
+    out = run_stage("rewrite_query", state(question, history=history), ctx)
+    assert out.rewritten_query is None and out.search_query == question
 
 
 def test_rewrite_resolves_the_question_with_the_english_prompts(tmp_path: Path) -> None:
@@ -140,6 +190,19 @@ def test_rewrite_uses_weknoras_chinese_prompts_for_a_chinese_question(tmp_path: 
         (Reply(500, {"error": "down"}), "rewrite_failed"),
         (Reply(body=completion("   ")), "empty_rewrite"),
         (Reply(body=completion(" ".join(["word"] * 80))), "rewrite_too_long"),
+        # A small model answers its instructions back: the whole system prompt's first line (37 words) ...
+        (echo_prompt(), "rewrite_too_long"),
+        # ... or a short piece of them.
+        (Reply(body=completion("Output only the rewritten question, no explanation")), "echoed_prompt"),
+        (Reply(body=completion("What is the capital of France?")), "unrelated_rewrite"),
+        (
+            Reply(
+                body=completion(
+                    "How much does the AWS Lambda service cost per request for users in Europe, Asia and America?"
+                )
+            ),
+            "rewrite_too_long",
+        ),
     ],
 )
 def test_a_failed_rewrite_keeps_the_original(tmp_path: Path, reply: Reply, reason: str) -> None:
@@ -276,6 +339,12 @@ def test_held_text_is_released_as_soon_as_it_is_decided() -> None:
 # -- completions and the fallback --------------------------------------------------------------------------------
 
 
+def grounded(st: PipelineState, *results: SearchResult) -> PipelineState:
+    """``st`` as into_chat_message leaves it: ``results`` retrieved and given as the references."""
+    chat = st.chat.model_copy(update={"references": [Reference.model_validate(r.model_dump()) for r in results]})
+    return st.model_copy(update={"final_results": list(results), "chat": chat})
+
+
 def events_and_state(st: PipelineState, ctx: Context) -> tuple[list[StreamEvent], PipelineState]:
     events: list[StreamEvent] = []
     gen = stream_stage("chat_completion_stream", st, ctx)
@@ -288,14 +357,14 @@ def events_and_state(st: PipelineState, ctx: Context) -> tuple[list[StreamEvent]
 
 def test_stream_sends_system_history_and_user_and_relays_filtered_deltas(tmp_path: Path) -> None:
     chunks = [sse(reasoning="r1"), sse("<think>t</think>"), sse("Cold starts "), sse("happen [1]."), *streamed("")]
-    st = state(history=HISTORY, user_content="CONTEXT + QUESTION").model_copy(
-        update={"final_results": [result(1, "Cold starts happen.")]}
-    )
+    st = grounded(state(history=HISTORY, user_content="CONTEXT + QUESTION"), result(1, "Cold starts happen."))
     with LLMServer(Reply(chunks=chunks)) as server:
         events, out = events_and_state(st, llm_ctx(tmp_path, server))
     sent = server.requests[0].json
     assert [m["role"] for m in sent["messages"]] == ["system", "user", "assistant", "user"]
-    assert sent["messages"][0]["content"] == prompts.SYSTEM_PROMPT["en"]
+    system = sent["messages"][0]["content"]
+    assert system.startswith(prompts.fill(prompts.SYSTEM_PROMPT["en"], assistant_name="ragstep"))
+    assert "named ragstep." in system and "WeKnora" not in system
     assert sent["messages"][3]["content"] == "CONTEXT + QUESTION"
     assert (sent["temperature"], sent["max_tokens"]) == (0.3, 2048)
     kinds = [e.event for e in events]
@@ -304,7 +373,7 @@ def test_stream_sends_system_history_and_user_and_relays_filtered_deltas(tmp_pat
     assert "".join(e.data["delta"] for e in events if e.event == "answer") == "Cold starts happen [1]."
     assert "".join(e.data["delta"] for e in events if e.event == "reasoning") == "r1t"
     assert out.chat.answer == "Cold starts happen [1]." and out.chat.model == "openai:m" and out.chat.fallback is None
-    assert [t.stage for t in out.trace] == ["stream_filter", "chat_completion_stream"]
+    assert [t.stage for t in out.trace] == ["stream_filter", "citations", "chat_completion_stream"]
 
 
 def test_no_match_falls_back_to_the_model_with_the_fallback_prompt(tmp_path: Path) -> None:
@@ -334,13 +403,15 @@ def test_a_silent_fallback_model_still_gives_the_fixed_response(tmp_path: Path) 
 
 def test_chat_completion_filters_the_whole_answer_and_keeps_usage(tmp_path: Path) -> None:
     with LLMServer(Reply(body=completion("<think>hm</think>\n\n**Yes** [1]"))) as server:
-        out = run_stage("chat_completion", state(user_content="X"), llm_ctx(tmp_path, server))
+        st = grounded(state(user_content="X"), result(1, "Yes."))
+        out = run_stage("chat_completion", st, llm_ctx(tmp_path, server))
     assert (out.chat.answer, out.chat.reasoning) == ("**Yes** [1]", "hm")
     assert out.chat.usage.total_tokens == 18 and out.chat.model == "openai:m"
 
 
 def test_extractive_answers_from_the_passages_and_names_itself(ctx: Context) -> None:
     st = state(passages=["Cold starts happen when a new environment starts.", "BM25 ranks."], user_content="X")
+    st = grounded(st, result(1, "Cold starts happen when a new environment starts."), result(2, "BM25 ranks."))
     out = drain(stream_stage("chat_completion_stream", st, ctx))
     assert out.chat.answer == "Cold starts happen when a new environment starts. [1]"
     assert out.chat.model == "extractive" and out.chat.fallback is None

@@ -13,6 +13,7 @@ import pytest
 from ragstep.adapters.embedders import PrecomputedEmbedder
 from ragstep.app.ingest import ingest_file
 from ragstep.app.search import new_state
+from ragstep.bench.quality import ScaledPrecomputedEmbedder
 from ragstep.context import Clients, Context
 from ragstep.models import (
     Chunk,
@@ -25,6 +26,7 @@ from ragstep.models import (
     SearchRequest,
 )
 from ragstep.models import SearchResult as R
+from ragstep.models.scale import COMMON_SCALE
 from ragstep.pipeline import run_stage
 from ragstep.retrieval.calibration import RerankScale, rerank_calibration
 from ragstep.retrieval.text import token_set
@@ -36,6 +38,7 @@ from ragstep.stages.search.chunk_rerank import (
     normalise,
     position_prior,
     rerank_text,
+    score_scales,
     threshold_chain,
     vector_evidence,
 )
@@ -253,7 +256,8 @@ def test_weak_vector_evidence_moves_the_composite_toward_the_search_score(
               for i, t in enumerate(texts)]  # fmt: skip
     ctx.index.replace_knowledge("k", chunks, vectors, kb.embedding_model)
     query = np.array([0.5, 0.0, 0.0, math.sqrt(0.75)], dtype=np.float32)  # cosine 0.5 with k-0, 0 with the rest
-    ctx.register_embedder(PrecomputedEmbedder("precomputed:evidence", {"rank fusion": query}))
+    # Declared on the common scale: a model that declares none has no absolute evidence (token_relative scale).
+    ctx.register_embedder(ScaledPrecomputedEmbedder("precomputed:evidence", {"rank fusion": query}, COMMON_SCALE))
     overrides = {"vector_threshold": 0.0, "keyword_threshold": 0.0, "rerank_threshold": 0.0}
     state = searched(ctx, kb, "rank fusion", **overrides)
     assert len(state.search_results) >= 2
@@ -275,3 +279,32 @@ def test_weak_vector_evidence_moves_the_composite_toward_the_search_score(
         abs(r.score - composite(r.metadata["rerank"]["model"], r.metadata["rerank"]["base"], r, fixed)) > 0.01
         for r in out.rerank_results
     )
+
+
+def test_a_model_without_a_declared_scale_is_reranked_on_relative_cosines(
+    ctx: Context, make_kb: Callable[..., KnowledgeBase]
+) -> None:
+    # Issue 32: a provider's model declares no scale. Its cosines (e5-like here, all ~0.8-0.9) were read on MiniLM's
+    # scale: every candidate passed the threshold on the cosine floor and the words decided. Now they are read
+    # relative to one another (token_relative: no threshold, fixed weights), and the vectors' best leads.
+    kb = make_kb("undeclared", embedding_model="precomputed:undeclared")
+    texts = ["wind turbines wind turbines on a ridge", "offshore generation of electricity", "a recipe for bread"]
+    ctx.catalog.put_knowledge(Knowledge(id="u", knowledge_base_id=kb.id, filename="u.md", status="completed"))
+    chunks = [Chunk(id=f"u-{i}", knowledge_id="u", knowledge_base_id=kb.id, content=t, chunk_index=i)
+              for i, t in enumerate(texts)]  # fmt: skip
+
+    def at(cos: float, axis: int) -> np.ndarray:
+        v = np.zeros(4, dtype=np.float32)
+        v[0], v[axis] = cos, math.sqrt(1 - cos * cos)
+        return v
+
+    ctx.index.replace_knowledge("u", chunks, np.stack([at(0.80, 1), at(0.88, 2), at(0.77, 3)]), kb.embedding_model)
+    ctx.register_embedder(PrecomputedEmbedder("precomputed:undeclared", {"wind turbines": at(1.0, 1)}))
+    state = searched(ctx, kb, "wind turbines", keyword_threshold=0.0)
+    scales = score_scales(state, ctx)
+    assert set(scales) == {"token_relative"} and vector_evidence(state, ctx, scales) == [None] * len(scales)
+    out = run_stage("chunk_rerank", state, ctx)
+    row = next(t for t in out.trace if t.stage == "chunk_rerank" and t.action == "run")
+    assert row.detail["scales"] == ["token_relative"] and row.counts["passed"] == len(state.search_results)
+    best = max(out.rerank_results, key=lambda r: r.metadata["rerank"]["model"])
+    assert best.id == "u-1"  # the vectors' best, which holds none of the query's words

@@ -12,8 +12,10 @@ import pytest
 
 from ragstep.adapters.embedders import OpenAIEmbedder, PrecomputedEmbedder
 from ragstep.app.search import new_state
+from ragstep.bench.quality import ScaledPrecomputedEmbedder
 from ragstep.context import Context
 from ragstep.models import Chunk, Knowledge, KnowledgeBase, MatchType, SearchRequest
+from ragstep.models.scale import COMMON_SCALE
 from ragstep.retrieval.fusion import Fused
 from ragstep.stages.search import chunk_search
 from ragstep.stages.search.chunk_search import candidate_pool, content_key
@@ -211,7 +213,9 @@ def test_a_full_vector_list_lends_a_keyword_only_chunk_its_lowest_cosine(
         [0.8 * unit(1) + 0.6 * unit(2), 0.6 * unit(1) + 0.8 * unit(3), 0.4 * unit(1) + np.sqrt(0.84) * unit(4), unit(5)]
     )  # cosines to the query 0.8, 0.6, 0.4 and 0 (below the threshold): the last one only BM25 finds
     add_doc(ctx, kb, "f", texts, vecs)
-    ctx.register_embedder(PrecomputedEmbedder("precomputed:floor", {"keywords please": unit(1)}))
+    # Declared on the common scale: the cosines are read as they are (a model without a declared scale is fused
+    # relative, without a floor to lend).
+    ctx.register_embedder(ScaledPrecomputedEmbedder("precomputed:floor", {"keywords please": unit(1)}, COMMON_SCALE))
 
     def scores(pool: int) -> dict[str, float]:
         overrides = {"embedding_top_k": 3, "candidate_pool_min": pool, "candidate_pool_multiplier": 1}

@@ -381,14 +381,11 @@ def test_unsupported_file_fails_only_when_named(cli: Cli, tmp_path: Path) -> Non
     assert run.code == 2
     (result,) = json.loads(run.out)
     assert result["status"] == "failed"
-    supported = ".txt, .md, .markdown, .html, .htm, .pdf, .docx, .csv, .xlsx"
+    supported = ".txt, .md, .markdown, .html, .htm, .pdf, .docx, .png, .jpg, .jpeg, .webp, .tif, .tiff, .csv, .xlsx"
     assert result["error"] == f"data.xyz: unsupported file type .xyz; supported: {supported}"
 
     message = cli.fails("ingest", str(folder), "--kb", "docs")
-    assert (
-        message
-        == f"no supported files under {folder} (supported: .txt, .md, .markdown, .html, .htm, .pdf, .docx, .csv, .xlsx)"
-    )
+    assert message == f"no supported files under {folder} (supported: {supported})"
 
 
 def test_reingest_unchanged_and_changed(cli: Cli, docs: Path, indexed: dict[str, str]) -> None:
@@ -490,7 +487,8 @@ def test_faq_knowledge_base(cli: Cli, tmp_path: Path) -> None:
 
 def test_search_json_shape(cli: Cli, indexed: dict[str, str]) -> None:
     data = cli.search("  espresso coffee  ", "--kb", "docs")
-    assert list(data) == ["query", "request_id", "results", "trace"]
+    assert list(data) == ["query", "request_id", "results", "trace", "profile", "usage"]
+    assert data["profile"] == "standard" and data["usage"]["cost"]["currency"] == "USD"
     assert data["query"] == "espresso coffee"
     assert re.fullmatch(r"[0-9a-f]{32}", data["request_id"])
     assert data["results"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -233,12 +232,13 @@ def test_a_slow_query_is_interrupted_at_the_timeout(data_dir: str) -> None:
     endless = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
     with LLMServer(plan(endless)) as server:
         ctx = context(data_dir, server, data_analysis_timeout_s=0.3)
-        started = time.perf_counter()
         after = run(state_of(ctx, "sales"), ctx)
-        elapsed = time.perf_counter() - started
     (degrade,) = [t for t in after.trace if t.action == "degrade"]
     assert degrade.reason == "timeout" and degrade.detail["sql"] == endless
-    assert elapsed < 0.3 + 1
+    # How long the query held the request, measured around the sandbox call (the first request of a process also
+    # starts the sandbox's fork server, which is not the query's time).
+    assert degrade.detail["wall_ms"] < (0.3 + 1) * 1000
+    assert degrade.detail["peak_rss_mb"] > 0  # the kernel's figure for the query process
 
 
 def test_rows_are_capped_files_are_limited_and_only_the_requests_own_files_load(data_dir: str) -> None:
@@ -290,9 +290,11 @@ def test_the_benchmark_reports_the_stage_and_its_steps(plain_environment: None) 
 
     report = run_analysis_bench(rows=300, repeat=1)
     assert report["rows"] == 300 and len(report["stage"]["runs_ms"]) == 1
-    assert set(report["steps"]) == {"fetch", "load", "lock", "check"} and set(report["queries"]) == set(QUERIES)
+    assert set(report["steps"]) == {"fetch", "open", "load", "lock", "check"}
+    # Each query in the sandbox and, for the ratio, in-process on the same engine.
+    assert set(report["queries"]) == {n for q in QUERIES for n in (q, f"{q} (in process)")}
     # Ten cities, one March total, a top 10: the queries ran over the whole file.
-    assert [q["result_rows"] for q in report["queries"].values()] == [10, 1, 10]
+    assert [q["result_rows"] for q in report["queries"].values()] == [10, 10, 1, 1, 10, 10]
     assert "data_analysis over a 300-row CSV" in render(report)
 
 

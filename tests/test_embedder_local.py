@@ -119,6 +119,19 @@ def test_the_score_scale_is_declared_not_probed(e5: LocalEmbedder) -> None:
     assert scale.raw(scale.calibrate(0.85)) == pytest.approx(0.85)
 
 
+def test_the_engine_batching_is_declared_and_gives_the_vectors_of_one_large_batch(e5: LocalEmbedder) -> None:
+    from ragstep.ports import InProcessEmbedder
+    from ragstep.stages.ingest.embed import embed_texts
+
+    assert isinstance(e5, InProcessEmbedder) and 1 <= e5.engine_batch_size < 32
+    other = PrecomputedEmbedder("precomputed:x", {"a": [1.0, 0.0]})
+    assert not isinstance(other, InProcessEmbedder)  # HTTP and precomputed embedders keep their large batches
+    texts = [f"{NODE} ({i})" if i % 2 else f"{FLOUR} [{i}]" for i in range(e5.engine_batch_size * 2 + 3)]
+    vectors, batches = embed_texts(e5, texts, batch_size=64)
+    assert batches == 3  # the engine's batch size wins over the setting, one call after another
+    assert np.allclose(vectors, e5.embed(texts), atol=1e-6)
+
+
 def test_calibrated_cosines_separate_related_from_unrelated_text(e5: LocalEmbedder) -> None:
     docs = e5.embed([NODE, FLOUR])
     related, unrelated = (E5_SCORE_SCALE.calibrate(s) for s in docs @ e5.embed_query(MEANING_QUERY))

@@ -212,7 +212,9 @@ def test_openai_caps_a_long_retry_after(server: ScriptedHTTPServer, openai: Make
     assert len(server.requests) == 2
 
 
-def test_openai_5xx_exhausted_gives_one_line_error(server: ScriptedHTTPServer, openai: MakeOpenAI):
+def test_openai_5xx_exhausted_gives_one_line_error(
+    server: ScriptedHTTPServer, openai: MakeOpenAI, caplog: pytest.LogCaptureFixture
+):
     server.set_fallback(ScriptedResponse(500, "<html>\n  <h1>upstream model crashed\n  badly</h1>\n</html>"))
 
     with pytest.raises(ProviderError) as caught:
@@ -220,9 +222,10 @@ def test_openai_5xx_exhausted_gives_one_line_error(server: ScriptedHTTPServer, o
 
     message = caught.value.message
     assert len(server.requests) == 3
-    assert f"{server.url}/v1/embeddings" in message
-    assert "failed after 3 attempts" in message and "HTTP 500" in message
-    assert "upstream model crashed badly" in message
+    assert "failed after 3 attempts" in message and "HTTP 500" in message and "text-embedding-3-small" in message
+    # The provider's body and URL are the operator's (the log), never the user's (the message).
+    assert "upstream model crashed" not in message and server.url not in message
+    assert "upstream model crashed badly" in caplog.text and f"{server.url}/v1/embeddings" in caplog.text
     assert "\n" not in message
 
 
@@ -242,12 +245,12 @@ def test_openai_connection_refused_is_retried_then_reported(openai: MakeOpenAI):
     url = f"http://127.0.0.1:{closed_port()}/v1"
     with pytest.raises(ProviderError, match="failed after 3 attempts: connection failed") as caught:
         openai(base_url=url, max_retries=2).embed(["a"])
-    assert f"{url}/embeddings" in caught.value.message
+    assert url not in caught.value.message
 
 
 def test_openai_400_fails_at_once(server: ScriptedHTTPServer, openai: MakeOpenAI):
     server.set_fallback(ScriptedResponse(400, {"error": {"message": "'input' is too long"}}))
-    with pytest.raises(ProviderError, match=r"rejected the request: HTTP 400: .*'input' is too long"):
+    with pytest.raises(ProviderError, match=r"rejected the request \(HTTP 400\)$"):
         openai(max_retries=4).embed(["a"])
     assert len(server.requests) == 1
 
@@ -262,7 +265,7 @@ def test_openai_400_fails_at_once(server: ScriptedHTTPServer, openai: MakeOpenAI
         (openai_rows([1, 0], []), "empty or malformed vector for input 1"),
         (openai_rows([1, 0], ["x", 1]), "non-numeric"),
         (ScriptedResponse(200, {"error": "model not loaded"}), "without a 'data' list: .*model not loaded"),
-        (ScriptedResponse(200, "<html>gateway</html>"), "not JSON: <html>gateway</html>"),
+        (ScriptedResponse(200, "<html>gateway</html>"), "with a body that is not JSON$"),
     ],
 )
 def test_openai_rejects_bad_answers(
@@ -420,8 +423,8 @@ def test_bedrock_validation_error_fails_at_once(server: ScriptedHTTPServer, bedr
         bedrock(COHERE).embed(["a"])
     message = caught.value.message
     assert len(server.requests) == 1
-    assert COHERE in message and server.url in message
-    assert "ValidationException (HTTP 400): Malformed input request" in message
+    assert COHERE in message and server.url not in message  # the endpoint is internal: the region is named
+    assert "ValidationException (HTTP 400)" in message and "Malformed" not in message  # the service's text: logged
 
 
 def test_bedrock_access_denied_hints_at_model_access(server: ScriptedHTTPServer, bedrock: MakeBedrock):
@@ -447,7 +450,7 @@ def test_bedrock_unreachable_endpoint(aws_env: None):
     embedder = BedrockEmbedder(
         COHERE, region="us-east-1", max_retries=0, endpoint_url=f"http://127.0.0.1:{closed_port()}"
     )
-    with pytest.raises(ProviderError, match="could not be called: Could not connect"):
+    with pytest.raises(ProviderError, match=r"could not be called \(EndpointConnectionError\)"):
         embedder.embed(["a"])
     embedder.close()
 

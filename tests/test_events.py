@@ -199,7 +199,7 @@ def test_an_event_on_the_bus_is_answered_on_the_bus_and_a_failing_pipeline_answe
     assert ok["detail"]["status"] == "succeeded" and ok["detail"]["results"]
     assert next(t["stage"] for t in ok["detail"]["trace"] if t["action"] == "run") == "chunk_search"
     assert failed["detail"]["status"] == "failed"
-    assert failed["detail"]["error"]["type"] == "NotFoundError" and "no-such-kb" in failed["detail"]["error"]["message"]
+    assert failed["detail"]["error"]["type"] == "not_found" and "no-such-kb" in failed["detail"]["error"]["message"]
     assert stack.receive_all(stack.dlq) == []
 
 

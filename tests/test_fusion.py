@@ -302,7 +302,11 @@ def test_the_search_stage_reads_the_query_models_declared_scale(tmp_path: Path) 
     ctx.register_embedder(PrecomputedEmbedder("precomputed:minilm", unit))
     assert vector_scale(ctx, ["precomputed:e5"]) == E5
     assert vector_scale(ctx, ["precomputed:e5", "precomputed:e5-copy"]) == E5  # two models, one scale
-    assert vector_scale(ctx, ["precomputed:minilm"]) == COMMON_SCALE  # no declared scale: the common one
+    # No declared scale (a provider's model): none assumed, fusion reads the cosines relative to one another. This
+    # read MiniLM's scale before, and e5 vectors served undeclared lost 0.1 nDCG@10 (issue 32).
+    assert vector_scale(ctx, ["precomputed:minilm"]) is None
+    ctx.register_embedder(ScaledPrecomputedEmbedder("precomputed:common", unit, COMMON_SCALE))
+    assert vector_scale(ctx, ["precomputed:common"]) == COMMON_SCALE  # declared as the common scale
     assert vector_scale(ctx, []) == COMMON_SCALE  # keyword search only: nothing to read
     # Cosines of two scales merged in one list by raw value: no scale reads them all (fusion falls back).
     assert vector_scale(ctx, ["precomputed:e5", "precomputed:minilm"]) is None

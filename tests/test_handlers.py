@@ -563,3 +563,19 @@ def test_api_errors_are_json(demo_docs: Context, body: dict[str, Any], status: i
     response = invoke("api", event)
     assert response["statusCode"] == status
     assert json.loads(response["body"])["error"] == error
+
+
+def test_api_lists_the_size_of_knowledge_bases_ingested_from_the_cli(demo_docs: Context) -> None:
+    """``ragstep ingest`` (ingest_file) makes no ingestion job, where the size was read from: it was 0."""
+    event = load_event("api_healthz")
+    event["rawPath"] = event["requestContext"]["http"]["path"] = "/v1/knowledge-bases"
+    response = invoke("api", event)
+    assert response["statusCode"] == 200, response["body"]
+    (listed,) = json.loads(response["body"])["items"]
+    originals = sum(p.stat().st_size for p in _demo_files())
+    assert listed["documents"] == len(_demo_files()) and listed["size"] == originals > 0
+
+
+def _demo_files() -> list[Path]:
+    with resources.as_file(resources.files("ragstep").joinpath("data", "demo", "docs")) as folder:
+        return list(expand_paths([folder], (".md",)))

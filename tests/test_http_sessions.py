@@ -4,14 +4,19 @@ parser on both stream shapes cut at every byte."""
 from __future__ import annotations
 
 import json
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from ragstep.app.ingest import ingest_file
+from ragstep.app.keys import create_key
 from ragstep.app.sessions import open_session
 from ragstep.entry.http.sse import SSEFrame, SSEParser, data_frame, event_frame
+from ragstep.models import KnowledgeBase
 from support.api_server import APPS, Served, serve
 from support.llm_server import LLMServer, Reply, sse, streamed
 
@@ -156,7 +161,7 @@ def test_stateless_knowledge_chat_uses_the_given_history_and_writes_nothing(tmp_
     sent = llm.requests[1].json["messages"]
     assert sent[1:3] == [
         {"role": "user", "content": "What is AWS Lambda?"},
-        {"role": "assistant", "content": "A serverless runtime [1]."},
+        {"role": "assistant", "content": "A serverless runtime."},  # its marker cited that turn's passage
     ]
     assert refused.status_code == 422 and "session_id" in refused.json()["message"]
     assert sessions == []
@@ -169,7 +174,9 @@ def test_stateless_knowledge_chat_uses_the_given_history_and_writes_nothing(tmp_
         ({"query": "x" * 5000}, 400, "the limit is"),
         ({"query": "q?", "pipeline": "knowledge_search"}, 400, "unknown chat pipeline"),
         ({"query": "q?", "overrides": {"top_kk": 3}}, 422, "top_kk"),
-        ({"query": "q?", "chat": {"temperature": 9}}, 400, "temperature"),
+        ({"query": "q?", "chat": {"temperature": 9}}, 422, "temperature"),
+        # The same status and words as search's (both 422 once; chat said 400).
+        ({"query": "q?", "knowledge_base_ids": []}, 422, "name at least one knowledge base"),
     ],
 )
 @pytest.mark.parametrize("kind", APPS)
@@ -224,3 +231,71 @@ def test_the_parser_holds_an_unfinished_frame() -> None:
     assert parser.feed(b"data: \xe5\x8c") == []  # half a character
     assert parser.feed(b"\x97\n") == []  # the line, not yet the frame
     assert parser.feed(b"\n") == [SSEFrame(event=None, data="北")]
+
+
+# -- a key limited to knowledge bases ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", APPS)
+def test_a_knowledge_base_limited_key_sees_only_sessions_within_its_knowledge_bases(tmp_path: Path, kind: str) -> None:
+    """A session whose answers drew on a knowledge base outside a key's limit is unknown to that key everywhere a
+    session id is taken: listing, reading, its messages, delete, stop, continuing it, and search's history."""
+    with serve(tmp_path, app=kind) as app:
+        clients = app.ctx.clients
+        beta = KnowledgeBase(id=uuid.uuid4().hex, name="beta", embedding_model="none", created_at=time.time())
+        app.ctx.catalog.create_kb(beta)
+        (tmp_path / "beta.md").write_text("Warm pools keep beta environments ready for traffic.", encoding="utf-8")
+        assert ingest_file(tmp_path / "beta.md", beta, app.ctx).status == "indexed"
+        made = create_key(clients.keys, "default", ["search", "chat"], knowledge_bases=["beta"])
+        limited = {"Authorization": f"Bearer {made.secret}"}
+
+        docs_session = app.post("/v1/sessions").json()["session_id"]
+        chat_stream(app, f"/v1/knowledge-chat/{docs_session}", {"query": QUESTION, "knowledge_base_ids": ["docs"]})
+        beta_session = httpx.post(f"{app.base}/v1/sessions", headers=limited, timeout=20).json()["session_id"]
+        with httpx.stream(
+            "POST",
+            f"{app.base}/v1/knowledge-chat/{beta_session}",
+            json={"query": "What keeps beta environments ready?", "knowledge_base_ids": ["beta"]},
+            headers=limited,
+            timeout=20,
+        ) as raw:
+            assert raw.status_code == 200 and b"complete" in raw.read()
+
+        def as_limited(method: str, path: str, **kw: Any) -> httpx.Response:
+            return httpx.request(method, f"{app.base}{path}", headers=limited, timeout=20, **kw)
+
+        listed = [s["session_id"] for s in as_limited("GET", "/v1/sessions").json()["sessions"]]
+        hidden = {
+            "read": as_limited("GET", f"/v1/sessions/{docs_session}"),
+            "messages": as_limited("GET", f"/v1/sessions/{docs_session}/messages"),
+            "stop": as_limited("POST", f"/v1/sessions/{docs_session}/stop"),
+            "continue": as_limited(
+                "POST", f"/v1/knowledge-chat/{docs_session}", json={"query": QUESTION, "knowledge_base_ids": ["beta"]}
+            ),
+            "delete": as_limited("DELETE", f"/v1/sessions/{docs_session}"),
+        }
+        if kind == "fastapi":  # the streaming chat function's app serves no search
+            hidden["search"] = as_limited(
+                "POST",
+                "/v1/knowledge-search",
+                json={"query": QUESTION, "knowledge_base_ids": ["beta"], "session_id": docs_session},
+            )
+            # Another tenant's session is unknown to search as to chat.
+            theirs = open_session(clients.context("globex")).session_id
+            hidden["another tenant's, searched"] = as_limited(
+                "POST",
+                "/v1/knowledge-search",
+                json={"query": QUESTION, "knowledge_base_ids": ["beta"], "session_id": theirs},
+            )
+        own = as_limited("GET", f"/v1/sessions/{beta_session}/messages")
+        everything = [s["session_id"] for s in app.get("/v1/sessions").json()["sessions"]]
+        still_there = app.get(f"/v1/sessions/{docs_session}/messages").json()["turns"]
+    assert listed == [beta_session]
+    for name, answer in hidden.items():
+        assert answer.status_code == 404, (name, answer.text)
+        assert "unknown session" in answer.json()["message"], name
+    assert own.status_code == 200 and [t["query"] for t in own.json()["turns"]] == [
+        "What keeps beta environments ready?"
+    ]
+    assert set(everything) == {docs_session, beta_session}  # an unlimited key of the tenant sees both
+    assert len(still_there) == 1 and still_there[0]["references"]

@@ -16,6 +16,7 @@ import pytest
 
 from conftest import run_cli
 from ragstep.bench.ingest_bench import MB, generate_markdown
+from ragstep.bench.ingest_e2e import render as render_end_to_end
 from ragstep.retrieval.chunking import split_text
 
 PARTS = {"documents", "bytes", "mb", "chunking", "pipeline"}
@@ -134,3 +135,29 @@ def test_repeat_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
         run_bench(capsys, "--repeat", "0")
     assert exc.value.code == 2
     assert "must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_end_to_end_runs_the_real_command_with_and_without_the_model(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    corpus = tiny_corpus(tmp_path / "set")
+    args = ("--end-to-end", "--small-files", "3", "--large-mb", "0.01", "--corpus", str(corpus), "--json")
+    code, out, err = run_bench(capsys, *args)
+    assert code == 0, err
+    result = json.loads(out)
+    assert set(result["workloads"]) == {"small", "large", "corpus"}
+    assert result["workloads"]["small"]["files"] == 3 and result["workloads"]["large"]["files"] == 1
+    for workload in result["workloads"].values():
+        keyword, embedded = workload["keyword"], workload["embedded"]
+        for run in (keyword, embedded):
+            assert run["exit"] == 0 and run["failed"] == 0 and run["peak_rss_mib"] > 0 and run["seconds"] > 0
+            # Both are rounded (seconds to 0.01, the rate to 0.1): compare within that rounding.
+            assert run["chunks_per_s"] == pytest.approx(run["chunks"] / run["seconds"], rel=0.02, abs=0.1)
+        # Duplicates aside, both runs index the same chunks: the model adds vectors, not chunks.
+        assert keyword["chunks"] == embedded["chunks"] > 0
+    engine = result["engine"]
+    assert engine["passages"] > 0
+    assert {"previous", "present"} <= set(engine) and engine["present"]["passages_per_s"] > 0
+    assert list(Path(tempfile.gettempdir()).glob("ragstep-bench-e2e-*")) == []
+    table = render_end_to_end(result)
+    assert "keyword-only s" in table and "engine on" in table

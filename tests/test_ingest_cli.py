@@ -13,10 +13,12 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from ragstep.app.ingest import knowledge_id_for
 from ragstep.context import Clients, Context
 from ragstep.settings import Settings
 from test_ingest_pipeline import Cli, long_markdown, stored, subprocess_env, write
@@ -103,7 +105,7 @@ def test_unreadable_folders_are_error_rows_and_unsupported_files_are_skipped(tmp
     prefix = without_root_bypass()
     docs = tmp_path / "docs"
     write(docs, "a.md", "# A\n\nReadable.\n")
-    write(docs, "photo.png", b"\x89PNG\r\n\x1a\n")
+    write(docs, "photo.heic", b"\x00\x00\x00\x18ftypheic")
     write(docs / "locked", "b.md", "# B\n\nIn a folder that cannot be listed.\n")
     inner = write(docs / "no-entry", "c.md", "# C\n\nIn a folder that can be listed but not entered.\n")
     data_dir = tmp_path / "data"
@@ -136,7 +138,7 @@ def test_unreadable_folders_are_error_rows_and_unsupported_files_are_skipped(tmp
         ("a.md", "indexed"),
         ("locked", "failed"),
         ("no-entry/c.md", "failed"),
-        ("photo.png", "skipped"),
+        ("photo.heic", "skipped"),
         ("no-entry/c.md", "failed"),
     ]
     for path, status, error in rows:
@@ -152,7 +154,7 @@ def test_unreadable_folders_are_error_rows_and_unsupported_files_are_skipped(tmp
 
 
 def test_a_folder_of_unsupported_files_only_is_still_an_error(cli: Cli, tmp_path: Path) -> None:
-    write(tmp_path / "pics", "a.png", b"\x89PNG")
+    write(tmp_path / "pics", "a.heic", b"\x00\x00\x00\x18ftypheic")
     cli.ok("kb", "create", "docs")
     run = cli("ingest", str(tmp_path / "pics"), "--kb", "docs")
     assert run.code == 2 and run.err.startswith("ragstep: error: no supported files under")
@@ -185,31 +187,103 @@ def test_two_concurrent_ingests_of_one_folder_fail_nothing(tmp_path: Path) -> No
 # -- Ctrl-C --------------------------------------------------------------------------------------------------------
 
 
+def wait_for(condition: Callable[[], bool], run: subprocess.Popen[str], what: str, timeout_s: float = 900) -> None:
+    """Wait until ``condition`` holds while ``run`` is still going: readiness is observed, never assumed from time.
+    ``timeout_s`` only guards against a hang (generous: a busy 2-core machine is many times slower than an idle one).
+    """
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert run.poll() is None, f"the ingest ended before {what}: {run.communicate()[1][-2000:]}"
+        assert time.monotonic() < deadline, f"no sign of {what} after {timeout_s} s"
+        time.sleep(0.05)
+
+
 def test_ctrl_c_prints_the_partial_summary_and_exits_130(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     for i in range(400):
         write(docs, f"doc-{i:03d}.md", long_markdown(4, 40).replace("Section", f"Doc {i} section"))
     data_dir = tmp_path / "data"
-    assert ragstep("kb", "create", "docs", data_dir=data_dir).wait(timeout=60) == 0
+    assert ragstep("kb", "create", "docs", data_dir=data_dir).wait(timeout=300) == 0
     run = ragstep("ingest", str(docs), "--kb", "docs", data_dir=data_dir)
     ctx = context(data_dir)
     kb = ctx.require_kb("docs")
-    deadline = time.monotonic() + 120
-    # A few documents indexed: the first results are in (the one in flight when the signal lands is abandoned).
-    while len(ctx.catalog.list_knowledge(kb.id)) < 3 and run.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert run.poll() is None, "the ingest finished before it could be interrupted"
+    # Two documents indexed: at least one result row is in whatever the one in flight is doing when the signal lands.
+    wait_for(lambda: len(ctx.catalog.list_knowledge(kb.id)) >= 2, run, "two documents indexed")
     run.send_signal(signal.SIGINT)
-    out, err = run.communicate(timeout=60)
+    out, err = run.communicate(timeout=300)
     assert run.returncode == 130, err
     assert "Traceback" not in err and "internal error" not in err
     lines = out.strip().splitlines()
     assert lines[0].split() == ["file", "status", "chunks", "error"]
     done = len(lines) - 3  # header, rule, summary
     assert 1 <= done < 400
-    assert lines[-1].startswith(f"{done} of {done} files ingested into docs, ")
+    # The count is of the files the run set out to ingest, those never reached included.
+    assert lines[-1].startswith(f"{done} of 400 files ingested into docs, ")
     assert f"interrupted: {400 - done} of 400 files not ingested" in err
     # Nothing half-done is left: the file in flight had its products removed.
+    assert context(data_dir).blobs.list("ingest/") == []
+
+
+def products_of(data_dir: Path, name: str) -> list[str]:
+    """The scratch products (``ingest/...``) of the runs ingesting the file ``name``."""
+    ctx = context(data_dir)
+    kb = ctx.require_kb("docs")
+    kid = knowledge_id_for(kb, str((data_dir.parent / "docs" / name).resolve()))
+    return ctx.blobs.list(f"ingest/{kb.id}/{kid}/")
+
+
+def big_text(paragraphs: int) -> str:
+    return "\n\n".join(
+        f"Paragraph {i} tells about the glacier number {i} and its moraine." * 6 for i in range(paragraphs)
+    )
+
+
+def test_ctrl_c_inside_one_large_files_embedding_stops_and_cleans_up(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    write(docs, "large.txt", big_text(3000))  # thousands of chunks: minutes of embedding even on an idle machine
+    data_dir = tmp_path / "data"
+    assert ragstep("kb", "create", "docs", data_dir=data_dir).wait(timeout=300) == 0
+    run = ragstep("ingest", str(docs), "--kb", "docs", data_dir=data_dir)
+    # Chunked: the only file is now being embedded, batch after batch.
+    wait_for(lambda: any(k.endswith("chunks.jsonl") for k in products_of(data_dir, "large.txt")), run, "chunks")
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == 130, err
+    assert "Traceback" not in err
+    assert out.strip().splitlines()[-1] == "0 of 1 files ingested into docs, 0 chunks"
+    assert "interrupted: 1 of 1 files not ingested" in err
+    ctx = context(data_dir)
+    assert ctx.blobs.list("ingest/") == [] and ctx.blobs.list("sources/") == []
+    assert ctx.catalog.list_knowledge(ctx.require_kb("docs").id) == []
+
+
+def test_a_killed_runs_scratch_is_removed_by_the_next_ingest_and_a_live_runs_is_kept(cli: Cli, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    write(docs, "killed.txt", big_text(3000))
+    write(docs, "alive.txt", big_text(3001))
+    small = write(tmp_path / "other", "small.md", "# Small\n\nA small note about moraines.\n")
+    data_dir = cli.data_dir
+    assert data_dir.parent == tmp_path
+    cli.ok("kb", "create", "docs")
+
+    killed = ragstep("ingest", str(docs / "killed.txt"), "--kb", "docs", data_dir=data_dir)
+    wait_for(lambda: any(k.endswith("chunks.jsonl") for k in products_of(data_dir, "killed.txt")), killed, "chunks")
+    killed.kill()  # SIGKILL: no handler runs, the scratch stays behind
+    killed.communicate(timeout=300)
+    left = products_of(data_dir, "killed.txt")
+    assert any(k.endswith("parsed.md") for k in left) and any(k.endswith("chunks.jsonl") for k in left)
+
+    alive = ragstep("ingest", str(docs / "alive.txt"), "--kb", "docs", data_dir=data_dir)
+    try:
+        wait_for(lambda: any(k.endswith("chunks.jsonl") for k in products_of(data_dir, "alive.txt")), alive, "chunks")
+        (row,) = cli.json("ingest", str(small), "--kb", "docs")
+        assert row["status"] == "indexed"
+        assert products_of(data_dir, "killed.txt") == []  # the killed run's scratch is gone
+        assert alive.poll() is None, "the live run ended too early to tell"
+        assert any(k.endswith("chunks.jsonl") for k in products_of(data_dir, "alive.txt"))  # the live run's is kept
+    finally:
+        alive.send_signal(signal.SIGINT)
+        alive.communicate(timeout=300)
     assert context(data_dir).blobs.list("ingest/") == []
 
 
@@ -239,3 +313,51 @@ def test_ingest_tag_tags_documents_and_chunks_for_search(cli: Cli, tmp_path: Pat
     assert {c.tag_id for c in stored(cli.ctx(), row["knowledge_id"])} == {"release-2"}
     bad = cli("ingest", str(tagged), "--kb", "docs", "--tag", " ")
     assert bad.code == 2 and bad.err.startswith("ragstep: error: tag ' ':")
+
+
+# -- progress ------------------------------------------------------------------------------------------------------
+
+
+def test_progress_without_a_terminal_is_plain_lines_with_chunks_embedded_rate_and_eta() -> None:
+    import io
+
+    from ragstep.entry.cli.ingest import Progress
+
+    stream = io.StringIO()
+    progress = Progress([1000, 3000], embeds=True, stream=stream, every_s=0.0)
+    progress.start("a.md")
+    progress.chunked(10)
+    progress.embedded(4)
+    line = stream.getvalue().splitlines()[-1]
+    assert line.startswith("ragstep: ingest: 0/2 files, 10 chunks, 4 embedded, ")
+    assert " chunks/s, ETA " in line and line.endswith(" elapsed (at a.md)")
+    assert "\r" not in stream.getvalue() and "\x1b" not in stream.getvalue()
+    progress.embedded(6)
+    progress.advance(10)
+    progress.start("b.md")
+    # What is left: b.md's bytes at the chunks per byte seen so far (10 per 1000), at the embedding rate seen so far.
+    eta = progress.eta_s()
+    assert eta is not None and eta == pytest.approx(30 / progress.rate(), rel=0.2)
+    assert progress.fraction() == pytest.approx(0.25)
+    assert stream.getvalue().splitlines()[-1].startswith("ragstep: ingest: 1/2 files, 10 chunks, 10 embedded, ")
+
+    # The default: nothing for a run shorter than the period (a short run's stderr stays empty).
+    quiet = io.StringIO()
+    short = Progress([10], embeds=False, stream=quiet)
+    short.start("c.md")
+    short.chunked(1)
+    short.advance(1)
+    short.close()
+    assert quiet.getvalue() == ""
+
+
+def test_the_summary_of_an_interrupted_run_counts_the_files_it_set_out_to_ingest() -> None:
+    from ragstep.app.ingest import IngestResult
+    from ragstep.entry.cli.ingest import ingest_summary
+
+    rows = [IngestResult("a.md", "k1", "indexed", 3), IngestResult("b.png", "", "skipped", error="unsupported")]
+    assert (
+        ingest_summary(rows, "docs") == "1 of 1 files ingested into docs, 3 chunks; 1 file skipped (type not supported)"
+    )
+    assert ingest_summary(rows, "docs", files=5).startswith("1 of 5 files ingested into docs, 3 chunks")
+    assert ingest_summary([], "docs", files=2) == "0 of 2 files ingested into docs, 0 chunks"

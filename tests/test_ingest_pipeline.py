@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragstep.adapters.embedders import OpenAIEmbedder
+from ragstep.adapters.embedders import LocalEmbedder, OpenAIEmbedder
 from ragstep.app.ingest import IngestResult, delete_knowledge, ingest_file, knowledge_id_for, new_ingest_state
 from ragstep.context import Clients, Context
 from ragstep.entry.cli.main import main
@@ -400,7 +400,8 @@ def test_a_failed_batch_fails_the_file_and_indexes_nothing(
         path = write(tmp_path / "docs", "big.md", long_markdown(300, 40))
         result = ingest_file(path, kb, ctx)
     assert result.status == "failed"
-    assert "input too long" in result.error
+    # The user learns which provider refused and how; the provider's own text stays in the server log.
+    assert result.error == "embedding provider openai (model test-embed) rejected the request (HTTP 400)"
     assert stored(ctx, result.knowledge_id) == []
     assert ctx.catalog.get_knowledge(result.knowledge_id) is None
     assert blobs_under(ctx) == []  # the staged original and the products are discarded
@@ -557,7 +558,8 @@ def test_a_failed_reingest_keeps_the_previous_version(
     write(tmp_path, "moon.md", "# Moon\n\nThe moon has no atmosphere.\n")
     failed = ingest_file(path, kb, ctx)
     assert failed.status == "failed"
-    assert failed.error.startswith("embedding provider http://127.0.0.1:")
+    assert failed.error.startswith("embedding provider openai (model test-embed) failed after 1 attempt")
+    assert "127.0.0.1" not in failed.error  # the provider's address is the server log's, not the user's
     assert stored(ctx, first.knowledge_id) == before
     assert ctx.catalog.get_knowledge(first.knowledge_id) == record
     assert blobs_under(ctx) == blobs_before  # the new version's original and products are discarded
@@ -650,7 +652,7 @@ def test_bad_files_fail_alone_and_the_summary_says_why(
         "binary.txt": "binary.txt: cannot decode the text as UTF-8 or GB18030; convert it to UTF-8",
         "huge.md": "huge.md: 6008 bytes is over the 2000-byte limit (RAGSTEP_MAX_FILE_BYTES)",
         "slides.pptx": "slides.pptx: unsupported file type .pptx; supported: .txt, .md, .markdown, .html, .htm, "
-        ".pdf, .docx, .csv, .xlsx",
+        ".pdf, .docx, .png, .jpg, .jpeg, .webp, .tif, .tiff, .csv, .xlsx",
     }
     for name, message in expected.items():
         assert by_name[name].split()[1] == "failed", by_name[name]
@@ -722,6 +724,34 @@ def run_with_tty_stderr(*args: str, cwd: Path) -> tuple[int, str, str]:
     return code, out.decode(), err.decode()
 
 
+def test_ctrl_c_inside_one_documents_embedding_stops_between_batches(
+    ctx: Context, make_kb: Callable[..., KnowledgeBase], tmp_path: Path
+) -> None:
+    import _thread
+
+    from ragstep.stages.ingest.progress import listening
+
+    kb = make_kb("docs", embedding_model="local:multilingual-e5-small")
+    path = write(tmp_path / "docs", "big.md", long_markdown(150, 40))
+    seen: list[int] = []
+
+    class Listener:
+        def chunked(self, count: int) -> None:
+            seen.append(-count)
+
+        def embedded(self, count: int) -> None:
+            seen.append(count)
+            if len(seen) == 2:  # the first batch is in: Ctrl-C, as a terminal sends it
+                _thread.interrupt_main()
+
+    with pytest.raises(KeyboardInterrupt), listening(Listener()):
+        ingest_file(path, kb, ctx)
+    chunks = -seen[0]
+    # Stopped after a batch or two of the document's many, not at its end.
+    assert sum(seen[1:]) <= 2 * LocalEmbedder.engine_batch_size < chunks
+    assert ctx.blobs.list("ingest/") == [] and ctx.catalog.list_knowledge(kb.id) == []
+
+
 def test_progress_bar_on_a_terminal_only(cli: Cli, tmp_path: Path) -> None:
     folder = tmp_path / "docs"
     write(folder, "one.md", "# One\n\nThe first document.\n")
@@ -735,7 +765,7 @@ def test_progress_bar_on_a_terminal_only(cli: Cli, tmp_path: Path) -> None:
     assert code == 2  # three.md is empty
     assert "\r[" in err and "\x1b[K" in err
     assert "[------------------------------] 0/3 files, 0 chunks" in err
-    assert f"[{'#' * 30}] 3/3 files, 2 chunks" in err
+    assert f"[{'#' * 30}] 3/3 files, 2 chunks, 2 embedded, " in err  # the default model embedded both chunks
     assert "Traceback" not in err
     # stdout is the same table and summary as without a terminal.
     assert out.splitlines()[-1] == "2 of 3 files ingested into docs, 2 chunks"

@@ -280,3 +280,104 @@ def test_the_cli_spells_the_default_tenant_as_the_models_do() -> None:
     from ragstep.models import DEFAULT_TENANT
 
     assert tenants.DEFAULT_TENANT == DEFAULT_TENANT
+
+
+def test_a_limited_manage_key_makes_and_revokes_no_key_wider_than_itself(tmp_path: Path) -> None:
+    """Every dimension of a limited manage key bounds the keys it makes and revokes: scopes, knowledge bases,
+    expiry, rate and burst; leaving a limit out is wider, not inherited silently."""
+    clients = Clients(Settings(data_dir=tmp_path / "data", key_cache_seconds=0))
+    create_tenant(clients.keys, "acme")
+    unrestricted = create_key(clients.keys, "default", ["search", "chat"])
+    limited = create_key(
+        clients.keys,
+        "default",
+        ["search", "chat", "manage"],
+        knowledge_bases=["docs-beta"],
+        expires_at=parse_expiry("1h"),
+        rate_per_second=1,
+        burst=50,
+    )
+    headers = {"Authorization": f"Bearer {limited.secret}"}
+    narrow: dict[str, Any] = {
+        "scopes": ["search"],
+        "knowledge_bases": ["docs-beta"],
+        "expires": "30m",
+        "rate_per_second": 0.5,
+        "burst": 5,
+    }
+    wider = {
+        "later expiry": {**narrow, "expires": "2h"},
+        "faster": {**narrow, "rate_per_second": 1000, "burst": 100000},
+        "unlimited rate": {**narrow, "rate_per_second": 0},
+        "bigger burst": {**narrow, "burst": 100000},
+        "every knowledge base": {**narrow, "knowledge_bases": []},
+        "another knowledge base": {**narrow, "knowledge_bases": ["docs-beta", "docs-alpha"]},
+        "another scope": {**narrow, "scopes": ["search", "ingest"]},
+        "another tenant": {**narrow, "tenant_id": "acme"},
+    }
+    with TestClient(create_app(clients)) as client:
+        answers = {name: client.post("/v1/admin/keys", headers=headers, json=body) for name, body in wider.items()}
+        made = client.post("/v1/admin/keys", headers=headers, json=narrow)
+        # Limits left out are the maker's, never none.
+        inherited = client.post(
+            "/v1/admin/keys", headers=headers, json={"scopes": ["chat"], "knowledge_bases": ["docs-beta"]}
+        )
+        revoke_wider = client.delete(f"/v1/admin/keys/{unrestricted.key.prefix}", headers=headers)
+        revoke_narrow = client.delete(f"/v1/admin/keys/{made.json()['prefix']}", headers=headers)
+    for name, answer in answers.items():
+        assert answer.status_code == 403, (name, answer.text)
+        assert answer.json()["error"] == "forbidden", name
+    assert made.status_code == 201, made.text
+    assert made.json()["rate_per_second"] == 0.5 and made.json()["burst"] == 5
+    assert made.json()["expires_at"] <= (limited.key.expires_at or 0)
+    assert inherited.status_code == 201, inherited.text
+    assert inherited.json()["expires_at"] == limited.key.expires_at
+    assert (inherited.json()["rate_per_second"], inherited.json()["burst"]) == (1, 50)
+    assert revoke_wider.status_code == 403 and "no wider" in revoke_wider.json()["message"]
+    assert clients.keys.get_key(unrestricted.key.prefix).revoked_at is None  # type: ignore[union-attr]
+    assert revoke_narrow.status_code == 200 and revoke_narrow.json()["revoked_at"]
+    assert len(clients.keys.list_keys("default")) == 4 and clients.keys.list_keys("acme") == []
+
+
+def test_a_key_in_the_url_is_refused_and_never_reaches_the_access_log(tmp_path: Path) -> None:
+    """uvicorn's access line is written from the request's URL: a key sent as ``?api_key=`` once landed there."""
+    import logging
+    import socket
+    import threading
+
+    import httpx
+    import uvicorn
+
+    clients = Clients(Settings(data_dir=tmp_path / "data"))
+    made = create_key(clients.keys, "default", ["search"])
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(create_app(clients), log_level="info", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    handler = Collect()
+    logging.getLogger("uvicorn.access").addHandler(handler)
+    base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    try:
+        answers = [
+            httpx.get(f"{base}/v1/knowledge-bases", params={"api_key": made.secret}),
+            httpx.get(f"{base}/healthz?key={made.secret}&x=1"),
+            httpx.get(f"{base}/v1/knowledge-bases", headers={"Authorization": f"Bearer {made.secret}"}),
+        ]
+    finally:
+        logging.getLogger("uvicorn.access").removeHandler(handler)
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+    assert [a.status_code for a in answers] == [400, 400, 200]
+    assert "Authorization: Bearer" in answers[0].json()["message"] and made.secret not in answers[0].text
+    assert len(lines) == 3 and all(made.secret not in line for line in lines), lines
+    assert "<redacted>" in lines[0]

@@ -55,9 +55,11 @@ from ragstep.adapters.index.opensearch import (
     vector_hits,
 )
 from ragstep.app.search import new_state
+from ragstep.bench.quality import ScaledPrecomputedEmbedder
 from ragstep.context import Clients, Context
 from ragstep.errors import ConflictError, InputError, StorageError
 from ragstep.models import Chunk, ChunkType, Knowledge, KnowledgeBase, KnowledgeBaseType, MatchType, SearchRequest
+from ragstep.models.scale import COMMON_SCALE
 from ragstep.ports import SearchFilter, SearchIndex
 from ragstep.retrieval.fusion import KEYWORD_UNIT, VECTOR_EVIDENCE_POWER
 from ragstep.retrieval.text import query_terms, tokenize
@@ -1055,8 +1057,10 @@ def stage_services(server: ScriptedHTTPServer, tmp_path: Path) -> Context:
         opensearch_server_hybrid=True,
     )
     ctx = Clients(settings).context()
-    ctx.register_embedder(
-        PrecomputedEmbedder(MODEL, {"vector search": QVEC, "what is vector search?": QVEC, "zzz": [0.0, 1.0, 0, 0]})
+    ctx.register_embedder(  # declared on the common scale: fused on absolute scales (undeclared: relative)
+        ScaledPrecomputedEmbedder(
+            MODEL, {"vector search": QVEC, "what is vector search?": QVEC, "zzz": [0.0, 1.0, 0, 0]}, COMMON_SCALE
+        )
     )
     for kb_id, kb_type in (("kb-doc", KnowledgeBaseType.DOCUMENT), ("kb-faq", KnowledgeBaseType.FAQ)):
         ctx.catalog.create_kb(

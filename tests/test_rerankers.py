@@ -32,7 +32,15 @@ from ragstep.errors import InputError, ProviderError
 from ragstep.models import Chunk
 from ragstep.ports import Reranker
 from ragstep.retrieval.text import query_terms, tokenize
-from ragstep.retrieval.token_vector import _HAN_CHARS, _has_han, _is_han, _is_latin, _normalise, _QueryMatcher
+from ragstep.retrieval.token_vector import (
+    _HAN_CHARS,
+    _has_han,
+    _is_han,
+    _is_latin,
+    _normalise,
+    _QueryMatcher,
+    relative_cosines,
+)
 from ragstep.settings import Settings
 from support.scripted_http import RecordedRequest, ScriptedHTTPServer, ScriptedResponse
 
@@ -240,15 +248,19 @@ def test_retries_429_then_succeeds(server: ScriptedHTTPServer, http: MakeHttp):
     assert len(server.requests) == 2 and scores == [doc_score("a")]
 
 
-def test_5xx_exhausted_gives_one_clear_line(server: ScriptedHTTPServer, http: MakeHttp):
+def test_5xx_exhausted_gives_one_clear_line(
+    server: ScriptedHTTPServer, http: MakeHttp, caplog: pytest.LogCaptureFixture
+):
     server.set_fallback(ScriptedResponse(500, "<html>\n <h1>reranker\n crashed</h1></html>"))
     with pytest.raises(ProviderError) as caught:
         http(max_retries=2).rerank("q", ["a"])
     message = caught.value.message
     assert len(server.requests) == 3
-    assert f"rerank provider {server.url}/v2/rerank (cohere, model rerank-v3.5)" in message
-    assert "failed after 3 attempts: HTTP 500: <html> <h1>reranker crashed</h1></html>" in message
-    assert "\n" not in message
+    assert (
+        message == "rerank provider cohere (model rerank-v3.5) failed after 3 attempts: HTTP 500 (failed on its side)"
+    )
+    # The body and URL go to the log only.
+    assert "<h1>reranker crashed</h1>" in caplog.text and f"{server.url}/v2/rerank" in caplog.text
 
 
 def test_timeout_is_retried(server: ScriptedHTTPServer, http: MakeHttp):
@@ -267,12 +279,12 @@ def test_connection_refused_is_reported(http: MakeHttp):
     url = f"http://127.0.0.1:{closed_port()}/v1/rerank"
     with pytest.raises(ProviderError, match="failed after 2 attempts: connection failed") as caught:
         http(url=url, max_retries=1).rerank("q", ["a"])
-    assert url in caught.value.message
+    assert url not in caught.value.message
 
 
 def test_400_fails_at_once(server: ScriptedHTTPServer, http: MakeHttp):
     server.set_fallback(ScriptedResponse(400, {"message": "invalid model"}))
-    with pytest.raises(ProviderError, match=r"rejected the request: HTTP 400: .*invalid model"):
+    with pytest.raises(ProviderError, match=r"rejected the request \(HTTP 400\)$"):
         http(max_retries=4).rerank("q", ["a"])
     assert len(server.requests) == 1
 
@@ -288,7 +300,7 @@ def test_400_fails_at_once(server: ScriptedHTTPServer, http: MakeHttp):
         ({"results": [{"index": 0}]}, "no finite relevance_score"),
         ({"results": ["0.5"]}, "a result that is not an object"),
         ({"error": "model not loaded"}, "without a 'results' list: .*model not loaded"),
-        ("<html>gateway</html>", "not JSON: <html>gateway</html>"),
+        ("<html>gateway</html>", "with a body that is not JSON$"),
     ],
 )
 def test_bad_answers_fail_without_retry(server: ScriptedHTTPServer, http: MakeHttp, body: Any, expected: str):
@@ -410,8 +422,8 @@ def test_bedrock_validation_error_fails_at_once(server: ScriptedHTTPServer, bedr
         bedrock().rerank("q", ["a"])
     message = caught.value.message
     assert len(server.requests) == 1
-    assert f"Bedrock rerank model {AMAZON} at {server.url}" in message
-    assert "ValidationException (HTTP 400): numberOfResults is too large" in message
+    assert f"Bedrock rerank model {AMAZON} in " in message and server.url not in message
+    assert "ValidationException (HTTP 400)" in message and "numberOfResults" not in message  # the text: logged
 
 
 def test_bedrock_access_denied_hints_at_model_access(server: ScriptedHTTPServer, bedrock: MakeBedrock):
@@ -443,7 +455,7 @@ def test_bedrock_unreachable_endpoint_and_client_reuse(aws_env: None):
     reranker = BedrockReranker(
         AMAZON, region="us-west-2", max_retries=0, endpoint_url=f"http://127.0.0.1:{closed_port()}"
     )
-    with pytest.raises(ProviderError, match="could not be called: Could not connect"):
+    with pytest.raises(ProviderError, match=r"could not be called \(EndpointConnectionError\)"):
         reranker.rerank("q", ["a"])
     client = reranker._boto.get()
     assert reranker._boto.get() is client
@@ -814,6 +826,27 @@ def test_cosines_are_read_on_the_embedding_models_declared_scale():
     assert raw[:3] == pytest.approx([0.7 * 0.77, 0.7 * 0.88, 0.7 * 0.995])  # every one above 0.2 on raw cosines
     assert scaled[:3] == pytest.approx([0.0, 0.7 * 0.55, 0.7 * 1.0])  # below 0 and above 1 are clipped
     assert scaled[3] == raw[3]  # no vector: tokens alone, whatever the scale
+
+
+def test_cosines_of_a_model_without_a_declared_scale_are_read_relative_to_one_another():
+    # Issue 32: e5's cosines served by a model that declares no scale were read on MiniLM's: 0.80 and 0.86 differed
+    # by 0.04 x 0.7 while the token part spread over 0-1, so the chunk that repeats the query's words outranked the
+    # one the vectors found (the reranker's order: nDCG@10 0.345 on msmarco-5k). Relative: best 1, worst 0.
+    q = np.array([1.0, 0.0])
+
+    def at(cos: float) -> list[float]:
+        return [cos, math.sqrt(1 - cos * cos)]
+
+    reranker = TokenVectorReranker()
+    items = [RerankCandidate("solar panels", vector=at(0.86)), RerankCandidate("wind wind turbines", vector=at(0.80)),
+             RerankCandidate("wind turbines", vector=at(0.83)), RerankCandidate("wind turbines")]  # fmt: skip
+    common = reranker.rerank_candidates("wind turbines", items, query_vector=q)
+    relative = reranker.rerank_candidates("wind turbines", items, query_vector=q, cosine_scale=None)
+    assert max(range(3), key=lambda i: common[i]) != 0  # the words decided on MiniLM's scale
+    assert relative[0] == pytest.approx(0.7)  # the best cosine counts 1, with no matching word
+    assert relative[1] == pytest.approx(0.3 * reranker.token_similarity("wind turbines", items[1:2])[0])
+    assert relative[0] > relative[1] and relative[3] == common[3]  # no vector: tokens alone either way
+    assert relative_cosines(np.array([0.5, np.nan, 0.5])).tolist()[::2] == [1.0, 1.0]  # equal: no order, full credit
 
 
 def test_vector_half_weighs_by_the_querys_best_cosine():

@@ -396,7 +396,11 @@ def test_cold_rerank_and_merge_stages_load_only_their_results_knowledge_bases(tm
         ctx = Clients(Settings(data_dir=tmp_path / stage, index_backend="s3snapshot", index_s3_bucket=bucket)).context()
         start = len(SEEN)
         out = run_stage(stage, state, ctx)
-        assert index_reads(bucket, start) == {"kb2"}, stage
-        assert sorted(p.name for p in (tmp_path / stage / "s3index").iterdir()) == ["kb2"]
+        # Never another knowledge base's snapshot. (The rerank stage reads none here: this model declares no score
+        # scale, so its cosines are read relative to one another from the search's own, ragstep.retrieval.background.)
+        read = index_reads(bucket, start)
+        assert read <= {"kb2"} and (read == {"kb2"} or stage == "chunk_rerank"), stage
+        loaded = tmp_path / stage / "s3index"
+        assert sorted(p.name for p in loaded.iterdir()) == sorted(read) if loaded.exists() else not read
         if stage == "chunk_merge":  # the short result was expanded with its neighbours from kb2's index
             assert "kb2 first" in out.merge_results[0].content and "kb2 third" in out.merge_results[0].content

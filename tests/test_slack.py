@@ -87,8 +87,7 @@ def slack_bot(tmp_path: Path, **settings: Any) -> Iterator[Bot]:
                 data_dir=tmp_path / "data",
                 slack_signing_secret=SECRET,
                 slack_bot_token=TOKEN,
-                slack_api_url=slack.url,
-                **{"slack_knowledge_bases": "*=docs", **settings},
+                **{"slack_knowledge_bases": "*=docs", "slack_api_url": slack.url, **settings},
             )
         )
         seed_docs(clients.context(), tmp_path / "docs")
@@ -146,6 +145,78 @@ def test_url_verification_answers_the_challenge_and_forged_requests_start_nothin
         assert bot.slack.calls == [], "a forged request reached the worker"
         with bot.clients.idempotency.db.read() as conn:  # type: ignore[attr-defined]
             assert conn.execute("SELECT COUNT(*) FROM idempotency").fetchone() == (0,)
+
+
+def _raw_exchange(url: str, data: bytes, wait_s: float = 5.0) -> bytes:
+    """Write ``data`` on one connection and read everything the server sends until it closes (or ``wait_s``)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    received = b""
+    with socket.create_connection((parts.hostname, parts.port), timeout=wait_s) as sock:
+        try:
+            sock.sendall(data)
+            while chunk := sock.recv(65536):
+                received += chunk
+        except (TimeoutError, ConnectionResetError, BrokenPipeError):
+            pass
+    return received
+
+
+def test_hostile_requests_get_one_framed_answer_each(tmp_path: Path) -> None:
+    """An oversized body holding a complete signed request is one 413 and a closed connection (once answered twice:
+    the 413, then the smuggled request's 200); a body nested 100,000 deep is a 400; a timestamp of 400 nines is the
+    401 every bad signature gets; an oversized chunked body is a 413 too."""
+    with slack_bot(tmp_path) as bot:
+        inner = json.dumps({"type": "url_verification", "challenge": "smuggled"}).encode()
+        smuggled = (
+            b"POST /slack/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + b"".join(f"{k}: {v}\r\n".encode() for k, v in signed_headers(inner).items() if k != "Content-Type")
+            + f"Content-Length: {len(inner)}\r\n\r\n".encode()
+            + inner
+        )
+        outer = f"POST /slack/events HTTP/1.1\r\nHost: x\r\nContent-Length: {1024 * 1024 + 1}\r\n\r\n".encode()
+        answered = _raw_exchange(bot.url, outer + smuggled)
+
+        deep = b"[" * 100_000 + b"]" * 100_000
+        nested = httpx.post(bot.url, content=deep, headers=signed_headers(deep), timeout=10)
+        body = json.dumps(mention("What is Lambda?")).encode()
+        huge_ts = httpx.post(
+            bot.url, content=body, headers={**signed_headers(body), "X-Slack-Request-Timestamp": "9" * 400}
+        )
+
+        def pieces() -> Iterator[bytes]:
+            for _ in range(20):
+                yield b"x" * 65536
+
+        chunked = httpx.post(bot.url, content=pieces(), headers=signed_headers(b""), timeout=10)
+        still_serving = bot.send({"type": "url_verification", "challenge": "after"})
+        bot.drain()
+    assert answered.count(b"HTTP/1.1 ") == 1 and answered.startswith(b"HTTP/1.1 413"), answered[:300]
+    assert b"smuggled" not in answered
+    assert nested.status_code == 400 and "nested too deep" in nested.json()["message"]
+    assert huge_ts.status_code == 401
+    assert chunked.status_code == 413 and chunked.json()["error"] == "payload_too_large"
+    assert still_serving.json() == {"challenge": "after"}
+    assert bot.slack.calls == []
+
+
+def test_slack_unreachable_is_one_log_line_without_a_traceback(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import socket
+
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{unused.getsockname()[1]}/api"
+    with caplog.at_level("INFO"), slack_bot(tmp_path, slack_api_url=dead) as bot:
+        assert bot.send(mention("What is Lambda?")).status_code == 200
+        bot.drain()
+    failures = [r for r in caplog.records if "could not answer" in r.getMessage()]
+    assert len(failures) == 1 and failures[0].exc_info is None, [r.getMessage() for r in caplog.records]
+    assert "Slack chat.postMessage" in failures[0].getMessage()
+    assert not any(r.exc_info for r in caplog.records if r.name.startswith("ragstep"))
 
 
 def test_a_mention_is_answered_in_its_thread_with_sources(tmp_path: Path) -> None:

@@ -194,9 +194,28 @@ def test_the_empty_response_answers_without_calling_the_model(tmp_path: Path) ->
         assert ("skip", "empty_retrieval") in [(t.action, t.reason) for t in st.trace if t.stage.startswith("chat_")]
 
 
-def test_without_an_empty_response_the_model_answers_as_before(ctx: Context) -> None:
-    from ragstep.adapters.chat.extractive import NO_CONTEXT
+def test_without_a_configured_empty_response_the_shipped_one_answers_and_no_model_is_called(tmp_path: Path) -> None:
+    from ragstep.context import Clients
+    from ragstep.settings import Settings
+    from ragstep.stages.chat.prompts import EMPTY_RESPONSE
 
-    out = run_stage("chat_completion", empty_state(), ctx)  # the extractive default says it has nothing to quote
-    assert out.chat.answer == NO_CONTEXT["en"] and out.chat.model == "extractive"
-    assert not [t for t in out.trace if t.reason == "empty_retrieval"]
+    with LLMServer() as server:  # no reply scripted: any call would fail the test
+        settings = Settings(
+            data_dir=tmp_path / "d",
+            chat_provider="openai",
+            chat_model="m",
+            chat_base_url=server.url,
+            chat_max_retries=0,
+        )
+        c = Clients(settings).context()
+        out = run_stage("chat_completion", empty_state(), c)
+        streamed_out = drain(stream_stage("chat_completion_stream", empty_state(), c))
+        zh = run_stage(
+            "chat_completion",
+            empty_state().model_copy(update={"chat": empty_state().chat.model_copy(update={"language": "zh"})}),
+            c,
+        )
+    assert server.requests == []  # no passage, no model call: it would answer from what it believes
+    for st in (out, streamed_out):
+        assert st.chat.answer == EMPTY_RESPONSE["en"] and st.chat.usage.total_tokens == 0
+    assert zh.chat.answer == EMPTY_RESPONSE["zh"]

@@ -21,6 +21,7 @@ from ragstep.context import Clients
 from ragstep.models import KnowledgeBase
 from ragstep.settings import Settings
 from support.api_server import DOCS, api_server
+from support.llm_server import LLMServer, Received, Reply, completion, streamed
 from support.scripted_http import ScriptedHTTPServer, ScriptedResponse
 
 SECRET = "teams-shared-secret"
@@ -36,7 +37,7 @@ def message(message_id: str, text: str = "When do cold starts happen in AWS Lamb
     return json.dumps({"conversation_id": "conv-1", "message_id": message_id, "text": text, "user": "u1"}).encode()
 
 
-def served_clients(tmp_path: Path, callback_url: str = "") -> Clients:
+def served_clients(tmp_path: Path, callback_url: str = "", **settings: Any) -> Clients:
     hooks: dict[str, Any] = {"teams": {"secret": SECRET, "mode": "sync", "knowledge_bases": ["docs"]}}
     if callback_url:
         hooks["feishu"] = {
@@ -45,7 +46,7 @@ def served_clients(tmp_path: Path, callback_url: str = "") -> Clients:
             "callback_url": callback_url,
             "knowledge_bases": ["docs"],
         }
-    clients = Clients(Settings(data_dir=tmp_path / "data", webhook_integrations=json.dumps(hooks)))
+    clients = Clients(Settings(data_dir=tmp_path / "data", webhook_integrations=json.dumps(hooks), **settings))
     ctx = clients.context()
     kb = KnowledgeBase(id=uuid.uuid4().hex, name="docs", embedding_model="none", created_at=time.time())
     ctx.catalog.create_kb(kb)
@@ -102,3 +103,46 @@ def test_callback_mode_acknowledges_then_posts_one_signed_answer(tmp_path: Path)
     expected = hmac.new(SECRET.encode(), ts.encode() + b"." + reply.body, hashlib.sha256).hexdigest()
     assert reply.headers["x-ragstep-signature"] == f"sha256={expected}"
     assert reply.json["message_id"] == "m-2" and "Cold starts" in reply.json["answer"]
+
+
+def test_any_malformed_timestamp_is_the_same_401_for_known_and_unknown_integrations(tmp_path: Path) -> None:
+    """400 nines once overflowed the skew arithmetic into a 500 for a configured integration only (an unknown one
+    got 401), which told an attacker which integration names exist."""
+    clients = served_clients(tmp_path)
+    body = message("m-ts")
+    now = str(int(time.time()))
+    stamps = ["9" * 400, "-" + "9" * 400, "1e999", "+" + now, "1_" + now, now + ".5", "0x10", "", "x"]
+    answers: dict[tuple[str, str], httpx.Response] = {}
+    with api_server(clients) as base:
+        for name in ("teams", "no-such-integration"):
+            for stamp in stamps:
+                headers = {**sign(body), "X-Ragstep-Timestamp": stamp}
+                answers[name, stamp] = httpx.post(f"{base}/v1/webhooks/{name}", content=body, headers=headers)
+    assert {(key, r.status_code) for key, r in answers.items()} == {(key, 401) for key in answers}
+    assert len({r.text for r in answers.values()}) == 1
+
+
+def test_a_concurrent_duplicate_of_a_sync_message_gets_409_with_retry_after(tmp_path: Path) -> None:
+    def slow(received: Received) -> Reply:
+        text = "Cold starts happen when a new execution environment starts [1]."
+        if (received.json or {}).get("stream"):
+            return Reply(chunks=streamed(text), first_delay_s=2.0)
+        return Reply(body=completion(text), first_delay_s=2.0)
+
+    with LLMServer(responder=slow) as llm:
+        clients = served_clients(tmp_path, chat_provider="openai", chat_model="m", chat_base_url=llm.url)
+        with api_server(clients) as base, ThreadPoolExecutor(1) as pool:
+            url = f"{base}/v1/webhooks/teams"
+            body = message("m-dup")
+            first = pool.submit(httpx.post, url, content=body, headers=sign(body), timeout=30)
+            deadline = time.monotonic() + 20
+            while not llm.requests and time.monotonic() < deadline:  # the first delivery is answering
+                time.sleep(0.02)
+            duplicate = httpx.post(url, content=body, headers=sign(body), timeout=30)
+            answered = first.result()
+            later = httpx.post(url, content=body, headers=sign(body), timeout=30)
+    assert duplicate.status_code == 409, duplicate.text
+    assert duplicate.json()["error"] == "in_progress" and int(duplicate.headers["retry-after"]) >= 1
+    assert "Error" not in duplicate.text
+    assert answered.status_code == 200 and later.json() == answered.json()
+    assert len(turns(clients, "webhook-teams-conv-1")) == 1

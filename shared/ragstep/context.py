@@ -35,6 +35,7 @@ from ragstep.settings import Settings
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor  # the pools' module loads when a pool is made
 
+    from ragstep.pipeline.budget import StageTimings
     from ragstep.ports import (
         BlobStore,
         CatalogStore,
@@ -83,8 +84,13 @@ class Clients:
     @property
     def data_dir(self) -> Path:
         path = Path(self.settings.data_dir)
-        if path.exists() and not path.is_dir():
-            raise StorageError(f"data dir {path} is a file; pass --data-dir to a folder")
+        try:
+            if path.exists() and not path.is_dir():
+                raise StorageError(f"data dir {path} is a file; pass --data-dir to a folder")
+        except OSError as exc:  # a folder above it cannot be searched: Permission denied
+            raise StorageError(
+                f"cannot open data dir {path}: {exc.strerror or exc}; pass --data-dir to a writable folder"
+            ) from None
         return path
 
     def tenant_dir(self, tenant_id: str) -> Path:
@@ -273,6 +279,13 @@ class Clients:
 
         # Tasks run in the submitting request's contextvars context: they keep its deadline (ragstep.deadline).
         return ContextThreadPool(max_workers=self.settings.search_concurrency, thread_name_prefix="ragstep-search")
+
+    @cached_property
+    def stage_timings(self) -> StageTimings:
+        """What each optional stage has taken in this process: the latency budgets' estimates."""
+        from ragstep.pipeline.budget import StageTimings
+
+        return StageTimings()
 
     @cached_property
     def branch_executor(self) -> ThreadPoolExecutor:

@@ -6,6 +6,8 @@ The CLI maps them to exit code 2, the HTTP API to a 4xx JSON body, and the state
 
 from __future__ import annotations
 
+import re
+
 
 class RagstepError(Exception):
     """Base class; ``http_status`` is what the API answers with."""
@@ -35,6 +37,13 @@ class NotFoundError(InputError):
     code = "not_found"
 
 
+class InvalidFieldError(InputError):
+    """A request field breaks its rule (the use case's own check of what the API's body validation checks): 422,
+    as the API answers every body that fails validation, whichever route finds it."""
+
+    http_status = 422
+
+
 class ConflictError(InputError):
     http_status = 409
     code = "conflict"
@@ -48,10 +57,46 @@ class StorageError(RagstepError):
 
 
 class ProviderError(RagstepError):
-    """A model provider (embedding, rerank, chat) failed after retries."""
+    """A model provider (embedding, rerank, chat, web search) failed after retries.
+
+    Its message reaches users (API bodies, stream error events, the CLI), so it names the provider and what kind of
+    failure it was, never what the provider answered: a provider's error body can quote the request's credentials
+    and name internal hosts. Adapters log that body (:func:`mask_credentials` applied) and raise a short message;
+    the message is masked here too, so a body that slips into one still shows no key.
+    """
 
     http_status = 502
     code = "provider_error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(mask_credentials(message))
+
+
+# What a credential looks like in text a provider sent back: an Authorization header's value, a ``key=value`` /
+# ``"key": "value"`` pair whose name says secret, or a token with a well-known prefix (OpenAI ``sk-``, Slack
+# ``xox?-``, AWS access key ids, GitHub ``gh?_``, Google ``AIza``), and any long opaque run of letters and digits.
+_CREDENTIALS = (
+    re.compile(r"(?i)\b(bearer|basic)(\s+)(?!\*\*\*)[\w.~+/=-]{4,}"),
+    re.compile(
+        r"(?i)(\b(?:authorization|x-api-key|api[-_]?key|access[-_]?token|secret(?:[-_]?key)?|password|token|key)"
+        r"[\"']?\s*[:=]\s*[\"']?)(?!\*\*\*)(?:(?:bearer|basic)\s+)?[^\s\"',;&}]{4,}"
+    ),
+    re.compile(
+        r"\b(?:sk|pk|rk)-[\w-]{8,}|\bxox[abposr]-[\w-]{8,}|\bA[SK]IA[0-9A-Z]{16}\b|\bgh[pousr]_\w{16,}"
+        r"|\bAIza[\w-]{20,}"
+    ),
+    re.compile(r"\b(?=[A-Za-z0-9_-]*\d)(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_-]{32,}\b"),
+)
+MASK = "***"
+
+
+def mask_credentials(text: str) -> str:
+    """``text`` with anything that looks like a credential replaced by ``***`` (for logs and error messages)."""
+    text = _CREDENTIALS[1].sub(lambda m: f"{m.group(1)}{MASK}", text)
+    text = _CREDENTIALS[0].sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
+    for pattern in _CREDENTIALS[2:]:
+        text = pattern.sub(MASK, text)
+    return text
 
 
 class StateTooLargeError(RagstepError):

@@ -261,6 +261,17 @@ class Embedder(Protocol):
 
 
 @runtime_checkable
+class InProcessEmbedder(Embedder, Protocol):
+    """An embedder that computes on this machine's cores, one call at a time (concurrent calls only queue).
+
+    Callers send it ``engine_batch_size`` texts per call, one call after another, rather than large batches in
+    parallel: each call is then short, so progress can be shown between calls and an interrupt is never stuck
+    behind minutes of queued work."""
+
+    engine_batch_size: int
+
+
+@runtime_checkable
 class ScaledEmbedder(Embedder, Protocol):
     """An embedder whose cosines are off the common scale declares where they sit (e5's crowd into ~0.75-1)."""
 
@@ -270,6 +281,11 @@ class ScaledEmbedder(Embedder, Protocol):
 def score_scale(embedder: Embedder | None) -> ScoreScale:
     """The declared scale of ``embedder``'s cosines (the common scale when it declares none)."""
     return embedder.score_scale if isinstance(embedder, ScaledEmbedder) else COMMON_SCALE
+
+
+def declared_scale(embedder: Embedder | None) -> ScoreScale | None:
+    """The scale ``embedder`` declares, or None (a provider's model): ranking then reads its cosines relative only."""
+    return embedder.score_scale if isinstance(embedder, ScaledEmbedder) else None
 
 
 @runtime_checkable
@@ -319,9 +335,9 @@ class CandidateReranker(Reranker, Protocol):
         items: Sequence[RerankCandidate],
         query_vector: np.ndarray | Sequence[float] | None = None,
         *,
-        cosine_scale: ScoreScale = COMMON_SCALE,
+        cosine_scale: ScoreScale | None = COMMON_SCALE,
     ) -> list[float]:
-        """Relevance in [0, 1] of each candidate, in input order; cosines are read on ``cosine_scale``."""
+        """Relevance in [0, 1] of each candidate, in input order; cosines are read on ``cosine_scale`` (or relative)."""
 
 
 @runtime_checkable

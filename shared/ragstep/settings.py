@@ -23,6 +23,7 @@ from pydantic import ConfigDict, Field, SecretStr, ValidationInfo, field_validat
 from ragstep.errors import InputError, StorageError
 from ragstep.models.base import empty_list
 from ragstep.models.search import RetrievalSettings
+from ragstep.settings_sources import DocumentSourceSettings, RequestControlSettings
 
 if TYPE_CHECKING:
     from pydantic.fields import FieldInfo
@@ -145,7 +146,7 @@ def environment_values(fields: "dict[str, FieldInfo]", environ: dict[str, str] |
     return out
 
 
-class Settings(RetrievalSettings):
+class Settings(RetrievalSettings, DocumentSourceSettings, RequestControlSettings):
     # validate_default as pydantic-settings did (defaults pass the same checks and coercions as given values).
     model_config = ConfigDict(extra="ignore", validate_default=True)
 
@@ -255,6 +256,9 @@ class Settings(RetrievalSettings):
 
     # Ingestion: files above this size are refused (per file, with a clear error; the batch goes on).
     max_file_bytes: Annotated[int, Field(ge=1)] = 50 * 1024 * 1024
+    # Parsing one file (ragstep.parsers.ooxml): what a DOCX/XLSX may inflate to in total, and the parse's wall clock.
+    parse_max_inflated_bytes: Annotated[int, Field(ge=1024)] = 32 * 1024 * 1024
+    parse_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
 
     # Data analysis (ragstep.stages.analysis.data_analysis): questions over ingested .csv/.xlsx answered with one
     # read-only SQL query in an in-memory DuckDB per request (README, "Data analysis sandbox").
@@ -282,6 +286,14 @@ class Settings(RetrievalSettings):
     job_retention_days: Annotated[float, Field(ge=0)] = 30.0
     # A presigned upload URL (POST /v1/knowledge-bases/{id}/uploads, S3) is valid this long.
     upload_url_expiry_s: Annotated[int, Field(ge=60, le=3600)] = 300
+    # The web console's streamed answers (README "Web console"): the base URL the page sends POST
+    # /v1/knowledge-chat/{id} to. On AWS the stack sets the streaming chat function's URL, since the HTTP API buffers
+    # a response; empty (the default): the API that serves the page, which streams (`ragstep serve`).
+    console_chat_url: str = ""
+    # OpenAI-compatible chat (README: Chat over HTTP): what a `model` naming no knowledge base answers from ("a,b";
+    # "*": all the key may use); whether answers end with their sources as Markdown (a request's append_sources wins).
+    openai_default_knowledge_bases: str = ""
+    openai_append_sources: bool = False
 
     # Transport limit of the state between stages (Step Functions allows 256 KiB per payload).
     state_limit_bytes: Annotated[int, Field(ge=4096)] = 256 * 1024
@@ -301,6 +313,9 @@ class Settings(RetrievalSettings):
     # Read timeout between streamed chunks (and of a whole non-streamed answer); connecting gets at most 10 s.
     chat_timeout_s: Annotated[float, Field(gt=0, le=600)] = 60.0
     chat_max_retries: Annotated[int, Field(ge=0, le=10)] = 3
+    # The longest a chat answer may take to start, every attempt and backoff together (a hung model costs this much,
+    # not timeout x attempts); a streamed answer that has started is bounded by chat_timeout_s between chunks.
+    chat_max_wait_s: Annotated[float, Field(gt=0, le=3600)] = 90.0
     # The per-request chat knobs (ragstep.models.ChatSettings), RAGSTEP_CHAT_<FIELD>.
     chat_max_rounds: Annotated[int, Field(ge=0, le=50)] = 5
     chat_history_messages: Annotated[int, Field(ge=0, le=200)] = 20
@@ -321,6 +336,8 @@ class Settings(RetrievalSettings):
     chat_context_window: Annotated[int, Field(ge=256, le=2_000_000)] = 8192
     chat_empty_response: str | None = None
     chat_cache_answers: bool = False
+    # The assistant's name in the shipped system prompts ({{assistant_name}}): what the deployment calls it.
+    chat_assistant_name: Annotated[str, Field(min_length=1, max_length=64)] = "ragstep"
     # LLM response and query-embedding cache: sqlite (per tenant, in the data dir) | dynamodb (cache_table, TTL
     # attribute expires_at) | none. Entries live cache_ttl_seconds (24 h).
     cache_backend: Literal["sqlite", "dynamodb", "none"] = "sqlite"
@@ -403,6 +420,8 @@ class Settings(RetrievalSettings):
     # ... and per UTC calendar month (0 = unlimited); a tenant may override them too.
     monthly_request_quota: Annotated[int, Field(ge=0)] = 0
     monthly_token_quota: Annotated[int, Field(ge=0)] = 0
+    # ... and an estimated spend in USD per UTC calendar month, the cost receipts summed (0 = unlimited).
+    monthly_budget_usd: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
 
     # Channels (README: Channels). Slack: the bot token (xoxb-...) and the app's signing secret, as values or
     # ssm:/secretsmanager: references; which knowledge bases a channel or workspace searches,

@@ -20,12 +20,19 @@ def slack_signature(secret: str, timestamp: str, body: bytes) -> str:
     return f"{SLACK_VERSION}=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
 
 
+#: The most digits a Unix time in seconds has for the next 30,000 years: anything longer is not a timestamp.
+MAX_TIMESTAMP_DIGITS = 12
+
+
 def fresh(timestamp: str, now: float, max_skew_s: int = MAX_SKEW_S) -> bool:
-    """``timestamp`` (Unix seconds, as text) is within ``max_skew_s`` of ``now``."""
-    try:
-        return abs(now - int(timestamp)) <= max_skew_s
-    except ValueError:
+    """``timestamp`` (Unix seconds: 1 to 12 ASCII digits) is within ``max_skew_s`` of ``now``.
+
+    Only plain digits are read: ``int()`` alone also takes ``+``, ``_``, spaces and other scripts' digits, and
+    hundreds of digits that overflow the float arithmetic (an error where every bad signature must read the same).
+    """
+    if not (timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= MAX_TIMESTAMP_DIGITS):
         return False
+    return abs(now - int(timestamp)) <= max_skew_s
 
 
 def slack_request_ok(secret: str, timestamp: str | None, body: bytes, signature: str | None, now: float) -> bool:

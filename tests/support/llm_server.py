@@ -4,6 +4,12 @@ Each request consumes one :class:`Reply`: a JSON answer, or an event stream writ
 encoding, optionally with a slow first chunk, a pause between chunks, malformed lines, or a connection cut before
 the end). The server records every request and whether a client hung up while it was still streaming, so tests can
 check that an abandoned answer really stopped the provider's stream.
+
+It also misbehaves as real servers do (the helpers at the end): a model that echoes its prompt instead of rewriting
+(:func:`echo_prompt`), ignores the citation format, stops at ``length`` (:func:`completion`/:func:`streamed` with
+``finish``), hangs (:func:`hang`: it answers only when the test ends), rejects a prompt over its context window as
+llama.cpp's ``llama-server`` does (:func:`context_overflow`), or answers 401 quoting the request's ``Authorization``
+header and its own internal URL (:func:`quote_credentials`).
 """
 
 from __future__ import annotations
@@ -44,12 +50,14 @@ def sse(
     return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
 
 
-def streamed(*pieces: str, usage: dict[str, int] | None = None) -> list[str]:
+def streamed(*pieces: str, usage: dict[str, int] | None = None, finish: str = "stop") -> list[str]:
     """A complete stream: one event per piece, a finish event with ``usage``, then ``[DONE]``."""
-    return [*(sse(p) for p in pieces), sse(finish="stop", usage=usage), DONE]
+    return [*(sse(p) for p in pieces), sse(finish=finish, usage=usage), DONE]
 
 
-def completion(content: str, usage: dict[str, int] | None = None, reasoning: str = "") -> dict[str, Any]:
+def completion(
+    content: str, usage: dict[str, int] | None = None, reasoning: str = "", finish: str = "stop"
+) -> dict[str, Any]:
     """A non-streamed answer body."""
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if reasoning:
@@ -57,7 +65,7 @@ def completion(content: str, usage: dict[str, int] | None = None, reasoning: str
     return {
         "object": "chat.completion",
         "model": "scripted",
-        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
         "usage": usage or {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
     }
 
@@ -74,6 +82,10 @@ class Reply:
     chunk_delay_s: float = 0.0
     #: Close the connection after the chunks without ending the chunked body (a stream cut mid-way).
     cut: bool = False
+    #: Wait, saying nothing, until the server stops (a hung model; the test's end releases it).
+    hang: bool = False
+    #: The reply made from the request (an echo of what was sent), instead of the fields above.
+    render: Callable[[Received], Reply] | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +107,8 @@ class LLMServer:
         self.requests: list[Received] = []
         #: Set when a client disconnected before a stream was fully written.
         self.hung_up = threading.Event()
+        #: Set when the server stops: what releases a hung reply.
+        self.stopping = threading.Event()
         self.chunks_written = 0
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -135,6 +149,7 @@ class LLMServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         assert self._httpd is not None and self._thread is not None
+        self.stopping.set()
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=5)
@@ -152,7 +167,14 @@ class _Handler(BaseHTTPRequestHandler):
             parsed = json.loads(raw) if raw else None
         except ValueError:
             parsed = None
-        reply = self.owner._next(Received(self.path, {k.lower(): v for k, v in self.headers.items()}, parsed))
+        received = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, parsed)
+        reply = self.owner._next(received)
+        if reply.render is not None:
+            reply = reply.render(received)
+        if reply.hang:
+            self.owner.stopping.wait(120)
+            self.close_connection = True
+            return
         if reply.first_delay_s:
             time.sleep(reply.first_delay_s)
         try:
@@ -187,3 +209,61 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the recorded requests are the log."""
+
+
+# -- misbehaviour, as real servers show it ------------------------------------------------------------------------
+
+
+def hang() -> Reply:
+    """A model that accepts the request and never answers (until the server stops)."""
+    return Reply(hang=True)
+
+
+def echo_prompt(stream: bool = False) -> Reply:
+    """A small model that answers its instructions back instead of doing them: the first message (the system
+    prompt) as the answer."""
+
+    def render(received: Received) -> Reply:
+        messages = (received.json or {}).get("messages") or [{"content": ""}]
+        text = str(messages[0].get("content") or "")
+        return Reply(chunks=streamed(text)) if stream else Reply(body=completion(text))
+
+    return Reply(render=render)
+
+
+def context_overflow(n_prompt: int = 3008, n_ctx: int = 2048) -> Reply:
+    """llama.cpp's ``llama-server`` when the prompt does not fit its ``--ctx-size``."""
+    return Reply(
+        400,
+        {
+            "error": {
+                "code": 400,
+                "message": f"request ({n_prompt} tokens) exceeds the available context size ({n_ctx} tokens), "
+                "try increasing it",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": n_prompt,
+                "n_ctx": n_ctx,
+            }
+        },
+    )
+
+
+#: The internal address a gateway names in its error bodies.
+INTERNAL_URL = "http://10.20.30.40:8443/internal/llm-gateway/v1/chat/completions"
+
+
+def quote_credentials(status: int = 401) -> Reply:
+    """A gateway that rejects the key and quotes it back, with its own internal URL (as some proxies do)."""
+
+    def render(received: Received) -> Reply:
+        auth = received.headers.get("authorization", "")
+        body = {
+            "error": {
+                "message": f"Invalid credentials: Authorization: {auth} rejected by {INTERNAL_URL}",
+                "type": "invalid_request_error",
+                "code": "invalid_api_key",
+            }
+        }
+        return Reply(status, body)
+
+    return Reply(render=render)

@@ -17,12 +17,17 @@ one-line errors.
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import TYPE_CHECKING, Any
 
 from ragstep import __version__
-from ragstep.adapters._http import one_line
-from ragstep.errors import ProviderError
+from ragstep.adapters._http import log, one_line
+from ragstep.errors import ProviderError, mask_credentials
+
+# Bedrock's ValidationException when the prompt is over the model's window ("Input is too long for requested model",
+# "prompt is too long", "too many input tokens").
+_CONTEXT_OVERFLOW = re.compile(r"too long|too many (?:input )?tokens|context (?:length|window)", re.IGNORECASE)
 
 if TYPE_CHECKING:
     import boto3
@@ -156,7 +161,9 @@ def boto_provider_error(source: str, exc: Exception) -> ProviderError:
     from botocore.exceptions import ClientError
 
     if not isinstance(exc, ClientError):
-        return ProviderError(f"{source} could not be called: {one_line(str(exc))}")
+        # botocore's text names endpoints and local paths: logged, the user gets the failure's kind.
+        log.warning("%s could not be called: %s", source, one_line(str(exc), 1000))
+        return ProviderError(f"{source} could not be called ({type(exc).__name__})")
     error = exc.response.get("Error", {})
     meta = exc.response.get("ResponseMetadata", {})
     code = error.get("Code", "UnknownError")
@@ -167,7 +174,12 @@ def boto_provider_error(source: str, exc: Exception) -> ProviderError:
         if code in ("AccessDeniedException", "ResourceNotFoundException")
         else ""
     )
-    return ProviderError(
-        f"{source} failed{after}: {code} (HTTP {meta.get('HTTPStatusCode', '?')}): "
-        f"{one_line(error.get('Message', '')) or '(no message)'}{hint}"
-    )
+    message = one_line(error.get("Message", "")) or "(no message)"
+    if code == "ValidationException" and _CONTEXT_OVERFLOW.search(message):
+        hint = (
+            ": the prompt does not fit the model's context window; set RAGSTEP_CHAT_CONTEXT_WINDOW to the model's "
+            "context size (in tokens)"
+        )
+    # The service's message can quote the request: logged (credentials masked by the logger's caller), not shown.
+    log.warning("%s failed%s: %s: %s", source, after, code, mask_credentials(message))
+    return ProviderError(f"{source} failed{after}: {code} (HTTP {meta.get('HTTPStatusCode', '?')}){hint}")

@@ -1,11 +1,16 @@
 """Plumbing shared by the adapters that speak HTTP: one-line messages, URLs fit for logs, and a JSON-over-HTTP
 endpoint with retries whose failures become :class:`~ragstep.errors.ProviderError` (AWS clients: :mod:`._aws`).
 
+What a provider answered on failure (its body, its URL) is for the operator, not the user: :func:`provider_failure`
+logs it on the ``ragstep.providers`` logger, credentials masked, and the error says only which provider failed and
+what kind of failure it was (:func:`status_class`).
+
 ``httpx`` is imported on first use, as in the adapters themselves.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import threading
@@ -17,12 +22,16 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ragstep import __version__, deadline
-from ragstep.errors import ProviderError
+from ragstep.errors import ProviderError, mask_credentials
 
 if TYPE_CHECKING:
     import httpx
 
 EXCERPT_CHARS = 200
+#: How much of a provider's error body the log keeps.
+LOG_BODY_CHARS = 1000
+
+log = logging.getLogger("ragstep.providers")
 
 
 def one_line(text: str, limit: int = EXCERPT_CHARS) -> str:
@@ -37,6 +46,43 @@ def display_url(url: str) -> str:
     host = parts.hostname or ""
     port = f":{parts.port}" if parts.port else ""
     return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+def status_class(status: int) -> str:
+    """What an HTTP status means for the user, in a few fixed words (the provider's own text is never shown)."""
+    if status in (401, 403):
+        return "refused the credentials"
+    if status == 404:
+        return "does not know the model or endpoint"
+    if status == 408 or status == 504:
+        return "timed out"
+    if status == 413:
+        return "found the request too large"
+    if status == 429:
+        return "is rate limiting requests"
+    if 400 <= status < 500:
+        return "rejected the request"
+    if status >= 500:
+        return "failed on its side"
+    return "answered unexpectedly"
+
+
+def provider_failure(source: str, url: str, status: int, body: str, *, hint: str = "") -> ProviderError:
+    """The error for a provider's HTTP error answer: ``source`` (the provider and model, no URL), the status and its
+    class, and ``hint`` (what to fix). The body and the URL are logged, never put in the message."""
+    log.warning(
+        "%s at %s answered HTTP %d: %s",
+        source,
+        display_url(url),
+        status,
+        mask_credentials(one_line(body, LOG_BODY_CHARS)) or "(empty body)",
+    )
+    return ProviderError(f"{source} {status_class(status)} (HTTP {status}){hint}")
+
+
+def log_detail(source: str, url: str, what: str, detail: str) -> None:
+    """Log what the user's message leaves out (a body that is not JSON, a connection error's text)."""
+    log.warning("%s at %s %s: %s", source, display_url(url), what, mask_credentials(one_line(detail, LOG_BODY_CHARS)))
 
 
 def retry_after_s(headers: Mapping[str, str]) -> float | None:
@@ -145,15 +191,19 @@ class JSONEndpoint(_LazyClient):
             except httpx.TimeoutException as exc:
                 last = f"timed out after {timeout_s:g}s ({type(exc).__name__})"
             except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
-                last = f"connection failed ({type(exc).__name__}: {one_line(str(exc), 120)})"
+                log_detail(self.source, self.url, "connection failed", f"{type(exc).__name__}: {exc}")
+                last = f"connection failed ({type(exc).__name__})"
             except httpx.HTTPError as exc:  # bad URL scheme, proxy misconfiguration: retrying cannot help
-                raise ProviderError(f"{self.source} request failed: {type(exc).__name__}: {exc}") from exc
+                log_detail(self.source, self.url, "request failed", f"{type(exc).__name__}: {exc}")
+                raise ProviderError(f"{self.source} request failed ({type(exc).__name__}); check its URL") from exc
             else:
                 if response.is_success:
                     return self._decode(response)
-                last = f"HTTP {response.status_code}: {one_line(response.text) or '(empty body)'}"
-                if response.status_code != 429 and response.status_code < 500:
-                    raise ProviderError(f"{self.source} rejected the request: {last}")
+                status = response.status_code
+                error = provider_failure(self.source, self.url, status, response.text)
+                if status != 429 and status < 500:
+                    raise error
+                last = f"HTTP {status} ({status_class(status)})"
                 retry_after = retry_after_s(response.headers)
             if attempt + 1 < attempts:
                 delay = self._delay_s(attempt, retry_after)
@@ -177,9 +227,9 @@ class JSONEndpoint(_LazyClient):
         try:
             return response.json()
         except ValueError as exc:
+            log_detail(self.source, self.url, "answered a body that is not JSON", response.text)
             raise ProviderError(
-                f"{self.source} answered HTTP {response.status_code} with a body that is not JSON: "
-                f"{one_line(response.text)}"
+                f"{self.source} answered HTTP {response.status_code} with a body that is not JSON"
             ) from exc
 
     def _delay_s(self, attempt: int, retry_after: float | None) -> float:

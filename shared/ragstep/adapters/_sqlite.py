@@ -72,7 +72,11 @@ class SqliteDatabase:
             raise StorageError(
                 f"cannot open data dir {self.path.parent}: {exc.strerror or exc}; {_HINT_WRITABLE}"
             ) from exc
-        if self.path.is_dir():
+        try:
+            is_dir = self.path.is_dir()
+        except OSError as exc:
+            raise StorageError(f"cannot open database {self.path}: {exc.strerror or exc}; {_HINT_WRITABLE}") from None
+        if is_dir:
             raise StorageError(f"cannot open database {self.path}: it is a directory; pass a file path")
         self._local = threading.local()
         # Create the schema now so a bad path fails at construction, not on the first request. IMMEDIATE takes the

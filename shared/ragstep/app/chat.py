@@ -14,9 +14,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ragstep.app.profiles import resolve as resolve_profile
 from ragstep.app.search import new_state
+from ragstep.app.session_access import require_session
 from ragstep.context import Context
-from ragstep.errors import InputError, NotFoundError
+from ragstep.errors import InputError, InvalidFieldError
 from ragstep.models import (
     ChatRequest,
     ChatSettings,
@@ -28,30 +30,22 @@ from ragstep.models import (
     StreamEvent,
     Turn,
     Usage,
-    check_identifier,
     language_of,
 )
 from ragstep.pipeline.definitions import CHAT_PIPELINES
 from ragstep.pipeline.executor import drain, stream_pipeline
 from ragstep.stages.chat.common import context_results, strip_think
 from ragstep.stages.chat.into_chat_message import validate_query
+from ragstep.stages.chat.notes import notes
 
 
 def _invalid(exc: ValidationError) -> InputError:
+    """422, as the API's own body validation: "name at least one knowledge base" is the same answer from chat as
+    from search."""
     err = exc.errors()[0]
     where = ".".join(str(p) for p in err.get("loc", ()))
     msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
-    return InputError(f"{where}: {msg}" if where else msg)
-
-
-def require_session(ctx: Context, session_id: str) -> None:
-    """Refuse a session id this tenant has no live turns under (another tenant's sessions are unknown here)."""
-    try:
-        check_identifier(session_id)
-    except ValueError as exc:
-        raise InputError(f"session id: {exc}") from None
-    if not ctx.history.recent(session_id, limit=1):
-        raise NotFoundError(f"unknown session {session_id!r}; omit the session to start a new one")
+    return InvalidFieldError(f"{where}: {msg}" if where else msg)
 
 
 def new_chat_state(request: ChatRequest, ctx: Context) -> PipelineState:
@@ -74,8 +68,12 @@ def new_chat_state(request: ChatRequest, ctx: Context) -> PipelineState:
             knowledge_ids=request.knowledge_ids,
             overrides=request.overrides,
             user=request.user,
+            profile=request.profile,
+            budget_ms=request.budget_ms,
         )
-        settings = ChatSettings.model_validate({**ctx.settings.chat_defaults().model_dump(), **request.chat})
+        profile = resolve_profile(request.profile, ctx)
+        base = {**ctx.settings.chat_defaults().model_dump(), **profile.chat}
+        settings = ChatSettings.model_validate({**base, **request.chat})
     except ValidationError as exc:
         raise _invalid(exc) from None
     state = new_state(search, ctx, pipeline=request.pipeline)
@@ -104,6 +102,7 @@ def turn_of(
         model=model,
         usage=usage,
         interrupted=interrupted,
+        knowledge_bases=[kb.id for kb in state.knowledge_bases],
     )
 
 
@@ -173,8 +172,14 @@ def run_chat(request: ChatRequest, ctx: Context) -> PipelineState:
     return drain(stream_chat(request, ctx))
 
 
-def chat_response(state: PipelineState) -> dict[str, Any]:
-    """The public JSON shape of an answer (``ragstep chat --json``)."""
+def chat_response(state: PipelineState, ctx: Context | None = None) -> dict[str, Any]:
+    """The public JSON shape of an answer (``ragstep chat --json``); with ``ctx``, ``usage.cost`` is the request's
+    cost receipt (:mod:`ragstep.app.cost`)."""
+    usage: dict[str, Any] = state.chat.usage.model_dump()
+    if ctx is not None:
+        from ragstep.app.cost import cost_of
+
+        usage["cost"] = cost_of(state, ctx).model_dump(mode="json")
     return {
         "session_id": state.request.session_id,
         "request_id": state.request_id,
@@ -183,11 +188,13 @@ def chat_response(state: PipelineState) -> dict[str, Any]:
         "rewritten_query": state.rewritten_query,
         "answer": state.chat.answer,
         "model": state.chat.model,
-        "usage": state.chat.usage.model_dump(),
+        "usage": usage,
+        "profile": state.profile,
         "fallback": state.chat.fallback,
         "references": [r.model_dump(mode="json") for r in state.chat.references or context_results(state)],
         "doc_aggs": [a.model_dump(mode="json") for a in state.chat.doc_aggs],
         "citation_mode": state.chat.citation_mode,
+        "notes": notes(state),
         "trace": [t.model_dump(mode="json") for t in state.trace],
     }
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Literal
 
+from ragstep.app.local_files import LINK_LEAVES, link_leaves, read_local_file
 from ragstep.context import Context
 from ragstep.errors import InputError, RagstepError
 from ragstep.models import (
@@ -37,7 +38,7 @@ from ragstep.models import (
     check_identifier,
 )
 from ragstep.parsers import unsupported
-from ragstep.stages.ingest.common import allowed_suffixes, check_size
+from ragstep.stages.ingest.common import allowed_suffixes
 from ragstep.stages.ingest.dedupe import unmark_hash
 from ragstep.stages.ingest.products import (
     SOURCES_PREFIX,
@@ -106,12 +107,14 @@ def scan_paths(paths: Iterable[str | Path], suffixes: tuple[str, ...]) -> Iterat
         except OSError:
             is_dir = False  # ingest_file reports why it cannot be read
         if is_dir:
-            yield from _walk(path, suffixes)
+            yield from _walk(path, suffixes, path.resolve())
         else:
             yield path
 
 
-def _walk(folder: Path, suffixes: tuple[str, ...]) -> Iterator[Path | IngestResult]:
+def _walk(folder: Path, suffixes: tuple[str, ...], root: Path) -> Iterator[Path | IngestResult]:
+    """The files under ``folder``; ``root`` is the real path of the folder the user named (links may not leave it:
+    :mod:`ragstep.app.local_files`)."""
     try:
         with os.scandir(folder) as it:
             # Sorted by name at each level, sub-folders in place: the order of sorted(folder.rglob("*")).
@@ -126,7 +129,10 @@ def _walk(folder: Path, suffixes: tuple[str, ...]) -> Iterator[Path | IngestResu
         try:
             # Symlinked folders are not followed (as rglob): a link cycle would never end.
             if entry.is_dir(follow_symlinks=False):
-                yield from _walk(path, suffixes)
+                yield from _walk(path, suffixes, root)
+                continue
+            if link_leaves(path, root):
+                yield IngestResult(str(path), "", "skipped", error=f"{path}: {LINK_LEAVES}")
                 continue
             is_file = entry.is_file()
         except OSError as exc:
@@ -170,8 +176,10 @@ def new_ingest_state(
     tag_id: str = "",
     options: IngestOptions | None = None,
     tenant_id: str = DEFAULT_TENANT,
+    request_id: str | None = None,
 ) -> IngestState:
-    """The state the ``ingest`` pipeline starts from (the AWS starter builds the same from an S3 event)."""
+    """The state the ``ingest`` pipeline starts from (the AWS starter builds the same from an S3 event).
+    ``request_id`` names the run's products (a fresh one when None; see :mod:`ragstep.app.ingest_scratch`)."""
     source = IngestSource(
         knowledge_base_id=kb.id,
         knowledge_id=knowledge_id,
@@ -183,7 +191,8 @@ def new_ingest_state(
         size=size,
         tag_id=tag_id,
     )
-    return IngestState(tenant_id=tenant_id, source=source, options=options or IngestOptions())
+    state = IngestState(tenant_id=tenant_id, source=source, options=options or IngestOptions())
+    return state if request_id is None else state.model_copy(update={"request_id": request_id})
 
 
 def ingest_file(
@@ -194,11 +203,14 @@ def ingest_file(
     *,
     tag_id: str = "",
     check_transport: bool = False,
+    request_id: str | None = None,
 ) -> IngestResult:
     """Ingest one file; errors are returned in the result, so one bad file never stops a batch.
 
     ``tag_id`` tags the document and every chunk of it. ``check_transport`` round-trips the state through JSON
-    between stages as Step Functions would. An interrupt (Ctrl-C) removes this run's products, then propagates.
+    between stages as Step Functions would. ``request_id`` names the run's products (an
+    :class:`~ragstep.app.ingest_scratch.IngestLease`'s, so that a killed run's are swept). An interrupt (Ctrl-C)
+    removes this run's products, then propagates.
     """
     resolved = str(path.resolve())
     if any(0xD800 <= ord(ch) <= 0xDFFF for ch in resolved):
@@ -208,7 +220,9 @@ def ingest_file(
             str(shown), "", "failed", error=f"{shown.name}: the file name is not valid UTF-8; rename it"
         )
     kid = knowledge_id_for(kb, resolved)
-    return _run(str(path), kid, ctx, lambda: _stage_file(path, kb, kid, ctx, options, tag_id), check_transport)
+    return _run(
+        str(path), kid, ctx, lambda: _stage_file(path, kb, kid, ctx, options, tag_id, request_id), check_transport
+    )
 
 
 def ingest_blob(
@@ -222,10 +236,11 @@ def ingest_blob(
     size: int,
     tag_id: str = "",
     options: IngestOptions | None = None,
+    uri: str = "",
 ) -> IngestResult:
     """Ingest an original already in the blob store (an HTTP upload, stored under ``sources/`` by its sha256), as
     :func:`ingest_file` ingests a file: same statuses, same rules. A failure removes the stored original unless it is
-    the version indexed."""
+    the version indexed. ``uri``: where the original came from (a web page's URL), which answers link to."""
 
     def stage() -> IngestState:
         return new_ingest_state(
@@ -233,6 +248,7 @@ def ingest_blob(
             knowledge_id=knowledge_id,
             blob_key=blob_key,
             filename=filename,
+            uri=uri,
             title=PurePath(filename).stem,
             content_hash=content_hash,
             size=size,
@@ -271,19 +287,20 @@ def _run(label: str, kid: str, ctx: Context, stage: Callable[[], IngestState], c
 
 
 def _stage_file(
-    path: Path, kb: KnowledgeBase, kid: str, ctx: Context, options: IngestOptions | None, tag_id: str
+    path: Path,
+    kb: KnowledgeBase,
+    kid: str,
+    ctx: Context,
+    options: IngestOptions | None,
+    tag_id: str,
+    request_id: str | None,
 ) -> IngestState:
     """Store the original (content-addressed) and build the state the pipeline starts from."""
     name = path.name
     if path.suffix.lower() not in allowed_suffixes(kb):
         raise unsupported(name, allowed_suffixes(kb))
-    try:
-        size = path.stat().st_size
-        check_size(name, size, ctx)
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the file: {_reason(exc)}") from exc
-    check_size(name, len(data), ctx)  # it may have grown since stat
+    data = read_local_file(path, ctx.settings.max_file_bytes, name)  # regular files only, never past the limit
+    size = len(data)
     digest = hashlib.sha256(data).hexdigest()
     key = source_blob_key(kb.id, kid, digest, name)
     if not ctx.blobs.exists(key):
@@ -300,6 +317,7 @@ def _stage_file(
         tag_id=tag_id,
         options=options,
         tenant_id=ctx.tenant_id,
+        request_id=request_id,
     )
 
 

@@ -127,6 +127,50 @@ def revoke_key(store: KeyStore, prefix: str, tenant_id: str | None = None, now: 
     return revoked
 
 
+@dataclass(frozen=True, slots=True)
+class Reach:
+    """What a key may do, in every dimension a maker's limit bounds: scopes, knowledge bases (empty: all), expiry
+    (None: never), and its effective rate limit (0: unlimited) and burst -- the settings' defaults filled in."""
+
+    scopes: frozenset[str]
+    knowledge_bases: frozenset[str]
+    expires_at: float | None
+    rate_per_second: float
+    burst: int
+
+    @classmethod
+    def of(cls, key: ApiKey, default_rate: float, default_burst: int) -> Reach:
+        return cls(
+            scopes=frozenset(key.scopes),
+            knowledge_bases=frozenset(key.knowledge_bases),
+            expires_at=key.expires_at,
+            rate_per_second=key.rate_per_second if key.rate_per_second is not None else default_rate,
+            burst=key.burst or default_burst,
+        )
+
+    @property
+    def unlimited(self) -> bool:
+        """No knowledge-base list, no expiry, no rate limit: only the scopes bound it."""
+        return not self.knowledge_bases and self.expires_at is None and self.rate_per_second <= 0
+
+
+def wider_in(other: Reach, limit: Reach) -> str | None:
+    """The first dimension in which ``other`` reaches beyond ``limit``, as the words of a 403; None when it does
+    not (it may equal ``limit``)."""
+    if not other.scopes <= limit.scopes:
+        return f"scopes beyond its own ({', '.join(sorted(other.scopes - limit.scopes))})"
+    if limit.knowledge_bases and not (other.knowledge_bases and other.knowledge_bases <= limit.knowledge_bases):
+        return f"knowledge bases beyond its own ({', '.join(sorted(limit.knowledge_bases))})"
+    if limit.expires_at is not None and (other.expires_at is None or other.expires_at > limit.expires_at):
+        return "a later expiry than its own, or none"
+    if limit.rate_per_second > 0:
+        if other.rate_per_second <= 0 or other.rate_per_second > limit.rate_per_second:
+            return f"a higher rate limit than its own {limit.rate_per_second:g}/s, or none"
+        if other.burst > limit.burst:
+            return f"a larger burst than its own {limit.burst}"
+    return None
+
+
 def split_key(text: str) -> tuple[str, str]:
     """(prefix, whole key) of a presented key; :class:`UnauthorizedError` when it is not shaped like one."""
     match = _KEY.match(text)

@@ -175,7 +175,8 @@ def describe_knowledge_base(ctx: Context, kb: KnowledgeBase) -> KnowledgeBaseInf
         knowledge_base=kb,
         documents=len(items),
         chunks=sum(item.chunk_count for item in items),
-        size=sum(sizes.get(item.source_key, 0) for item in items),
+        # The item's own size (every ingestion that knows it: the CLI's, an upload's); an older item's from its job.
+        size=sum(item.size or sizes.get(item.source_key, 0) for item in items),
         pending_jobs=sum(1 for job in jobs if job.status in PENDING_JOB_STATUSES),
     )
 

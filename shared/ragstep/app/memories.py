@@ -22,6 +22,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from ragstep.app.session_access import may_see
 from ragstep.context import Context
 from ragstep.errors import InputError, NotFoundError, RagstepError
 from ragstep.models import KnowledgeBase, TraceEvent, Turn, check_identifier
@@ -110,7 +111,7 @@ def _session_turns(ctx: Context, session_id: str) -> list[Turn]:
     except ValueError as exc:
         raise InputError(f"session id: {exc}") from None
     turns = ctx.history.recent(session_id, limit=MAX_TURNS)
-    if not turns:
+    if not turns or not may_see(ctx, turns):  # a knowledge-base-limited key sees only its sessions
         raise NotFoundError(f"unknown session {session_id!r}")
     return turns
 

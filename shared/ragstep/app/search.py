@@ -6,23 +6,43 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from ragstep.app.cost import cost_of
+from ragstep.app.session_access import require_session
 from ragstep.context import Context
 from ragstep.models import PipelineState, SearchRequest, SearchResult, TraceEvent
+from ragstep.models.cost import CostReceipt
 from ragstep.pipeline import run_pipeline
 from ragstep.stages.search.scope import resolve_scope
 
 
 def new_state(request: SearchRequest, ctx: Context, pipeline: str = "knowledge_search") -> PipelineState:
     """A fresh state of ``ctx``'s tenant: the effective retrieval settings (configured defaults + the request's
-    overrides) and the request's knowledge bases and documents, read once here for every stage."""
-    effective = request.overrides.apply(ctx.settings.retrieval_defaults())
-    state = PipelineState(pipeline=pipeline, tenant_id=ctx.tenant_id, request=request, retrieval=effective)
+    overrides) and the request's knowledge bases and documents, read once here for every stage; the request's profile
+    (:mod:`ragstep.app.profiles`) sets what the request leaves unset and which optional stages run."""
+    from ragstep.app.profiles import resolve, retrieval_overrides
+
+    profile = resolve(request.profile, ctx)
+    effective = retrieval_overrides(profile, request).apply(ctx.settings.retrieval_defaults())
+    state = PipelineState(
+        pipeline=pipeline,
+        tenant_id=ctx.tenant_id,
+        request=request,
+        retrieval=effective,
+        profile=profile.name,
+        skip_stages=list(profile.skip),
+        budget_ms=request.budget_ms,
+    )
     return resolve_scope(state, ctx)
 
 
 def knowledge_search(request: SearchRequest, ctx: Context) -> PipelineState:
     """Run ``knowledge_search`` with the configured executor (``RAGSTEP_EXECUTOR``): in this process, or on the
-    Step Functions state machine (:mod:`ragstep.pipeline.remote`). Both return the same final state."""
+    Step Functions state machine (:mod:`ragstep.pipeline.remote`). Both return the same final state.
+
+    A ``session_id`` names a chat session the caller may see (its history's references join the results), else
+    404, as chat answers (:func:`ragstep.app.session_access.require_session`)."""
+    if request.session_id is not None:
+        require_session(ctx, request.session_id)
     state = new_state(request, ctx)
     if ctx.settings.executor == "stepfunctions":
         from ragstep.pipeline.remote import run_remote
@@ -41,14 +61,26 @@ class SearchResponse(BaseModel):
     request_id: str
     results: list[SearchResult]
     trace: list[TraceEvent]
+    #: The profile that ran (ragstep.models.profiles).
+    profile: str = "standard"
+    #: What the request cost, estimated (ragstep.app.cost); present when the response is made with its context.
+    usage: dict[str, CostReceipt] | None = None
 
     @classmethod
-    def of(cls, state: PipelineState) -> SearchResponse:
+    def of(cls, state: PipelineState, ctx: Context | None = None) -> SearchResponse:
         return cls(
-            query=state.request.query, request_id=state.request_id, results=state.final_results, trace=state.trace
+            query=state.request.query,
+            request_id=state.request_id,
+            results=state.final_results,
+            trace=state.trace,
+            profile=state.profile,
+            usage=None if ctx is None else {"cost": cost_of(state, ctx)},
         )
 
 
-def search_response(state: PipelineState) -> dict[str, Any]:
-    """:class:`SearchResponse` of ``state`` as JSON-ready data."""
-    return SearchResponse.of(state).model_dump(mode="json")
+def search_response(state: PipelineState, ctx: Context | None = None) -> dict[str, Any]:
+    """:class:`SearchResponse` of ``state`` as JSON-ready data (with its cost receipt when ``ctx`` is given)."""
+    body = SearchResponse.of(state, ctx).model_dump(mode="json")
+    if body["usage"] is None:
+        del body["usage"]
+    return body

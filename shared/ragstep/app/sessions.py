@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from ragstep.app.chat import require_session
+from ragstep.app.session_access import may_see, require_session
 from ragstep.context import Context
 from ragstep.errors import ConflictError, InputError
 from ragstep.models import SessionSummary, Turn
@@ -65,7 +65,8 @@ def _check_page(limit: int) -> None:
 
 
 def sessions_page(ctx: Context, *, offset: int, limit: int) -> tuple[list[SessionSummary], bool]:
-    """Sessions ``offset`` to ``offset + limit``, most recently active first, and whether more follow.
+    """Sessions ``offset`` to ``offset + limit``, most recently active first, and whether more follow -- of those
+    the context may see (:mod:`ragstep.app.session_access`: a knowledge-base-limited key sees fewer).
 
     A session that was opened empty has the opening record as its first turn in the store's summary; its count and
     first question are read from its turns instead (one read per such session on the page).
@@ -73,13 +74,36 @@ def sessions_page(ctx: Context, *, offset: int, limit: int) -> tuple[list[Sessio
     _check_page(limit)
     if offset < 0:
         raise InputError(f"offset must be 0 or more, got {offset}")
-    summaries = ctx.history.sessions(offset + limit + 1)
-    page = summaries[offset : offset + limit]
-    fixed = [
-        _summary(s.session_id, ctx.history.recent(s.session_id, limit=MAX_SESSION_TURNS)) if not s.first_query else s
-        for s in page
-    ]
-    return fixed, len(summaries) > offset + limit
+    if ctx.allowed_kbs is None:
+        summaries = ctx.history.sessions(offset + limit + 1)
+        page = summaries[offset : offset + limit]
+        fixed = [
+            _summary(s.session_id, ctx.history.recent(s.session_id, limit=MAX_SESSION_TURNS))
+            if not s.first_query
+            else s
+            for s in page
+        ]
+        return fixed, len(summaries) > offset + limit
+    visible = _visible_sessions(ctx, offset + limit + 1)
+    return visible[offset : offset + limit], len(visible) > offset + limit
+
+
+def _visible_sessions(ctx: Context, wanted: int) -> list[SessionSummary]:
+    """The newest ``wanted`` sessions a knowledge-base-limited context may see (each session's turns read to
+    decide; more of the store's list is read until enough are found or it ends)."""
+    asked = wanted
+    while True:
+        summaries = ctx.history.sessions(asked)
+        visible: list[SessionSummary] = []
+        for summary in summaries:
+            turns = ctx.history.recent(summary.session_id, limit=MAX_SESSION_TURNS)
+            if turns and may_see(ctx, turns):
+                visible.append(_summary(summary.session_id, turns))
+                if len(visible) == wanted:
+                    return visible
+        if len(summaries) < asked:
+            return visible
+        asked *= 4
 
 
 def list_sessions(ctx: Context, limit: int = MAX_PAGE) -> list[SessionSummary]:

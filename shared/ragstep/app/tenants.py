@@ -25,6 +25,7 @@ def create_tenant(
     daily_tokens: int | None = None,
     monthly_requests: int | None = None,
     monthly_tokens: int | None = None,
+    monthly_budget_usd: float | None = None,
     now: float | None = None,
 ) -> Tenant:
     if tenant_id == DEFAULT_TENANT:
@@ -38,6 +39,7 @@ def create_tenant(
             daily_tokens=daily_tokens,
             monthly_requests=monthly_requests,
             monthly_tokens=monthly_tokens,
+            monthly_budget_usd=monthly_budget_usd,
         )
     except ValidationError as exc:
         err = exc.errors()[0]

@@ -4,10 +4,13 @@ read from the per-day and per-month counters the stores keep (:func:`counted_rep
 * :class:`UsageRecorder` takes records from the request path without waiting (a queue) and writes them in batches
   on its own thread, so a usage write never delays an answer or a stream; :meth:`UsageRecorder.close` (the server's
   shutdown) writes what is queued.
-* :class:`QuotaBook` counts each tenant's requests and tokens of the current UTC day and month in this process,
+* :class:`QuotaBook` counts each tenant's requests, tokens and estimated cost (the cost receipts' totals, USD) of
+  the current UTC day and month in this process,
   starting from the usage store's counters for the day and month when it first sees the tenant. Several processes
   (Lambda instances) each count their own share on top of the stored counters, so a quota may be overrun by the
-  requests in flight in other processes: a budget guard, not an exact meter.
+  requests in flight in other processes: a budget guard, not an exact meter. A monthly budget in USD is checked like
+  the quotas, when a request arrives: the request that crosses it is still answered (its cost is known only once it
+  ran), every later one that month is refused.
 """
 
 from __future__ import annotations
@@ -19,12 +22,14 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from ragstep.errors import InputError, RateLimitedError
 from ragstep.models.tenancy import GroupBy, Tenant, UsagePeriod, UsageRecord, UsageReport, UsageRow
 from ragstep.ports import UsageStore
 
 log = logging.getLogger("ragstep.usage")
+_N = TypeVar("_N", int, float)
 DAY = 86400
 _BATCH = 100
 #: The longest report range: a report reads every record of it.
@@ -56,6 +61,7 @@ def _add(row: UsageRow, record: UsageRecord) -> None:
     row.prompt_tokens += record.prompt_tokens
     row.completion_tokens += record.completion_tokens
     row.duration_ms = round(row.duration_ms + record.duration_ms, 3)
+    row.cost_usd = round(row.cost_usd + record.cost_usd, 10)
 
 
 def summarize(
@@ -110,6 +116,7 @@ def counted_report(
         for name in ("requests", "errors", "results", "prompt_tokens", "completion_tokens"):
             setattr(total, name, getattr(total, name) + getattr(row, name))
         total.duration_ms = round(total.duration_ms + row.duration_ms, 3)
+        total.cost_usd = round(total.cost_usd + row.cost_usd, 10)
     return UsageReport(tenant_id=tenant_id, start=start, end=end, group_by=period, rows=rows, total=total)
 
 
@@ -137,11 +144,12 @@ def parse_instant(text: str) -> float:
 
 @dataclass
 class _Counts:
-    """A tenant's requests and tokens of one UTC day or month (``period``: ``2026-11-23`` or ``2026-11``)."""
+    """A tenant's requests, tokens and cost of one UTC day or month (``period``: ``2026-11-23`` or ``2026-11``)."""
 
     period: str
     requests: int = 0
     tokens: int = 0
+    cost_usd: float = 0.0
 
 
 def month_of(instant: float) -> str:
@@ -155,7 +163,8 @@ def next_month_start(instant: float) -> float:
 
 
 class QuotaBook:
-    """Per-tenant daily and monthly request and token counts against the tenant's quotas (module docstring)."""
+    """Per-tenant daily and monthly request, token and cost counts against the tenant's quotas and monthly budget
+    (module docstring)."""
 
     def __init__(self, store: UsageStore, clock: Callable[[], float] = time.time) -> None:
         self._store = store
@@ -170,7 +179,10 @@ class QuotaBook:
         if counts is None or counts.period != key:
             stored = self._store.totals(tenant_id, period, key, key)
             counts = _Counts(
-                key, sum(r.requests for r in stored), sum(r.prompt_tokens + r.completion_tokens for r in stored)
+                key,
+                sum(r.requests for r in stored),
+                sum(r.prompt_tokens + r.completion_tokens for r in stored),
+                sum(r.cost_usd for r in stored),
             )
             self._counts[(tenant_id, period)] = counts
         return counts
@@ -182,28 +194,33 @@ class QuotaBook:
         tokens_quota: int,
         monthly_requests_quota: int = 0,
         monthly_tokens_quota: int = 0,
+        monthly_budget_usd: float = 0.0,
     ) -> None:
-        """Count one request of ``tenant``, or raise :class:`RateLimitedError` when a daily or monthly quota is spent
-        (the tenant's own quota when set, else the given server defaults; 0 = unlimited)."""
+        """Count one request of ``tenant``, or raise :class:`RateLimitedError` when a daily or monthly quota or the
+        monthly budget is spent (the tenant's own when set, else the given server defaults; 0 = unlimited)."""
 
-        def own(value: int | None, default: int) -> int:
+        def own(value: _N | None, default: _N) -> _N:
             return value if value is not None else default
 
-        limits: list[tuple[UsagePeriod, int, int]] = [
-            ("day", own(tenant.daily_requests, requests_quota), own(tenant.daily_tokens, tokens_quota)),
+        limits: list[tuple[UsagePeriod, int, int, float]] = [
+            ("day", own(tenant.daily_requests, requests_quota), own(tenant.daily_tokens, tokens_quota), 0.0),
             (
                 "month",
                 own(tenant.monthly_requests, monthly_requests_quota),
                 own(tenant.monthly_tokens, monthly_tokens_quota),
+                own(tenant.monthly_budget_usd, monthly_budget_usd),
             ),
         ]
-        limits = [limit for limit in limits if limit[1] or limit[2]]
+        limits = [limit for limit in limits if limit[1] or limit[2] or limit[3]]
         if not limits:
             return
         now = self._clock()
         with self._lock:
-            counted = [(period, self._current(tenant.id, period, now), most, tokens) for period, most, tokens in limits]
-            for period, counts, max_requests, max_tokens in counted:
+            counted = [
+                (period, self._current(tenant.id, period, now), most, tokens, budget)
+                for period, most, tokens, budget in limits
+            ]
+            for period, counts, max_requests, max_tokens, budget in counted:
                 if period == "day":
                     said, resets, retry = "daily", "00:00 UTC", int(day_start(now) + DAY - now) + 1
                 else:
@@ -217,13 +234,19 @@ class QuotaBook:
                     raise RateLimitedError(
                         f"the {said} token quota ({max_tokens}) is used up; it resets at {resets}", retry
                     )
-            for _, counts, _, _ in counted:
+                if budget and counts.cost_usd >= budget:
+                    raise RateLimitedError(
+                        f"the {said} budget (${budget:g}, estimated from the cost receipts) is spent "
+                        f"(${counts.cost_usd:.4f}); it resets at {resets}",
+                        retry,
+                    )
+            for _, counts, _, _, _ in counted:
                 counts.requests += 1
 
     def charge_tokens(self, record: UsageRecord) -> None:
-        """Add a finished request's tokens to its tenant's day and month (the request itself was counted when
-        admitted)."""
-        if not record.tokens:
+        """Add a finished request's tokens and cost to its tenant's day and month (the request itself was counted
+        when admitted)."""
+        if not (record.tokens or record.cost_usd):
             return
         with self._lock:
             periods: tuple[tuple[UsagePeriod, str], ...] = (
@@ -234,6 +257,7 @@ class QuotaBook:
                 counts = self._counts.get((record.tenant_id, period))
                 if counts is not None and counts.period == key:
                     counts.tokens += record.tokens
+                    counts.cost_usd += record.cost_usd
 
 
 class UsageRecorder:

@@ -2,10 +2,18 @@
 
 The corpus is ingested as ``ragstep bench quality`` does it (:func:`ragstep.bench.quality.build_index`), then every
 question goes through the ``rag`` pipeline with the configured chat model (the model-free ``extractive`` answerer by
-default; any real model when ``RAGSTEP_CHAT_PROVIDER`` names one). Per set:
+default; any real model when ``RAGSTEP_CHAT_PROVIDER`` names one). The corpus is searched with the set's
+precomputed multilingual-e5-small vectors (``corpus.e5.npy``) when it has them, else embedded by the configured
+embedding model, as a user's knowledge base is. Per set:
 
-* **answer recall** (sets with ``answers.jsonl``): share of questions whose answer contains a reference answer,
-  both normalised (NFKC, lower case, no spaces or punctuation);
+* **answered correctly** (``answer_recall``, sets with ``answers.jsonl``): share of the answerable questions whose
+  answer contains a reference answer, both normalised (NFKC, lower case, no spaces or punctuation); and the same
+  share among the questions whose relevant document was among the passages (``answer_recall_retrieved``: what the
+  answerer made of what retrieval gave it);
+* **declined although the source was retrieved**: of the questions whose relevant document was given, the share the
+  answerer declined (the passages held the answer; saying they do not is the answerer's miss);
+* **declined on unanswerable**: with ``unanswerable.txt`` (query ids, one a line; such questions have no qrels) the
+  share of those questions declined; every set also gets the **abstention** figure below;
 * **citation precision**: cited passages that belong to a relevant document (qrels > 0) / all cited passages,
   over every answer;
 * **citation recall**: answers citing at least one relevant document / answers;
@@ -37,7 +45,7 @@ from typing import Any
 from ragstep.adapters.chat.extractive import NO_ANSWER, NO_CONTEXT
 from ragstep.app.chat import run_chat
 from ragstep.bench.common import median, percentile
-from ragstep.bench.quality import BeirSet, build_index, load_beir
+from ragstep.bench.quality import DEFAULT_VECTORS, BeirSet, build_index, load_beir
 from ragstep.context import Clients, Context
 from ragstep.errors import InputError, RagstepError
 from ragstep.models import ChatRequest, Chunk, KnowledgeBase, PipelineState, check_query
@@ -47,6 +55,8 @@ from ragstep.settings import Settings
 
 #: Questions asked again without their relevant documents.
 ABSTENTION_SAMPLE = 50
+#: The set's file of questions it does not answer (query ids, one a line).
+UNANSWERABLE_FILE = "unanswerable.txt"
 _NOT_ANSWERING = frozenset(NO_ANSWER.values()) | frozenset(NO_CONTEXT.values())
 
 
@@ -72,6 +82,14 @@ def load_answers(folder: Path) -> dict[str, list[str]] | None:
             '{"_id": query id, "answers": [strings]}'
         ) from exc
     return answers
+
+
+def load_unanswerable(folder: Path) -> list[str]:
+    """The ids of the questions the set's corpus does not answer (none without the file)."""
+    path = Path(folder) / UNANSWERABLE_FILE
+    if not path.is_file():
+        return []
+    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def contains_answer(answer: str, references: list[str]) -> bool:
@@ -133,16 +151,41 @@ class _Removed:
 def run_answer(
     folder: Path, *, abstention_sample: int = ABSTENTION_SAMPLE, progress: Callable[[str], None] | None = None
 ) -> dict[str, Any]:
-    bench = load_beir(folder)
+    bench = load_beir(folder, _vectors(Path(folder)))
     answers = load_answers(folder)
+    unanswerable = load_unanswerable(folder)
+    known = {q for q, _ in bench.queries}
+    unknown = [q for q in unanswerable if q not in known]
+    if unknown:
+        raise InputError(f"{folder / UNANSWERABLE_FILE}: ids not in queries.jsonl: {', '.join(unknown[:5])}")
     with tempfile.TemporaryDirectory(prefix="ragstep-bench-answer-") as tmp:
         ctx = Clients(Settings(data_dir=Path(tmp))).context()
-        kb, ingest_s = build_index(bench, ctx)
+        kb, ingest_s = build_index(bench, ctx, ctx.clients.default_embedding_model())
         if progress:
             progress(f"{bench.name}: {len(bench.corpus)} documents indexed in {ingest_s:.1f} s")
         result = _evaluate(bench, answers, ctx, kb, abstention_sample, progress)
+        result |= _unanswerable(bench, unanswerable, ctx, kb)
         result |= {"documents": len(bench.corpus), "chunks": ctx.index.stats().chunks, "ingest_s": round(ingest_s, 2)}
     return result
+
+
+def _vectors(folder: Path) -> str:
+    """The set's precomputed vectors of the default embedding model (e5) when it has them: the corpus is then searched
+    as the default setup searches it without embedding thousands of chunks first; else the set's default ones (a set
+    without any is embedded by the configured model)."""
+    present = (folder / "corpus.e5.npy").is_file() and (folder / "queries.e5.npy").is_file()
+    return "e5" if present else DEFAULT_VECTORS
+
+
+def _unanswerable(bench: BeirSet, ids: list[str], ctx: Context, kb: KnowledgeBase) -> dict[str, Any]:
+    """The share of the set's unanswerable questions declined (None without any)."""
+    texts = dict(bench.queries)
+    asked = [texts[q] for q in ids if _acceptable(texts[q])]
+    declined = sum(abstained(_ask(ctx, kb, text)) for text in asked)
+    return {
+        "declined_unanswerable": round(declined / len(asked), 4) if asked else None,
+        "unanswerable_questions": len(asked),
+    }
 
 
 def _ask(ctx: Context, kb: KnowledgeBase, text: str) -> PipelineState:
@@ -162,6 +205,7 @@ def _evaluate(
     asked = [(q, text) for q, text in bench.queries if relevant.get(q) and _acceptable(text)]
     times: list[float] = []
     found = cited_total = cited_relevant = citing_relevant = with_citations = 0
+    found_retrieved = declined_retrieved = 0
     attributed = attributed_strict = attribution_cited = attribution_relevant = retrieved_relevant = 0
     model = ""
     for n, (qid, text) in enumerate(asked, start=1):
@@ -170,20 +214,23 @@ def _evaluate(
         times.append((time.perf_counter() - started) * 1000)
         model = state.chat.model
         rel = relevant[qid]
-        if answers is not None and contains_answer(state.chat.answer, answers.get(qid, [])):
-            found += 1
+        given = any(r.knowledge_id in rel for r in state.chat.references)
+        correct = answers is not None and contains_answer(state.chat.answer, answers.get(qid, []))
+        found += correct
+        found_retrieved += correct and given
+        declined_retrieved += given and abstained(state)
         cited = [r for r in state.chat.references if r.cited]
         cited_total += len(cited)
         cited_relevant += sum(r.knowledge_id in rel for r in cited)
         citing_relevant += any(r.knowledge_id in rel for r in cited)
         with_citations += bool(cited)
         # Attribution: a relevant document's sentence closest to the question, cited among the same passages.
-        retrieved_relevant += any(r.knowledge_id in rel for r in state.chat.references)
-        given = _attribute(text, state, bench.qrels[qid], documents, given_only=True)
-        if given is not None:
-            attributed += bool(given)
-            attribution_cited += len(given)
-            attribution_relevant += sum(given)
+        retrieved_relevant += given
+        attribution = _attribute(text, state, bench.qrels[qid], documents, given_only=True)
+        if attribution is not None:
+            attributed += bool(attribution)
+            attribution_cited += len(attribution)
+            attribution_relevant += sum(attribution)
         strict = _attribute(text, state, bench.qrels[qid], documents, given_only=False)
         attributed_strict += bool(strict and any(strict))
         if progress and n % 200 == 0:
@@ -199,6 +246,10 @@ def _evaluate(
         "questions": len(asked),
         "chat_model": model,
         "answer_recall": round(found / total, 4) if answers is not None else None,
+        "answer_recall_retrieved": (
+            round(found_retrieved / retrieved_relevant, 4) if answers is not None and retrieved_relevant else None
+        ),
+        "declined_retrieved": round(declined_retrieved / retrieved_relevant, 4) if retrieved_relevant else None,
         "citation_precision": round(cited_relevant / cited_total, 4) if cited_total else None,
         "citation_recall": round(citing_relevant / total, 4),
         "answers_with_citations": round(with_citations / total, 4),
@@ -258,7 +309,10 @@ def render(r: dict[str, Any]) -> str:
         return "-" if value is None else f"{value:.4f}" if isinstance(value, float) else str(value)
 
     rows = [
-        ("answer recall", show(r["answer_recall"])),
+        ("answered correctly", show(r["answer_recall"])),
+        ("answered correctly, source retrieved", show(r["answer_recall_retrieved"])),
+        ("declined although the source was retrieved", show(r["declined_retrieved"])),
+        (f"declined on unanswerable ({r['unanswerable_questions']} questions)", show(r["declined_unanswerable"])),
         ("citation precision", show(r["citation_precision"])),
         ("citation recall", show(r["citation_recall"])),
         ("answers with citations", show(r["answers_with_citations"])),

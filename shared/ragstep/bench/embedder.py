@@ -227,6 +227,36 @@ def run_replay(folder: Path) -> dict[str, Any]:
     return result
 
 
+def run_throughput(folder: Path, passages: int, batches: Sequence[int], rounds: int) -> dict[str, Any]:
+    """``--throughput``: passages/s of the engine on the set's first ``passages`` documents, called with each batch
+    size in turn, ``rounds`` times round-robin (so every size sees the same load); medians. The thread count is the
+    engine's (OpenMP: all cores, or ``OMP_NUM_THREADS``), reported as found."""
+    import os
+
+    texts = [document_text(title, text) for _, title, text in load_beir(Path(folder)).corpus][:passages]
+    local = LocalEmbedder()
+    local.embed(texts[:2])  # load the model outside the timings
+    runs: dict[int, list[float]] = {size: [] for size in batches}
+    for _ in range(rounds):
+        for size in batches:
+            started = time.perf_counter()
+            for i in range(0, len(texts), size):
+                local.embed(texts[i : i + size])
+            runs[size].append(time.perf_counter() - started)
+    return {
+        "set": Path(folder).name,
+        "passages": len(texts),
+        "threads": os.environ.get("OMP_NUM_THREADS", f"all ({os.cpu_count()})"),
+        "batches": {
+            str(size): {
+                "runs_s": [round(x, 2) for x in r],
+                "passages_per_s": round(len(texts) / statistics.median(r), 1),
+            }
+            for size, r in runs.items()
+        },
+    }
+
+
 def render(r: dict[str, Any]) -> str:
     ing, q, rss = r["ingest"], r["query_ms"], r["rss"]
     lines = [
@@ -250,8 +280,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", required=True, dest="set_dir", metavar="DIR", help="a BEIR-layout set")
     parser.add_argument("--model", default=DEFAULT_LOCAL_MODEL, help=f"local model ({DEFAULT_LOCAL_MODEL})")
     parser.add_argument("--replay", action="store_true", help="quality only, from the set's e5 vector files")
+    parser.add_argument("--throughput", action="store_true", help="passages/s by batch size only (no quality)")
+    parser.add_argument("--passages", type=int, default=128, help="--throughput: how many passages (128)")
+    parser.add_argument("--rounds", type=int, default=3, help="--throughput: rounds over the batch sizes (3)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
+    if args.throughput:
+        figures = run_throughput(Path(args.set_dir), args.passages, (1, 8, 32, 128), args.rounds)
+        print(json.dumps(figures, indent=2))
+        return 0
     if args.replay:
         from ragstep.bench.quality import render as render_quality
 

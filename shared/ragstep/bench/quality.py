@@ -4,7 +4,9 @@ The corpus goes through the ingest stages (parse, chunk, embed, index) into a fr
 set ships precomputed embeddings (``corpus.emb.npy`` / ``queries.emb.npy``), a precomputed embedder serves them, so
 no model is needed: every chunk of a document gets its document's vector (the set embeds whole documents). The
 e5 files (``--vectors e5``) are served with the local e5 adapter's declared score scale, so every threshold reads
-them as it reads a knowledge base of the default model. Each run
+them as it reads a knowledge base of the default model; ``--undeclared-scale`` serves them as a model that declares
+no scale (a provider's ``openai:`` / ``bedrock:`` model). A qrels line of a query that queries.jsonl does not hold is
+left out (and counted in the report), not scored as a query that found nothing. Each run
 retrieves 100 chunks per query; documents rank by their best chunk.
 
 Runs: ``bm25`` (the keyword retriever alone, no threshold), ``dense`` (the vector retriever alone, no threshold),
@@ -87,7 +89,10 @@ class BeirSet:
     query_emb: np.ndarray | None
     #: The declared score scale of the model that made the vectors (the local e5's for ``e5``): the bench searches
     #: them as a knowledge base of that model is searched, thresholds read on the common scale.
-    scale: ScoreScale = COMMON_SCALE
+    #: None: served as a model that declares no scale (``--undeclared-scale``, a provider's model).
+    scale: ScoreScale | None = COMMON_SCALE
+    #: Judged queries of the qrels that queries.jsonl does not hold: left out of every average.
+    unasked_judged: int = 0
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -95,33 +100,50 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
-def load_beir(folder: Path, vectors: str = DEFAULT_VECTORS) -> BeirSet:
+def load_beir(folder: Path, vectors: str = DEFAULT_VECTORS, *, declared_scale: bool = True) -> BeirSet:
     """A BEIR-layout set; ``vectors`` picks its precomputed embeddings (``corpus.<vectors>.npy`` and
     ``queries.<vectors>.npy``: ``emb`` all-MiniLM-L6-v2, ``e5`` multilingual-e5-small in shared/bench; ``none``
-    ignores them: keyword search only)."""
+    ignores them: keyword search only). ``declared_scale=False`` serves them without their model's declared score
+    scale, as the vectors of a provider's model (``openai:``, ``bedrock:``) that declares none."""
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(f"{folder}: not a folder; expected a BEIR-layout set (corpus.jsonl, queries.jsonl, qrels.tsv)")
-    for required in ("corpus.jsonl", "queries.jsonl", "qrels.tsv"):
+    for required in ("corpus.jsonl", "queries.jsonl"):
         if not (folder / required).is_file():
             raise InputError(f"{folder}: missing {required}; expected a BEIR-layout folder")
+    if qrels_file(folder) is None:
+        raise InputError(f"{folder}: missing qrels.tsv (or BEIR's qrels/test.tsv); expected a BEIR-layout folder")
     try:
-        return _read_beir(folder, vectors)
+        bench = _read_beir(folder, vectors)
     except (ValueError, KeyError, TypeError) as exc:  # bad JSON, a missing field, a bad score, bad UTF-8 ...
         detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
         raise InputError(f"{folder}: not a valid BEIR set ({type(exc).__name__}: {detail})") from exc
+    if not declared_scale and bench.corpus_emb is not None:
+        bench.scale = None
+        bench.name = f"{bench.name}-undeclared"
+    return bench
+
+
+def qrels_file(folder: Path) -> Path | None:
+    """The set's judgements: ``qrels.tsv``, or the test split of BEIR's own layout (``qrels/test.tsv``)."""
+    return next((p for p in (folder / "qrels.tsv", folder / "qrels" / "test.tsv") if p.is_file()), None)
 
 
 def _read_beir(folder: Path, vectors: str) -> BeirSet:
     corpus = [(str(d["_id"]), d.get("title") or "", d.get("text") or "") for d in _jsonl(folder / "corpus.jsonl")]
     queries = [(str(q["_id"]), q["text"]) for q in _jsonl(folder / "queries.jsonl")]
-    qrels: dict[str, dict[str, int]] = {}
-    with (folder / "qrels.tsv").open(encoding="utf-8") as fh:
+    judged: dict[str, dict[str, int]] = {}
+    with (qrels_file(folder) or folder / "qrels.tsv").open(encoding="utf-8") as fh:
         reader = csv.reader(fh, delimiter="\t")
         next(reader, None)  # header
         for row in reader:
             if len(row) >= 3:
-                qrels.setdefault(row[0], {})[row[1]] = int(float(row[2]))
+                judged.setdefault(row[0], {})[row[1]] = int(float(row[2]))
+    # Only the queries the set asks are scored: judgements of a query queries.jsonl does not hold (a public set's
+    # qrels often cover a larger split) would count as zeros. How many were left out is reported.
+    asked = {qid for qid, _ in queries}
+    qrels = {qid: j for qid, j in judged.items() if qid in asked}
+    unasked = sum(1 for qid, j in judged.items() if qid not in asked and any(r > 0 for r in j.values()))
     corpus_emb = query_emb = None
     corpus_file, queries_file = folder / f"corpus.{vectors}.npy", folder / f"queries.{vectors}.npy"
     present = corpus_file.is_file() and queries_file.is_file()
@@ -134,15 +156,21 @@ def _read_beir(folder: Path, vectors: str) -> BeirSet:
             raise InputError(f"{folder}: embedding rows do not match corpus/query lines")
     # The set is named after its vectors too: "msmarco-5k-e5" is another experiment than "msmarco-5k".
     name = folder.name if vectors == DEFAULT_VECTORS else f"{folder.name}-{vectors}"
-    return BeirSet(name, corpus, queries, qrels, corpus_emb, query_emb, VECTOR_SCALES.get(vectors, COMMON_SCALE))
+    return BeirSet(
+        name, corpus, queries, qrels, corpus_emb, query_emb, VECTOR_SCALES.get(vectors, COMMON_SCALE), unasked
+    )
 
 
 def document_text(title: str, text: str) -> str:
     return f"{title} {text}".strip() if title else text
 
 
-def build_index(bench: BeirSet, ctx: Context) -> tuple[KnowledgeBase, float]:
+def build_index(bench: BeirSet, ctx: Context, embedding_model: str = "none") -> tuple[KnowledgeBase, float]:
     """Ingest the corpus through the ingest stages; returns the knowledge base and the ingest time in seconds.
+
+    A set with precomputed vectors is searched with those; one without is embedded by ``embedding_model`` ("none":
+    keyword search only, ``ragstep bench quality``'s way; ``ragstep bench answer`` embeds with the configured model,
+    as a user's knowledge base is).
 
     Every document is a ``.txt`` file in the blob store (its BEIR id is its knowledge id, its title its title). The
     stages run corpus-wide, one stage at a time: every document is parsed and chunked first, so the precomputed
@@ -150,7 +178,7 @@ def build_index(bench: BeirSet, ctx: Context) -> tuple[KnowledgeBase, float]:
     matters: no document is indexed when the others are parsed, so a passage the corpus holds twice is indexed twice
     (as BEIR scores it) instead of being skipped as a duplicate.
     """
-    model = f"precomputed:{bench.name}" if bench.corpus_emb is not None else "none"
+    model = f"precomputed:{bench.name}" if bench.corpus_emb is not None else embedding_model
     kb = ctx.catalog.create_kb(
         KnowledgeBase(id=uuid.uuid4().hex, name=f"bench-{bench.name}", embedding_model=model, created_at=time.time())
     )
@@ -178,7 +206,11 @@ def build_index(bench: BeirSet, ctx: Context) -> tuple[KnowledgeBase, float]:
                 vectors_by_text.setdefault(c.embed_text or c.content, bench.corpus_emb[i])
         for (_, qtext), vec in zip(bench.queries, bench.query_emb, strict=True):
             vectors_by_text.setdefault(qtext, vec)
-        ctx.register_embedder(ScaledPrecomputedEmbedder(model, vectors_by_text, bench.scale))
+        ctx.register_embedder(
+            PrecomputedEmbedder(model, vectors_by_text)
+            if bench.scale is None
+            else ScaledPrecomputedEmbedder(model, vectors_by_text, bench.scale)
+        )
     for state in states:
         run_stage("ingest_index", run_stage("ingest_embed", state, ctx), ctx)
     ctx.index.keyword_search(["warm"], SearchFilter(), 1, 0.0)  # build the snapshot: part of indexing
@@ -242,12 +274,13 @@ def run_quality(
     runs: tuple[str, ...] = ALL_RUNS,
     vectors: str = DEFAULT_VECTORS,
     settings: dict[str, Any] | None = None,
+    declared_scale: bool = True,
 ) -> dict[str, Any]:
     """Every run of ``runs`` on the set in ``folder`` (read with its ``vectors``); ``settings`` are ``Settings``
     fields (``RAGSTEP_*`` without the prefix) the runs share, e.g. ``{"fusion": "rrf"}`` for another experiment."""
     from ragstep.entry.cli.search import top_k_overrides  # the very overrides `ragstep search --top-k` sends
 
-    bench = load_beir(folder, vectors)
+    bench = load_beir(folder, vectors, declared_scale=declared_scale)
     with tempfile.TemporaryDirectory(prefix="ragstep-bench-") as tmp:
         ctx = Clients(Settings(data_dir=Path(tmp), **(settings or {}))).context()
         kb, ingest_s = build_index(bench, ctx)
@@ -352,6 +385,7 @@ def run_quality(
         "documents": len(bench.corpus),
         "chunks": chunks,
         "refused_queries": len(refused),
+        "unasked_judged_queries": bench.unasked_judged,
         "ingest_s": round(ingest_s, 2),
         "ms_per_query": timings,
     }
@@ -417,6 +451,11 @@ def render(r: dict[str, Any]) -> str:
         lines.append(f"default: {d['mean_results']} results per query{more}")
     if "dense" not in r["runs"]:
         lines.append("no precomputed embeddings (corpus.emb.npy, queries.emb.npy): dense run omitted, BM25 only")
+    if r.get("unasked_judged_queries"):
+        lines.append(
+            f"{r['unasked_judged_queries']} judged queries of the qrels are not in queries.jsonl: left out, not "
+            "scored as zeros"
+        )
     if r["refused_queries"]:
         lines.append(f"{r['refused_queries']} queries refused by the API (scored as empty rankings)")
     return "\n".join(lines)

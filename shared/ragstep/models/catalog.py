@@ -47,6 +47,8 @@ class Knowledge(_DeferredModel):
     updated_at: float = 0.0
     # Blob key of the original file (``sources/...`` from the CLI, the upload's key on AWS); "" when there is none.
     source_key: str = ""
+    # Bytes of the original when its ingestion knew them (0: unknown, e.g. an item ingested before this was kept).
+    size: int = 0
     # The :class:`IngestOptions` it was chunked with ({} = the defaults, as for items ingested before they existed).
     options: dict[str, Any] = Field(default_factory=dict)
     # False: kept (record, chunks, original) but never retrieved. ``disabled_chunks`` are the index rows switched

@@ -16,11 +16,13 @@ Language = Literal["zh", "en"]
 
 
 class Usage(_DeferredModel):
-    """Token counts the model reported (zeros when it reported none, e.g. the extractive answerer)."""
+    """Token counts the model reported (zeros when it reported none); ``estimated`` when ragstep's token estimator
+    counted them instead (the extractive answerer, which has no tokenizer)."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    estimated: bool = False
 
 
 class Turn(_DeferredModel):
@@ -43,11 +45,14 @@ class Turn(_DeferredModel):
     usage: Usage = Field(default_factory=Usage)
     # The reader went away mid-answer: ``answer`` is what had been streamed by then.
     interrupted: bool = False
+    # The knowledge bases (ids) the turn's question searched: with the references' own, what a knowledge-base-limited
+    # API key must be allowed before it may read the session (ragstep.app.session_access).
+    knowledge_bases: list[str] = Field(default_factory=empty_list)
 
     #: The fields history stores keep as one JSON document beside the columns every store has had from the start
     #: (so adding one needs no schema change).
     META_FIELDS: ClassVar[frozenset[str]] = frozenset(
-        {"request_id", "rewritten_query", "model", "usage", "interrupted"}
+        {"request_id", "rewritten_query", "model", "usage", "interrupted", "knowledge_bases"}
     )
 
     def meta_json(self) -> str:
@@ -66,6 +71,7 @@ class ChatSettings(_DeferredModel):
     Prompt fields left None use the shipped prompt in the question's language (:mod:`ragstep.stages.chat.prompts`).
     """
 
+    # History rounds (question + answer) the model sees, the newest kept (WeKnora: 5).
     max_rounds: Annotated[int, Field(ge=0, le=50)] = 5
     # Messages read from the history store before grouping into rounds (WeKnora: 20).
     history_messages: Annotated[int, Field(ge=0, le=200)] = 20
@@ -95,6 +101,8 @@ class ChatSettings(_DeferredModel):
     empty_response: str | None = None
     # Serve a repeated question with the same messages and settings from the response cache.
     cache_answers: bool = False
+    # The assistant's name in the shipped system prompts ({{assistant_name}}; a configured prompt may use it too).
+    assistant_name: Annotated[str, Field(min_length=1, max_length=64)] = "ragstep"
 
     def with_max_tokens(self, max_tokens: int) -> "ChatSettings":
         """These settings with the answer's share lowered to what the token budget leaves (validated: >= 1)."""
@@ -154,6 +162,9 @@ class ChatState(_DeferredModel):
     reasoning: str = ""
     model: str = ""
     usage: Usage = Field(default_factory=Usage.model_construct)
+    # Why the model stopped, as it said it ("stop", "length" when cut at max_tokens, Bedrock's "max_tokens" ...);
+    # None when no model wrote the answer (a fixed response) or it did not say.
+    finish_reason: str | None = None
     # "fixed" / "model" when the answer is the fallback; None for a grounded answer.
     fallback: FallbackStrategy | None = None
     interrupted: bool = False
@@ -189,6 +200,9 @@ class ChatRequest(_DeferredModel):
     overrides: RetrievalOverrides = Field(default_factory=RetrievalOverrides)
     # ChatSettings fields to override for this request (unknown names are refused).
     chat: dict[str, Any] = Field(default_factory=dict)
+    # A profile (quick, standard, deep, or one of RAGSTEP_PROFILES) and a latency budget (ragstep.models.profiles).
+    profile: str | None = None
+    budget_ms: Annotated[int, Field(ge=10, le=600_000)] | None = None
 
 
 class SessionSummary(_DeferredModel):

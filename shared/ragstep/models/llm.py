@@ -5,7 +5,14 @@ Plain frozen dataclasses, not pydantic models: they are built per token on the s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from ragstep.models.scale import COMMON_SCALE, ScoreScale
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +45,21 @@ class ChatGrounding:
     passages: tuple[str, ...] = ()
     #: The answer's length cap for such an answerer (None: its own default).
     max_chars: int | None = None
+    #: Each passage's retrieval score (the pipeline's final score, 0-1), in passage order; () when unknown.
+    scores: tuple[float, ...] = ()
+    #: An embedding model to compare the question with the passages' sentences by meaning (None: words only),
+    #: given only to a model that is not generative, and the scale its cosines sit on.
+    encoder: SentenceEncoder | None = None
+    encoder_scale: ScoreScale = COMMON_SCALE
+
+
+class SentenceEncoder(Protocol):
+    """What a model-free answerer needs of an embedding model (:class:`ragstep.ports.Embedder` has this shape):
+    passages and queries embedded separately (e5 prefixes each), rows L2-normalised."""
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def embed_query(self, text: str) -> np.ndarray: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +67,8 @@ class ChatUsage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    #: Counted by ragstep's token estimator, not reported by a model (the extractive answerer has no tokenizer).
+    estimated: bool = False
 
 
 @dataclass(frozen=True, slots=True)

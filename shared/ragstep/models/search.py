@@ -272,6 +272,9 @@ class SearchRequest(_Model):
     overrides: RetrievalOverrides = Field(default_factory=RetrievalOverrides)
     #: viking_stream: whose memories memory queries search (ragstep.app.memories); None = "default".
     user: str | None = None
+    #: A profile (quick, standard, deep, or one of RAGSTEP_PROFILES) and a latency budget (ragstep.models.profiles).
+    profile: str | None = None
+    budget_ms: Annotated[int, Field(ge=10, le=600_000)] | None = None
 
     @field_validator("query")
     @classmethod

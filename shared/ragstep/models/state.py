@@ -65,6 +65,10 @@ class PipelineState(_Model):
     merge_results: list[SearchResult] = Field(default_factory=empty_list)
     final_results: list[SearchResult] = Field(default_factory=empty_list)
     trace: list[TraceEvent] = Field(default_factory=empty_list)
+    # The profile that ran (ragstep.models.profiles), the stages it does not run, and the request's latency budget.
+    profile: str = "standard"
+    skip_stages: list[str] = Field(default_factory=empty_list)
+    budget_ms: int | None = None
     # Claim check: result fields moved to the blob store because the state outgrew the transport limit.
     offloaded: dict[str, str] = Field(default_factory=dict)
     error: ErrorInfo | None = None

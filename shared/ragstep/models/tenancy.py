@@ -34,6 +34,9 @@ class Tenant(_Model):
     #: Requests and LLM tokens per UTC calendar month (None: RAGSTEP_MONTHLY_*_QUOTA; 0: unlimited).
     monthly_requests: int | None = Field(default=None, ge=0)
     monthly_tokens: int | None = Field(default=None, ge=0)
+    #: Estimated spend in USD per UTC calendar month, the requests' cost receipts summed (None:
+    #: RAGSTEP_MONTHLY_BUDGET_USD; 0: unlimited).
+    monthly_budget_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
     @field_validator("id")
     @classmethod
@@ -96,6 +99,8 @@ class UsageRecord(_Model):
     model: str = ""
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: The request's estimated cost in USD (its cost receipt's total, ``usage.cost``; 0 for a route that makes none).
+    cost_usd: float = 0.0
 
     @property
     def tokens(self) -> int:
@@ -117,6 +122,8 @@ class UsageRow(_Model):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     duration_ms: float = 0.0
+    #: The requests' estimated cost in USD, their cost receipts summed.
+    cost_usd: float = 0.0
 
 
 class UsageReport(_Model):

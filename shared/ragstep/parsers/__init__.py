@@ -25,7 +25,8 @@ from collections.abc import Callable
 from pathlib import PurePath
 
 from ragstep.errors import InputError
-from ragstep.parsers.base import ColumnSummary, DataFileSummary, ParsedDocument
+from ragstep.parsers.base import ColumnSummary, DataFileSummary, ParsedDocument, ParseLimits
+from ragstep.parsers.ocr import OcrOptions
 from ragstep.parsers.text import decode_text
 
 __all__ = [
@@ -35,6 +36,8 @@ __all__ = [
     "SUPPORTED_EXTENSIONS",
     "ColumnSummary",
     "DataFileSummary",
+    "OcrOptions",
+    "ParseLimits",
     "ParsedDocument",
     "decode_text",
     "extension_of",
@@ -43,42 +46,50 @@ __all__ = [
 ]
 
 
-def _parse_text(data: bytes, filename: str) -> ParsedDocument:
+def _parse_text(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocument:
     suffix = extension_of(filename)
     return ParsedDocument(filename, "text" if suffix == ".txt" else "markdown", decode_text(data, filename))
 
 
-def _parse_html(data: bytes, filename: str) -> ParsedDocument:
+def _parse_html(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocument:
     from ragstep.parsers.html import parse_html
 
     return parse_html(data, filename)
 
 
-def _parse_pdf(data: bytes, filename: str) -> ParsedDocument:
+def _parse_pdf(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocument:
     from ragstep.parsers.pdf import parse_pdf
 
-    return parse_pdf(data, filename)
+    return parse_pdf(data, filename, limits.ocr)
 
 
-def _parse_docx(data: bytes, filename: str) -> ParsedDocument:
+def _parse_image(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocument:
+    from ragstep.parsers.image import parse_image
+
+    return parse_image(data, filename, limits.ocr)
+
+
+def _parse_docx(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocument:
     from ragstep.parsers.docx import parse_docx
 
-    return parse_docx(data, filename)
+    return parse_docx(data, filename, limits)
 
 
-def _parse_csv(data: bytes, filename: str) -> ParsedDocument:
+def _parse_csv(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocument:
     from ragstep.parsers.data import parse_csv
 
     return parse_csv(data, filename)
 
 
-def _parse_xlsx(data: bytes, filename: str) -> ParsedDocument:
+def _parse_xlsx(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocument:
     from ragstep.parsers.data import parse_xlsx
 
-    return parse_xlsx(data, filename)
+    return parse_xlsx(data, filename, limits)
 
 
-_DOCUMENT_PARSERS: dict[str, Callable[[bytes, str], ParsedDocument]] = {
+#: Each parser gets the file's :class:`ParseLimits` (the compressed formats honour them; the others are bounded by
+#: the file size limit).
+_DOCUMENT_PARSERS: dict[str, Callable[[bytes, str, ParseLimits], ParsedDocument]] = {
     ".txt": _parse_text,
     ".md": _parse_text,
     ".markdown": _parse_text,
@@ -86,8 +97,10 @@ _DOCUMENT_PARSERS: dict[str, Callable[[bytes, str], ParsedDocument]] = {
     ".htm": _parse_html,
     ".pdf": _parse_pdf,
     ".docx": _parse_docx,
+    # Images, read by OCR (ragstep.parsers.ocr).
+    **dict.fromkeys((".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff"), _parse_image),
 }
-_DATA_PARSERS: dict[str, Callable[[bytes, str], ParsedDocument]] = {
+_DATA_PARSERS: dict[str, Callable[[bytes, str, ParseLimits], ParsedDocument]] = {
     ".csv": _parse_csv,
     ".xlsx": _parse_xlsx,
 }
@@ -112,12 +125,13 @@ def unsupported(filename: str, supported: tuple[str, ...]) -> InputError:
     return InputError(f"{filename}: unsupported file type {suffix or '(none)'}; supported: {', '.join(supported)}")
 
 
-def parse(data: bytes, filename: str) -> ParsedDocument:
-    """Parse a file by its extension. Raises :class:`InputError` for an unsupported, unreadable or empty file."""
+def parse(data: bytes, filename: str, limits: ParseLimits | None = None) -> ParsedDocument:
+    """Parse a file by its extension. Raises :class:`InputError` for an unsupported, unreadable or empty file, or
+    one past ``limits`` (total inflated size, parse time: :mod:`ragstep.parsers.ooxml`)."""
     parser = _PARSERS.get(extension_of(filename))
     if parser is None:
         raise unsupported(filename, SUPPORTED_EXTENSIONS)
-    doc = parser(data, filename)
+    doc = parser(data, filename, limits or ParseLimits())
     if not doc.tables and not doc.text.strip():
         raise InputError(f"{filename}: the document is empty")
     return doc

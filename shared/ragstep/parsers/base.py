@@ -6,8 +6,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragstep.parsers import markdown as md
+from ragstep.parsers.ocr import OcrOptions
 
 MAX_TABLE_COLUMNS = 30
+
+
+@dataclass(frozen=True, slots=True)
+class ParseLimits:
+    """What parsing one file may cost (``Settings.parse_max_inflated_bytes`` / ``parse_timeout_s``): the bytes a
+    compressed format (DOCX, XLSX) may inflate to in total, and the wall clock of the parse."""
+
+    max_inflated_bytes: int = 32 * 1024 * 1024
+    timeout_s: float = 30.0
+    #: How images and scanned PDF pages are read (``Settings.ocr_*``).
+    ocr: OcrOptions = field(default_factory=OcrOptions)
 
 
 @dataclass(frozen=True, slots=True)

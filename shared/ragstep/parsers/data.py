@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragstep.errors import InputError, RagstepError
-from ragstep.parsers.base import ColumnSummary, DataFileSummary, ParsedDocument, render
+from ragstep.parsers.base import ColumnSummary, DataFileSummary, ParsedDocument, ParseLimits, render
 from ragstep.parsers.ooxml import local, open_package, read_part, relationships
 from ragstep.parsers.text import decode_text
 
@@ -157,9 +157,11 @@ def parse_csv(data: bytes, filename: str) -> ParsedDocument:
     return _document(filename, "csv", [summary], [])
 
 
-def xlsx_sheets(data: bytes, filename: str) -> list[str]:
-    """The names of the workbook's worksheets, in tab order (chart sheets and dialog sheets left out)."""
-    with open_package(data, filename, "XLSX") as package:
+def xlsx_sheets(data: bytes, filename: str, limits: ParseLimits | None = None) -> list[str]:
+    """The names of the workbook's worksheets, in tab order (chart sheets and dialog sheets left out). DuckDB
+    inflates the sheets: the declared size of every part counts against ``limits`` first (:mod:`.ooxml`)."""
+    with open_package(data, filename, "XLSX", limits) as package:
+        package.charge_every_part()
         workbook = read_part(package, "xl/workbook.xml", filename, "XLSX")
         if workbook is None:
             raise InputError(f"{filename}: not a readable XLSX (no xl/workbook.xml)")
@@ -211,10 +213,13 @@ def read_sheet(con: duckdb.DuckDBPyConnection, table: str, path: str, sheet: str
     return True
 
 
-def parse_xlsx(data: bytes, filename: str) -> ParsedDocument:
+def parse_xlsx(data: bytes, filename: str, limits: ParseLimits | None = None) -> ParsedDocument:
+    import threading
+
     import duckdb
 
-    sheets = xlsx_sheets(data, filename)
+    limits = limits or ParseLimits()
+    sheets = xlsx_sheets(data, filename, limits)
     if not sheets:
         raise InputError(f"{filename}: the workbook has no worksheets")
     summaries: list[DataFileSummary] = []
@@ -223,6 +228,10 @@ def parse_xlsx(data: bytes, filename: str) -> ParsedDocument:
         path = Path(tmp) / "data.xlsx"
         path.write_bytes(data)
         con = connect()
+        # The parse deadline: DuckDB stops between vectors when interrupted (the sheets' size is bounded above).
+        timer = threading.Timer(limits.timeout_s, con.interrupt)
+        timer.daemon = True
+        timer.start()
         try:
             load_excel(con)
             for i, sheet in enumerate(sheets):
@@ -231,6 +240,11 @@ def parse_xlsx(data: bytes, filename: str) -> ParsedDocument:
                         skipped.append(sheet)
                         continue
                     summary = summarize_table(con, f"sheet_{i}", filename, "xlsx", sheet)
+                except duckdb.InterruptException:
+                    raise InputError(
+                        f"{filename}: parsing the XLSX took longer than {limits.timeout_s:g}s "
+                        "(RAGSTEP_PARSE_TIMEOUT_S); refused"
+                    ) from None
                 except duckdb.Error as exc:
                     raise InputError(f"{filename}: sheet {sheet!r} is not readable ({_first_line(exc)})") from exc
                 if summary.row_count:
@@ -238,5 +252,6 @@ def parse_xlsx(data: bytes, filename: str) -> ParsedDocument:
                 else:
                     skipped.append(sheet)
         finally:
+            timer.cancel()
             con.close()
     return _document(filename, "xlsx", summaries, skipped)

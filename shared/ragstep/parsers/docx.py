@@ -24,13 +24,13 @@ numbering at their position in the text, so a python-docx parser walks the same 
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from xml.etree.ElementTree import Element
 
 from ragstep.errors import InputError
 from ragstep.parsers import markdown as md
-from ragstep.parsers.base import ParsedDocument
+from ragstep.parsers.base import ParsedDocument, ParseLimits
 from ragstep.parsers.ooxml import attr, local, open_package, read_part, relationships
 
 _KIND = "DOCX"
@@ -59,6 +59,8 @@ class _Context:
     rels: dict[str, tuple[str, str, bool]]
     # numId -> ilvl -> (numFmt, start)
     numbering: dict[str, dict[int, tuple[str, int]]]
+    #: Raises once the file's parse deadline has passed (checked per block).
+    check_time: Callable[[], None]
     counters: dict[str, list[int]] = field(default_factory=dict)
 
 
@@ -298,6 +300,7 @@ def _render(ctx: _Context, body: Element) -> str:
     lists: list[int] = []  # indexes of list blocks
     in_list = False
     for element in _blocks(body):
+        ctx.check_time()
         if local(element.tag) == "tbl":
             in_list = False
             rows = [row for row in _table_rows(ctx, element) if any(cell.strip() for cell in row)]
@@ -342,9 +345,9 @@ def _target(rels: dict[str, tuple[str, str, bool]], kind: str, default: str) -> 
     return default
 
 
-def parse_docx(data: bytes, filename: str) -> ParsedDocument:
-
-    with open_package(data, filename, _KIND) as package:
+def parse_docx(data: bytes, filename: str, limits: ParseLimits | None = None) -> ParsedDocument:
+    """``limits``: the total inflated size and the parse time of this file (:mod:`ragstep.parsers.ooxml`)."""
+    with open_package(data, filename, _KIND, limits) as package:
         main = _target(relationships(package, "", filename, _KIND), "officeDocument", "word/document.xml")
         document = read_part(package, main, filename, _KIND)
         if document is None:
@@ -360,6 +363,7 @@ def parse_docx(data: bytes, filename: str) -> ParsedDocument:
             default_style=default,
             rels=rels,
             numbering=_numbering(read_part(package, _target(rels, "numbering", ""), filename, _KIND)),
+            check_time=package.check_time,
         )
         try:
             text = _render(ctx, body)

@@ -1,8 +1,10 @@
 """PDF text with pypdf (pure Python, 2 MB in the layer): one text stream, pages separated by :data:`PAGE_MARKER`.
 
 * Text comes in content-stream order, which is the reading order of nearly every generated PDF (word processors,
-  LaTeX, reportlab), page by page. Scanned pages have no text layer and contribute nothing (no OCR here); a PDF
-  without any text is an :class:`InputError` ("the document is empty").
+  LaTeX, reportlab), page by page. A page with no text layer, or a garbled one (:func:`~ragstep.parsers.ocr.garbled`),
+  is read by OCR from the images it draws (:mod:`ragstep.parsers.ocr`; page by page, so a mixed PDF keeps its text
+  pages as they are), wrapped in ``<!-- ocr page N -->`` markers; a PDF with no text even then is an
+  :class:`InputError` ("the document is empty").
 * Page breaks: ``\\n\\n<!-- page N -->\\n\\n`` before the text of page N, for every N >= 2 (also after a page
   without text, so the markers always count the pages). An HTML comment renders as nothing in Markdown and reads
   as plain text to the chunker.
@@ -25,12 +27,14 @@ from __future__ import annotations
 import io
 import math
 import re
+import shutil
 from dataclasses import dataclass
 from typing import Any
 
 from ragstep.errors import InputError
 from ragstep.parsers import markdown as md
 from ragstep.parsers.base import ParsedDocument
+from ragstep.parsers.ocr import INSTALL_HINT, OcrOptions, garbled, ocr_pdf_page, wrap
 
 PAGE_MARKER = "\n\n<!-- page {page} -->\n\n"
 # C0 controls other than tab and newline (pypdf passes some glyph codes through as controls).
@@ -178,7 +182,7 @@ def _aes_error(filename: str) -> InputError:
     )
 
 
-def parse_pdf(data: bytes, filename: str) -> ParsedDocument:
+def parse_pdf(data: bytes, filename: str, ocr: OcrOptions | None = None) -> ParsedDocument:
     from pypdf import PdfReader
     from pypdf.errors import DependencyError, FileNotDecryptedError
 
@@ -208,8 +212,24 @@ def parse_pdf(data: bytes, filename: str) -> ParsedDocument:
             raise _aes_error(filename) from exc
         except Exception as exc:
             raise InputError(f"{filename}: not a readable PDF (page {number + 1}: {_reason(exc)})") from exc
+    scanned = [n for n, t in enumerate(texts) if not _PLACEHOLDER_RE.sub("", t).strip() or garbled(t)]
+    options = ocr or OcrOptions()
+    can_read = options.enabled and shutil.which("tesseract") is not None
+    if scanned and can_read:
+        if len(scanned) > options.max_pages:
+            raise InputError(
+                f"{filename}: {len(scanned)} scanned pages is over the limit of {options.max_pages} "
+                "(RAGSTEP_OCR_MAX_PAGES)"
+            )
+        for n in scanned:
+            read = ocr_pdf_page(reader.pages[n], n + 1, filename, options)
+            if read:
+                texts[n] = wrap(read, n + 1)
     if not any(_PLACEHOLDER_RE.sub("", t).strip() for t in texts):
-        raise InputError(f"{filename}: the document is empty (no text layer; a scanned PDF needs OCR)")
+        if can_read:
+            raise InputError(f"{filename}: the document is empty (no text layer, and OCR found no text on its pages)")
+        why = "RAGSTEP_OCR_ENGINE=none turns OCR off" if not options.enabled else INSTALL_HINT
+        raise InputError(f"{filename}: the document is empty (no text layer; a scanned PDF needs OCR: {why})")
     text = texts[0] if texts else ""
     for number, page in enumerate(texts[1:], start=2):
         text += PAGE_MARKER.format(page=number) + page

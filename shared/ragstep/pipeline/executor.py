@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ragstep.errors import InputError, RagstepError
 from ragstep.models import RESULT_FIELDS, ErrorInfo, PipelineState, StreamEvent, TraceEvent
+from ragstep.models.profiles import DEGRADE_ORDER
 from ragstep.pipeline import transport
+from ragstep.pipeline.budget import Budget, skip_reason
 from ragstep.pipeline.definitions import (
     STREAM_STAGES,
     Map,
@@ -32,6 +34,7 @@ from ragstep.pipeline.definitions import (
     payload_limit,
 )
 from ragstep.pipeline.join import join_branches
+from ragstep.pipeline.recording import Recording, should_record
 
 if TYPE_CHECKING:
     from ragstep.context import Context
@@ -106,12 +109,32 @@ def stream_pipeline(
     if state.tenant_id != ctx.tenant_id:  # a state must never be served from another tenant's adapters
         raise InputError(f"the state belongs to tenant {state.tenant_id!r}, the context to {ctx.tenant_id!r}")
     pipe = get_pipeline(pipeline) if isinstance(pipeline, str) else pipeline
-    for step in pipe.steps:
-        if isinstance(step, Stream):
-            state = yield from _recorded(step.name, state, stream_stage(step.name, state, ctx))
-        else:
-            state = _run_step(step, state, ctx, check_transport)
+    budget = _budget_of(state)
+    recording = Recording(pipe.name) if should_record(state, ctx) else None
+    if recording is not None:
+        recording.add("start", state)  # type: ignore[arg-type]  # should_record: query states only
+    try:
+        for step in pipe.steps:
+            if isinstance(step, Stream):
+                state = yield from _recorded(step.name, state, stream_stage(step.name, state, ctx))
+            else:
+                state = _run_step(step, state, ctx, check_transport, budget)
+            if recording is not None:
+                recording.add(step.name, state)  # type: ignore[arg-type]
+    finally:
+        if recording is not None and len(recording.steps) > 1:
+            _save_recording(recording, state, ctx)
     return state
+
+
+def _save_recording(recording: Recording, state: Any, ctx: Context) -> None:
+    """Keep the record; a store that fails loses the record, never the request's answer."""
+    import logging
+
+    try:
+        recording.save(state, ctx)
+    except Exception:
+        logging.getLogger("ragstep.replay").exception("could not save the record of request %s", state.request_id)
 
 
 def _recorded(
@@ -124,14 +147,28 @@ def _recorded(
         raise
 
 
-def _run_step(step: Step, state: State, ctx: Context, check: bool) -> State:
+def _budget_of(state: Any) -> Budget | None:
+    budget_ms = getattr(state, "budget_ms", None)
+    return None if budget_ms is None else Budget(time.monotonic(), float(budget_ms))
+
+
+def _run_step(step: Step, state: State, ctx: Context, check: bool, budget: Budget | None = None) -> State:
     if isinstance(step, Parallel):
-        state = _run_parallel(step, state, ctx, check)
+        state = _run_parallel(step, state, ctx, check, budget)
     elif isinstance(step, Map):
         state = _run_map(step, state, ctx, check)
     else:
+        skipped = getattr(state, "skip_stages", None)
+        if skipped is not None:  # a query state: its profile and budget may leave this stage out
+            profile = str(getattr(state, "profile", ""))
+            row = skip_reason(step.name, profile, skipped, budget, ctx.clients.stage_timings)
+            if row is not None:
+                return state.with_trace(row)
         try:
+            started = time.perf_counter()
             state = run_stage(step.name, state, ctx)
+            if skipped is not None and step.name in DEGRADE_ORDER:
+                ctx.clients.stage_timings.observe(step.name, (time.perf_counter() - started) * 1000.0)
         except RagstepError as exc:
             info = ErrorInfo(stage=step.name, error=exc.code, message=exc.message)
             exc.state = state.model_copy(update={"error": info})
@@ -142,13 +179,13 @@ def _run_step(step: Step, state: State, ctx: Context, check: bool) -> State:
     return state
 
 
-def _run_parallel(step: Parallel, state: State, ctx: Context, check: bool) -> State:
+def _run_parallel(step: Parallel, state: State, ctx: Context, check: bool, budget: Budget | None) -> State:
     """The first branch runs in this thread, the others on the process's branch threads; then the join."""
 
     def branch(steps: tuple[Step, ...]) -> State:
         out = state
         for s in steps:
-            out = _run_step(s, out, ctx, check)
+            out = _run_step(s, out, ctx, check, budget)
         return out
 
     pool = ctx.clients.branch_executor

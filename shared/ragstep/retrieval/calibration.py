@@ -23,6 +23,11 @@ search stage's fusion already weighs those by the same evidence; at the fixed 0.
 the vector weight fusion takes off a query the embedding model found nothing close to, and the rerank stage ranked
 below its own candidates' order (msmarco-5k e5, msmarco-keywords; BENCHMARKS.md, "Fusion by each list's evidence").
 ``e`` = 1 is the fixed weights, and the total weight (0.9) is the same for every ``e``.
+
+``token_relative`` is the model-free reranker with the vectors of a model that declares no scale (a provider's
+``openai:`` / ``bedrock:`` model): its cosines are min-maxed over the candidates (the best 1, the worst 0), so a
+threshold on the score would cut the candidates the vectors rank last, whatever their cosine; no threshold applies
+and the fixed weights keep (there is no absolute evidence to scale them by).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from typing import Literal
 from ragstep.retrieval.fusion import VECTOR_EVIDENCE_POWER
 
 #: The score scales a reranker produces (module docstring).
-RerankScale = Literal["rerank_model", "token_vector", "token"]
+RerankScale = Literal["rerank_model", "token_vector", "token_relative", "token"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +69,8 @@ def rerank_calibration(
     known, e.g. a server-fused list) keeps the fixed weights."""
     if scale == "token":
         return RerankCalibration(scale, None, TOKEN_MODEL_WEIGHT, TOKEN_BASE_WEIGHT)
+    if scale == "token_relative":  # cosines min-maxed over the candidates: a cut on them would cut a rank, not a score
+        return RerankCalibration(scale, None, MODEL_WEIGHT, BASE_WEIGHT)
     if scale == "token_vector" and vector_evidence is not None and math.isfinite(vector_evidence):
         e = min(max(vector_evidence, 0.0), 1.0) ** VECTOR_EVIDENCE_POWER
         return RerankCalibration(scale, rerank_threshold, MODEL_WEIGHT * e, BASE_WEIGHT + MODEL_WEIGHT * (1.0 - e))

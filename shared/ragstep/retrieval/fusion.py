@@ -288,8 +288,12 @@ def fuse_absolute(
     pipeline on msmarco-5k more than it gained).
 
     ``vector_scale`` is the declared scale of the model whose cosines the vector list holds (calibrated cosines are
-    clipped to 0-1). Without it (``None``: the list merges several models' raw cosines) or without raw BM25 scores
-    (an index that reports none) there is no absolute scale to read, and :func:`fuse_adaptive` ranks instead. Keyword
+    clipped to 0-1). Without it (``None``: the list merges several models' raw cosines, or its model declares no
+    scale, as a provider's ``openai:`` / ``bedrock:`` model) or without raw BM25 scores (an index that reports none)
+    there is no absolute scale to read, and :func:`fuse_adaptive` ranks instead, on the vector list's min-max (its
+    cosines relative to one another: any affine scale ranks the same). Reading an undeclared model on MiniLM's scale
+    instead put e5's cosines (all ~0.8-0.9, a few hundredths apart) against BM25 relative to its best (0-1), and the
+    keywords decided (issue 32; BENCHMARKS.md, "Every set, before and after"). Keyword
     hits are read through their normalised score times the best hit's raw BM25, so hits an expansion pass put at the
     list's tail (scored on the first pass's scale) keep their place."""
     if not vector or not keyword:

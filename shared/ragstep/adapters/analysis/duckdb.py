@@ -14,12 +14,19 @@ autoinstall are off from the start (:func:`ragstep.parsers.data.connect`).
 
 Every query is checked first (:mod:`ragstep.adapters.analysis.guard`), then run under a wall-clock timeout: a timer
 interrupts the connection (``DuckDBPyConnection.interrupt``), so a cross join or an endless recursive CTE stops at
-the limit instead of holding the request. At most ``max_rows`` rows are fetched.
+the limit. At most ``max_rows`` rows are fetched.
+
+:class:`DuckDBSession` is that engine, in the process that holds it. What requests get from
+:meth:`DuckDBAnalysis.session` is a :class:`~ragstep.adapters.analysis.sandbox.SandboxSession`: the same engine in a
+session process of its own, each query in a process forked from it under hard address-space, CPU and wall-clock
+limits (DuckDB's ``memory_limit`` and ``interrupt`` do not bound its scalar list and string functions; the kernel
+does). See :mod:`ragstep.adapters.analysis.sandbox` for the mechanism and its cost per query.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 import threading
 import time
@@ -32,6 +39,7 @@ from ragstep.errors import RagstepError
 from ragstep.models.analysis import AnalysisError, DataTable, QueryResult
 
 if TYPE_CHECKING:
+    from ragstep.adapters.analysis.sandbox import ForkServer, SandboxSession
     from ragstep.settings import Settings
 
 #: Rows of each table shown to the model (WeKnora shows the schema; the issue asks for five sample rows).
@@ -196,11 +204,15 @@ class DuckDBSession:
         return check_sql(self._con, sql, self._tables)
 
     def query(self, sql: str) -> QueryResult:
+        """Check and run ``sql`` here, in this process (the sandbox's query process calls :meth:`run`)."""
+        return self.run(self.check(sql))
+
+    def run(self, checked: str) -> QueryResult:
+        """Run an already checked query under the interrupt timer and the row cap."""
         import duckdb
 
         if not self._locked:
             raise AnalysisError("failed", "the sandbox is not locked yet: call lock() after loading the files")
-        checked = self.check(sql)
         started = time.perf_counter()
         # The interrupt comes from another thread at the deadline; DuckDB checks for it while executing and fetching.
         timer = threading.Timer(self.timeout_s, self._con.interrupt)
@@ -234,7 +246,8 @@ class DuckDBSession:
 
 
 class DuckDBAnalysis:
-    """The :class:`~ragstep.ports.DataAnalysis` of this project: the limits, and a fresh sandbox per request."""
+    """The :class:`~ragstep.ports.DataAnalysis` of this project: the limits, and a fresh sandbox per request (a
+    session process from the process's fork server, started on the first request and reused)."""
 
     def __init__(self, *, memory_limit_mb: int = 256, timeout_s: float = 5.0, max_rows: int = 200) -> None:
         self.memory_limit_mb = memory_limit_mb
@@ -249,5 +262,37 @@ class DuckDBAnalysis:
             max_rows=settings.data_analysis_max_rows,
         )
 
-    def session(self) -> DuckDBSession:
-        return DuckDBSession(memory_limit_mb=self.memory_limit_mb, timeout_s=self.timeout_s, max_rows=self.max_rows)
+    def session(self) -> SandboxSession:
+        from ragstep.adapters.analysis.sandbox import SandboxSession
+
+        return SandboxSession(
+            _fork_server(), memory_limit_mb=self.memory_limit_mb, timeout_s=self.timeout_s, max_rows=self.max_rows
+        )
+
+
+@functools.cache
+def _fork_server() -> ForkServer:
+    """One fork server per process, whatever the number of adapters (tests build many): it holds no state of a
+    request (each session's limits travel with it), and each costs a Python process."""
+    from ragstep.adapters.analysis.sandbox import ForkServer
+
+    return ForkServer(f"{__name__}:serve_forks")
+
+
+def _engine(limits: dict[str, Any]) -> DuckDBSession:
+    return DuckDBSession(
+        memory_limit_mb=int(limits["memory_limit_mb"]),
+        timeout_s=float(limits["timeout_s"]),
+        max_rows=int(limits["max_rows"]),
+    )
+
+
+def serve_forks(fd: int) -> None:
+    """The fork server's entry point (:class:`~ragstep.adapters.analysis.sandbox.ForkServer` starts it): DuckDB, the
+    guard and the loaders imported once here, shared by every session process forked from it."""
+    import duckdb  # noqa: F401
+
+    import ragstep.parsers.data  # noqa: F401
+    from ragstep.adapters.analysis import sandbox
+
+    sandbox.serve_forks(fd, _engine)

@@ -151,7 +151,9 @@ def _check_table(node: dict[str, Any], ctes: frozenset[str], allowed: frozenset[
 
 def _check_function(node: dict[str, Any]) -> None:
     name = str(node.get("function_name", "")).lower()
-    if node.get("schema") or node.get("catalog"):
+    # The parser itself qualifies some built-ins with ``main`` (a list literal ``[1, 2]`` is ``main.list_value``):
+    # that is the default schema, where an unqualified name resolves anyway; any other schema or catalog is refused.
+    if node.get("schema") not in (None, "", "main") or node.get("catalog"):
         raise refused(f"function {name!r} is qualified with a schema or database")
     if name in ALLOWED_CURRENT:
         return

@@ -34,6 +34,7 @@ def make_chat_model(settings: Settings) -> ChatModel:
             api_key=key,
             timeout_s=settings.chat_timeout_s,
             max_retries=settings.chat_max_retries,
+            max_wait_s=settings.chat_max_wait_s,
         )
     if provider == "bedrock":
         from ragstep.adapters.chat.bedrock import BedrockChatModel

@@ -6,20 +6,27 @@ but only until the first answer token. Once a delta has been handed to the calle
 again (a replay would repeat text the reader already has); a stream that breaks after that is a
 :class:`~ragstep.errors.ProviderError`. Closing the delta iterator closes the HTTP response, so the provider stops
 generating for a reader that has gone. Under a request deadline (:mod:`ragstep.deadline`, set on AWS from the Lambda
-context) each attempt's timeout is at most the time left, and no retry starts that could not finish.
+context) each attempt's timeout is at most the time left, and no retry starts that could not finish. The same holds
+for ``max_wait_s`` (``RAGSTEP_CHAT_MAX_WAIT_S``): the total wait for the answer to start, across every attempt and
+backoff, so a hung model costs that long at most, not ``timeout x attempts``.
+
+A provider's error body and URL are logged (credentials masked), never put in the error, which reaches users: it
+says which model failed and how (:func:`ragstep.adapters._http.provider_failure`). A prompt larger than the
+server's context window is recognised and named as such, with the setting that fixes it.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ragstep import __version__, deadline
-from ragstep.adapters._http import display_url, one_line, retry_after_s
+from ragstep.adapters._http import log_detail, provider_failure, retry_after_s, status_class
 from ragstep.errors import ProviderError
 from ragstep.ports import ChatDelta, ChatGrounding, ChatMessage, ChatOptions, ChatResponse, ChatUsage
 
@@ -28,6 +35,18 @@ if TYPE_CHECKING:
 
 #: Connecting never waits longer than this, whatever the read timeout (a dead host should fail fast).
 CONNECT_TIMEOUT_S = 10.0
+#: What a server says when the prompt does not fit its context window: llama.cpp ("exceeds the available context
+#: size"), OpenAI / vLLM ("maximum context length", ``context_length_exceeded``), Ollama and others ("context window",
+#: "context length").
+_CONTEXT_OVERFLOW = re.compile(
+    r"context[_ ](?:length|window|size)|exceeds? the (?:available )?context|maximum context|too many tokens|"
+    r"prompt is too long|input is too long",
+    re.IGNORECASE,
+)
+CONTEXT_WINDOW_HINT = (
+    ": the prompt does not fit the model's context window; set RAGSTEP_CHAT_CONTEXT_WINDOW to the server's context "
+    "size (in tokens) so ragstep sends fewer passages and history rounds"
+)
 
 
 class _Retryable(Exception):
@@ -94,6 +113,7 @@ class OpenAIChatModel:
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 20.0,
         provider: str = "openai",
+        max_wait_s: float | None = None,
     ) -> None:
         if not model:
             raise ProviderError(f"no chat model configured for {provider}; set RAGSTEP_CHAT_MODEL")
@@ -101,6 +121,8 @@ class OpenAIChatModel:
         self.name = f"{provider}:{model}"
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.timeout_s = timeout_s
+        #: The longest the answer may take to start, all attempts and backoffs together (None: unbounded).
+        self.max_wait_s = max_wait_s
         self._api_key = api_key or None
         self._max_retries = max_retries
         self._backoff_base_s = backoff_base_s
@@ -110,24 +132,24 @@ class OpenAIChatModel:
 
     @property
     def source(self) -> str:
-        """How messages name this model: the provider, the model and the URL (never the key)."""
-        return f"chat model {self.name} at {display_url(self.url)}"
+        """How messages name this model: the provider and the model (never the URL or the key: they reach users)."""
+        return f"chat model {self.name}"
 
     # -- the port --------------------------------------------------------------------------------------------
 
     def complete(
         self, messages: Sequence[ChatMessage], options: ChatOptions, grounding: ChatGrounding | None = None
     ) -> ChatResponse:
-        response = self._open(self._payload(messages, options, stream=False), stream=False)
+        response = self._open(self._payload(messages, options, stream=False), stream=False, until=self._until())
         try:
             data = response.json()
         except ValueError as exc:
-            raise ProviderError(
-                f"{self.source} answered with a body that is not JSON: {one_line(response.text)}"
-            ) from exc
+            log_detail(self.source, self.url, "answered a body that is not JSON", response.text)
+            raise ProviderError(f"{self.source} answered with a body that is not JSON") from exc
         choices = data.get("choices") if isinstance(data, dict) else None
         if not choices or not isinstance(choices[0], dict):
-            raise ProviderError(f"{self.source} answered without choices: {one_line(response.text)}")
+            log_detail(self.source, self.url, "answered without choices", response.text)
+            raise ProviderError(f"{self.source} answered without choices")
         message = choices[0].get("message") or {}
         return ChatResponse(
             content=str(message.get("content") or ""),
@@ -144,8 +166,9 @@ class OpenAIChatModel:
 
         payload = self._payload(messages, options, stream=True)
         attempts = self._max_retries + 1
+        until = self._until()
         for attempt in range(attempts):
-            response = self._open(payload, stream=True)
+            response = self._open(payload, stream=True, until=until)
             started = False  # a delta reached the caller: from here on, never retry
             finished = False
             try:
@@ -164,10 +187,10 @@ class OpenAIChatModel:
                         yield delta
             except (httpx.TransportError, httpx.StreamError) as exc:
                 delay = self._delay_s(attempt, None)
-                if started or attempt + 1 >= attempts or not deadline.may_retry(delay):
-                    raise ProviderError(
-                        f"{self.source}: the answer stream broke off ({type(exc).__name__}: {one_line(str(exc), 120)})"
-                    ) from exc
+                if started or attempt + 1 >= attempts or not self._may_retry(delay, until):
+                    log_detail(self.source, self.url, "stream broke off", f"{type(exc).__name__}: {exc}")
+                    what = "timed out" if isinstance(exc, httpx.TimeoutException) else "broke off"
+                    raise ProviderError(f"{self.source}: the answer stream {what} ({type(exc).__name__})") from exc
                 time.sleep(delay)
                 continue
             finally:
@@ -211,58 +234,90 @@ class OpenAIChatModel:
                 self._client = httpx.Client(timeout=timeout, headers=headers)
             return self._client
 
-    def _open(self, payload: dict[str, Any], *, stream: bool) -> httpx.Response:
-        """A successful response (headers read; the body still unread when ``stream``), after retries."""
+    def _until(self) -> float | None:
+        """The monotonic instant the answer must have started by (None: no bound)."""
+        return None if self.max_wait_s is None else time.monotonic() + self.max_wait_s
+
+    def _waited_out(self, attempt: int, last: str) -> ProviderError:
+        plural = "s" if attempt != 1 else ""
+        return ProviderError(
+            f"{self.source} gave no answer within {self.max_wait_s:g}s ({attempt} attempt{plural}"
+            f"{f', last: {last}' if last else ''}); RAGSTEP_CHAT_MAX_WAIT_S bounds the wait"
+        )
+
+    def _may_retry(self, delay: float, until: float | None) -> bool:
+        """Whether sleeping ``delay`` and one more minimal attempt still fit the request's deadline and the wait."""
+        fits_wait = until is None or time.monotonic() + delay + deadline.MIN_ATTEMPT_S <= until
+        return fits_wait and deadline.may_retry(delay)
+
+    def _open(self, payload: dict[str, Any], *, stream: bool, until: float | None = None) -> httpx.Response:
+        """A successful response (headers read; the body still unread when ``stream``), after retries, started
+        before ``until`` (monotonic)."""
         attempts = self._max_retries + 1
         last = ""
         for attempt in range(attempts):
             try:
-                return self._attempt(payload, stream, attempt, last)
+                return self._attempt(payload, stream, attempt, last, until)
             except _Retryable as exc:
                 last = str(exc)
                 if attempt + 1 < attempts:
                     delay = self._delay_s(attempt, exc.retry_after)
                     if not deadline.may_retry(delay):  # the retry could not finish before the caller's time is up
                         raise ProviderError(f"{self.source} {deadline.out_of_time(attempt + 1)}; last: {last}") from exc
+                    if not self._may_retry(delay, until):
+                        raise self._waited_out(attempt + 1, last) from exc
                     time.sleep(delay)
         plural = "s" if attempts != 1 else ""
         raise ProviderError(f"{self.source} failed after {attempts} attempt{plural}: {last}")
 
-    def _attempt(self, payload: dict[str, Any], stream: bool, attempt: int = 0, last: str = "") -> httpx.Response:
+    def _attempt(
+        self, payload: dict[str, Any], stream: bool, attempt: int = 0, last: str = "", until: float | None = None
+    ) -> httpx.Response:
         import httpx
 
-        # Never longer than the request's deadline allows (ragstep.deadline; no deadline = the configured timeout).
+        # Never longer than the request's deadline allows (ragstep.deadline; no deadline = the configured timeout),
+        # nor than what is left of the total wait.
         timeout_s = deadline.attempt_timeout(self.timeout_s)
         if timeout_s is None:
             raise ProviderError(f"{self.source} {deadline.out_of_time(attempt)}{f'; last: {last}' if last else ''}")
+        if until is not None:
+            left = until - time.monotonic()
+            if left < deadline.MIN_ATTEMPT_S:
+                raise self._waited_out(attempt, last)
+            timeout_s = min(timeout_s, left)
         timeout = httpx.Timeout(timeout_s, connect=min(CONNECT_TIMEOUT_S, timeout_s))
         client = self._http()
         try:
             request = client.build_request("POST", self.url, json=payload, timeout=timeout)
             response = client.send(request, stream=stream)
         except httpx.TimeoutException as exc:
-            raise _Retryable(f"timed out after {timeout_s:g}s ({type(exc).__name__})") from exc
+            raise _Retryable(f"timed out after {timeout_s:.3g}s ({type(exc).__name__})") from exc
         except httpx.ConnectError as exc:
-            raise _Retryable(f"unreachable ({one_line(str(exc), 120)})") from exc
+            log_detail(self.source, self.url, "unreachable", str(exc))
+            raise _Retryable("unreachable (check RAGSTEP_CHAT_BASE_URL)") from exc
         except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
-            raise _Retryable(f"connection failed ({type(exc).__name__}: {one_line(str(exc), 120)})") from exc
+            log_detail(self.source, self.url, "connection failed", f"{type(exc).__name__}: {exc}")
+            raise _Retryable(f"connection failed ({type(exc).__name__})") from exc
         except httpx.HTTPError as exc:  # bad URL, proxy misconfiguration: retrying cannot help
-            raise ProviderError(f"{self.source}: request failed: {type(exc).__name__}: {exc}") from exc
+            log_detail(self.source, self.url, "request failed", f"{type(exc).__name__}: {exc}")
+            what = f"request failed ({type(exc).__name__}); check RAGSTEP_CHAT_BASE_URL"
+            raise ProviderError(f"{self.source}: {what}") from exc
         if response.is_success:
             return response
         try:
-            body = one_line(response.read().decode("utf-8", "replace")) or "(empty body)"
+            body = response.read().decode("utf-8", "replace")
         except httpx.HTTPError:
             body = "(body unreadable)"
         finally:
             response.close()
         status = response.status_code
         if status == 429 or status >= 500:
-            raise _Retryable(f"HTTP {status}: {body}", retry_after_s(response.headers))
+            provider_failure(self.source, self.url, status, body)  # logged; the retry decides what the user sees
+            raise _Retryable(f"HTTP {status} ({status_class(status)})", retry_after_s(response.headers))
         hint = " (check RAGSTEP_CHAT_API_KEY)" if status in (401, 403) else ""
-        if status == 400 and "context" in body.lower() and ("length" in body.lower() or "window" in body.lower()):
-            hint = " (the prompt exceeds the model's context window: lower rerank_top_k or chat max_rounds)"
-        raise ProviderError(f"{self.source} rejected the request: HTTP {status}: {body}{hint}")
+        if status in (400, 413, 422) and _CONTEXT_OVERFLOW.search(body):
+            hint = CONTEXT_WINDOW_HINT
+        raise provider_failure(self.source, self.url, status, body, hint=hint)
 
     def _delay_s(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:

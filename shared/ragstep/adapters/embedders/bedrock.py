@@ -110,7 +110,8 @@ class BedrockEmbedder:
         return self._boto.get()
 
     def _source(self) -> str:
-        return f"Bedrock model {self.model} at {self._bedrock().meta.endpoint_url}"
+        # The region, not the endpoint: the message reaches users, and a VPC or custom endpoint is internal.
+        return f"Bedrock model {self.model} in {self._bedrock().meta.region_name}"
 
     def _invoke(self, body: dict[str, Any]) -> dict[str, Any]:
         from botocore.exceptions import BotoCoreError, ClientError

@@ -42,6 +42,12 @@ E5_SCORE_SCALE = ScoreScale(zero=0.77, span=0.2)
 # The texts of one engine call: the engine holds a whole batch's activations at once, so an ingest of thousands of
 # chunks is embedded in slices of bounded memory (larger slices are no faster: the engine is parallel per text).
 BATCH = 32
+# What an ingest hands the engine per call (InProcessEmbedder): the engine packs a batch's texts end to end, with no
+# padding, and parallelises inside each matrix product, so the batch size moves its throughput little (on msmarco
+# passages, same run: 1.2, 1.5, 1.8 and 1.5 passages/s for 1, 8, 32 and 128 texts a call, +-30% between rounds;
+# BENCHMARKS.md, "Ingest at the speed of the machine"). 16 keeps one call around a second on an idle 2-core machine:
+# the progress line moves, and a Ctrl-C'd ingest exits as soon as the call in flight returns.
+ENGINE_BATCH = 16
 
 
 @functools.cache
@@ -88,6 +94,7 @@ class LocalEmbedder:
     """
 
     score_scale = E5_SCORE_SCALE
+    engine_batch_size = ENGINE_BATCH
 
     def __init__(self, model: str = DEFAULT_LOCAL_MODEL, *, batch_size: int = BATCH) -> None:
         model = model.strip().lower()

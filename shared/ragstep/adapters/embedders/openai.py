@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ragstep.adapters._http import JSONEndpoint, display_url, one_line
+from ragstep.adapters._http import JSONEndpoint, one_line
 from ragstep.adapters.embedders._vectors import check_texts, unit_rows
 from ragstep.errors import InputError, ProviderError
 
@@ -46,7 +46,7 @@ class OpenAIEmbedder:
         self._batch_size = batch_size
         # Learned from the first answer when not configured; later answers must match (one vector space).
         self._dim: int | None = dimensions
-        self._source = f"embedding provider {display_url(self.url)} (model {self.model})"
+        self._source = f"embedding provider openai (model {self.model})"  # no URL: the message reaches users
         self._endpoint = JSONEndpoint(
             self.url,
             source=self._source,

@@ -73,6 +73,7 @@ from ragstep.errors import ConflictError, InputError, StorageError
 from ragstep.models import Chunk
 from ragstep.ports import Hit, IndexStats, SearchFilter
 from ragstep.retrieval import ivf
+from ragstep.retrieval.background import Background, Backgrounds
 from ragstep.retrieval.bm25 import BM25_B, BM25_K1, Bm25Stats, idf, length_norms, term_scores
 from ragstep.retrieval.quantize import approx_scores, candidates_wanted
 from ragstep.retrieval.text import tokenize
@@ -137,6 +138,7 @@ class LocalSearchIndex:
         self._storage = vector_storage
         self._rescore = rescore_factor
         self._ivf_min_rows = ivf_min_rows
+        self._backgrounds = Backgrounds()
         #: Snapshots built from SQLite by this object (a snapshot mapped from disk is not counted).
         self.snapshot_builds = 0
         self._pool: ThreadPoolExecutor | None = None
@@ -349,6 +351,10 @@ class LocalSearchIndex:
             if t is not None:
                 df[term] = scope.df(snap.post_rows[snap.indptr[t] : snap.indptr[t + 1]], snap.kb.codes)
         return Bm25Stats(scope.docs, snap.kb_tokens(scope.codes), df)
+
+    def vector_background(self, space: str, flt: SearchFilter) -> Background | None:
+        """Where a query's cosines sit among ``flt``'s vectors (:class:`~ragstep.retrieval.background.Backgrounds`)."""
+        return self._backgrounds.of(self.snapshot(), space, flt)
 
     def vector_search(
         self, vector: np.ndarray, space: str, flt: SearchFilter, top_k: int, threshold: float

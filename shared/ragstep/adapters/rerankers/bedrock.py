@@ -80,7 +80,8 @@ class BedrockReranker:
     # -- internals -------------------------------------------------------------------------------------------
 
     def _source(self) -> str:
-        return f"Bedrock rerank model {self.model} at {self._boto.get().meta.endpoint_url}"
+        # The region, not the endpoint: the message reaches users, and a VPC or custom endpoint is internal.
+        return f"Bedrock rerank model {self.model} in {self._boto.get().meta.region_name}"
 
     def _rerank_batch(self, query: str, batch: list[str]) -> list[tuple[int, float]]:
         from botocore.exceptions import BotoCoreError, ClientError

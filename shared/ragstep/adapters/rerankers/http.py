@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragstep.adapters._http import JSONEndpoint, display_url, one_line
+from ragstep.adapters._http import JSONEndpoint, one_line
 from ragstep.adapters.rerankers._batches import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_DOCUMENTS,
@@ -75,7 +75,7 @@ class HttpReranker:
         check_limits("HttpReranker", self._batch, max_chars, timeout_s, max_retries)
         self.url = (url or "").strip() or DEFAULT_URLS[self.flavour]
         self.name = f"{self.flavour}:{self.model}" if self.model else self.flavour
-        model_part = f", model {self.model}" if self.model else ""
+        model_part = f" (model {self.model})" if self.model else ""
         self._endpoint = JSONEndpoint(
             self.url,
             timeout_s=timeout_s,
@@ -83,7 +83,7 @@ class HttpReranker:
             backoff_base_s=backoff_base_s,
             backoff_max_s=backoff_max_s,
             api_key=api_key,
-            source=f"rerank provider {display_url(self.url)} ({self.flavour}{model_part})",
+            source=f"rerank provider {self.flavour}{model_part}",  # no URL: the message reaches users
         )
 
     def rerank(self, query: str, documents: Sequence[str]) -> list[float]:

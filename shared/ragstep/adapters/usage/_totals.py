@@ -9,7 +9,9 @@ from ragstep.models.tenancy import UsagePeriod, UsageRecord, UsageRow
 
 PERIODS: tuple[UsagePeriod, ...] = ("day", "month")
 #: The counted fields of a :class:`UsageRow`, in the order the stores keep them.
-COUNTERS = ("requests", "errors", "results", "prompt_tokens", "completion_tokens", "duration_ms")
+COUNTERS = ("requests", "errors", "results", "prompt_tokens", "completion_tokens", "duration_ms", "cost_usd")
+#: The counters that hold fractions (the others are whole numbers).
+FRACTIONAL = frozenset({"duration_ms", "cost_usd"})
 
 
 def period_of(instant: float, period: UsagePeriod) -> str:
@@ -30,4 +32,5 @@ def fold(records: Iterable[UsageRecord]) -> dict[tuple[str, UsagePeriod, str], U
             row.prompt_tokens += record.prompt_tokens
             row.completion_tokens += record.completion_tokens
             row.duration_ms = round(row.duration_ms + record.duration_ms, 3)
+            row.cost_usd = round(row.cost_usd + record.cost_usd, 10)
     return rows

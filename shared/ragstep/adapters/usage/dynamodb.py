@@ -11,7 +11,10 @@ Query over a key range. Raw records expire after ``ttl_seconds`` (DynamoDB's TTL
 The day and month counters (``UsageStore.totals``) live in the same table, never expiring::
 
     tenant_id (S, HASH) | sk (S, RANGE) = "#day#2026-11-23" or "#month#2026-11"
-    requests, errors, results, prompt_tokens, completion_tokens, duration_ms (N)
+    requests, errors, results, prompt_tokens, completion_tokens, duration_ms, cost_usd (N)
+
+(A counter from before ``cost_usd`` existed lacks it and reads as 0, which is what its records cost: they carry none;
+the first ``ADD`` creates it.)
 
 ``#`` sorts before every hex digit, so no range of record keys ever reaches a counter. Each record is written in one
 transaction with the ``ADD`` to its day's and month's counters, on the condition that it is not stored yet: the
@@ -26,7 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ragstep.adapters._dynamodb import DynamoTable, number, sortable_float
-from ragstep.adapters.usage._totals import COUNTERS, fold
+from ragstep.adapters.usage._totals import COUNTERS, FRACTIONAL, fold
 from ragstep.models.tenancy import UsagePeriod, UsageRecord, UsageRow
 
 USAGE_TABLE_SETTING = "RAGSTEP_USAGE_TABLE"
@@ -93,7 +96,7 @@ class DynamoUsageStore:
         return [
             UsageRow(
                 group=item["sk"]["S"].removeprefix(f"#{period}#"),
-                **{c: float(item[c]["N"]) if c == "duration_ms" else int(item[c]["N"]) for c in COUNTERS},
+                **{c: _counter(item, c) for c in COUNTERS},
             )
             for item in items
         ]
@@ -108,3 +111,8 @@ class DynamoUsageStore:
             },
         )
         return [UsageRecord.model_validate_json(item["doc"]["S"]) for item in items]
+
+
+def _counter(item: dict[str, Any], name: str) -> float | int:
+    text = item[name]["N"] if name in item else "0"
+    return float(text) if name in FRACTIONAL else int(text)

@@ -1,8 +1,10 @@
 """Usage records in one SQLite file (``<data dir>/usage.sqlite``): the embedded :class:`ragstep.ports.UsageStore`.
 
-Next to the raw records, ``usage_totals`` counts each tenant's requests, errors, results, tokens and time per UTC day
-and month, updated in the same transaction as the records it counts (a record written again, by id, is not counted
-twice). A file from before the counters existed has them filled from its records once, when it is opened.
+Next to the raw records, ``usage_totals`` counts each tenant's requests, errors, results, tokens, time and estimated
+cost per UTC day and month, updated in the same transaction as the records it counts (a record written again, by id,
+is not counted twice). A file from before the counters existed has them filled from its records once, when it is
+opened; one from before the cost counter (``cost_usd``) gets the column, at 0, which is what its records cost (they
+carry none).
 """
 
 from __future__ import annotations
@@ -33,12 +35,14 @@ CREATE TABLE IF NOT EXISTS usage_totals (
     prompt_tokens INTEGER NOT NULL,
     completion_tokens INTEGER NOT NULL,
     duration_ms REAL NOT NULL,
+    cost_usd REAL NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant_id, period, start)
 );
 """
 _ADD = ", ".join(f"{c} = {c} + excluded.{c}" for c in COUNTERS)
 _UPSERT = (
-    f"INSERT INTO usage_totals (tenant_id, period, start, {', '.join(COUNTERS)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    f"INSERT INTO usage_totals (tenant_id, period, start, {', '.join(COUNTERS)}) "
+    f"VALUES (?, ?, ?, {', '.join('?' for _ in COUNTERS)}) "
     f"ON CONFLICT (tenant_id, period, start) DO UPDATE SET {_ADD}"
 )
 
@@ -46,7 +50,22 @@ _UPSERT = (
 class SqliteUsageStore:
     def __init__(self, path: Path) -> None:
         self._db = SqliteDatabase(path, _SCHEMA)
+        self._add_cost_column()
         self._fill_totals()
+
+    def _add_cost_column(self) -> None:
+        """Migrate a file written before the counters had ``cost_usd`` (``CREATE TABLE IF NOT EXISTS`` keeps the
+        old table as it was)."""
+
+        def missing(conn: sqlite3.Connection) -> bool:
+            return "cost_usd" not in {row[1] for row in conn.execute("PRAGMA table_info(usage_totals)")}
+
+        with self._db.read() as conn:
+            if not missing(conn):
+                return
+        with self._db.write() as conn:
+            if missing(conn):  # another process may have migrated it meanwhile
+                conn.execute("ALTER TABLE usage_totals ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0")
 
     def _fill_totals(self) -> None:
         """Count the records of a file written before the counters existed (once: then they are never empty)."""

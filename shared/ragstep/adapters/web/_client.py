@@ -3,7 +3,7 @@
 Web search runs inside a user's request beside the knowledge-base search, so it is not retried: a slow or failing
 engine costs at most ``timeout_s`` (less when the request's deadline is closer: :mod:`ragstep.deadline`) and the
 search goes on without it (a ``degrade`` row). Every failure is a :class:`~ragstep.errors.ProviderError` whose message
-names the engine and shows no query string (API keys travel there).
+names the engine and the kind of failure, never the engine's URL or body (logged instead, credentials masked).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ragstep import __version__, deadline
-from ragstep.adapters._http import _LazyClient, display_url, one_line
+from ragstep.adapters._http import _LazyClient, log_detail, provider_failure
 from ragstep.errors import ProviderError
 
 if TYPE_CHECKING:
@@ -40,20 +40,16 @@ class WebClient(_LazyClient):
         # Never longer than the request's deadline allows (ragstep.deadline; no deadline = the configured timeout).
         timeout_s = deadline.attempt_timeout(self.timeout_s)
         if timeout_s is None:
-            raise ProviderError(f"{self.source} ({display_url(url)}) {deadline.out_of_time(0)}")
+            raise ProviderError(f"{self.source} {deadline.out_of_time(0)}")
         try:
             response = client.request(method, url, params=params, json=json, data=data, timeout=timeout_s)
         except httpx.TimeoutException:
-            raise ProviderError(f"{self.source} timed out after {timeout_s:g}s ({display_url(url)})") from None
+            raise ProviderError(f"{self.source} timed out after {timeout_s:g}s") from None
         except httpx.HTTPError as exc:
-            raise ProviderError(
-                f"{self.source} request failed ({display_url(url)}): {type(exc).__name__}: {one_line(str(exc), 120)}"
-            ) from None
+            log_detail(self.source, url, "request failed", f"{type(exc).__name__}: {exc}")
+            raise ProviderError(f"{self.source} is unreachable ({type(exc).__name__})") from None
         if not response.is_success:
-            raise ProviderError(
-                f"{self.source} answered HTTP {response.status_code} ({display_url(url)}): "
-                f"{one_line(response.text) or '(empty body)'}"
-            )
+            raise provider_failure(self.source, url, response.status_code, response.text)
         return response
 
     def get_json(self, url: str, params: dict[str, Any]) -> Any:
@@ -63,10 +59,8 @@ class WebClient(_LazyClient):
         try:
             return response.json()
         except ValueError:
-            raise ProviderError(
-                f"{self.source} answered a body that is not JSON ({display_url(str(response.url))}): "
-                f"{one_line(response.text)}"
-            ) from None
+            log_detail(self.source, str(response.url), "answered a body that is not JSON", response.text)
+            raise ProviderError(f"{self.source} answered a body that is not JSON") from None
 
 
 def text_of(value: Any) -> str:

@@ -102,9 +102,9 @@ def run_request(request: RetrievalEventRequest, ctx: Context) -> dict[str, Any]:
             references = list(state.chat.references) or context_results(state)
             payload = {"answer": state.chat.answer, "references": [r.model_dump(mode="json") for r in references]}
     except RagstepError as exc:
-        return {**base, "status": "failed", "error": {"type": type(exc).__name__, "message": exc.message}}
+        return {**base, "status": "failed", "error": {"type": exc.code, "message": exc.message}}
     except ValidationError as exc:
-        return {**base, "status": "failed", "error": {"type": "InputError", "message": _message(exc)}}
+        return {**base, "status": "failed", "error": {"type": InputError.code, "message": _message(exc)}}
     return {**base, "status": "succeeded", **payload, "trace": trace_summary(state)}
 
 

@@ -53,9 +53,10 @@ def _unauthorized() -> Reply:
 
 def bot_user_ids(envelope: Mapping[str, Any]) -> set[str]:
     """The bot users this app is installed as (Slack lists them in ``authorizations``)."""
+    authorizations = envelope.get("authorizations")
     return {
         str(a.get("user_id"))
-        for a in envelope.get("authorizations") or ()
+        for a in (authorizations if isinstance(authorizations, list) else ())
         if isinstance(a, Mapping) and a.get("is_bot") and a.get("user_id")
     }
 
@@ -130,8 +131,8 @@ class SlackIntake:
             return _unauthorized()
         try:
             envelope = json.loads(body)
-        except ValueError:
-            return Reply(400, {"error": "invalid_request", "message": "the body is not JSON"})
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the decoder goes
+            return Reply(400, {"error": "invalid_request", "message": "the body is not JSON (or is nested too deep)"})
         if not isinstance(envelope, dict):
             return Reply(400, {"error": "invalid_request", "message": "the body is not a JSON object"})
         kind = envelope.get("type")

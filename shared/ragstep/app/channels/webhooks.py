@@ -16,6 +16,7 @@ answer (sync) or nothing more (callback).
 from __future__ import annotations
 
 import json
+import secrets
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from pydantic import Field, ValidationError
 
 from ragstep.app.channels.slack_worker import ensure_session
 from ragstep.context import Clients
-from ragstep.errors import InputError, RagstepError, UnauthorizedError
+from ragstep.errors import ConflictError, InputError, RagstepError, UnauthorizedError
 from ragstep.models.base import _Model
 from ragstep.settings import resolve_secret
 from ragstep.signing import hmac_request_ok
@@ -33,6 +34,20 @@ from ragstep.signing import hmac_request_ok
 #: Messages are remembered this long per integration and message id.
 DEDUPE_TTL_S = 24 * 3600
 LOCAL_BUDGET_MS = 120_000
+#: How long a concurrent duplicate is told to wait before asking again (the first delivery is still answering).
+IN_PROGRESS_RETRY_S = 5
+_NO_SECRET = secrets.token_hex(32)
+
+
+class MessageInProgress(ConflictError):
+    """The same message id is being answered by another delivery right now: 409 with ``Retry-After``; asked again
+    after it, the recorded answer comes back."""
+
+    code = "in_progress"
+
+    def __init__(self, message: str, retry_after: int = IN_PROGRESS_RETRY_S) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class WebhookMessage(_Model):
@@ -97,7 +112,9 @@ class Webhooks:
         or missing signature (the same answer for both: the caller learns no integration names)."""
         settings = self.clients.settings
         integration = integrations(settings.webhook_integrations, settings.secrets_max_age_s).get(name)
-        if integration is None or not hmac_request_ok(integration.secret, timestamp, body, signature, time.time()):
+        # An unknown integration is checked against a secret nobody has: the same work and answer as a bad signature.
+        secret = integration.secret if integration is not None else _NO_SECRET
+        if not hmac_request_ok(secret, timestamp, body, signature, time.time()) or integration is None:
             raise UnauthorizedError("invalid, stale or missing X-Ragstep-Signature for this integration")
         try:
             return WebhookMessage.model_validate_json(body)
@@ -148,7 +165,7 @@ class Webhooks:
         try:
             state = run_chat(request, ctx)
         except RagstepError as exc:
-            reply["error"] = {"type": type(exc).__name__, "message": exc.message}
+            reply["error"] = {"type": exc.code, "message": exc.message}
         else:
             references = list(state.chat.references) or context_results(state)
             reply["answer"] = state.chat.answer
@@ -164,6 +181,14 @@ class Webhooks:
 
         once, config = self._answer_once()
         config.register_lambda_context(lambda_context if lambda_context is not None else LocalDeadline(LOCAL_BUDGET_MS))
+        from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
+
         job = {"integration": name, **message.model_dump()}
-        result: dict[str, Any] = once(job=job)
+        try:
+            result: dict[str, Any] = once(job=job)
+        except IdempotencyAlreadyInProgressError:
+            raise MessageInProgress(
+                f"message {message.message_id!r} is being answered by another delivery; "
+                f"send it again after {IN_PROGRESS_RETRY_S} s for its answer"
+            ) from None
         return result

@@ -15,12 +15,19 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ragstep.entry.aws.runtime import get_clients, metrics, warm_up, with_lambda_context
+from ragstep.entry.aws.runtime import get_clients, logger, metrics, warm_up, with_lambda_context
 
 if TYPE_CHECKING:
     from ragstep.context import Clients
 
 _lock = threading.Lock()
+#: The answer to an event that is no API Gateway HTTP API request: the API's error shape, status 400.
+NOT_AN_HTTP_EVENT: dict[str, Any] = {
+    "statusCode": 400,
+    "headers": {"content-type": "application/json"},
+    "body": '{"error": "invalid_input", "message": "not an API Gateway HTTP API (payload format 2.0) request"}',
+    "isBase64Encoded": False,
+}
 # The Mangum app and the clients it was built on: a new Clients object (reset, rotated secret) means a new app.
 _app: tuple[Clients, Any] | None = None
 
@@ -48,7 +55,13 @@ def _serve_api(event: Any, context: Any) -> dict[str, Any]:
 
     started = time.perf_counter()
     clients = get_clients()
-    response = _mangum(clients)(event, context)
+    try:
+        response = _mangum(clients)(event, context)
+    except Exception as exc:
+        # Mangum answers whatever the app raises with a 500 itself: what escapes it is an event it cannot read (not a
+        # dict, headers that are no mapping, a body that is not valid base64 ...).
+        logger().warning("not an HTTP API (payload 2.0) event: %s", type(exc).__name__)
+        response = NOT_AN_HTTP_EVENT
     status = int(response.get("statusCode") or 0) if isinstance(response, dict) else 0
     m = metrics()
     m.add_dimension(name="executor", value=clients.settings.executor)

@@ -32,13 +32,16 @@ if TYPE_CHECKING:
 DENY: dict[str, Any] = {"isAuthorized": False}
 
 
-def headers_of(event: Mapping[str, Any]) -> dict[str, str]:
-    """The request's headers with lower-case names (payload 2.0 gives them so; a test event may not)."""
-    headers = event.get("headers") or {}
-    return {str(k).lower(): str(v) for k, v in headers.items() if v is not None}
+def headers_of(event: Any) -> dict[str, str]:
+    """The request's headers with lower-case names (payload 2.0 gives them so; a test event may not); none when the
+    event or its headers are not a mapping (such a request is denied: it presents no key)."""
+    headers = event.get("headers") if isinstance(event, Mapping) else None
+    if not isinstance(headers, Mapping):
+        return {}
+    return {str(k).lower(): str(v) for k, v in headers.items() if isinstance(v, str)}
 
 
-def authorize(event: Mapping[str, Any], clients: Clients, now: float | None = None) -> dict[str, Any]:
+def authorize(event: Any, clients: Clients, now: float | None = None) -> dict[str, Any]:
     """The simple response for ``event``: authorized with the key's tenant, prefix and scopes, or not."""
     from ragstep.app.keys import presented_key, verify_key
     from ragstep.errors import UnauthorizedError

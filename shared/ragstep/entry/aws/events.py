@@ -90,8 +90,9 @@ def ingest_state_from_s3_event(event: dict[str, Any], clients: Clients) -> Inges
     from ragstep.models import DEFAULT_TENANT
 
     detail = event["detail"]
-    bucket = str((detail.get("bucket") or {}).get("name") or "")
-    obj = detail.get("object") or {}
+    bucket_info, obj = detail.get("bucket"), detail.get("object")
+    bucket = str(bucket_info.get("name") or "") if isinstance(bucket_info, dict) else ""
+    obj = obj if isinstance(obj, dict) else {}
     key = object_key(obj)
     where = f"s3://{bucket}/{key}"
     settings = clients.settings

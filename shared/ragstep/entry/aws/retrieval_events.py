@@ -5,6 +5,8 @@ Both inputs arrive here: messages services send to the queue (a request, or an E
 is processed once per request id (:class:`ragstep.app.channels.retrieval_events.RetrievalEvents`); the batch reports
 the records that failed (Powertools batch, ``ReportBatchItemFailures``), so only those come back, and a record that
 keeps failing (a poison message) moves to the dead-letter queue after the queue's ``maxReceiveCount`` receives.
+An event that is no SQS batch is answered with no failures (nothing in it could be retried) and a warning logged;
+the answer is always ``{"batchItemFailures": [...]}``, never an exception.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def retrieval_events() -> RetrievalEvents:
         return _events[1]
 
 
-def _handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+def _handler(event: Any, context: Any) -> dict[str, Any]:
     from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
@@ -49,10 +51,30 @@ def _handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             raise
         logger().info("retrieval request %s: %s", result["detail"]["request_id"], result["detail"]["status"])
 
+    records = sqs_records(event)
+    if not records:
+        if records is None:
+            logger().warning("not an SQS batch: nothing to process")
+        return {"batchItemFailures": []}
+    # Every failure is reported by message id, even when all failed: the default raises instead, and the error the
+    # runtime reports then carries each record's traceback.
+    processor_ = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     response = process_partial_response(
-        event=event, record_handler=record_handler, processor=BatchProcessor(event_type=EventType.SQS), context=context
+        event={"Records": records}, record_handler=record_handler, processor=processor_, context=context
     )
     return dict(response)
+
+
+def sqs_records(event: Any) -> list[dict[str, Any]] | None:
+    """The records of an SQS batch event that carry a message id (SQS sends no other; nothing could report another
+    as failed), or None when ``event`` is no SQS batch at all."""
+    records = event.get("Records") if isinstance(event, dict) else None
+    if not isinstance(records, list):
+        return None
+    kept = [r for r in records if isinstance(r, dict) and isinstance(r.get("messageId"), str) and r["messageId"]]
+    if len(kept) < len(records):
+        logger().warning("dropped %d records without a message id", len(records) - len(kept))
+    return kept
 
 
 handler = with_lambda_context(_handler)

@@ -34,12 +34,22 @@ _intakes: dict[str, SlackIntake] = {}
 _lambda: Any = None
 
 
-def raw_body(event: dict[str, Any]) -> bytes:
-    """The request body exactly as Slack sent it (the signature covers these bytes)."""
+def raw_body(event: dict[str, Any]) -> bytes | None:
+    """The request body exactly as Slack sent it (the signature covers these bytes); None when the event holds no
+    body an HTTP API could have sent (not text, or invalid base64)."""
     body = event.get("body") or ""
-    if event.get("isBase64Encoded"):
-        return base64.b64decode(body)
-    return body.encode("utf-8") if isinstance(body, str) else bytes(body)
+    if not isinstance(body, str):
+        return None
+    if event.get("isBase64Encoded") is True:
+        try:
+            return base64.b64decode(body, validate=True)
+        except ValueError:  # binascii.Error
+            return None
+    return body.encode("utf-8", errors="surrogatepass")
+
+
+def _answer(status: int, body: dict[str, Any]) -> dict[str, Any]:
+    return {"statusCode": status, "headers": {"content-type": "application/json"}, "body": json.dumps(body)}
 
 
 def signing_secret() -> str:
@@ -96,20 +106,37 @@ def _intake(secret: str) -> SlackIntake:
     return intake
 
 
-def _webhook(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    reply = _intake(signing_secret()).handle(raw_body(event), event.get("headers") or {}, context)
+def _webhook(event: Any, context: Any) -> dict[str, Any]:
+    body = raw_body(event) if isinstance(event, dict) else None
+    headers = event.get("headers") if isinstance(event, dict) else None
+    if body is None or not isinstance(headers, dict | None):
+        logger().info("slack webhook answered 400: not an HTTP API request event")
+        return _answer(400, {"error": "invalid_request", "message": "not an HTTP API (payload 2.0) request"})
+    text_headers = {str(k): v for k, v in (headers or {}).items() if isinstance(v, str)}
+    reply = _intake(signing_secret()).handle(body, text_headers, context)
     if reply.status >= 400:
         logger().info("slack webhook answered %s", reply.status)
-    return {"statusCode": reply.status, "headers": {"content-type": "application/json"}, "body": json.dumps(reply.body)}
+    return _answer(reply.status, reply.body)
 
 
-def _worker(event: dict[str, Any], context: Any) -> dict[str, Any]:
+def _worker(event: Any, context: Any) -> dict[str, Any]:
+    """Answer one event the webhook handed off. Never raises: a failure is the outcome (logged, and said in the
+    thread where there is one), since an asynchronous invocation that raises is retried and could answer twice."""
+    from ragstep.app.channels.slack_intake import is_question
     from ragstep.app.channels.slack_worker import answer_slack_event
+    from ragstep.errors import RagstepError
 
-    clients = get_clients()
-    outcome = answer_slack_event(event, clients.context(clients.settings.slack_tenant), clients.slack)
-    logger().info("slack event %s: %s", event.get("event_id"), outcome)
-    return {"event_id": event.get("event_id"), "outcome": outcome}
+    event_id = event.get("event_id") if isinstance(event, dict) else None
+    if not isinstance(event, dict) or not is_question(event):
+        logger().warning("slack worker: refused an event that is no question for the bot")
+        return {"event_id": event_id if isinstance(event_id, str) else None, "outcome": "refused: not a question event"}
+    try:
+        clients = get_clients()
+        outcome = answer_slack_event(event, clients.context(clients.settings.slack_tenant), clients.slack)
+    except RagstepError as exc:
+        outcome = f"failed: {exc.message}"
+    logger().info("slack event %s: %s", event_id, outcome)
+    return {"event_id": event_id, "outcome": outcome}
 
 
 webhook_handler = with_lambda_context(_webhook)

@@ -79,11 +79,14 @@ def stage_handler(stage_name: str) -> LambdaHandler:
             ran = _run_traced(stage_name, state, clients)
             payload = _encode(ran, clients)
             state = ran
-        except Exception as exc:
+        except Exception as raised:
+            exc = _as_input_error(raised)
             _log_error(exc, stage=stage_name)
             _error_metric(stage_name, exc)
             _job_failed(stage_name, state, exc)
-            raise
+            if exc is raised:
+                raise
+            raise exc from None
         _job_finished(stage_name, state, clients)
         _stage_metrics(stage_name, state, before, payload)
         _log_state("stage finished", state, payload, stage=stage_name)
@@ -93,6 +96,22 @@ def stage_handler(stage_name: str) -> LambdaHandler:
     run.__doc__ = f"Lambda handler of the {stage_name!r} stage."
     warm_up(lambda: _load_stage(stage_name))
     return with_lambda_context(run)
+
+
+def _as_input_error(exc: Exception) -> Exception:
+    """A pydantic ``ValidationError`` escaping a stage (a value of the state that breaks a model's rule, e.g. a query
+    over its limit) as the :class:`~ragstep.errors.InputError` it is; any other exception unchanged."""
+    from pydantic import ValidationError
+
+    from ragstep.errors import InputError
+
+    if not isinstance(exc, ValidationError):
+        return exc
+    errors = exc.errors()
+    if not errors:
+        return InputError("the pipeline state breaks a rule of its model")
+    where = ".".join(str(p) for p in errors[0]["loc"])
+    return InputError(f"the pipeline state breaks a rule: {where}: {errors[0]['msg']}")
 
 
 def _load_stage(stage_name: str) -> None:

@@ -1,4 +1,5 @@
-"""``ragstep bench quality|latency|chat|coldstart|cli|ingest|package``: each prints a table, or JSON with ``--json``.
+"""``ragstep bench quality|profiles|latency|chat|coldstart|cli|ingest|package``: each prints a table, or JSON with
+``--json``.
 
 The benchmarks are imported when their command runs: the rest of the command line never pays for them.
 """
@@ -29,7 +30,16 @@ def _say(args: argparse.Namespace) -> Any:
 def cmd_bench_quality(args: argparse.Namespace) -> int:
     from ragstep.bench.quality import render, run_quality
 
-    return _bench_output(args, run_quality(Path(args.set_dir), vectors=args.vectors), render)
+    result = run_quality(Path(args.set_dir), vectors=args.vectors, declared_scale=not args.undeclared_scale)
+    return _bench_output(args, result, render)
+
+
+def cmd_bench_profiles(args: argparse.Namespace) -> int:
+    from ragstep.bench.profiles_bench import PROFILES, render, run_profiles
+
+    profiles = tuple(args.profile or PROFILES)
+    result = run_profiles(Path(args.set_dir), profiles=profiles, vectors=args.vectors, queries=args.queries)
+    return _bench_output(args, result, render)
 
 
 def cmd_bench_answer(args: argparse.Namespace) -> int:
@@ -137,6 +147,18 @@ def cmd_bench_vectors(args: argparse.Namespace) -> int:
 def cmd_bench_ingest(args: argparse.Namespace) -> int:
     from ragstep.bench.ingest_bench import render, run
 
+    if args.end_to_end:
+        from ragstep.bench import ingest_e2e
+
+        corpus = Path(args.corpus) if args.corpus else None
+        figures = ingest_e2e.run(
+            small_files=args.small_files,
+            large_mb=args.large_mb,
+            corpus=corpus,
+            corpus_limit=args.corpus_limit,
+            progress=_say(args),
+        )
+        return _bench_output(args, figures, ingest_e2e.render)
     result = run(markdown_mb=args.markdown_mb, corpus=args.corpus, repeat=args.repeat, progress=_say(args))
     return _bench_output(args, result, render)
 
@@ -167,6 +189,18 @@ def cmd_bench_viking(args: argparse.Namespace) -> int:
     return _bench_output(args, result, render)
 
 
+def cmd_bench_mcp(args: argparse.Namespace) -> int:
+    from ragstep.bench.mcp_bench import render, run_mcp
+
+    return _bench_output(args, run_mcp(args.rounds), render)
+
+
+def cmd_bench_ocr(args: argparse.Namespace) -> int:
+    from ragstep.bench.ocr_bench import render, run_ocr
+
+    return _bench_output(args, run_ocr(args.repeat), render)
+
+
 def cmd_bench_package(args: argparse.Namespace) -> int:
     from ragstep.bench.package import render, run_package
 
@@ -187,14 +221,41 @@ def add_bench_arguments(bench: argparse.ArgumentParser, common: argparse.Argumen
         help="precomputed vectors: corpus.NAME.npy / queries.NAME.npy (emb = all-MiniLM-L6-v2, the default; "
         "e5 = multilingual-e5-small; none = keyword search only)",
     )
+    p.add_argument(
+        "--undeclared-scale",
+        action="store_true",
+        help="serve the vectors without their model's declared score scale, as a provider's model (openai:, "
+        "bedrock:) is searched",
+    )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=cmd_bench_quality)
 
     p = bench_sub.add_parser(
-        "answer", help="answer recall, citation precision/recall, abstention, attribution", parents=[common]
+        "profiles", help="p50/p95 latency, nDCG@10 and Recall@10 of each profile on a BEIR set", parents=[common]
+    )
+    p.add_argument("--set", required=True, dest="set_dir", metavar="DIR", help="corpus.jsonl, queries.jsonl, qrels.tsv")
+    p.add_argument(
+        "--vectors", default="emb", metavar="NAME", help="precomputed vectors, as bench quality (emb; none = keyword)"
     )
     p.add_argument(
-        "--set", required=True, dest="set_dir", metavar="DIR", help="a BEIR-layout set, optionally with answers.jsonl"
+        "--profile", action="append", metavar="NAME", help="a profile to run (repeatable; quick, standard, deep)"
+    )
+    p.add_argument("--queries", type=positive_int, metavar="N", help="only the first N judged queries (all)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=cmd_bench_profiles)
+
+    p = bench_sub.add_parser(
+        "answer",
+        help="answered correctly, declined (source retrieved / unanswerable), citation precision, time per answer",
+        parents=[common],
+    )
+    p.add_argument(
+        "--set",
+        required=True,
+        dest="set_dir",
+        metavar="DIR",
+        help="a BEIR-layout set, optionally with answers.jsonl and unanswerable.txt (query ids the corpus does not "
+        "answer, one a line)",
     )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=cmd_bench_answer)
@@ -320,6 +381,14 @@ def add_bench_arguments(bench: argparse.ArgumentParser, common: argparse.Argumen
     )
     p.add_argument("--corpus", metavar="PATH", help="also a BEIR corpus.jsonl (or its folder), e.g. msmarco-5k")
     p.add_argument("--repeat", type=positive_int, default=3, metavar="N", help="runs per figure, medians shown (3)")
+    p.add_argument(
+        "--end-to-end",
+        action="store_true",
+        help="`ragstep ingest` in a child process, keyword-only and with the default model: seconds, peak RSS",
+    )
+    p.add_argument("--small-files", type=int, default=1000, metavar="N", help="end to end: small Markdown files")
+    p.add_argument("--large-mb", type=float, default=20.0, metavar="MB", help="end to end: one text file (0 skips)")
+    p.add_argument("--corpus-limit", type=positive_int, metavar="N", help="end to end: first N documents of --corpus")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=cmd_bench_ingest)
 
@@ -345,6 +414,16 @@ def add_bench_arguments(bench: argparse.ArgumentParser, common: argparse.Argumen
     )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=cmd_bench_viking)
+
+    p = bench_sub.add_parser("mcp", help="what a search tool call over MCP adds to the HTTP route", parents=[common])
+    p.add_argument("--rounds", type=positive_int, default=30, metavar="N", help="paired calls (30)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=cmd_bench_mcp)
+
+    p = bench_sub.add_parser("ocr", help="OCR pages/s and character accuracy, English and Chinese", parents=[common])
+    p.add_argument("--repeat", type=positive_int, default=1, metavar="N", help="runs, the fastest shown (1)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=cmd_bench_ocr)
 
     p = bench_sub.add_parser("package", help="unzipped size of the Lambda layers", parents=[common])
     p.add_argument("--layer-dir", metavar="DIR", help="where the layers are built (default layers/build)")

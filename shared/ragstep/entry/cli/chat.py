@@ -1,14 +1,22 @@
 """``ragstep chat`` (one question, or an interactive session) and ``ragstep sessions list|show|delete``.
 
-The answer is printed as it streams, then a numbered Sources table (the ``[n]`` the answer cites) and, with
-``--trace``, the stage table. Ctrl-C while an answer streams stops it (the model's stream is closed) and keeps the
-part shown, marked interrupted, in the session.
+The answer is printed as it streams, then its notes (a stage the question needed that did not run, a follow-up
+searched with the previous question's words), a numbered Sources table (the ``[n]`` the answer cites; "cited" also
+marks the sources an answer without markers was matched to) and, with ``--trace``, the stage table. Ctrl-C while an
+answer streams stops it (the model's stream is closed) and keeps the part shown, marked interrupted, in the session.
+
+While a language model has not started answering, a terminal's stderr shows "waiting for the model... Ns" (cleared
+when the answer starts); an error after part of the answer is printed starts on its own line. What a provider
+answered on an error goes to the log, not the terminal (``RAGSTEP_DEBUG=1`` shows it).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -17,6 +25,51 @@ from ragstep.entry.cli.common import context_of, print_json
 PIPELINE_CHOICES = ("rag_stream", "rag", "chat_stream", "chat_history_stream", "chat", "viking_stream", "viking")
 EXTRACTIVE_NOTE = "answered by the extractive answerer: sentences quoted from the sources, no language model"
 INTERACTIVE_HELP = "/new starts a new session, /sources shows the last answer's sources, /exit quits"
+WAITING = "waiting for the model..."
+#: Seconds of silence before the progress line appears (a model that answers at once shows none).
+PROGRESS_AFTER_S = 1.0
+
+
+class Progress:
+    """``waiting for the model... Ns`` on ``err``, rewritten in place every second from ``after_s`` on, until
+    :meth:`stop` (which clears the line). For a terminal: a pipe or a file gets nothing."""
+
+    def __init__(self, err: TextIO, after_s: float = PROGRESS_AFTER_S) -> None:
+        self._err = err
+        self._after_s = after_s
+        self._stopped = threading.Event()
+        self._shown = False
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="ragstep-progress", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        waited = self._after_s
+        while not self._stopped.wait(self._after_s if not self._shown else 1.0):
+            with self._lock:
+                if self._stopped.is_set():
+                    return
+                self._err.write(f"\r{WAITING} {waited:.0f}s")
+                self._err.flush()
+                self._shown = True
+            waited += 1.0
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._stopped.is_set():
+                return
+            self._stopped.set()
+            if self._shown:
+                self._err.write("\r\x1b[K")  # the line cleared: the answer takes its place
+                self._err.flush()
+
+
+def progress_for(ctx: Any, err: TextIO) -> Progress | None:
+    """A progress line when a language model answers and ``err`` is a terminal (None otherwise)."""
+    isatty = getattr(err, "isatty", None)
+    if not (callable(isatty) and isatty()):
+        return None
+    return Progress(err) if ctx.chat_model.generative else None
 
 
 def render_sources(references: list[Any]) -> str:
@@ -78,10 +131,16 @@ def request_of(args: argparse.Namespace, query: str, session_id: str | None) -> 
     )
 
 
-def ask(args: argparse.Namespace, ctx: Any, query: str, session_id: str | None, out: TextIO) -> Any:
-    """Stream one answer to ``out``; returns the final state (None if the reader interrupted it)."""
+def ask(
+    args: argparse.Namespace, ctx: Any, query: str, session_id: str | None, out: TextIO, err: TextIO | None = None
+) -> Any:
+    """Stream one answer to ``out`` (progress on ``err``, stderr by default, when it is a terminal); returns the
+    final state (None if the reader interrupted it). An error after part of the answer was written leaves ``out``
+    at the start of a line, so the error's own line is not glued to the answer."""
     from ragstep.app.chat import stream_chat
+    from ragstep.errors import RagstepError
 
+    progress = progress_for(ctx, err if err is not None else sys.stderr)
     events = stream_chat(request_of(args, query, session_id), ctx)
     streamed = False
     try:
@@ -91,6 +150,8 @@ def ask(args: argparse.Namespace, ctx: Any, query: str, session_id: str | None, 
             except StopIteration as stop:
                 state = stop.value
                 break
+            if event.event in ("answer", "reasoning") and progress is not None:
+                progress.stop()
             if event.event == "answer":
                 out.write(event.data["delta"])
                 out.flush()
@@ -99,20 +160,35 @@ def ask(args: argparse.Namespace, ctx: Any, query: str, session_id: str | None, 
         events.close()  # stops the model and saves what was shown, marked interrupted
         out.write("\n[interrupted]\n")
         return None
+    except RagstepError:
+        if streamed:
+            out.write("\n")
+            out.flush()
+        raise
+    finally:
+        if progress is not None:
+            progress.stop()
     if not streamed:  # a pipeline that does not stream (rag, chat): the whole answer at once
         out.write(state.chat.answer)
-    elif state.chat.citation_mode == "inserted":  # citations added after the stream: the answer again, with them
-        out.write(f"\n\nwith citations:\n{state.chat.answer}")
+    # A streamed answer is final as shown: citations found after it flag the Sources rows (no second copy).
     out.write("\n")
     return state
+
+
+def answer_notes(state: Any) -> str:
+    """The lines after the answer: who answered (the extractive answerer) and the notes of the answer."""
+    from ragstep.stages.chat.notes import notes
+
+    lines = [f"({EXTRACTIVE_NOTE})"] if state.chat.model == "extractive" else []
+    lines += [f"(note: {note})" for note in notes(state)]
+    return "".join(line + "\n" for line in lines)
 
 
 def report(args: argparse.Namespace, state: Any, out: TextIO) -> None:
     from ragstep.stages.chat.common import context_results
 
-    if state.chat.model == "extractive":
-        out.write(f"({EXTRACTIVE_NOTE})\n")
-    elif state.chat.fallback:
+    out.write(answer_notes(state))
+    if state.chat.model != "extractive" and state.chat.fallback:
         out.write(f"(fallback answer: {state.chat.fallback}; the sources did not answer the question)\n")
     out.write("\n" + render_sources(state.chat.references or context_results(state)) + "\n")
     if args.trace:
@@ -122,6 +198,10 @@ def report(args: argparse.Namespace, state: Any, out: TextIO) -> None:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
+    providers = logging.getLogger("ragstep.providers")
+    if not os.environ.get("RAGSTEP_DEBUG") and not providers.handlers:
+        # A provider's error details are logged for a server's operator; in a terminal the error's line says it all.
+        providers.addHandler(logging.NullHandler())
     ctx = context_of(args)
     if args.question is None:
         for kb in args.kb:  # a wrong name fails now, not at every question of the session
@@ -130,7 +210,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     if args.json:
         from ragstep.app.chat import chat_response, run_chat
 
-        print_json(chat_response(run_chat(request_of(args, args.question, args.session), ctx)))
+        print_json(chat_response(run_chat(request_of(args, args.question, args.session), ctx), ctx))
         return 0
     state = ask(args, ctx, args.question, args.session, sys.stdout)
     if state is None:
@@ -177,8 +257,7 @@ def interactive(args: argparse.Namespace, ctx: Any, *, input_fn: Callable[[str],
         if state is not None:
             last = state
             session_id = state.request.session_id
-            if state.chat.model == "extractive":
-                out.write(f"({EXTRACTIVE_NOTE})\n")
+            out.write(answer_notes(state))
 
 
 def cmd_sessions_list(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ its sources.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from importlib import resources
 
@@ -94,5 +95,15 @@ def ask_demo_questions(ctx: Context) -> int:
     return 0
 
 
+def console_hint(args: argparse.Namespace) -> str:
+    """How to open the web console on the demo's data (README "Web console")."""
+    data_dir = getattr(args, "data_dir", None)
+    serve = f"ragstep --data-dir {shlex.quote(str(data_dir))} serve" if data_dir else "ragstep serve"
+    return f"\nOpen the web console: run `{serve}` and visit http://127.0.0.1:8000/"
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
-    return run_demo(context_of(args))
+    status = run_demo(context_of(args))
+    if status == 0:
+        print(console_hint(args))
+    return status

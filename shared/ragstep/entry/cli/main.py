@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeGuard, cast
 
 from ragstep import __version__
-from ragstep.entry.cli.common import EXIT_USER_ERROR, context_of, validation_message
+from ragstep.entry.cli.common import EXIT_USER_ERROR, context_of, positive_int, validation_message
 from ragstep.errors import InputError, RagstepError
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ def add_kb_arguments(kb: argparse.ArgumentParser, common: argparse.ArgumentParse
 
 
 def add_ingest_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
-    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files, folders or web page URLs (http/https)")
     p.add_argument("--kb", required=True, help="knowledge base name or id")
     p.add_argument("--json", action="store_true", help="print per-file results as JSON")
     p.add_argument("--chunk-size", type=int, metavar="N", help="characters per chunk, 64-7500 (default 512)")
@@ -113,6 +113,9 @@ def add_ingest_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentPa
         "section (up to 4096 characters)",
     )
     p.add_argument("--tag", metavar="TAG", help="tag every ingested document and its chunks (search --tag TAG)")
+    p.add_argument(
+        "--max-pages", type=positive_int, default=50, metavar="N", help="web pages a sitemap URL may add in all (50)"
+    )
     p.set_defaults(func=lazy("ragstep.entry.cli.ingest", "cmd_ingest"))
 
 
@@ -197,6 +200,14 @@ COMMANDS: dict[str, tuple[str, AddArguments]] = {
     "slack": (
         "the Slack app: serve its Events API webhook locally",
         arguments_of("ragstep.entry.cli.slack", "add_slack_arguments"),
+    ),
+    "replay": (
+        "run a recorded request again (from any step, with other settings) and show what changed",
+        arguments_of("ragstep.entry.cli.replay", "add_replay_arguments"),
+    ),
+    "mcp": (
+        "serve the MCP tools (search, answer, ...) over stdio, for desktop agents",
+        arguments_of("ragstep.entry.cli.mcp", "add_mcp_arguments"),
     ),
     "events": (
         "event-driven retrieval: run a request file locally",

@@ -45,8 +45,13 @@ def plain_catalog(data_dir: str | None, environ: os._Environ[str] | dict[str, st
         where = Path(text)
     path = Path(data_dir) if data_dir else where or Path(".ragstep")
     # As Clients.data_dir says it (tests/test_cli_quick_list.py compares the two).
-    if path.exists() and not path.is_dir():
-        raise StorageError(f"data dir {path} is a file; pass --data-dir to a folder")
+    try:
+        if path.exists() and not path.is_dir():
+            raise StorageError(f"data dir {path} is a file; pass --data-dir to a folder")
+    except OSError as exc:  # a folder above it cannot be searched: Permission denied
+        raise StorageError(
+            f"cannot open data dir {path}: {exc.strerror or exc}; pass --data-dir to a writable folder"
+        ) from None
     from ragstep.adapters.catalog.sqlite import SqliteCatalogStore
 
     return SqliteCatalogStore(path / "catalog.sqlite")

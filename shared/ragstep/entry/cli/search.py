@@ -94,7 +94,7 @@ def _search(args: argparse.Namespace) -> int:
         ctx.register_embedder(ahead)
     state = knowledge_search(request, ctx)
     if args.json:
-        print_json(search_response(state))
+        print_json(search_response(state, ctx))
     else:
         print(render_results(state))
     return 0

@@ -1,23 +1,30 @@
 """The local Slack webhook server of ``ragstep slack serve`` (see :mod:`ragstep.entry.cli.slack`).
 
-Apart from the command's module because the parser is built at every start-up: ``http.server`` and the thread pool
-load only when the command runs.
+Served by uvicorn, the server ``ragstep serve`` runs, with a small ASGI app (:class:`SlackEvents`): the HTTP framing
+-- ``Content-Length``, chunked bodies, keep-alive -- is the server's, so no part of one request's body is ever read as
+the next request (a hand-written layer once answered a request smuggled inside an oversized body). A body over
+:data:`MAX_BODY` is refused with 413 and the connection closed. Apart from the command's module because the parser is
+built at every start-up: uvicorn and the thread pool load only when the command runs.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from ragstep.errors import InputError
+from ragstep.errors import InputError, RagstepError
 
 if TYPE_CHECKING:
     import argparse
+    import socket
 
+    from starlette.types import Receive, Scope, Send
+
+    from ragstep.app.channels.slack_intake import Reply
     from ragstep.context import Clients
 
 log = logging.getLogger(__name__)
@@ -27,12 +34,11 @@ PATH = "/slack/events"
 MAX_BODY = 1024 * 1024
 
 
-class SlackDevServer(ThreadingHTTPServer):
-    """The webhook on ``(host, port)``; answers run on :attr:`workers` (``shutdown_workers`` waits for them)."""
+class SlackEvents:
+    """The ASGI app: ``POST /slack/events`` through the same intake as the Lambda webhook; the answers run on
+    :attr:`workers` threads (:meth:`drain` waits for them)."""
 
-    daemon_threads = True
-
-    def __init__(self, clients: Clients, address: tuple[str, int], workers: int = 4) -> None:
+    def __init__(self, clients: Clients, workers: int = 4) -> None:
         from ragstep.app.channels.slack_intake import SlackIntake
 
         settings = clients.settings
@@ -44,7 +50,41 @@ class SlackDevServer(ThreadingHTTPServer):
         self._pending: set[Future[None]] = set()
         self._pending_lock = threading.Lock()
         self.intake = SlackIntake(secret, lambda: clients.idempotency, self._hand_off)
-        super().__init__(address, _Handler)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        if scope["path"] != PATH:
+            return await _send(send, 404, {"error": "not_found", "message": f"POST Slack events to {PATH}"})
+        if scope["method"] != "POST":
+            return await _send(send, 405, {"error": "method_not_allowed", "message": f"POST Slack events to {PATH}"})
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_BODY:
+            return await _too_large(send)
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            if len(body) > MAX_BODY:
+                return await _too_large(send)
+            if not message.get("more_body", False):
+                break
+        import anyio.to_thread
+
+        reply = await anyio.to_thread.run_sync(self._handle, bytes(body), headers)
+        await _send(send, reply.status, reply.body)
+
+    def _handle(self, body: bytes, headers: dict[str, str]) -> Reply:
+        from ragstep.app.channels.slack_intake import Reply
+
+        try:
+            return self.intake.handle(body, headers)
+        except Exception:  # the intake answers what it expects; anything else is a bug, logged here
+            log.exception("slack request failed")
+            return Reply(500, {"error": "internal_error", "message": "could not handle the request; see the log"})
 
     def _hand_off(self, envelope: dict[str, Any]) -> None:
         future = self.workers.submit(self._answer, envelope)
@@ -65,43 +105,86 @@ class SlackDevServer(ThreadingHTTPServer):
     def _answer(self, envelope: dict[str, Any]) -> None:
         from ragstep.app.channels.slack_worker import answer_slack_event
 
+        event_id = envelope.get("event_id")
         try:
             ctx = self.clients.context(self.clients.settings.slack_tenant)
             outcome = answer_slack_event(envelope, ctx, self.clients.slack)
-            log.info("slack event %s: %s", envelope.get("event_id"), outcome)
-        except Exception:  # a worker thread has no caller to raise to
-            log.exception("slack event %s: could not answer", envelope.get("event_id"))
+            log.info("slack event %s: %s", event_id, outcome)
+        except RagstepError as exc:  # Slack unreachable, a bad token: one line on the console says which
+            log.error("slack event %s: could not answer: %s", event_id, exc.message)
+        except Exception as exc:  # a worker thread has no caller to raise to
+            if os.environ.get("RAGSTEP_DEBUG"):
+                log.exception("slack event %s: could not answer", event_id)
+            else:
+                log.error(
+                    "slack event %s: could not answer: internal error (%s); set RAGSTEP_DEBUG=1 for a traceback",
+                    event_id,
+                    type(exc).__name__,
+                )
 
     def shutdown_workers(self) -> None:
         self.workers.shutdown(wait=True)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: SlackDevServer
-    # Keep-alive (Slack reuses connections) and no Nagle delay between the headers and the body (~40 ms each).
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
+async def _send(send: Send, status: int, body: dict[str, Any], *, close: bool = False) -> None:
+    data = json.dumps(body).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
 
-    def do_POST(self) -> None:
-        if self.path.split("?")[0] != PATH:
-            return self._send(404, {"error": "not_found", "message": f"POST Slack events to {PATH}"})
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY:
-            return self._send(413, {"error": "too_large", "message": "request body too large"})
-        body = self.rfile.read(length)
-        reply = self.server.intake.handle(body, dict(self.headers.items()))
-        self._send(reply.status, reply.body)
 
-    def _send(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+async def _too_large(send: Send) -> None:
+    # The rest of the body is never read: the connection closes after this answer, so none of it is a request.
+    message = f"request body over {MAX_BODY} bytes; a Slack event is a few KiB"
+    await _send(send, 413, {"error": "payload_too_large", "message": message}, close=True)
 
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s - %s", self.address_string(), format % args)
+
+class SlackDevServer:
+    """:class:`SlackEvents` on ``(host, port)`` under uvicorn (port 0: a free one, in :attr:`server_address`).
+    :meth:`serve_forever` until :meth:`shutdown` (or Ctrl-C in the main thread)."""
+
+    def __init__(self, clients: Clients, address: tuple[str, int], workers: int = 4) -> None:
+        try:
+            import uvicorn
+        except ImportError:
+            raise InputError("`ragstep slack serve` needs uvicorn: pip install 'ragstep[serve]'") from None
+        self.app = SlackEvents(clients, workers)
+        host, port = address
+        config = uvicorn.Config(self.app, host=host, port=port, lifespan="off", access_log=False, log_level="warning")
+        self._socket: socket.socket = config.bind_socket()
+        self._socket.listen(config.backlog)  # connections made before serving starts wait instead of being refused
+        self.server_address: tuple[str, int] = self._socket.getsockname()[:2]
+        self._server = uvicorn.Server(config)
+        self._serving = threading.Event()
+        self._stopped = threading.Event()
+
+    @property
+    def intake(self) -> Any:
+        return self.app.intake
+
+    def serve_forever(self) -> None:
+        self._serving.set()
+        try:
+            self._server.run(sockets=[self._socket])
+        finally:
+            self._stopped.set()
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        """Stop serving, and wait (``timeout_s`` at most) until :meth:`serve_forever` has returned."""
+        self._server.should_exit = True
+        if self._serving.is_set():
+            self._stopped.wait(timeout_s)
+
+    def server_close(self) -> None:
+        self._socket.close()
+
+    def drain(self, timeout_s: float = 30.0) -> bool:
+        return self.app.drain(timeout_s)
+
+    def shutdown_workers(self) -> None:
+        self.app.shutdown_workers()
 
 
 def serve(args: argparse.Namespace) -> int:

@@ -45,6 +45,7 @@ def cmd_tenants_create(args: argparse.Namespace) -> int:
         daily_tokens=args.daily_tokens,
         monthly_requests=args.monthly_requests,
         monthly_tokens=args.monthly_tokens,
+        monthly_budget_usd=args.monthly_budget_usd,
     )
     if args.json:
         print_json(tenant.model_dump(mode="json"))
@@ -67,10 +68,22 @@ def cmd_tenants_list(args: argparse.Namespace) -> int:
         active = sum(1 for k in keys if k.tenant_id == t.id and k.status(time.time()) == "active")
         daily = f"{t.daily_requests if t.daily_requests is not None else '-'}/{t.daily_tokens or '-'}"
         monthly = f"{t.monthly_requests if t.monthly_requests is not None else '-'}/{t.monthly_tokens or '-'}"
-        rows.append((t.id, t.name or "-", active, daily, monthly, _when(t.created_at or None)))
-    heads = ("tenant", "name", "active keys", "daily requests/tokens", "monthly requests/tokens", "created")
+        budget = "-" if not t.monthly_budget_usd else f"${t.monthly_budget_usd:g}"
+        rows.append((t.id, t.name or "-", active, daily, monthly, budget, _when(t.created_at or None)))
+    heads = ("tenant", "name", "active keys", "daily requests/tokens", "monthly requests/tokens", "budget", "created")
     print(table(heads, rows))
     return 0
+
+
+def _dollars(text: str) -> float:
+    """An argparse type: an amount in USD above 0."""
+    try:
+        value = float(text.strip().removeprefix("$"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an amount in USD such as 25 or 2.50, got {text!r}") from None
+    if not (value > 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+    return value
 
 
 def _scopes(values: list[str]) -> list[str]:
@@ -157,11 +170,21 @@ def cmd_usage(args: argparse.Namespace) -> int:
         print_json(report.model_dump(mode="json"))
         return 0
     rows = [
-        (r.group, r.requests, r.errors, r.results, r.prompt_tokens, r.completion_tokens, f"{r.duration_ms:.0f}")
+        (
+            r.group,
+            r.requests,
+            r.errors,
+            r.results,
+            r.prompt_tokens,
+            r.completion_tokens,
+            f"{r.duration_ms:.0f}",
+            f"{r.cost_usd:.6f}",
+        )
         for r in [*report.rows, report.total]
     ]
     print(f"tenant {report.tenant_id}, {_when(report.start)} to {_when(report.end)} UTC, by {report.group_by}")
-    print(table((report.group_by, "requests", "errors", "results", "prompt tok", "completion tok", "ms"), rows))
+    heads = (report.group_by, "requests", "errors", "results", "prompt tok", "completion tok", "ms", "est. USD")
+    print(table(heads, rows))
     return 0
 
 
@@ -174,6 +197,12 @@ def add_tenants_arguments(tenants: argparse.ArgumentParser, common: argparse.Arg
     p.add_argument("--daily-tokens", type=positive_int, metavar="N", help="LLM tokens per UTC day (server default)")
     p.add_argument("--monthly-requests", type=positive_int, metavar="N", help="requests per UTC month (server default)")
     p.add_argument("--monthly-tokens", type=positive_int, metavar="N", help="LLM tokens per UTC month (server default)")
+    p.add_argument(
+        "--monthly-budget-usd",
+        type=_dollars,
+        metavar="USD",
+        help="estimated spend per UTC month, the cost receipts summed (RAGSTEP_MONTHLY_BUDGET_USD)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_tenants_create)
     p = t_sub.add_parser("list", help="list tenants", parents=[common])

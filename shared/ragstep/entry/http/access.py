@@ -91,8 +91,10 @@ def context_for(request: Request, scope: Scope | None) -> Context:
     if not getattr(request.state, "admitted", False):
         gate_of(request).admit(caller)  # once per request, however many dependencies ask
         request.state.admitted = True
-    meter(request)
-    return clients_of(request).context(caller.tenant_id, caller.allowed_kbs)
+    usage = meter(request)
+    ctx = clients_of(request).context(caller.tenant_id, caller.allowed_kbs)
+    usage.context = ctx  # what the route's cost receipts are priced as (Meter.charge)
+    return ctx
 
 
 def request_context(request: Request) -> Context:

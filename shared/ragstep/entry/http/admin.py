@@ -1,8 +1,16 @@
 """Tenants, keys and usage over HTTP: ``/v1/admin/*`` (scope ``manage``) and ``GET /v1/usage`` (scope ``usage``).
 
-A ``manage`` key of the admin tenant (``RAGSTEP_ADMIN_TENANT``, ``default`` unless set) administers every tenant;
-a ``manage`` key of any other tenant only its own keys, and a key it makes can do no more than itself (its scopes
-and knowledge bases are within the maker's). Another tenant's key is unknown to it (404, like a wrong prefix).
+A ``manage`` key of the admin tenant (``RAGSTEP_ADMIN_TENANT``, ``default`` unless set) without limits (no
+knowledge-base list, no expiry, no rate limit of its own or the settings') administers every tenant and every key.
+
+Every other ``manage`` key is bounded by itself (:class:`ragstep.app.keys.Reach`): it can neither make nor revoke a
+key wider than itself in any dimension -- scopes, knowledge bases, expiry, rate limit and burst (403 naming the
+dimension). A limit is never dropped by leaving it out: a key made without ``expires``, ``rate_per_second`` or
+``burst`` takes its maker's, and one made without ``knowledge_bases`` by a key limited to some is refused (the list
+decides what the new key sees, so it is asked for, not guessed). A key limited to knowledge
+bases acts on its own tenant only (its list names that tenant's knowledge bases), and so does every ``manage`` key
+of any other tenant; another tenant's key is unknown to it (404, like a wrong prefix). Keys it makes do not share its
+rate-limit bucket: the tenant's quotas bound what they do together.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
-from ragstep.app.keys import create_key, parse_expiry, revoke_key
+from ragstep.app.keys import Reach, create_key, parse_expiry, revoke_key, wider_in
 from ragstep.app.tenants import create_tenant, list_tenants
 from ragstep.app.usage import counted_report, parse_instant, usage_report
 from ragstep.entry.http.auth import Principal
@@ -30,6 +38,7 @@ class NewTenant(BaseModel):
     daily_tokens: int | None = Field(default=None, ge=0)
     monthly_requests: int | None = Field(default=None, ge=0)
     monthly_tokens: int | None = Field(default=None, ge=0)
+    monthly_budget_usd: float | None = Field(default=None, ge=0, description="estimated USD per UTC month (0: none)")
 
 
 class NewKey(BaseModel):
@@ -53,10 +62,12 @@ class KeyInfo(BaseModel):
     created_at: float
     expires_at: float | None
     revoked_at: float | None
+    rate_per_second: float | None = Field(default=None, description="None: the server's RAGSTEP_RATE_LIMIT_*")
+    burst: int | None = None
 
     @classmethod
     def of(cls, key: ApiKey) -> KeyInfo:
-        return cls.model_validate(key.model_dump(exclude={"key_hash", "rate_per_second", "burst"}))
+        return cls.model_validate(key.model_dump(exclude={"key_hash"}))
 
 
 class CreatedKeyBody(KeyInfo):
@@ -64,7 +75,23 @@ class CreatedKeyBody(KeyInfo):
 
 
 def _is_admin(request: Request, caller: Principal) -> bool:
-    return caller.tenant_id == clients_of(request).settings.admin_tenant
+    """The admin tenant's caller, unless its key is limited to knowledge bases (which are its tenant's)."""
+    limited = caller.key is not None and bool(caller.key.knowledge_bases)
+    return caller.tenant_id == clients_of(request).settings.admin_tenant and not limited
+
+
+def _reach(request: Request, key: ApiKey) -> Reach:
+    settings = clients_of(request).settings
+    return Reach.of(key, settings.rate_limit_per_second, settings.rate_limit_burst)
+
+
+def _bound(request: Request, caller: Principal) -> Reach | None:
+    """What bounds the keys the caller makes or revokes: its own reach; None in open local mode and for an
+    unlimited key of the admin tenant."""
+    if caller.key is None:
+        return None
+    reach = _reach(request, caller.key)
+    return None if _is_admin(request, caller) and reach.unlimited else reach
 
 
 def _tenant_for(request: Request, caller: Principal, wanted: str | None) -> str:
@@ -99,6 +126,7 @@ def post_tenant(body: NewTenant, request: Request, _: ManageContext) -> Tenant:
         daily_tokens=body.daily_tokens,
         monthly_requests=body.monthly_requests,
         monthly_tokens=body.monthly_tokens,
+        monthly_budget_usd=body.monthly_budget_usd,
     )
 
 
@@ -114,31 +142,54 @@ def post_key(body: NewKey, request: Request, _: ManageContext) -> CreatedKeyBody
     """Make a key; the answer holds the key itself, which is never shown again."""
     caller = principal(request)
     tenant_id = _tenant_for(request, caller, body.tenant_id)
-    if tenant_id == caller.tenant_id and caller.key is not None and not _is_admin(request, caller):
-        if not set(body.scopes) <= set(caller.scopes):
-            raise ForbiddenError("a key cannot make a key with scopes it does not have itself")
-        limit = caller.allowed_kbs
-        if limit is not None and (not body.knowledge_bases or not set(body.knowledge_bases) <= set(limit)):
-            raise ForbiddenError(f"this key is limited to {', '.join(limit)}; a key it makes must be limited too")
+    expires_at = parse_expiry(body.expires) if body.expires else None
+    rate, burst = body.rate_per_second, body.burst
+    bound = _bound(request, caller)
+    if bound is not None and caller.key is not None:
+        # An expiry or rate limit left out is the maker's own, so a limit is never dropped by omission.
+        expires_at = caller.key.expires_at if expires_at is None else expires_at
+        rate = caller.key.rate_per_second if rate is None else rate
+        burst = caller.key.burst if burst is None else burst
+        settings = clients_of(request).settings
+        wanted = Reach(
+            scopes=frozenset(body.scopes),
+            knowledge_bases=frozenset(body.knowledge_bases),
+            expires_at=expires_at,
+            rate_per_second=rate if rate is not None else settings.rate_limit_per_second,
+            burst=burst or settings.rate_limit_burst,
+        )
+        if why := wider_in(wanted, bound):
+            raise ForbiddenError(
+                f"this API key is limited, and a key it makes may not reach further; it would have {why}"
+            )
     made = create_key(
         clients_of(request).keys,
         tenant_id,
         body.scopes,
         name=body.name,
         knowledge_bases=body.knowledge_bases,
-        expires_at=parse_expiry(body.expires) if body.expires else None,
-        rate_per_second=body.rate_per_second,
-        burst=body.burst,
+        expires_at=expires_at,
+        rate_per_second=rate,
+        burst=burst,
     )
     return CreatedKeyBody(**KeyInfo.of(made.key).model_dump(), key=made.secret)
 
 
 @router.delete("/v1/admin/keys/{prefix}")
 def delete_key(prefix: str, request: Request, _: ManageContext) -> KeyInfo:
-    """Revoke a key (the caller's tenant's; any tenant's for the admin tenant)."""
+    """Revoke a key (the caller's tenant's; any tenant's for the admin tenant). A limited key revokes only keys no
+    wider than itself."""
     caller = principal(request)
-    scope = None if _is_admin(request, caller) else caller.tenant_id
-    return KeyInfo.of(revoke_key(clients_of(request).keys, prefix, scope))
+    tenant_id = None if _is_admin(request, caller) else caller.tenant_id
+    store = clients_of(request).keys
+    bound = _bound(request, caller)
+    target = store.get_key(prefix) if bound is not None else None
+    mine = target is not None and tenant_id in (None, target.tenant_id)
+    if bound is not None and target is not None and mine and (why := wider_in(_reach(request, target), bound)):
+        raise ForbiddenError(
+            f"key {prefix} reaches further than this API key ({why}); it may revoke only keys no wider than itself"
+        )
+    return KeyInfo.of(revoke_key(store, prefix, tenant_id))
 
 
 @router.get("/v1/usage")

@@ -21,7 +21,7 @@ from ragstep.context import Clients
 from ragstep.entry.http import operations
 from ragstep.entry.http.auth import Gate, Metering, install_auth_errors
 from ragstep.entry.http.deps import RequestContext, meter
-from ragstep.entry.http.errors import ErrorBody, error_doc, install_error_handlers
+from ragstep.entry.http.errors import ErrorBody, OpenAIErrors, error_doc, install_error_handlers
 from ragstep.entry.http.limits import BodyLimit
 from ragstep.entry.http.operations import Health
 from ragstep.models import SearchRequest
@@ -29,7 +29,7 @@ from ragstep.models import SearchRequest
 #: The parts of the API ``create_app`` can serve, in the order their routes are declared. ``search`` is
 #: ``POST /v1/knowledge-search``; every other name is the router of ``ragstep.entry.http.<name>``, imported only
 #: when it is included (declaring a router's routes is most of what building the app costs).
-ROUTERS = ("admin", "search", "knowledge", "chat", "sessions", "viking", "webhooks")
+ROUTERS = ("admin", "search", "knowledge", "chat", "sessions", "viking", "webhooks", "console", "mcp")
 #: What the streaming chat function's Function URL serves (README "Streaming chat on AWS"): chat, its sessions, and
 #: knowledge search, which runs in-process there too.
 CHAT_ROUTERS = ("search", "chat", "sessions")
@@ -86,6 +86,8 @@ def create_app(
         per_path = upload_limits(clients.settings)
     app.add_middleware(BodyLimit, limit=clients.settings.max_request_bytes, per_path=per_path)
     app.add_middleware(Metering, gate=gate)
+    if "chat" in wanted:  # outermost: every error of the OpenAI-compatible routes in OpenAI's shape
+        app.add_middleware(OpenAIErrors)
     if "admin" in wanted:
         app.include_router(_router("admin"), responses=_errors(400, 401, 403, 404, 422, 429, 500, 503))
 
@@ -103,6 +105,17 @@ def create_app(
             app.include_router(_router(name))
     if "webhooks" in wanted:
         app.include_router(_router("webhooks"), responses=_errors(400, 401, 413, 422, 500))
+    if "console" in wanted:  # the web console (README "Web console"): /, /console/*, GET /v1/me
+        importlib.import_module("ragstep.entry.http.console").install(app)
+    if "mcp" in wanted:  # MCP over Streamable HTTP (README "MCP"); the MCP SDK loads on its first request
+        from starlette.routing import Route
+
+        from ragstep.entry.mcp.http import McpEndpoint
+
+        # A route, not a mount: a mount would redirect /mcp to /mcp/, which a client behind a proxy may not follow.
+        app.router.routes.append(
+            Route("/mcp", McpEndpoint(), methods=["GET", "POST", "DELETE"], include_in_schema=False)
+        )
     return app
 
 

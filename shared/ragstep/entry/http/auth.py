@@ -9,8 +9,8 @@ The :class:`Gate` (one per app, ``app.state.gate``) is what :mod:`ragstep.entry.
   tenant's, with every scope: the single-user install. ``ragstep serve`` allows that only on a loopback address.
   Once a key exists, the server requires one from then on (checked again every key-cache period while open).
 * **Limits**: a token bucket per key (requests per second and burst; the key's own or the settings'), then the
-  tenant's daily and monthly request and token quotas (:class:`ragstep.app.usage.QuotaBook`); over either is 429 with
-  ``Retry-After``.
+  tenant's daily and monthly request and token quotas and its monthly budget in USD
+  (:class:`ragstep.app.usage.QuotaBook`); over either is 429 with ``Retry-After``.
 * **Metering**: :class:`Metering`, a pure ASGI middleware, writes one :class:`UsageRecord` per authenticated request
   after the last byte of its answer was sent (so never delaying a stream), from what the route reported in
   :class:`Meter`. On Lambda (``Gate(flush_usage=True)``: both the API function and the streaming chat function) the
@@ -21,6 +21,7 @@ The :class:`Gate` (one per app, ``app.state.gate``) is what :mod:`ragstep.entry.
 from __future__ import annotations
 
 import math
+import re
 import threading
 import time
 import uuid
@@ -38,15 +39,18 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ragstep.app.keys import presented_key, split_key, verify_key
 from ragstep.app.tenants import tenant_of
 from ragstep.app.usage import QuotaBook, UsageRecorder
-from ragstep.context import Clients
+from ragstep.context import Clients, Context
 from ragstep.entry.http.errors import Handler, error_response
 from ragstep.errors import RateLimitedError, UnauthorizedError
 from ragstep.models import DEFAULT_TENANT
-from ragstep.models.tenancy import ApiKey, Tenant, UsageRecord
+from ragstep.models.tenancy import KEY_MARK, PREFIX_HEX, ApiKey, Tenant, UsageRecord
 from ragstep.scopes import SCOPES
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
+
+    from ragstep.models.cost import CostReceipt
+    from ragstep.models.state import PipelineState
 
 MISSING_KEY = (
     "this server requires an API key: send `Authorization: Bearer <key>` or `X-API-Key: <key>` "
@@ -83,11 +87,32 @@ class Meter:
     model: str = ""
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: The request's estimated cost in USD: the totals of the cost receipts it made.
+    cost_usd: float = 0.0
+    #: The request's context, once its limits admitted it (:func:`ragstep.entry.http.access.context_for`): what
+    #: :meth:`charge` prices a pipeline's state as.
+    context: Context | None = None
 
     def add_tokens(self, model: str, prompt_tokens: int, completion_tokens: int) -> None:
         self.model = model or self.model
         self.prompt_tokens += prompt_tokens
         self.completion_tokens += completion_tokens
+
+    def add_cost(self, receipt: CostReceipt | None) -> None:
+        """Count a receipt the route made (e.g. a search response's ``usage.cost``)."""
+        if receipt is not None:
+            self.cost_usd = round(self.cost_usd + receipt.total_usd, 10)
+
+    def charge(self, state: PipelineState) -> CostReceipt | None:
+        """The cost receipt of a finished ``state`` (:func:`ragstep.app.cost.cost_of`), counted; None before the
+        request has a context."""
+        if self.context is None:
+            return None
+        from ragstep.app.cost import cost_of
+
+        receipt = cost_of(state, self.context)
+        self.add_cost(receipt)
+        return receipt
 
 
 @dataclass
@@ -188,7 +213,8 @@ class Gate:
         return cached[0]
 
     def admit(self, principal: Principal) -> None:
-        """Rate limit, then daily and monthly quotas; :class:`RateLimitedError` when over either."""
+        """Rate limit, then daily and monthly quotas and the monthly budget; :class:`RateLimitedError` when over
+        either."""
         settings = self.settings
         key = principal.key
         if key is not None:
@@ -199,6 +225,7 @@ class Gate:
             or settings.daily_token_quota
             or settings.monthly_request_quota
             or settings.monthly_token_quota
+            or settings.monthly_budget_usd
         ):
             return  # open local mode without quotas: nothing to count, no store to read
         self.quotas.admit(
@@ -207,6 +234,7 @@ class Gate:
             settings.daily_token_quota,
             settings.monthly_request_quota,
             settings.monthly_token_quota,
+            settings.monthly_budget_usd,
         )
 
     def close(self) -> None:
@@ -228,8 +256,33 @@ def _route_of(scope: Scope) -> str:
     return str(path) if path else "-"
 
 
+#: An API key anywhere in a URL (``rsk_`` and its 8 hex digits are enough: the secret follows them).
+_KEY_IN_URL = re.compile(rf"{KEY_MARK}_[0-9a-fA-F]{{{PREFIX_HEX}}}_[^&;/\s]*")
+KEY_IN_URL = (
+    "an API key was sent in the URL, which servers and proxies log: send it as `Authorization: Bearer <key>` or "
+    "`X-API-Key: <key>`, and revoke this one (`ragstep keys revoke <prefix>`): it has been exposed"
+)
+
+
+def refuse_key_in_url(scope: Scope) -> bool:
+    """Whether the request's URL holds an API key; if so the key is replaced by ``<redacted>`` in ``scope`` in
+    place, so the server's access line (uvicorn writes it from this very scope) never shows it."""
+    query = scope.get("query_string", b"").decode("latin-1")
+    path = str(scope.get("path", ""))
+    if not (_KEY_IN_URL.search(query) or _KEY_IN_URL.search(path)):
+        return False
+    scope["query_string"] = _KEY_IN_URL.sub("<redacted>", query).encode("latin-1")
+    scope["path"] = _KEY_IN_URL.sub("<redacted>", path)
+    scope["raw_path"] = scope["path"].encode("utf-8", "surrogateescape")
+    return True
+
+
 class Metering:
-    """One usage record per request that was authenticated, submitted after its answer's last byte was sent."""
+    """One usage record per request that was authenticated, submitted after its answer's last byte was sent.
+
+    It is also the outer check of every request's URL: one that carries an API key is refused (400) before any
+    route sees it, and the key is redacted from what the access log writes (:func:`refuse_key_in_url`).
+    """
 
     def __init__(self, app: ASGIApp, gate: Gate) -> None:
         self.app = app
@@ -238,6 +291,9 @@ class Metering:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if refuse_key_in_url(scope):
+            await error_response(400, "invalid_input", KEY_IN_URL)(scope, receive, send)
             return
         scope.setdefault("state", {})  # created here so the routes' request.state is this very dict
         started = time.time()
@@ -270,6 +326,7 @@ class Metering:
                     model=meter.model,
                     prompt_tokens=meter.prompt_tokens,
                     completion_tokens=meter.completion_tokens,
+                    cost_usd=meter.cost_usd,
                 )
             )
 

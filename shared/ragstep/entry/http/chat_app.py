@@ -2,7 +2,7 @@
 sessions, knowledge search, ``/healthz``) without importing FastAPI.
 
 Why it exists: the function's cold start (issue #14). Importing FastAPI costs a new execution environment ~190 ms
-of its ~700 ms before the first token (its OpenAPI models, its telemetry, declaring routes), all to serve twelve
+of its ~700 ms before the first token (its OpenAPI models, its telemetry, declaring routes), all to serve thirteen
 routes whose work is framework-free anyway. Starlette, FastAPI's base, is imported in either case.
 
 FastAPI's app (:func:`ragstep.entry.http.app.create_app`) is the reference for the API's contract: its
@@ -42,9 +42,10 @@ from ragstep.entry.http import conversations as conv
 from ragstep.entry.http import operations
 from ragstep.entry.http.access import context_for, meter
 from ragstep.entry.http.auth import AUTH_ERROR_HANDLERS, Gate, Meter, Metering
-from ragstep.entry.http.completions import ChatCompletionRequest, complete, model_list
-from ragstep.entry.http.errors import ERROR_HANDLERS, InvalidRequest
+from ragstep.entry.http.completions import ChatCompletionRequest, complete
+from ragstep.entry.http.errors import ERROR_HANDLERS, InvalidRequest, OpenAIErrors
 from ragstep.entry.http.limits import BodyLimit
+from ragstep.entry.http.model_ids import model_list, model_object
 from ragstep.models import SearchRequest
 from ragstep.models.tenancy import Scope
 
@@ -195,7 +196,8 @@ def chat_routes() -> list[BaseRoute]:
         route("POST", "/v1/knowledge-search", lambda c: operations.search(c.body, c.ctx, c.meter), scope=None,
               body=SearchRequest),
         route("POST", "/v1/chat/completions", lambda c: complete(c.body, c.ctx, c.meter), body=ChatCompletionRequest),
-        route("GET", "/v1/models", lambda c: model_list()),
+        route("GET", "/v1/models", lambda c: model_list(c.ctx)),
+        route("GET", "/v1/models/{model:path}", lambda c: model_object(c.path["model"], c.ctx)),
         route("POST", "/v1/sessions", lambda c: open_session(c.ctx), status=201),
         route("GET", "/v1/sessions", lambda c: conv.session_page(c.ctx, c.query.page, c.query.page_size),
               query=conv.SessionsQuery),
@@ -219,8 +221,10 @@ def create_chat_app(clients: Clients | None = None, *, flush_usage: bool = False
     routes = [Route("/openapi.json", OpenAPIDocument(clients), methods=["GET"]), *chat_routes()]
     app = Starlette(
         routes=routes,
-        # In FastAPI's order: the usage record around everything, then the body limit, then the handlers.
+        # In FastAPI's order: the OpenAI routes' error shape around everything, the usage record, then the body
+        # limit, then the handlers.
         middleware=[
+            Middleware(OpenAIErrors),
             Middleware(Metering, gate=gate),
             Middleware(BodyLimit, limit=clients.settings.max_request_bytes),
         ],

@@ -2,9 +2,14 @@
 apps: the FastAPI routes (:mod:`ragstep.entry.http.chat`) and the streaming chat function's Starlette app
 (:mod:`ragstep.entry.http.chat_app`) parse the same bodies and call the same functions here.
 
-The official ``openai`` SDKs, LangChain's ChatOpenAI, Open WebUI and curl work unchanged: ``model`` names a ragstep
-pipeline profile, ``messages`` end with the user's question, and ``stream`` picks an event stream of
-``chat.completion.chunk`` frames or one ``chat.completion`` body.
+The official ``openai`` SDKs, LangChain's ChatOpenAI, litellm, Open WebUI and curl work unchanged: ``model`` names a
+pipeline profile and, for clients that can send nothing else, the knowledge bases (``ragstep/<knowledge base>``,
+:mod:`ragstep.entry.http.model_ids`); ``messages`` end with the user's question, and ``stream`` picks an event stream
+of ``chat.completion.chunk`` frames or one ``chat.completion`` body. ``finish_reason`` is the model's (``length``
+when it was cut at ``max_tokens``, ``stop`` otherwise); ``usage`` is the model's count, or ragstep's estimate marked
+``"estimated": true`` (the extractive answerer). Errors, before the stream and inside it, are OpenAI's shape
+(:mod:`ragstep.entry.http.errors`). ``append_sources`` ends the answer's text with its sources as Markdown
+(:mod:`ragstep.entry.http.sources`).
 
 The ragstep options (:class:`RagstepOptions`) are read both at the top level and under ``extra_body``: the ``openai``
 SDK's ``extra_body=`` merges its keys into the top level, while curl users and other clients send the nested form,
@@ -38,18 +43,28 @@ from ragstep.app.chat import run_chat, stream_chat, stream_stateless_chat
 from ragstep.app.sessions import RUNNING
 from ragstep.context import Context
 from ragstep.entry.http.auth import Meter
-from ragstep.entry.http.errors import redact
+from ragstep.entry.http.errors import openai_error
+from ragstep.entry.http.model_ids import MODEL_PROFILES, choice_of, knowledge_bases, no_knowledge_base, retrieves
+from ragstep.entry.http.sources import sources_markdown, without_sources
 from ragstep.entry.http.sse import DONE, SSEResponse, data_frame
 from ragstep.errors import InputError, RagstepError
-from ragstep.models import ChatRequest, HistoryRound, PipelineState, RetrievalOverrides, StreamEvent
-from ragstep.pipeline.definitions import CHAT_PIPELINES
+from ragstep.models import ChatRequest, HistoryRound, PipelineState, RetrievalOverrides, StreamEvent, Usage
+from ragstep.models.cost import CostReceipt
 from ragstep.pipeline.executor import drain
 from ragstep.stages.chat.common import context_results
 
 log = logging.getLogger("ragstep.http")
 
-#: ``model`` -> chat pipeline: ``ragstep`` is the default RAG pipeline; each pipeline is also a profile by its name.
-MODEL_PROFILES: dict[str, str] = {"ragstep": "rag_stream", **{p: p for p in CHAT_PIPELINES}}
+__all__ = ["MODEL_PROFILES", "ChatCompletionRequest", "Plan", "complete"]
+
+#: What a model or provider says when it stopped -> OpenAI's ``finish_reason`` (anything else: ``stop``).
+FINISH_REASONS = {
+    "length": "length",
+    "max_tokens": "length",  # Bedrock
+    "content_filter": "content_filter",
+    "content_filtered": "content_filter",  # Bedrock
+    "guardrail_intervened": "content_filter",  # Bedrock
+}
 
 
 class RagstepOptions(BaseModel):
@@ -63,6 +78,9 @@ class RagstepOptions(BaseModel):
     overrides: RetrievalOverrides | None = Field(None, description="retrieval settings for this request")
     chat: dict[str, Any] | None = Field(None, description="chat settings for this request (ChatSettings fields)")
     reference: bool | None = Field(None, description="return the references (and the answer with its citations)")
+    append_sources: bool | None = Field(
+        None, description="end the answer's text with its sources as Markdown (default: RAGSTEP_OPENAI_APPEND_SOURCES)"
+    )
 
 
 class ContentPart(BaseModel):
@@ -91,7 +109,10 @@ class ChatCompletionRequest(RagstepOptions):
 
     model_config = ConfigDict(extra="ignore")
 
-    model: str = Field(description=f"a pipeline profile: {', '.join(MODEL_PROFILES)}")
+    model: str = Field(
+        description="ragstep/<knowledge base> (GET /v1/models lists them; ragstep/<kb1>+<kb2> for several), or a "
+        f"pipeline profile alone: {', '.join(MODEL_PROFILES)}"
+    )
     messages: list[Message] = Field(min_length=1, description="the conversation; the last is the user's question")
     stream: bool = False
     stream_options: StreamOptions | None = None
@@ -108,12 +129,14 @@ class ChatCompletionRequest(RagstepOptions):
 
 @dataclass(frozen=True)
 class Plan:
-    """A request understood: the chat request, the history it brings (None: the session's, saved), the profile."""
+    """A request understood: the chat request, the history it brings (None: the session's, saved), the profile
+    (``model`` as asked), and whether the answer's text ends with its sources."""
 
     request: ChatRequest
     history: list[HistoryRound] | None
     reference: bool
     profile: str
+    sources: bool = False
 
 
 def _text(message: Message, position: int) -> str:
@@ -153,8 +176,8 @@ def history_of(messages: list[Message]) -> tuple[list[HistoryRound], str | None]
         elif message.role == "user":
             pending = text
         elif message.role == "assistant":
-            if pending is not None:
-                rounds.append(HistoryRound(query=pending, answer=text))
+            if pending is not None:  # an answer sent back as it was shown: without the sources appended to it
+                rounds.append(HistoryRound(query=pending, answer=without_sources(text)))
             pending = None
         else:
             raise InputError(
@@ -163,9 +186,13 @@ def history_of(messages: list[Message]) -> tuple[list[HistoryRound], str | None]
     return rounds, "\n\n".join(system) if system else None
 
 
-def plan_of(body: ChatCompletionRequest) -> Plan:
-    if body.model not in MODEL_PROFILES:
-        raise InputError(f"unknown model {body.model!r}; this server's models are: {', '.join(MODEL_PROFILES)}")
+def web_search(options: RagstepOptions) -> bool:
+    # RetrievalOverrides is derived at run time, so its fields are read by name.
+    return options.overrides is not None and bool(getattr(options.overrides, "web_search", None))
+
+
+def plan_of(body: ChatCompletionRequest, ctx: Context) -> Plan:
+    choice = choice_of(body.model, ctx)
     if body.n not in (None, 1):
         raise InputError(f"n={body.n} is not supported; ask for one choice (n=1)")
     if body.tools:
@@ -189,17 +216,25 @@ def plan_of(body: ChatCompletionRequest) -> Plan:
         "system_prompt": system_prompt,
     }
     chat.update({k: v for k, v in openai_settings.items() if v is not None})
+    other_targets = bool(options.knowledge_ids) or web_search(options)
+    kb_ids = knowledge_bases(body.model, choice, options.knowledge_base_ids or [], ctx, other_targets=other_targets)
+    # Said here for the clients that can send nothing else (with a session, the session is checked first).
+    if retrieves(choice.pipeline) and options.session_id is None and not (kb_ids or other_targets):
+        raise no_knowledge_base(body.model)
     request = ChatRequest(
         query=query,
-        knowledge_base_ids=options.knowledge_base_ids or [],
+        knowledge_base_ids=kb_ids,
         knowledge_ids=options.knowledge_ids or [],
         session_id=options.session_id,
-        pipeline=MODEL_PROFILES[body.model],
+        pipeline=choice.pipeline,
         overrides=options.overrides or RetrievalOverrides(),
         chat=chat,
     )
     history = None if options.session_id is not None else rounds
-    return Plan(request=request, history=history, reference=bool(options.reference), profile=body.model)
+    sources = ctx.settings.openai_append_sources if options.append_sources is None else options.append_sources
+    return Plan(
+        request=request, history=history, reference=bool(options.reference), profile=body.model, sources=sources
+    )
 
 
 # -- running a plan ------------------------------------------------------------------------------------------------
@@ -277,23 +312,48 @@ class Relayed:
         self.final = yield from self._events
 
 
-def stream_error(exc: BaseException) -> dict[str, str]:
-    """An error after the stream started, as the frame's ``error`` object (the server's log has any details)."""
+def stream_error(exc: BaseException) -> dict[str, Any]:
+    """An error after the stream started, as the frame's ``error`` object, OpenAI's shape (the server's log has any
+    details)."""
     if isinstance(exc, RagstepError):
         if exc.http_status >= 500:
             log.warning("%s: %s", exc.code, exc.message)
-        return {"message": redact(" ".join(exc.message.split())), "type": exc.code, "code": exc.code}
+        return openai_error(exc.http_status, exc.code, exc.message, getattr(exc, "param", None))
     log.error("chat stream failed", exc_info=exc)
-    message = f"internal error ({type(exc).__name__}); see the server log"
-    return {"message": message, "type": "internal_error", "code": "internal_error"}
+    return openai_error(500, "internal_error", "internal error; see the server log")
 
 
-def report(usage_meter: Meter, state: PipelineState) -> None:
-    """What the answer used, for the request's usage record."""
+def report(usage_meter: Meter, state: PipelineState) -> CostReceipt | None:
+    """What the answer used, for the request's usage record: the tokens a model reported (an estimate is what the
+    answer would have cost a model, not what it cost: token quotas count only model tokens), and its cost receipt
+    (returned, for ``usage.cost``)."""
     usage = state.chat.usage
     usage_meter.pipeline = state.pipeline
     usage_meter.results = len(context_results(state))
-    usage_meter.add_tokens(state.chat.model, usage.prompt_tokens, usage.completion_tokens)
+    counted = (0, 0) if usage.estimated else (usage.prompt_tokens, usage.completion_tokens)
+    usage_meter.add_tokens(state.chat.model, *counted)
+    return usage_meter.charge(state)
+
+
+def finish_reason(state: PipelineState) -> str:
+    """OpenAI's ``finish_reason`` for the answer: the model's, in OpenAI's words (``length`` when it was cut)."""
+    return FINISH_REASONS.get(state.chat.finish_reason or "", "stop")
+
+
+def usage_body(usage: Usage, receipt: CostReceipt | None = None) -> dict[str, Any]:
+    """OpenAI's ``usage``; ``estimated: true`` when ragstep counted the tokens, not a model; ``cost``: the request's
+    cost receipt (:mod:`ragstep.app.cost`), which OpenAI clients keep as an extra field."""
+    body: dict[str, Any] = usage.model_dump(include={"prompt_tokens", "completion_tokens", "total_tokens"})
+    if usage.estimated:
+        body["estimated"] = True
+    if receipt is not None:
+        body["cost"] = receipt.model_dump(mode="json")
+    return body
+
+
+def appended_sources(plan: Plan, state: PipelineState) -> str:
+    """The sources block the answer's text ends with (empty unless the plan asks for it)."""
+    return sources_markdown(state, context_results(state)) if plan.sources else ""
 
 
 def completion_frames(plan: Plan, run: Run, include_usage: bool, usage_meter: Meter) -> Generator[bytes, None, None]:
@@ -329,21 +389,26 @@ def completion_frames(plan: Plan, run: Run, include_usage: bool, usage_meter: Me
             yield data_frame({"error": stream_error(exc)})
             return
         final = relayed.final
+        finish = "stop"
         if final is not None:
             answer = final.chat.answer
             if not shown and answer:  # a pipeline that does not stream: the whole answer at once
                 yield chunk({"content": answer})
+            block = appended_sources(plan, final)
+            if block:
+                yield chunk({"content": block})
+                answer += block
             references = [r.model_dump(mode="json") for r in context_results(final)]
-            usage = final.chat.usage.model_dump()
-            report(usage_meter, final)
+            finish = finish_reason(final)
+            usage = usage_body(final.chat.usage, report(usage_meter, final))
         else:
-            answer, usage = "".join(shown), {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+            answer, usage = "".join(shown), usage_body(Usage())
         last: dict[str, Any] = {}
         if plan.reference:
             last.update(reference=references, final_content=answer)
         if final is None:
             last["interrupted"] = True
-        yield chunk(last, finish="stop")
+        yield chunk(last, finish=finish)
         if include_usage:
             yield data_frame(head | {"choices": [], "usage": usage})
         yield DONE
@@ -353,17 +418,18 @@ def completion_frames(plan: Plan, run: Run, include_usage: bool, usage_meter: Me
     yield from frames
 
 
-def completion_body(plan: Plan, state: PipelineState) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": state.chat.answer}
+def completion_body(plan: Plan, state: PipelineState, receipt: CostReceipt | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": state.chat.answer + appended_sources(plan, state)}
     if plan.reference:
         message["reference"] = [r.model_dump(mode="json") for r in context_results(state)]
+    choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason(state)}
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": plan.profile,
-        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}],
-        "usage": state.chat.usage.model_dump(),
+        "choices": [choice],
+        "usage": usage_body(state.chat.usage, receipt),
     }
 
 
@@ -382,22 +448,13 @@ def sse_response(frames: Generator[bytes, None, None], run: Run) -> SSEResponse:
 def complete(body: ChatCompletionRequest, ctx: Context, usage_meter: Meter) -> Response:
     """The route's answer: one ``chat.completion`` body, or with ``stream`` its chunks as an event stream (started up
     to its first event here, so that bad input and a failed retrieval are an HTTP error)."""
-    plan = plan_of(body)
+    plan = plan_of(body, ctx)
     if not body.stream:
         if plan.history is None:
             state = run_chat(plan.request, ctx)
         else:
             state = drain(stream_stateless_chat(plan.request, plan.history, ctx))
-        report(usage_meter, state)
-        return JSONResponse(completion_body(plan, state))
+        return JSONResponse(completion_body(plan, state, report(usage_meter, state)))
     run = start(plan, ctx)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     return sse_response(completion_frames(plan, run, include_usage, usage_meter), run)
-
-
-def model_list() -> dict[str, Any]:
-    """``GET /v1/models``: the pipeline profiles ``model`` may name."""
-    return {
-        "object": "list",
-        "data": [{"id": name, "object": "model", "created": 0, "owned_by": "ragstep"} for name in MODEL_PROFILES],
-    }

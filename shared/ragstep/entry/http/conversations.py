@@ -24,6 +24,7 @@ from ragstep.entry.http.completions import Plan, Relayed, Run, report, sse_respo
 from ragstep.entry.http.sse import SSEResponse, event_frame
 from ragstep.models import ChatRequest, HistoryRound, RetrievalOverrides, SessionSummary, Turn
 from ragstep.stages.chat.common import context_results
+from ragstep.stages.chat.notes import notes
 
 
 class SessionPage(BaseModel):
@@ -149,7 +150,7 @@ def knowledge_frames(query: str, session_id: str | None, run: Run, usage_meter: 
     if final is None:
         yield frame("complete", "", True, session_id=session_id, data={"interrupted": True})
         return
-    report(usage_meter, final)
+    receipt = report(usage_meter, final)
     if not referenced:  # a pipeline that does not stream: its references and answer now
         yield frame("references", knowledge_references=[r.model_dump(mode="json") for r in context_results(final)])
     if not shown and final.chat.answer:
@@ -157,9 +158,10 @@ def knowledge_frames(query: str, session_id: str | None, run: Run, usage_meter: 
     totals = {
         "request_id": final.request_id,
         "model": final.chat.model,
-        "usage": final.chat.usage.model_dump(),
+        "usage": final.chat.usage.model_dump() | ({"cost": receipt.model_dump(mode="json")} if receipt else {}),
         "fallback": final.chat.fallback,
         "references": len(context_results(final)),
+        "notes": notes(final),
         "interrupted": False,
         "trace": [t.model_dump(mode="json") for t in final.trace],
     }

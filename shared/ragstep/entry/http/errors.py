@@ -1,4 +1,7 @@
-"""Every error of the HTTP API is ``{error, message}``: a stable code and one line saying what to fix.
+"""Every error of the HTTP API is ``{error, message}``: a stable code and one line saying what to fix -- except on
+the OpenAI-compatible routes (:data:`OPENAI_PATHS`), whose every error is OpenAI's ``{"error": {"message", "type",
+"param", "code"}}`` (:class:`OpenAIErrors`), so that the ``openai`` SDKs and the libraries built on them show the
+message and set ``code``/``type``/``param``; ``code`` is the same stable code.
 
 The message is written for whoever called, who may be anyone: it never names another knowledge base (the use
 cases already say only what was asked for) and never carries an AWS resource ARN or account id, which a failing
@@ -7,6 +10,7 @@ adapter or the state machine may put in its message for the server's log.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -16,8 +20,9 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ragstep.errors import RagstepError
+from ragstep.errors import InputError, RagstepError
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -86,13 +91,33 @@ def first_error(errors: Sequence[Mapping[str, Any]]) -> str:
     return f"{where}: {msg}" if where else msg
 
 
-async def _ragstep_error(_: Request, exc: RagstepError) -> JSONResponse:
+class FieldError(InputError):
+    """Bad input in one field of the request, named for OpenAI's ``param`` (``model``, ``messages``); a 404 when
+    ``not_found`` (the field names something that does not exist)."""
+
+    def __init__(self, message: str, param: str, *, not_found: bool = False) -> None:
+        super().__init__(message)
+        self.param = param
+        if not_found:
+            self.http_status, self.code = 404, "not_found"
+
+
+async def _ragstep_error(request: Request, exc: RagstepError) -> JSONResponse:
+    if isinstance(exc, FieldError):
+        request.state.error_param = exc.param
     if exc.http_status >= 500:
         log.warning("%s: %s", exc.code, exc.message)  # the full message stays in the server's log
     return error_response(exc.http_status, exc.code, exc.message)
 
 
-async def _invalid_request(_: Request, exc: InvalidRequest) -> JSONResponse:
+def error_param(request: Request, errors: Sequence[Mapping[str, Any]]) -> None:
+    """Keep the field the first validation error names on the request, for OpenAI's ``param``."""
+    where = [str(p) for p in (errors[0].get("loc", ()) if errors else ()) if p not in ("body", "query", "__root__")]
+    request.state.error_param = ".".join(where) or None
+
+
+async def _invalid_request(request: Request, exc: InvalidRequest) -> JSONResponse:
+    error_param(request, exc.errors)
     return error_response(422, "invalid_input", first_error(exc.errors))
 
 
@@ -107,7 +132,10 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> Response
 
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
     # Starlette logs the traceback after this answer is sent; the caller learns only where to look.
-    message = f"{request.method} {request.url.path}: internal error ({type(exc).__name__}); see the server log"
+    # No exception class either: which one failed is the server's business (and a hint to whoever probes it).
+    message = f"{request.method} {request.url.path}: internal error; see the server log"
+    if is_openai_path(request.url.path):  # this handler answers outside every middleware, OpenAIErrors included
+        return JSONResponse(status_code=500, content={"error": openai_error(500, "internal_error", message)})
     return error_response(500, "internal_error", message)
 
 
@@ -125,9 +153,98 @@ def install_error_handlers(app: Starlette) -> None:
     (imported here: the Starlette app of the streaming chat function must not import FastAPI)."""
     from fastapi.exceptions import RequestValidationError
 
-    async def _validation_error(_: Request, exc: Any) -> JSONResponse:  # a RequestValidationError
+    async def _validation_error(request: Request, exc: Any) -> JSONResponse:  # a RequestValidationError
+        error_param(request, exc.errors())
         return error_response(422, "invalid_input", first_error(exc.errors()))
 
     for kind, handler in ERROR_HANDLERS.items():
         app.add_exception_handler(kind, handler)
     app.add_exception_handler(RequestValidationError, _validation_error)
+
+
+# -- the OpenAI-compatible routes ----------------------------------------------------------------------------------
+
+#: The routes whose errors are OpenAI's shape (the route, and anything under it: a path the API does not serve there
+#: is still asked by an OpenAI client).
+OPENAI_PATHS = ("/v1/chat/completions", "/v1/models")
+
+
+def is_openai_path(path: str) -> bool:
+    return any(path == p or path.startswith(p + "/") for p in OPENAI_PATHS)
+
+
+def openai_type(status: int) -> str:
+    """OpenAI's error ``type`` for an HTTP status."""
+    if status >= 500:
+        return "server_error"
+    return {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}.get(
+        status, "invalid_request_error"
+    )
+
+
+class OpenAIError(BaseModel):
+    message: str = Field(description="one line that says what is wrong and what to change")
+    type: str = Field(description="invalid_request_error, authentication_error, permission_error, ...")
+    param: str | None = Field(None, description="the request field at fault, when one is")
+    code: str = Field(description="ragstep's stable code: invalid_input, not_found, unauthorized, ...")
+
+
+class OpenAIErrorBody(BaseModel):
+    """What every 4xx and 5xx answer of the OpenAI-compatible routes carries (OpenAI's own error shape)."""
+
+    error: OpenAIError
+
+
+def openai_error(status: int, code: str, message: str, param: str | None = None) -> dict[str, Any]:
+    """The ``error`` object of OpenAI's shape (also an event stream's error frame)."""
+    said = redact(" ".join(message.split()))
+    return OpenAIError(message=said, type=openai_type(status), param=param, code=code).model_dump()
+
+
+def _reshaped(status: int, body: bytes, param: str | None) -> bytes | None:
+    """An ``{error, message}`` body as OpenAI's shape (None: not one of ours, left as it is)."""
+    try:
+        said = json.loads(body)
+    except ValueError:
+        return None
+    if not (isinstance(said, dict) and isinstance(said.get("error"), str) and isinstance(said.get("message"), str)):
+        return None
+    return json.dumps({"error": openai_error(status, said["error"], said["message"], param)}).encode()
+
+
+class OpenAIErrors:
+    """A pure ASGI middleware: on :data:`OPENAI_PATHS`, an error answer's ``{error, message}`` body is rewritten in
+    OpenAI's shape. It sits outside everything that may answer an error (the body limit, the key check, the
+    handlers), so no error of these routes escapes it; success answers (event streams included) pass untouched."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not is_openai_path(scope.get("path", "")):
+            await self.app(scope, receive, send)
+            return
+        held: Message | None = None
+        parts: list[bytes] = []
+
+        async def reshaping_send(message: Message) -> None:
+            nonlocal held
+            if message["type"] == "http.response.start" and int(message["status"]) >= 400:
+                held = message
+                return
+            if held is None or message["type"] != "http.response.body":
+                await send(message)
+                return
+            parts.append(message.get("body", b""))
+            if message.get("more_body", False):
+                return
+            status = int(held["status"])
+            param = (scope.get("state") or {}).get("error_param")
+            body = b"".join(parts)
+            body = _reshaped(status, body, param) or body
+            headers = [(k, v) for k, v in held.get("headers", []) if k.lower() != b"content-length"]
+            headers.append((b"content-length", str(len(body)).encode()))
+            await send({**held, "headers": headers})
+            await send({"type": "http.response.body", "body": body, "more_body": False})
+
+        await self.app(scope, receive, reshaping_send)

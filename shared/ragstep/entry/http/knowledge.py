@@ -95,6 +95,8 @@ class KnowledgeBaseCreate(_Model):
     type: KnowledgeBaseType = KnowledgeBaseType.DOCUMENT
     embedding_model: str | None = Field(default=None, description='"provider:model", "none", or null: the default')
     description: str = ""
+    graph: bool = Field(default=False, description="build a knowledge graph at ingest (needs a chat model)")
+    layers: bool = Field(default=False, description="index hierarchy layers (abstracts, overviews) at ingest")
 
 
 class KnowledgeBaseUpdate(_Model):
@@ -157,7 +159,15 @@ def _submit(ctx: Context, jobs: list[IngestionJob]) -> None:
 @router.post("/v1/knowledge-bases", status_code=201, responses=_errors(409, *_COMMON))
 def create_kb(body: KnowledgeBaseCreate, ctx: RequestContext) -> KnowledgeBaseInfo:
     """A new, empty knowledge base (as ``ragstep kb create``)."""
-    kb = create_knowledge_base(ctx, body.name, body.type, body.embedding_model, description=body.description)
+    kb = create_knowledge_base(
+        ctx,
+        body.name,
+        body.type,
+        body.embedding_model,
+        description=body.description,
+        graph=body.graph,
+        layers=body.layers,
+    )
     return describe_knowledge_base(ctx, kb)
 
 
@@ -222,6 +232,39 @@ def upload_documents(
     jobs = store_uploads(ctx, ctx.require_kb(kb), files, tag, options)
     _submit(ctx, jobs)
     return UploadAccepted(jobs=jobs)
+
+
+class UrlIngest(_Model):
+    urls: list[str] = Field(min_length=1, max_length=20, description="pages (http/https), or sitemaps of pages")
+    max_pages: int = Field(default=10, ge=1, le=50, description="pages in all, sitemaps' pages included")
+    tag: str = ""
+
+
+class UrlResult(_Model):
+    url: str
+    document: str = Field(description="the document id (GET /v1/documents/{id})")
+    status: str = Field(description="indexed, unchanged, duplicate or failed")
+    chunks: int = 0
+    error: str = ""
+
+
+@router.post("/v1/knowledge-bases/{kb}/urls", responses=_errors(*_COMMON))
+def ingest_web_pages(kb: str, body: UrlIngest, ctx: RequestContext) -> list[UrlResult]:
+    """Fetch web pages (or a sitemap's pages) and ingest each with its URL as its source, before answering (at most
+    ``max_pages``; README "Web pages by URL" for the fetch's rules: public addresses only, robots.txt, size caps).
+    A page that did not change is ``unchanged``; one that cannot be fetched is ``failed`` with the reason."""
+    from ragstep.app.ingest import check_tag
+    from ragstep.app.urls import ingest_urls, is_url
+
+    _needs_a_worker()  # on Lambda a fetch and ingest would outlive API Gateway's 29 s: not done there
+    bad = [u for u in body.urls if not is_url(u)]
+    if bad:
+        raise InputError(f"not an http(s) URL: {bad[0]!r}")
+    tag_id = check_tag(body.tag) if body.tag else ""
+    results = ingest_urls(body.urls, ctx.require_kb(kb), ctx, max_pages=body.max_pages, tag_id=tag_id)
+    return [
+        UrlResult(url=r.path, document=r.knowledge_id, status=r.status, chunks=r.chunks, error=r.error) for r in results
+    ]
 
 
 @router.post("/v1/knowledge-bases/{kb}/uploads", responses=_errors(*_COMMON))

@@ -25,7 +25,10 @@ def health() -> Health:
 
 
 def search(body: SearchRequest, ctx: Context, usage: Meter) -> SearchResponse:
-    """Same JSON as ``ragstep search --json``; the usage record gets the pipeline and how many results."""
+    """Same JSON as ``ragstep search --json``; the usage record gets the pipeline, how many results and the cost
+    receipt's total."""
     state = knowledge_search(body, ctx)
     usage.pipeline, usage.results = state.pipeline, len(state.final_results)
-    return SearchResponse.of(state)
+    response = SearchResponse.of(state, ctx)
+    usage.add_cost(response.usage["cost"] if response.usage else None)
+    return response

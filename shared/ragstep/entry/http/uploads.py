@@ -75,7 +75,25 @@ class _Checked:
     digest: str
 
 
+def _sent_name(upload: UploadFile) -> str | None:
+    """The file name as its form part's bytes carry it, when they are not UTF-8 (the form parser would have read
+    them as Latin-1 and turned ``a\\xff\\xfeb.md`` into ``aÿþb.md``); None when they are."""
+    from python_multipart.multipart import parse_options_header
+
+    for field, value in upload.headers.raw:
+        if field.lower() == b"content-disposition":
+            raw = parse_options_header(value)[1].get(b"filename", b"")
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                return raw.decode("utf-8", "replace")
+    return None
+
+
 def _check_file(upload: UploadFile, kb: KnowledgeBase, ctx: Context) -> _Checked:
+    shown = _sent_name(upload)
+    if shown is not None:
+        raise InputError(f"file name {shown!r} is not valid UTF-8; rename the file")
     name = check_filename(upload.filename)
     suffixes = allowed_suffixes(kb)
     if PurePosixPath(name).suffix.lower() not in suffixes:

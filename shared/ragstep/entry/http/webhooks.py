@@ -14,6 +14,7 @@ from fastapi import APIRouter, BackgroundTasks, Request
 from fastapi.responses import JSONResponse
 
 from ragstep.entry.http.deps import clients_of
+from ragstep.entry.http.errors import error_doc, error_response
 
 router = APIRouter()
 
@@ -27,11 +28,23 @@ def _webhooks(request: Request) -> Any:
     return found
 
 
-@router.post("/v1/webhooks/{integration}", status_code=200)
+@router.post(
+    "/v1/webhooks/{integration}",
+    status_code=200,
+    responses={
+        409: error_doc("another delivery of this message id is being answered; send it again after Retry-After")
+    },
+)
 async def webhook(integration: str, request: Request, background: BackgroundTasks) -> JSONResponse:
     """A signed ``{conversation_id, message_id, text, user}``: answered in the response (``mode: sync``), or
-    acknowledged with 202 and answered by a signed POST to the integration's callback URL (``mode: callback``)."""
+    acknowledged with 202 and answered by a signed POST to the integration's callback URL (``mode: callback``).
+
+    A sync message whose id another delivery is answering right now gets 409 ``in_progress`` with ``Retry-After``;
+    sent again after it, the recorded answer. Every bad, stale, missing or malformed signature, and an unknown
+    integration, is the same 401."""
     from starlette.concurrency import run_in_threadpool
+
+    from ragstep.app.channels.webhooks import MessageInProgress
 
     hooks = _webhooks(request)
     body = await request.body()
@@ -41,7 +54,10 @@ async def webhook(integration: str, request: Request, background: BackgroundTask
     if hooks.integration(integration).mode == "callback":
         background.add_task(_answer_quietly, hooks, integration, message)
         return JSONResponse({"accepted": True, "message_id": message.message_id}, status_code=202)
-    answer = await run_in_threadpool(hooks.answer, integration, message)
+    try:
+        answer = await run_in_threadpool(hooks.answer, integration, message)
+    except MessageInProgress as exc:
+        return error_response(409, exc.code, exc.message, headers={"Retry-After": str(exc.retry_after)})
     return JSONResponse(answer)
 
 
@@ -49,11 +65,11 @@ def _answer_quietly(hooks: Any, integration: str, message: Any) -> None:
     """A callback-mode answer after the 202: failures are logged (the platform was answered already)."""
     import logging
 
-    from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
+    from ragstep.app.channels.webhooks import MessageInProgress
 
     try:
         hooks.answer(integration, message)
-    except IdempotencyAlreadyInProgressError:
+    except MessageInProgress:
         pass  # a concurrent delivery of the same message is answering it
     except Exception:
         logging.getLogger(__name__).exception("webhook %s: answering message failed", integration)

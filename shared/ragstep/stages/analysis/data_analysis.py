@@ -12,8 +12,10 @@ Runs after the final cut (``filter_top_k`` in ``rag_stream``, ``chunk_merge`` in
 3. Per file, the chat model gets WeKnora's prompt (:mod:`.prompts`) at temperature 0.1 with the provider's JSON mode
    and answers ``{"knowledge_id", "sql"}``; an empty ``sql`` means no analysis is needed.
 4. The query is checked by DuckDB's own parser (one SELECT over the loaded tables only) and run under the time,
-   memory and row limits. The result -- the SQL and a Markdown table -- becomes a ``data_analysis`` result placed
-   first in the context, and that file's summary/column chunks leave the results (the schema is not cited twice).
+   memory and row limits, in a process of its own killed at the deadline
+   (:mod:`ragstep.adapters.analysis.sandbox`; its measured wall clock and peak memory are in the trace). The
+   result -- the SQL and a Markdown table -- becomes a ``data_analysis`` result placed first in the context, and
+   that file's summary/column chunks leave the results (the schema is not cited twice).
 
 Failures degrade, never fail the request: each is a ``degrade`` row with its reason (``refused`` with the parser's
 reason, ``timeout``, ``failed``, ``not_json``, ``model_failed``, ``unreadable``, ``too_large``, ``missing``,
@@ -25,6 +27,7 @@ from __future__ import annotations
 import json
 import re
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,7 +42,7 @@ from ragstep.stages.ingest.products import DATA_PREFIX
 # parsers' Markdown tables) are imported by the steps after it, not with the stage (a chat function preloads it).
 if TYPE_CHECKING:
     from ragstep.context import Context
-    from ragstep.models.analysis import DataTable
+    from ragstep.models.analysis import DataTable, QueryCost
     from ragstep.ports import AnalysisSession, ChatModel
 
 STAGE = "data_analysis"
@@ -131,6 +134,13 @@ def _plan(ctx: Context, model: ChatModel, prompt: str) -> tuple[dict[str, str], 
     return plan, False
 
 
+def _cost(cost: QueryCost | None) -> dict[str, float]:
+    """The query process's measured cost, for the trace (wall clock and peak memory of the process that ran it)."""
+    if cost is None:
+        return {}
+    return {"process_ms": cost.elapsed_ms, "peak_rss_mb": cost.peak_rss_mb, "base_rss_mb": cost.base_rss_mb}
+
+
 def _degrade(reason: str, file: DataFile, message: str, **detail: Any) -> TraceEvent:
     info = {"knowledge_id": file.knowledge_id, "file": file.filename, "error": message, **detail}
     return TraceEvent(stage=STAGE, action="degrade", reason=reason, detail=info)
@@ -177,6 +187,7 @@ def _analyse(
     queries: list[dict[str, Any]] = []
     for file, tables in loaded:
         sql = ""
+        started: float | None = None
         try:
             plan, hit = _plan(ctx, model, analysis_prompt(state.search_query, file.knowledge_id, tables))
             sql = _with_table_names(plan["sql"], file.knowledge_id, tables)
@@ -190,10 +201,15 @@ def _analyse(
                     )
                 )
                 continue
+            started = time.perf_counter()
             result = session.query(sql)
         except AnalysisError as exc:
-            events.append(_degrade(exc.reason, file, exc.message, **({"sql": sql} if sql else {})))
+            # How long the query held this request (the sandbox's bound: the timeout plus one second).
+            held = {} if started is None else {"wall_ms": round((time.perf_counter() - started) * 1000, 1)}
+            cost = _cost(exc.cost)
+            events.append(_degrade(exc.reason, file, exc.message, **({"sql": sql} if sql else {}), **held, **cost))
             continue
+        wall_ms = round((time.perf_counter() - started) * 1000, 1)
         queries.append(
             {
                 "knowledge_id": file.knowledge_id,
@@ -201,6 +217,8 @@ def _analyse(
                 "rows": len(result.rows),
                 "truncated": result.truncated,
                 "ms": result.elapsed_ms,
+                "wall_ms": wall_ms,
+                **_cost(result.cost),
                 **({"cache": "hit" if hit else "miss"} if ctx.cache is not None else {}),
             }
         )

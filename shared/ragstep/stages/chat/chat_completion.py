@@ -3,7 +3,9 @@
 System prompt (with the citation rules when there are passages) + history rounds + the user message, within the
 token budget (:mod:`budget`); then :mod:`stream_filter`'s rules on the whole text: reasoning removed, the no-match
 prefix recognised, the fallback answered when nothing usable came out; then the citations (:mod:`citing`).
-When retrieval found nothing and an empty response is configured, that is the answer and the model is not called.
+When retrieval found nothing, the empty response is the answer and the model is not called (RAGFlow's
+``empty_response``; ``RAGSTEP_CHAT_EMPTY_RESPONSE``, by default :data:`prompts.EMPTY_RESPONSE` in the question's
+language): a model given no passages answers from what it believes, which a RAG answer must not.
 With ``cache_answers`` a repeated question (same model, messages and settings) is answered from the cache.
 """
 
@@ -13,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ragstep.models import PipelineState, TraceEvent, Usage
 from ragstep.ports import ChatResponse
-from ragstep.stages.chat import budget, citing, stream_filter
+from ragstep.stages.chat import budget, citing, prompts, stream_filter
 from ragstep.stages.chat.common import answer_key, complete_cached, empty_retrieval, grounding, messages, options
 
 if TYPE_CHECKING:
@@ -32,7 +34,12 @@ def _usage(response: ChatResponse) -> Usage:
     return (
         Usage()
         if u is None
-        else Usage(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, total_tokens=u.total_tokens)
+        else Usage(
+            prompt_tokens=u.prompt_tokens,
+            completion_tokens=u.completion_tokens,
+            total_tokens=u.total_tokens,
+            estimated=u.estimated,
+        )
     )
 
 
@@ -44,10 +51,11 @@ def _filtered(text: str, prefix: str) -> stream_filter.AnswerFilter:
 
 
 def empty_answer(state: PipelineState, model: ChatModel) -> PipelineState | None:
-    """The state answered with the configured empty response, when retrieval found nothing (else None)."""
-    text = state.chat.settings.empty_response
-    if not (text and empty_retrieval(state)):
+    """The state answered with the empty response (configured, or the shipped one), when retrieval found nothing
+    (else None)."""
+    if not empty_retrieval(state):
         return None
+    text = state.chat.settings.empty_response or prompts.EMPTY_RESPONSE[state.chat.language]
     chat = state.chat.model_copy()
     chat.answer, chat.model, chat.usage = text, model.name, Usage()
     event = TraceEvent(stage=STAGE, action="skip", reason="empty_retrieval", detail={"empty_response": True})
@@ -65,29 +73,32 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
     msgs = messages(state, system)
     if settings.cache_answers:
         key = answer_key(state, model.name, system, options(settings))
-        response, hit = complete_cached(ctx, model, "answer", msgs, options(settings), grounding(state), key)
+        response, hit = complete_cached(ctx, model, "answer", msgs, options(settings), grounding(state, ctx), key)
     else:
-        response, hit = model.complete(msgs, options(settings), grounding(state)), False
+        response, hit = model.complete(msgs, options(settings), grounding(state, ctx)), False
     flt = _filtered(response.content, settings.no_match_prefix)
     reasoning = "\n".join(t for t in (response.reasoning, flt.reasoning) if t)
     usage = _usage(response)
+    finish = response.finish_reason
     fallback = None
     reason = None
     if not flt.usable:
         fallback = stream_filter.strategy(state, model)
         reason = stream_filter.no_answer_reason(flt)
+        finish = None
         if fallback == "fixed":
             flt = _filtered(stream_filter.fixed_response(state), "")
         else:
             again = model.complete(stream_filter.fallback_messages(state), options(settings))
             flt = _filtered(again.content, "")
-            usage = _usage(again)
+            usage, finish = _usage(again), again.finish_reason
             if not flt.usable:  # the fallback model said nothing either: the fixed response, never an empty answer
-                flt = _filtered(stream_filter.fixed_response(state), "")
+                flt, finish = _filtered(stream_filter.fixed_response(state), ""), None
     chat = state.chat.model_copy()
     chat.answer, chat.reasoning, chat.model, chat.usage, chat.fallback = (
         flt.answer, reasoning, model.name, usage, fallback,
     )  # fmt: skip
+    chat.finish_reason = finish
     state = state.with_chat(chat)
     state, cite_event = citing.cite(state, ctx, model, flt.answer)
     detail: dict[str, object] = {"model": model.name}

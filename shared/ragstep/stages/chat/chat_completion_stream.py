@@ -3,9 +3,10 @@
 Events, in order: ``references`` (the passages the answer may cite, ``[n]`` = ``results[n-1]``), any number of
 ``reasoning`` and ``answer`` deltas (after :mod:`stream_filter`; citation markers repaired on the way, a marker split
 across chunks held back until it is whole), and ``done`` (model, usage, fallback, and the final answer with the
-references flagged cited and the per-document aggregate: inserted citations exist only there). The final state
-holds the whole answer, so a drained run returns what the events said. With ``empty_response`` configured and
-nothing retrieved, the events are the references (none), that response and ``done``: the model is not called.
+references flagged cited and the per-document aggregate). The final answer is the deltas joined: citations
+inserted after the stream flag the references and do not change the text. The final state holds the whole answer,
+so a drained run returns what the events said. With nothing retrieved, the events are the
+references (none), the empty response and ``done``: the model is not called.
 
 When the reader goes away, this generator gets ``GeneratorExit`` at its ``yield``: it closes the model's stream
 (the HTTP response, so the provider stops generating) and lets the exit propagate; whoever consumed the events
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING
 from ragstep.models import PipelineState, StreamEvent, TraceEvent, Usage
 from ragstep.ports import ChatDelta
 from ragstep.retrieval.citations import MarkerRepair
-from ragstep.stages.chat import budget, citing, stream_filter
+from ragstep.stages.chat import budget, citing, notes, stream_filter
 from ragstep.stages.chat.chat_completion import empty_answer
 from ragstep.stages.chat.common import answer_key, cached, context_results, grounding, messages, options, remember
 
@@ -42,6 +43,7 @@ def _usage(total: Usage, delta: ChatDelta) -> Usage:
         prompt_tokens=delta.usage.prompt_tokens,
         completion_tokens=delta.usage.completion_tokens,
         total_tokens=delta.usage.total_tokens,
+        estimated=delta.usage.estimated,
     )
 
 
@@ -51,9 +53,11 @@ def _relay(
     usage: list[Usage],
     repair: MarkerRepair | None = None,
     shown: list[str] | None = None,
+    finish: list[str | None] | None = None,
 ) -> Generator[StreamEvent, None, None]:
     """Filtered events of one model stream (markers repaired, split ones held back, when ``repair`` is given; the
-    answer text sent is appended to ``shown``); the stream is closed however this ends (GeneratorExit included)."""
+    answer text sent is appended to ``shown``; the model's finish reason kept in ``finish[0]``); the stream is closed
+    however this ends (GeneratorExit included)."""
 
     def answer(text: str, final: bool = False) -> Iterator[StreamEvent]:
         if repair is not None:
@@ -66,6 +70,8 @@ def _relay(
     try:
         for delta in deltas:
             usage[0] = _usage(usage[0], delta)
+            if finish is not None and delta.finish_reason:
+                finish[0] = delta.finish_reason
             if delta.reasoning:
                 yield StreamEvent(event="reasoning", data={"delta": delta.reasoning})
             if delta.content:
@@ -123,9 +129,10 @@ def run(state: PipelineState, ctx: Context) -> Generator[StreamEvent, None, Pipe
         deltas: Iterator[ChatDelta] = iter([ChatDelta(content=hit.content, reasoning=hit.reasoning)])
         cache_detail["cache"] = "hit"
     else:
-        deltas = _recorded(model.stream(msgs, options(settings), grounding(state)), raw)
+        deltas = _recorded(model.stream(msgs, options(settings), grounding(state, ctx)), raw)
         cache_detail = {"cache": "miss"} if settings.cache_answers else {}
-    yield from _relay(deltas, flt, usage, repair, shown)
+    finish: list[str | None] = [None]
+    yield from _relay(deltas, flt, usage, repair, shown, finish)
     if settings.cache_answers and hit is None:
         remember(ctx, key, "".join(raw))
     reasoning = flt.reasoning
@@ -135,20 +142,28 @@ def run(state: PipelineState, ctx: Context) -> Generator[StreamEvent, None, Pipe
     if not flt.usable:
         fallback = stream_filter.strategy(state, model)
         reason = stream_filter.no_answer_reason(flt)
+        finish[0] = None
         if fallback == "model":
             flt = stream_filter.AnswerFilter("")
-            yield from _relay(stream_filter.model_fallback(state, model), flt, usage)
+            # Not grounded: no marker of it can cite anything (removed as it streams, when citations are on).
+            bare = MarkerRepair(0) if settings.citations else None
+            fallback_shown: list[str] = []
+            yield from _relay(
+                stream_filter.model_fallback(state, model), flt, usage, bare, fallback_shown, finish=finish
+            )
+            answer = "".join(fallback_shown) if bare is not None else flt.answer
         if not flt.usable:  # "fixed", or the fallback model said nothing either: never an empty answer
-            flt = stream_filter.AnswerFilter("")
+            flt, finish[0] = stream_filter.AnswerFilter(""), None
             text, _ = flt.feed(stream_filter.fixed_response(state))
             yield StreamEvent(event="answer", data={"delta": text})
-        answer = flt.answer
+            answer = flt.answer
     filter_event = stream_filter.trace(flt, fallback, reason)
     chat = state.chat.model_copy()
     chat.answer, chat.reasoning, chat.model = answer, reasoning + flt.reasoning, model.name
-    chat.usage, chat.fallback = usage[0], fallback
+    chat.usage, chat.fallback, chat.finish_reason = usage[0], fallback, finish[0]
     state = state.with_chat(chat)
-    state, cite_event = citing.cite(state, ctx, model, answer, repaired=repair is not None)
+    # streamed: the text shown is the final text (inserted citations flag the references instead).
+    state, cite_event = citing.cite(state, ctx, model, answer, repaired=repair is not None, streamed=True)
     if repair is not None and cite_event is not None:
         cite_event.counts.update(repaired=repair.repaired, dropped=repair.dropped, collapsed=repair.collapsed)
     yield StreamEvent(event="done", data=_done(state, model.name))
@@ -162,10 +177,11 @@ def run(state: PipelineState, ctx: Context) -> Generator[StreamEvent, None, Pipe
 
 
 def _done(state: PipelineState, model: str) -> dict[str, object]:
-    """The ``done`` event: the final answer (with inserted citations, which the deltas could not carry), the
-    references flagged cited, the per-document aggregate, model, usage and fallback."""
+    """The ``done`` event: the final answer (the deltas joined: what was shown), the references flagged cited, the
+    per-document aggregate, model, usage, fallback, and the notes (a stage the question needed that did not run)."""
     chat = state.chat
     return {
+        "notes": notes.notes(state),
         "request_id": state.request_id,
         "model": model,
         "usage": chat.usage.model_dump(),

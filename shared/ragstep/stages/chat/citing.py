@@ -7,11 +7,17 @@ Where the final answer's markers come from (``ChatState.citation_mode``):
   repaired (:class:`ragstep.retrieval.citations.MarkerRepair`), while streaming too.
 * ``inserted`` -- it wrote none: :func:`ragstep.retrieval.citations.insert_citations` cites the answer's pieces by
   similarity to the passages, with the knowledge base's embedder and the passages' stored vectors (token similarity
-  alone when there is no embedder, or embedding fails). A streamed answer was already shown without them: the final
-  answer (``done`` event, history, ``--json``) carries them.
+  alone when there is no embedder, or embedding fails). A whole answer gets the markers in its text. A streamed
+  answer was shown without them, and its final text stays exactly what was shown (the ``done`` event, the history
+  and ``--json`` agree with the stream): the references are flagged cited, their ``positions`` the ends of the
+  sentences that cite them.
 * ``extractive`` -- the extractive answerer quotes sentences and cites the passage it quoted: exact provenance, kept
   as it is (inserting by similarity could only be less exact; an answer without quotes cites nothing).
 * ``none`` -- citations off, no passages, a fallback answer (it is not grounded), or nothing similar enough.
+
+Markers cite this turn's passages only: an answer with no passages of its own (a plain chat pipeline, a fallback
+answer) has its ``[n]`` removed -- in the stream too -- since there is nothing they could point at, and the history
+the model is shown carries no markers (they pointed at an earlier turn's passages, which it no longer sees).
 """
 
 from __future__ import annotations
@@ -24,7 +30,14 @@ from ragstep.errors import RagstepError
 from ragstep.models import CitationMode, DocAggregate, PipelineState, Reference, TraceEvent
 from ragstep.models.scale import COMMON_SCALE
 from ragstep.ports import scoped_reads, score_scale
-from ragstep.retrieval.citations import Embed, MarkerRepair, cited_positions, insert_citations, repair_markers
+from ragstep.retrieval.citations import (
+    Embed,
+    MarkerRepair,
+    cited_positions,
+    insert_citations,
+    repair_markers,
+    split_pieces,
+)
 from ragstep.stages.chat import prompts
 
 if TYPE_CHECKING:
@@ -40,14 +53,39 @@ def enabled(state: PipelineState) -> bool:
 
 def system_prompt(state: PipelineState, *, grounded: bool | None = None) -> str:
     """The configured (or shipped) system prompt, with the citation rules when the answer has passages to cite."""
-    base = state.chat.settings.system_prompt or prompts.SYSTEM_PROMPT[state.chat.language]
+    settings = state.chat.settings
+    base = prompts.fill(
+        settings.system_prompt or prompts.SYSTEM_PROMPT[state.chat.language], assistant_name=settings.assistant_name
+    )
     grounded = enabled(state) if grounded is None else grounded and state.chat.settings.citations
     return base + prompts.CITATION_PROMPT[state.chat.language] if grounded else base
 
 
 def stream_repair(state: PipelineState) -> MarkerRepair | None:
-    """The marker repair for a streamed answer (None when there is nothing to cite)."""
-    return MarkerRepair(len(state.chat.references), dict(state.chat.labels)) if enabled(state) else None
+    """The marker repair for a streamed answer: this turn's passages, or none at all when it has none (every marker
+    is removed: it would point at an earlier turn's); None when citations are off."""
+    if not state.chat.settings.citations:
+        return None
+    # The passages stand in for the references in a state made without them (an older stage event).
+    passages = len(state.chat.references) or len(state.chat.passages)
+    return MarkerRepair(passages, dict(state.chat.labels))
+
+
+def without_markers(text: str) -> str:
+    """``text`` with its ``[n]`` markers removed (code left as it is)."""
+    return repair_markers(text, 0)[0]
+
+
+def _sentence_ends(answer: str, cites: dict[int, list[int]]) -> dict[int, list[int]]:
+    """Passage number -> the offsets in ``answer`` where the pieces citing it end (``cites``: piece -> numbers)."""
+    found: dict[int, list[int]] = {}
+    offset = 0
+    for i, piece in enumerate(split_pieces(answer)):
+        end = offset + len(piece.rstrip())
+        for n in cites.get(i, []):
+            found.setdefault(n, []).append(end)
+        offset += len(piece)
+    return found
 
 
 def _embedding(state: PipelineState, ctx: Context) -> tuple[Embed | None, np.ndarray | None, str]:
@@ -70,9 +108,12 @@ def _embedding(state: PipelineState, ctx: Context) -> tuple[Embed | None, np.nda
     return embedder.embed, np.vstack([np.asarray(r, dtype=np.float32) for r in rows]), space
 
 
-def references_of(state: PipelineState, answer: str) -> tuple[list[Reference], list[DocAggregate]]:
-    """The references flagged with the markers of ``answer`` that cite them, and the per-document aggregate."""
-    positions = cited_positions(answer)
+def references_of(
+    state: PipelineState, answer: str, positions: dict[int, list[int]] | None = None
+) -> tuple[list[Reference], list[DocAggregate]]:
+    """The references flagged with the markers of ``answer`` that cite them (or ``positions``: passage number ->
+    offsets), and the per-document aggregate."""
+    positions = cited_positions(answer) if positions is None else positions
     refs = [r.cited_at(positions.get(n, [])) for n, r in enumerate(state.chat.references, start=1)]
     aggs: dict[str, DocAggregate] = {}
     for r in refs:
@@ -88,14 +129,27 @@ def references_of(state: PipelineState, answer: str) -> tuple[list[Reference], l
 
 
 def cite(
-    state: PipelineState, ctx: Context, model: ChatModel, answer: str, *, repaired: bool = False
+    state: PipelineState,
+    ctx: Context,
+    model: ChatModel,
+    answer: str,
+    *,
+    repaired: bool = False,
+    streamed: bool = False,
 ) -> tuple[PipelineState, TraceEvent | None]:
     """The state with the final answer's citations: markers repaired (unless the stream did it: ``repaired``),
-    inserted when a grounded generative answer has none, and the references flagged. No trace row when the answer
-    had no passages at all (the plain chat pipelines)."""
+    inserted when a grounded generative answer has none (into the text, or for a ``streamed`` answer, whose text was
+    shown, as the references' flags), and the references flagged. No trace row when the answer had no passages at
+    all (the plain chat pipelines), whose markers are removed."""
     chat = state.chat
     if not chat.references:
+        grounded = bool(chat.passages)  # a state made without references (an older stage event) still has passages
+        if not grounded and chat.settings.citations and not repaired and answer != (bare := without_markers(answer)):
+            cleared = chat.model_copy()
+            cleared.answer = bare
+            return state.with_chat(cleared), None
         return state, None
+    positions: dict[int, list[int]] | None = None
     mode: CitationMode = "none"
     detail: dict[str, object] = {}
     counts: dict[str, int] = {}
@@ -122,9 +176,15 @@ def cite(
             detail |= {"space": space, "threshold": round(inserted.threshold, 4)}
             counts |= {"pieces": inserted.pieces, "cited_pieces": len(inserted.cites)}
             if inserted.cites:
-                answer, mode = inserted.answer, "inserted"
+                mode = "inserted"
+                if streamed:  # the text was shown as it is: the citations are the references' flags
+                    positions = _sentence_ends(answer, inserted.cites)
+                else:
+                    answer = inserted.answer
+    if chat.fallback is not None and chat.settings.citations and not repaired:
+        answer = without_markers(answer)  # a fallback answer is not grounded: its brackets cite nothing
     # A fallback answer is not grounded: whatever it brackets cites none of the passages.
-    refs, aggs = references_of(state, "" if chat.fallback is not None else answer)
+    refs, aggs = references_of(state, "" if chat.fallback is not None else answer, positions)
     counts["cited"] = sum(r.cited for r in refs)
     counts["references"] = len(refs)
     cited = chat.model_copy()

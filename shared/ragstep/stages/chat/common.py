@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ragstep.errors import RagstepError
 from ragstep.models import ChatSettings, PipelineState, SearchResult
-from ragstep.ports import ChatGrounding, ChatMessage, ChatOptions, ChatResponse
+from ragstep.ports import ChatGrounding, ChatMessage, ChatOptions, ChatResponse, score_scale
 
 if TYPE_CHECKING:
     from ragstep.context import Context
@@ -39,20 +41,35 @@ def options(settings: ChatSettings) -> ChatOptions:
 
 def messages(state: PipelineState, system_prompt: str) -> list[ChatMessage]:
     """System prompt, the history rounds (oldest first), then the current user message: the built context when
-    into_chat_message ran, else the question itself (the plain ``chat`` pipelines)."""
+    into_chat_message ran, else the question itself (the plain ``chat`` pipelines). The earlier answers go without
+    their ``[n]`` markers: those pointed at passages of their own turn, and a model copies them into this one."""
+    from ragstep.retrieval.citations import repair_markers
+
     out = [ChatMessage("system", system_prompt)]
     for round_ in state.chat.history:
         out.append(ChatMessage("user", round_.query))
-        out.append(ChatMessage("assistant", round_.answer))
+        out.append(ChatMessage("assistant", repair_markers(round_.answer, 0)[0]))
     out.append(ChatMessage("user", state.chat.user_content or state.request.query))
     return out
 
 
-def grounding(state: PipelineState) -> ChatGrounding:
+def grounding(state: PipelineState, ctx: Context | None = None) -> ChatGrounding:
+    """What a model-free answerer reads instead of the prompt: the question, the passages and their retrieval
+    scores, and (for a model that is not generative, given ``ctx``) the configured embedding model to compare the
+    question with the passages' sentences by meaning: the one instance the process holds, loaded on first use."""
+    passages = tuple(state.chat.passages)
+    scores = tuple(r.score for r in context_results(state)[: len(passages)])
+    encoder = None
+    if ctx is not None and not ctx.chat_model.generative:
+        with contextlib.suppress(RagstepError):  # an embedder that cannot be built: the words-only decision
+            encoder = ctx.embedder(ctx.clients.default_embedding_model())
     return ChatGrounding(
         question=state.search_query,
-        passages=tuple(state.chat.passages),
+        passages=passages,
         max_chars=state.chat.settings.extractive_max_chars,
+        scores=scores,
+        encoder=encoder,
+        encoder_scale=score_scale(encoder),
     )
 
 

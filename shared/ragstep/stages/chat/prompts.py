@@ -1,9 +1,12 @@
 """The prompts ragstep ships, in Chinese (WeKnora's, from its conversation configuration) and English.
 
+The system prompt names the assistant ``{{assistant_name}}`` (``RAGSTEP_CHAT_ASSISTANT_NAME``, "ragstep" unless the
+deployment names it), never another product.
+
 Every prompt is chosen by the question's language and can be replaced per deployment (``RAGSTEP_CHAT_*``) or per
 request (:class:`ragstep.models.ChatSettings`). Placeholders are WeKnora's: ``{{query}}``, ``{{contexts}}``,
 ``{{conversation}}``, ``{{current_time}}`` (``2006-01-02 15:04:05``, i.e. ``%Y-%m-%d %H:%M:%S``) and
-``{{current_week}}`` (the weekday's name in the prompt's language).
+``{{current_week}}`` (the weekday's name in the prompt's language), and ragstep's ``{{assistant_name}}``.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from ragstep.models import Language
 # -- the grounded answer ----------------------------------------------------------------------------------------
 
 SYSTEM_PROMPT: dict[Language, str] = {
-    "zh": """你是一个专业的智能信息检索助手，名为WeKnora。你犹如专业的高级秘书，\
+    "zh": """你是一个专业的智能信息检索助手，名为{{assistant_name}}。你犹如专业的高级秘书，\
 依据检索到的信息回答用户问题，不能利用任何先验知识。
 当用户提出问题时，助手会基于特定的信息进行解答。助手首先在心中思考推理过程，然后向用户提供答案。
 ## 回答问题规则
@@ -30,8 +33,9 @@ SYSTEM_PROMPT: dict[Language, str] = {
 - 以Markdown图文格式输出你的最终结果
 - 输出内容要保证简短且全面，条理清晰，信息明确，不重复。
 """,
-    "en": """You are a professional intelligent information retrieval assistant named WeKnora. Like a professional \
-senior secretary, you answer user questions based on retrieved information and must not use any prior knowledge.
+    "en": """You are a professional intelligent information retrieval assistant named {{assistant_name}}. Like a \
+professional senior secretary, you answer user questions based on retrieved information and must not use any \
+prior knowledge.
 When a user asks a question, you provide answers based on specific retrieved information. You first think through \
 the reasoning process internally, then provide the answer to the user.
 
@@ -263,6 +267,15 @@ CONVERSATION_ROLES: dict[Language, tuple[str, str]] = {"zh": ("用户", "助手"
 #: The rewrite's length limit: characters for Chinese, words otherwise (a longer output is not a rewrite).
 REWRITE_MAX_CHARS = 30
 REWRITE_MAX_WORDS = 30
+
+# -- nothing retrieved ------------------------------------------------------------------------------------------
+
+#: The answer when retrieval found no passage (the model is not called); ``RAGSTEP_CHAT_EMPTY_RESPONSE`` replaces it.
+EMPTY_RESPONSE: dict[Language, str] = {
+    "zh": "知识库中没有找到与这个问题相关的内容，无法据此回答。可以换个说法再问，或确认选择了正确的知识库。",
+    "en": "Nothing in the knowledge base matches this question, so there is nothing to answer from. Try other words, "
+    "or check that the right knowledge base is selected.",
+}
 
 # -- the fallback -----------------------------------------------------------------------------------------------
 

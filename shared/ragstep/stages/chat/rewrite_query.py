@@ -1,10 +1,17 @@
 """``rewrite_query``: resolve pronouns and ellipsis against the history so retrieval gets a self-contained question.
 
-WeKnora's rewrite prompts (five few-shot examples) in the question's language. Skipped when rewriting is disabled,
-when there is no history to resolve against, or when the chat model cannot generate text (the extractive answerer).
-The original question stays in ``request.query`` (the final message and the trace use it); the rewrite goes to
-``rewritten_query``, which retrieval reads. A rewrite that fails, comes back empty or is far longer than asked
-(more than twice the limit: the model answered instead of rewriting) keeps the original, traced as ``degrade``.
+WeKnora's rewrite prompts (five few-shot examples) in the question's language. Skipped when rewriting is disabled or
+when there is no history to resolve against. The original question stays in ``request.query`` (the final message and
+the trace use it); the rewrite goes to ``rewritten_query``, which retrieval reads.
+
+A model's rewrite is checked before retrieval trusts it (:func:`check_rewrite`): it must share a content word with
+the question or the conversation, must not be the prompt given back (small models echo their instructions), and must
+stay within a length the question and its subject can need. A rewrite that fails, comes back empty or fails a check
+keeps the original question, traced as ``degrade`` with the reason.
+
+Without a generative model (the extractive answerer) an elliptical follow-up is still resolved: the question is
+searched with the content words of the question it leans on (:mod:`ragstep.retrieval.followup`), traced as ``run``
+with ``method: history_terms``; a question that stands alone is searched as asked (``skip``).
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ from typing import TYPE_CHECKING
 from ragstep.errors import ProviderError
 from ragstep.models import PipelineState, TraceEvent, check_query
 from ragstep.ports import ChatMessage, ChatOptions
+from ragstep.retrieval.followup import resolve
+from ragstep.retrieval.text import tokenize
 from ragstep.stages.chat import prompts
 from ragstep.stages.chat.common import complete_cached, strip_think
 
@@ -49,6 +58,60 @@ def too_long(text: str, language: str) -> bool:
     return len(text.split()) > 2 * prompts.REWRITE_MAX_WORDS
 
 
+def _size(text: str, language: str) -> int:
+    return len(text.strip()) if language == "zh" else len(text.split())
+
+
+def check_rewrite(
+    rewrite: str, question: str, earlier: list[str], conversation: str, prompt: str, language: str
+) -> str | None:
+    """Why ``rewrite`` cannot stand for ``question`` (None when it can); ``earlier`` are the conversation's previous
+    questions, ``conversation`` its whole text (answers too), ``prompt`` the instructions the model was given.
+
+    * ``rewrite_too_long`` -- longer than the question and the previous question together, plus a few words of
+      headroom (a rewrite adds the subject the question left out, nothing more), or than twice the asked limit;
+    * ``echoed_prompt`` -- most of its words are the prompt's own, not the question's or the conversation's (the
+      model gave its instructions back);
+    * ``unrelated_rewrite`` -- no content word in common with the question or the conversation."""
+    previous = earlier[-1] if earlier else ""
+    headroom = 15 if language == "zh" else 8
+    if too_long(rewrite, language) or _size(rewrite, language) > (
+        _size(question, language) + _size(previous, language) + headroom
+    ):
+        return "rewrite_too_long"
+    words = set(tokenize(rewrite))
+    grounded = set(tokenize(question)) | set(tokenize(conversation))
+    from_prompt = (words - grounded) & set(tokenize(prompt))
+    if words and len(from_prompt) * 2 > len(words):
+        return "echoed_prompt"
+    if words and grounded and not words & grounded:
+        return "unrelated_rewrite"
+    return None
+
+
+def _without_model(state: PipelineState) -> PipelineState:
+    """The follow-up resolved from the conversation's questions, when it leans on them (no model to rewrite it)."""
+    earlier = [r.query for r in state.chat.history]
+    found = resolve(state.request.query, earlier)
+    if found is None:
+        return state.with_trace(TraceEvent(stage=STAGE, action="skip", reason="standalone_question"))
+    try:
+        query = check_query(found.query)
+    except ValueError as exc:
+        return _degrade(state, "invalid_rewrite", error=str(exc), method="history_terms")
+    event = TraceEvent(
+        stage=STAGE,
+        detail={
+            "original": state.request.query,
+            "rewritten": query,
+            "method": "history_terms",
+            "follow_up": found.reason,
+            "added_terms": list(found.added),
+        },
+    )
+    return state.with_rewritten_query(query, event)
+
+
 def _degrade(state: PipelineState, reason: str, **detail: object) -> PipelineState:
     return state.with_trace(TraceEvent(stage=STAGE, action="degrade", reason=reason, detail=dict(detail)))
 
@@ -61,7 +124,7 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
         return state.with_trace(TraceEvent(stage=STAGE, action="skip", reason="empty_history"))
     model = ctx.chat_model
     if not model.generative:
-        return state.with_trace(TraceEvent(stage=STAGE, action="skip", reason="model_not_generative"))
+        return _without_model(state)
     language = state.chat.language
     system = prompts.fill(
         settings.rewrite_system_prompt or prompts.REWRITE_SYSTEM_PROMPT[language],
@@ -89,8 +152,12 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
     rewritten = clean_rewrite(response.content)
     if not rewritten:
         return _degrade(state, "empty_rewrite", model=model.name)
-    if too_long(rewritten, language):
-        return _degrade(state, "rewrite_too_long", rewrite=rewritten[:200], model=model.name)
+    talk = conversation(state)
+    instructions = system + "\n" + user.replace(talk, "").replace(state.request.query, "")
+    earlier = [r.query for r in state.chat.history]
+    rejected = check_rewrite(rewritten, state.request.query, earlier, talk, instructions, language)
+    if rejected is not None:
+        return _degrade(state, rejected, rewrite=rewritten[:200], model=model.name)
     try:
         rewritten = check_query(rewritten)
     except ValueError as exc:

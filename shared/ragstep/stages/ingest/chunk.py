@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ragstep.errors import InputError
 from ragstep.models import IngestState, KnowledgeBaseType, TraceEvent
 from ragstep.retrieval.chunking import ChunkerConfig
-from ragstep.stages.ingest.chunkers import data_chunks, faq_entry_chunks, parent_child_chunks, text_chunks
+from ragstep.stages.ingest.chunkers import data_chunks, faq_entry_chunks, mark_ocr, parent_child_chunks, text_chunks
 from ragstep.stages.ingest.common import require_kb, state_knowledge
 from ragstep.stages.ingest.products import (
     faq_entries_from_json,
@@ -25,6 +25,7 @@ from ragstep.stages.ingest.products import (
     put_chunks,
     summaries_from_json,
 )
+from ragstep.stages.ingest.progress import note_chunked
 
 if TYPE_CHECKING:
     from ragstep.context import Context
@@ -57,11 +58,13 @@ def run(state: IngestState, ctx: Context) -> IngestState:
         else:
             chunks = text_chunks(kb, knowledge, text, ChunkerConfig(options.chunk_size, options.chunk_overlap))
             detail["mode"] = "text"
+        chunks = mark_ocr(chunks, text)
         detail.update(chunk_size=options.chunk_size, chunk_overlap=options.chunk_overlap)
     if not chunks:
         raise InputError(f"{state.source.filename}: the document is empty")
     key = product_key(state, "chunks.jsonl")
     put_chunks(ctx.blobs, key, chunks)
+    note_chunked(len(chunks))
     found = {"chunks": len(chunks)}
     if state.options.parent_child and detail.get("mode") == "parent_child":
         found["parents"] = len({c.parent_id for c in chunks})

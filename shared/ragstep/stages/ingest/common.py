@@ -44,5 +44,6 @@ def state_knowledge(state: IngestState) -> Knowledge:
         content_hash=src.content_hash,
         tag_id=src.tag_id,
         source_key=src.blob_key,
+        size=src.size or 0,
         options=state.options.model_dump(mode="json"),
     )

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from ragstep.errors import InputError
 from ragstep.models import IngestState, KnowledgeBaseType, TraceEvent
-from ragstep.parsers import extension_of, parse, unsupported
+from ragstep.parsers import OcrOptions, ParseLimits, extension_of, parse, unsupported
 from ragstep.parsers.faq import parse_faq
 from ragstep.stages.ingest.common import allowed_suffixes, check_size, require_kb
 from ragstep.stages.ingest.dedupe import find_twin, is_unchanged
@@ -80,7 +80,10 @@ def run(state: IngestState, ctx: Context) -> IngestState:
         put_json(ctx.blobs, products.parsed, faq_entries_to_json(entries))
         found["entries"] = len(entries)
     else:
-        doc = parse(data, name)
+        settings = ctx.settings
+        ocr = OcrOptions(settings.ocr_engine, settings.ocr_languages, settings.ocr_timeout_s, settings.ocr_max_pages)
+        limits = ParseLimits(settings.parse_max_inflated_bytes, settings.parse_timeout_s, ocr)
+        doc = parse(data, name, limits)
         products.parsed = product_key(state, "parsed.md")
         products.format = doc.format
         ctx.blobs.put(products.parsed, doc.text.encode("utf-8"), "text/markdown; charset=utf-8")

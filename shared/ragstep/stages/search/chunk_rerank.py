@@ -29,10 +29,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ragstep.models import ChunkType, MatchType, PipelineState, RetrievalSettings, SearchResult, TraceEvent
-from ragstep.models.scale import COMMON_SCALE
-from ragstep.ports import CandidateReranker, RerankCandidate, scoped_reads, score_scale
+from ragstep.models.scale import COMMON_SCALE, ScoreScale
+from ragstep.ports import CandidateReranker, RerankCandidate, SearchFilter, scoped_reads
 from ragstep.retrieval.calibration import BASE_WEIGHT, MODEL_WEIGHT, RerankCalibration, RerankScale, rerank_calibration
 from ragstep.retrieval.text import jaccard, token_set
+from ragstep.stages.search.retrievers import query_scale
 
 if TYPE_CHECKING:
     from ragstep.context import Context
@@ -169,13 +170,30 @@ def mmr(relevance: Sequence[float], token_sets: Sequence[frozenset[str]], k: int
 
 def score_scales(state: PipelineState, ctx: Context) -> list[RerankScale]:
     """The scale of each candidate's rerank score: a rerank model's, or the model-free reranker's with or without a
-    query vector for the candidate's embedding model (a keyword-only knowledge base has none)."""
+    query vector for the candidate's embedding model (a keyword-only knowledge base has none), its cosines read
+    relative to one another when the model declares no scale (``token_relative``)."""
     if not isinstance(ctx.reranker, CandidateReranker):
         return ["rerank_model"] * len(state.search_results)
     vectors = state.query_embeddings
-    return [
-        "token_vector" if _kb_model(state, r.knowledge_base_id) in vectors else "token" for r in state.search_results
-    ]
+    relative = {m for m, scale in query_scales(state, ctx).items() if scale is None}
+    out: list[RerankScale] = []
+    for r in state.search_results:
+        model = _kb_model(state, r.knowledge_base_id)
+        out.append("token_relative" if model in relative else "token_vector" if model in vectors else "token")
+    return out
+
+
+def query_scales(state: PipelineState, ctx: Context) -> dict[str, ScoreScale | None]:
+    """Each candidate embedding model's query scale (:func:`~ragstep.stages.search.retrievers.query_scale`) over the
+    candidates' knowledge bases of that model; None: read the model's cosines relative to one another."""
+    kbs: dict[str, set[str]] = {}
+    for r in state.search_results:
+        kbs.setdefault(_kb_model(state, r.knowledge_base_id), set()).add(r.knowledge_base_id)
+    return {
+        m: query_scale(ctx, m, state.query_embeddings.get(m), SearchFilter(knowledge_base_ids=tuple(sorted(ids))))
+        for m, ids in kbs.items()
+        if m in state.query_embeddings
+    }
 
 
 def vector_evidence(state: PipelineState, ctx: Context, scales: Sequence[RerankScale]) -> list[float | None]:
@@ -193,7 +211,10 @@ def vector_evidence(state: PipelineState, ctx: Context, scales: Sequence[RerankS
         cosine = r.metadata.get("retrieval", {}).get("vector_score") if model is not None else None
         if model is not None and isinstance(cosine, int | float) and cosine > best.get(model, -math.inf):
             best[model] = float(cosine)
-    tops = {m: min(max(score_scale(ctx.embedder(m)).calibrate(c), 0.0), 1.0) for m, c in best.items()}
+    # A model without a scale (none declared, none the index can tell) has no absolute evidence to read: None, the
+    # fixed weights (the reranker reads its cosines relative, :func:`ragstep.retrieval.token_vector.relative_cosines`).
+    read = query_scales(state, ctx)
+    tops = {m: min(max(sc.calibrate(best[m]), 0.0), 1.0) for m in best if (sc := read.get(m)) is not None}
     return [tops.get(model) if model is not None else None for model in models]
 
 
@@ -209,6 +230,7 @@ def model_scores(state: PipelineState, ctx: Context, texts: list[str]) -> list[f
     for i, r in enumerate(candidates):
         by_model.setdefault(models[r.knowledge_base_id], []).append(i)
     scores = [0.0] * len(candidates)
+    scales = query_scales(state, ctx)
     for model, idxs in by_model.items():
         qvec = state.query_embeddings.get(model)
         # Only the candidates' knowledge bases: a cold container (S3-snapshot index) loads those, no others.
@@ -223,8 +245,9 @@ def model_scores(state: PipelineState, ctx: Context, texts: list[str]) -> list[f
             )
             for i in idxs
         ]
-        # The model's cosines read on the common scale, where the rerank threshold is written (README, thresholds).
-        scale = score_scale(ctx.embedder(model)) if qvec is not None else COMMON_SCALE
+        # The model's cosines read on the common scale, where the rerank threshold is written (README, thresholds),
+        # through the query's own scale (its background in these knowledge bases, the model's declared span).
+        scale = scales.get(model) if qvec is not None else COMMON_SCALE
         for i, s in zip(idxs, reranker.rerank_candidates(query, items, qvec, cosine_scale=scale), strict=True):
             scores[i] = s
     return scores

@@ -14,7 +14,9 @@ WeKnora's search stage (v0.7) plus RAGFlow's zero-result fallback:
   fewer than ``embedding_top_k`` distinct entries, the search is repeated with a larger k (up to 5 rounds, starting at
   ``min(3 x embedding_top_k, 500)`` and doubling). A hit whose negative question equals the query is dropped; with FAQ
   priority on, FAQ scores are boosted and near-certain hits are flagged as direct answers.
-* Fusion (absolute by default: cosines on the common scale of the query's embedding model plus raw BM25, neither
+* Fusion (absolute by default, for a model that declares its scale; one that declares none, a provider's model, is
+  fused relative, adaptive's way, since its cosines cannot be read on the common scale: cosines on the common scale
+  of the query's embedding model plus raw BM25, neither
   list normalised per query, the vector weight scaled by the list's best calibrated cosine^1.5 and the keyword weight
   by its best raw BM25, a chunk only BM25 found counted at the vector list's lowest cosine where the pool cut that
   list; or adaptive, fixed min-max, DBSF, weighted RRF: :mod:`ragstep.retrieval.fusion`), then
@@ -73,11 +75,11 @@ from ragstep.stages.search.retrievers import (
     Task,
     best_per_chunk,
     embed_query,
+    fusion_scale,
     run_concurrently,
     search_pass,
     start_keyword,
     uses_server_hybrid,
-    vector_scale,
 )
 from ragstep.stages.search.scope import is_resolved, resolve_scope
 
@@ -318,7 +320,7 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
     events += first.events
     vector_hits, keyword_hits, hybrid_hits = first.vector, first.keyword, first.hybrid
     server = server_fused(hybrid_hits)
-    scale = vector_scale(ctx, vectors)
+    scale = fusion_scale(ctx, targets, vectors)
     results = hydrate(rank(vector_hits, keyword_hits, server, cfg, scale, pool), ctx, cfg.embedding_top_k)
     detail: dict[str, object] = {}
 

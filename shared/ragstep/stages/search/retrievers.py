@@ -12,7 +12,7 @@ release the GIL) and the keyword search (and on a process's first query the snap
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -24,7 +24,9 @@ import numpy as np
 from ragstep.errors import ProviderError
 from ragstep.models import PipelineState, RetrievalSettings, TraceEvent
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
-from ragstep.ports import Hit, HybridSearch, SearchFilter, score_scale, server_hybrid
+from ragstep.ports import Hit, HybridSearch, SearchFilter, declared_scale, server_hybrid
+from ragstep.retrieval.background import BackgroundIndex
+from ragstep.retrieval.background import query_scale as background_scale
 from ragstep.stages.embedding_cache import query_embedding
 
 if TYPE_CHECKING:
@@ -56,11 +58,33 @@ class Pass:
     faq_rounds: int = 0
 
 
+def query_scale(
+    ctx: Context, model: str, vector: np.ndarray | Sequence[float] | None, flt: SearchFilter
+) -> ScoreScale | None:
+    """Where ``vector``'s cosines sit among the chunks ``flt`` covers: zero at the query's background mean, the
+    model's declared span (:func:`ragstep.retrieval.background.query_scale`); the declared scale where the index
+    cannot tell (None: the model declares none, its cosines are read relative)."""
+    declared = declared_scale(ctx.embedder(model))
+    index = ctx.index
+    if vector is None or not isinstance(index, BackgroundIndex):
+        return declared
+    return background_scale(declared, index.vector_background(model, flt), vector)
+
+
+def fusion_scale(ctx: Context, targets: Sequence[Target], vectors: Mapping[str, np.ndarray]) -> ScoreScale | None:
+    """The vector list's scale for fusion: the query's scale (:func:`query_scale`) when every target searched with
+    a vector reads on one, the common scale when none was (keywords only), None when they differ or a model
+    declares none and the index cannot tell (fusion then reads the cosines relative)."""
+    scales = {query_scale(ctx, t.model, vectors[t.model], t.flt) for t in targets if t.model in vectors}
+    return scales.pop() if len(scales) == 1 else (COMMON_SCALE if not scales else None)
+
+
 def vector_scale(ctx: Context, models: Iterable[str]) -> ScoreScale | None:
     """The declared cosine scale of the vector list, whose hits come from the query embeddings of ``models``: that
     model's scale when they are one model (or several on one scale), None when their scales differ (the list then
-    merges cosines of several scales by raw value, and fusion cannot read them on one scale)."""
-    scales = {score_scale(ctx.embedder(m)) for m in models}
+    merges cosines of several scales by raw value, and fusion cannot read them on one scale) or when a model
+    declares none (:func:`~ragstep.ports.declared_scale`: its cosines are read relative to one another only)."""
+    scales = {declared_scale(ctx.embedder(m)) for m in models}
     return scales.pop() if len(scales) == 1 else (COMMON_SCALE if not scales else None)
 
 
@@ -268,8 +292,9 @@ def search_pass(
         if vec is None:
             continue
         # The threshold is on the common similarity scale; the index compares the model's raw cosines, so it gets
-        # the cosine the model's declared scale puts there (e5: 0.2 -> 0.81). Scoped: any cosine >= 0 passes.
-        vthr = 0.0 if t.scoped else score_scale(ctx.embedder(t.model)).raw(vector_threshold)
+        # the cosine the query's scale puts there (:func:`query_scale`; e5 on msmarco: 0.2 -> ~0.81, English
+        # questions over Russian passages ~0.75). Scoped: any cosine >= 0 passes.
+        vthr = 0.0 if t.scoped else (query_scale(ctx, t.model, vec, t.flt) or COMMON_SCALE).raw(vector_threshold)
         search: Callable[[], object]
         if t.faq:
             search = partial(faq_vector_search, ctx, vec, t, cfg.embedding_top_k, vthr, cfg)

@@ -1,0 +1,69 @@
+"""MCP over Streamable HTTP at ``/mcp``: stateless, so it runs the same under ``ragstep serve`` and on Lambda.
+
+Each request is served whole by a fresh transport (the SDK's stateless mode, JSON responses): nothing lives between
+two requests, so any process -- another Lambda environment included -- can serve the next one, and there is no MCP
+session to survive across invocations. A conversation's continuity is ragstep's own: the ``answer`` tool returns a
+``session_id`` (a chat session in the history store) that the next call passes back.
+
+Who calls is decided exactly as for the other routes: the API key (``Authorization: Bearer`` or ``X-API-Key``) gives
+the tenant, the scopes and the knowledge bases, through the app's :class:`~ragstep.entry.http.auth.Gate` (rate limit
+and quotas included), and the request gets one usage record like any other. A missing or wrong key is the API's 401
+(``{error, message}``) before any MCP message is read; tools outside the key's scopes are not listed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio.to_thread
+from starlette.requests import Request
+from starlette.types import Receive, Scope, Send
+
+from ragstep.entry.mcp.tools import Caller
+
+_CALLER = "ragstep_mcp_caller"
+
+
+def _authorise(request: Request) -> Caller:
+    from ragstep.entry.http.access import clients_of, gate_of, meter, principal
+
+    caller = principal(request)
+    gate_of(request).admit(caller)
+    meter(request).pipeline = "mcp"
+    return Caller(clients_of(request).context(caller.tenant_id, caller.allowed_kbs), caller.scopes)
+
+
+def _caller_of(ctx: Any) -> Caller:
+    request = ctx.request
+    caller: Caller | None = request.scope.get("state", {}).get(_CALLER) if request is not None else None
+    if caller is None:  # every request passes through McpEndpoint first; this is a wiring error
+        raise RuntimeError("an MCP request reached a tool without its caller")
+    return caller
+
+
+class McpEndpoint:
+    """The ASGI app mounted at ``/mcp``: authenticate, then let the SDK serve the message."""
+
+    #: The route's path, for the usage record (a plain Starlette route does not put itself in the scope).
+    path = "/mcp"
+
+    def __init__(self) -> None:
+        self._server: Any = None
+
+    def _mcp_server(self) -> Any:
+        if self._server is None:
+            from ragstep.entry.mcp.server import build_server
+
+            self._server = build_server(_caller_of)
+        return self._server
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+        # Raised errors (401, 429, 503) reach the app's error handlers: the answer is the API's own error body.
+        caller = await anyio.to_thread.run_sync(_authorise, Request(scope, receive))
+        scope.setdefault("state", {})[_CALLER] = caller
+        scope.setdefault("route", self)
+        manager = StreamableHTTPSessionManager(self._mcp_server(), stateless=True, json_response=True)
+        async with manager.run():
+            await manager.handle_request(scope, receive, send)

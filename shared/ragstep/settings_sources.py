@@ -1,0 +1,38 @@
+"""Settings of two newer concerns, kept beside :mod:`ragstep.settings` (whose :class:`~ragstep.settings.Settings`
+inherits them, so they are read from ``RAGSTEP_*`` like every other): where documents come from besides files (web
+pages, OCR), and what a request may cost and how it is kept (profiles, records, prices)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from ragstep.models.base import empty_list
+
+
+class DocumentSourceSettings(BaseModel):
+    # Web pages ingested by URL (ragstep.adapters.web.pages): connect/read timeout (the whole page gets twice it), the
+    # largest page read, and hosts allowed although they resolve to a loopback/private/link-local address (JSON list).
+    url_timeout_s: Annotated[float, Field(gt=0, le=300)] = 15.0
+    url_max_bytes: Annotated[int, Field(ge=1024)] = 10 * 1024 * 1024
+    url_allowed_hosts: list[str] = Field(default_factory=empty_list)
+    # OCR of images and scanned PDF pages (ragstep.parsers.ocr): the engine (tesseract, or none to refuse such
+    # files), Tesseract's languages, the time one image may take, and the most pages of one file OCR may read.
+    ocr_engine: Literal["tesseract", "none"] = "tesseract"
+    ocr_languages: Annotated[str, Field(pattern=r"^[a-z_]+(\+[a-z_]+)*$")] = "eng+chi_sim"
+    ocr_timeout_s: Annotated[float, Field(gt=0, le=600)] = 60.0
+    ocr_max_pages: Annotated[int, Field(ge=1, le=2000)] = 50
+
+
+class RequestControlSettings(BaseModel):
+    # Profiles a request may name besides quick, standard and deep (ragstep.models.profiles), JSON
+    # {name: {description, retrieval: {...}, chat: {...}, skip: [stages]}}.
+    profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # Requests recorded for `ragstep replay` (ragstep.pipeline.recording): 0 none, 1 all, in between a sample by
+    # request id; and how long a record is kept (seconds; the passages of deleted documents leave with it).
+    record_rate: Annotated[float, Field(ge=0, le=1)] = 0.0
+    record_retention_s: Annotated[float, Field(gt=0)] = 7 * 24 * 3600.0
+    # A price table for cost receipts (ragstep.app.cost), a JSON file shaped as ragstep/data/prices/aws-us-east-1.json;
+    # empty: the shipped us-east-1 table.
+    price_table: str = ""

@@ -1,0 +1,59 @@
+"""What the user should know about how an answer was made, beyond the answer: a stage the question needed that did
+not run (a data file not analysed without a generative model, web search that could not be reached), or a follow-up
+that was searched differently than asked. Read from the trace, so every pipeline and every route says the same; the
+CLI prints them after the answer, the ``done`` event and ``--json`` carry them as ``notes``.
+"""
+
+from __future__ import annotations
+
+from ragstep.models import Language, PipelineState, TraceEvent
+
+_TEXT: dict[Language, dict[str, str]] = {
+    "en": {
+        "analysis_no_model": "the data files among the sources were not analysed: data analysis needs a generative "
+        "chat model (set RAGSTEP_CHAT_PROVIDER)",
+        "analysis_no_engine": "the data files among the sources were not analysed: no SQL engine in this deployment",
+        "analysis_failed": "data analysis of {file} failed ({reason}); the answer does not use it",
+        "web": "web search was skipped ({reason}); the answer uses the knowledge bases only",
+        "follow_up": "searched as a follow-up of the previous question, with: {terms}",
+        "rewrite_rejected": "the follow-up could not be rewritten ({reason}); it was searched as asked",
+    },
+    "zh": {
+        "analysis_no_model": "来源中的数据文件未被分析：数据分析需要生成式对话模型（设置 RAGSTEP_CHAT_PROVIDER）",
+        "analysis_no_engine": "来源中的数据文件未被分析：此部署没有 SQL 引擎",
+        "analysis_failed": "数据文件 {file} 的分析失败（{reason}），回答未使用它",
+        "web": "未进行网络搜索（{reason}），回答只依据知识库",
+        "follow_up": "按上一个问题的追问检索，补充了：{terms}",
+        "rewrite_rejected": "追问未能改写（{reason}），按原问题检索",
+    },
+}
+
+
+def _note(event: TraceEvent, text: dict[str, str]) -> str | None:
+    if event.stage == "data_analysis":
+        if event.action == "skip" and event.reason == "model_not_generative":
+            return text["analysis_no_model"]
+        if event.action == "skip" and event.reason == "no_sql_engine":
+            return text["analysis_no_engine"]
+        if event.action == "degrade":
+            file = str(event.detail.get("file") or event.detail.get("name") or "a data file")
+            return text["analysis_failed"].format(file=file, reason=event.reason or "error")
+    if event.action == "degrade" and (event.reason or "").startswith("web search"):
+        return text["web"].format(reason=(event.reason or "").removeprefix("web search").lstrip(": "))
+    if event.stage == "rewrite_query":
+        if event.action == "run" and event.detail.get("method") == "history_terms":
+            return text["follow_up"].format(terms=" ".join(str(t) for t in event.detail.get("added_terms", [])))
+        if event.action == "degrade":
+            return text["rewrite_rejected"].format(reason=event.reason or "error")
+    return None
+
+
+def notes(state: PipelineState) -> list[str]:
+    """The notes of an answer, in the question's language, each once, in the order the stages ran."""
+    text = _TEXT[state.chat.language]
+    out: list[str] = []
+    for event in state.trace:
+        note = _note(event, text)
+        if note is not None and note not in out:
+            out.append(note)
+    return out

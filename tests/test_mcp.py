@@ -1,0 +1,263 @@
+"""The MCP server with the official MCP SDK's client: over stdio (a real ``ragstep mcp`` process) and over
+Streamable HTTP (``/mcp`` of the API on a real port), with scoped, wrong and missing keys and bad arguments."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from tests.support.api_server import api_server, seed_docs
+
+from ragstep.app.keys import create_key
+from ragstep.context import Clients
+from ragstep.models.tenancy import UsageRecord
+from ragstep.settings import Settings
+
+mcp = pytest.importorskip("mcp", reason="the mcp SDK (dev extra) drives these tests")
+httpx2 = pytest.importorskip("httpx2", reason="the mcp SDK's HTTP client")
+
+from mcp import Client  # noqa: E402
+from mcp.client.stdio import StdioServerParameters  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+
+RAGSTEP = str(Path(sys.executable).with_name("ragstep"))
+READ_TOOLS = {"search", "find", "list_knowledge_bases", "list_documents", "read_passage"}
+
+
+def run(test: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(asyncio.wait_for(test(), timeout=180))
+
+
+def text_of(result: Any) -> str:
+    return "\n".join(block.text for block in result.content)
+
+
+@pytest.fixture
+def clients(tmp_path: Path) -> Clients:
+    clients = Clients(Settings(data_dir=tmp_path / "data"))
+    seed_docs(clients.context(), tmp_path / "docs")
+    return clients
+
+
+def http_client(base: str, key: str | None) -> Client:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return Client(streamable_http_client(f"{base}/mcp", http_client=httpx2.AsyncClient(headers=headers, timeout=60)))
+
+
+async def exercise(client: Client) -> dict[str, Any]:
+    """Every tool once, as an agent would chain them; what each returned."""
+    seen: dict[str, Any] = {}
+    listed = await client.list_tools()
+    seen["tools"] = {t.name: t for t in listed.tools}
+    seen["kbs"] = await client.call_tool("list_knowledge_bases", {})
+    seen["search"] = await client.call_tool(
+        "search", {"query": "when do cold starts happen", "knowledge_bases": ["docs"], "top_k": 3}
+    )
+    passage = seen["search"].structured_content["results"][0]["id"]
+    seen["read"] = await client.call_tool("read_passage", {"passage_id": passage, "neighbours": 1})
+    seen["docs"] = await client.call_tool("list_documents", {"knowledge_base": "docs"})
+    seen["find"] = await client.call_tool("find", {"query": "首都", "knowledge_bases": ["docs"]})
+    seen["answer"] = await client.call_tool(
+        "answer", {"question": "When do cold starts happen?", "knowledge_bases": ["docs"]}
+    )
+    seen["ingest"] = await client.call_tool(
+        "ingest", {"knowledge_base": "docs", "filename": "ledger.md", "text": "The keeper logs ships in a blue ledger."}
+    )
+    seen["unknown_kb"] = await client.call_tool("search", {"query": "x", "knowledge_bases": ["nope"]})
+    seen["bad_args"] = await client.call_tool("search", {"query": "", "knowledge_bases": ["docs"]})
+    seen["bad_type"] = await client.call_tool("read_passage", {"passage_id": "x", "neighbours": "many"})
+    seen["resources"] = await client.list_resources()
+    seen["prompts"] = await client.list_prompts()
+    return seen
+
+
+def check_every_tool(seen: dict[str, Any]) -> None:
+    assert set(seen["tools"]) == READ_TOOLS | {"answer", "ingest"}
+    schema = seen["tools"]["search"].input_schema
+    assert schema["required"] == ["query", "knowledge_bases"] and "top_k" in schema["properties"]
+    assert "docs" in text_of(seen["kbs"]) and not seen["kbs"].is_error
+    hits = seen["search"].structured_content["results"]
+    assert hits[0]["knowledge_filename"] == "lambda.md" and "Cold starts" in hits[0]["content"]
+    assert "lambda.md" in text_of(seen["search"])
+    assert "Cold starts happen" in text_of(seen["read"])
+    assert {"lambda.md", "北京.md"} <= {d["file"] for d in seen["docs"].structured_content["documents"]}
+    assert not seen["find"].is_error
+    answer = seen["answer"].structured_content
+    assert answer["session_id"] and answer["references"][0]["knowledge_filename"] == "lambda.md"
+    assert not seen["ingest"].is_error and seen["ingest"].structured_content["job_id"]
+    unknown = text_of(seen["unknown_kb"])
+    assert seen["unknown_kb"].is_error and "unknown knowledge base 'nope'; available: docs" in unknown
+    assert seen["bad_args"].is_error and "query is required" in text_of(seen["bad_args"])
+    assert seen["bad_type"].is_error and "neighbours must be an integer" in text_of(seen["bad_type"])
+    assert [r.name for r in seen["resources"].resources] == ["docs"]
+    assert [p.name for p in seen["prompts"].prompts] == ["answer_with_citations"]
+    for result in seen.values():  # no traceback ever reaches the model
+        assert "Traceback" not in (text_of(result) if hasattr(result, "content") else "")
+
+
+def test_stdio_server_serves_every_tool(clients: Clients) -> None:
+    params = StdioServerParameters(
+        command=RAGSTEP, args=["--data-dir", str(clients.settings.data_dir), "mcp"], env=dict(os.environ)
+    )
+
+    async def session() -> None:
+        async with Client(params) as client:
+            seen = await exercise(client)
+            check_every_tool(seen)
+            assert seen["ingest"].structured_content["status"] == "indexed"  # stdio ingests inside the call
+            follow = await client.call_tool(
+                "search", {"query": "blue ledger ships", "knowledge_bases": ["docs"], "top_k": 1}
+            )
+            assert follow.structured_content["results"][0]["knowledge_filename"] == "ledger.md"
+            doc = await client.read_resource("ragstep://knowledge-bases/docs")
+            assert "lambda.md" in doc.contents[0].text
+
+    run(session)
+
+
+def test_stdio_scope_option_hides_tools(clients: Clients) -> None:
+    params = StdioServerParameters(
+        command=RAGSTEP, args=["--data-dir", str(clients.settings.data_dir), "mcp", "--scope", "search"]
+    )
+
+    async def session() -> None:
+        async with Client(params) as client:
+            assert {t.name for t in (await client.list_tools()).tools} == READ_TOOLS
+            refused = await client.call_tool("ingest", {"knowledge_base": "docs", "filename": "a.md", "text": "a"})
+            assert refused.is_error and "unknown tool 'ingest'" in text_of(refused)
+
+    run(session)
+
+
+def test_stdio_rejects_an_unknown_scope(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [RAGSTEP, "--data-dir", str(tmp_path), "mcp", "--scope", "search,everything"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "unknown scope 'everything'" in done.stderr and not done.stdout
+
+
+@pytest.fixture
+def keyed(clients: Clients) -> Iterator[tuple[str, dict[str, str]]]:
+    store = clients.keys
+    keys = {
+        "all": create_key(store, "default", ["search", "chat", "ingest"]).secret,
+        "search": create_key(store, "default", ["search"]).secret,
+        "other-kb": create_key(store, "default", ["search", "chat"], knowledge_bases=["elsewhere"]).secret,
+    }
+    with api_server(clients) as base:
+        yield base, keys
+
+
+def test_http_serves_every_tool_to_a_full_key(keyed: tuple[str, dict[str, str]], clients: Clients) -> None:
+    base, keys = keyed
+
+    async def session() -> None:
+        async with http_client(base, keys["all"]) as client:
+            seen = await exercise(client)
+            check_every_tool(seen)
+            assert seen["ingest"].structured_content["status"] in {"queued", "running", "indexed"}
+
+    run(session)
+    # MCP calls are metered like the other routes: one usage record per HTTP request, written after its answer.
+    deadline = time.monotonic() + 60
+    records: list[UsageRecord] = []
+    while time.monotonic() < deadline:
+        records = [r for r in clients.usage.between("default", 0, time.time() + 1) if r.route == "/mcp"]
+        if len(records) >= 12:
+            break
+        time.sleep(0.2)
+    assert len(records) >= 12 and {r.pipeline for r in records} == {"mcp"} and {r.status for r in records} == {200}
+
+
+def test_http_lists_only_the_tools_of_the_keys_scopes(keyed: tuple[str, dict[str, str]]) -> None:
+    base, keys = keyed
+
+    async def session() -> None:
+        async with http_client(base, keys["search"]) as client:
+            assert {t.name for t in (await client.list_tools()).tools} == READ_TOOLS
+            refused = await client.call_tool("answer", {"question": "why?", "knowledge_bases": ["docs"]})
+            assert refused.is_error and "unknown tool 'answer'" in text_of(refused)
+        async with http_client(base, keys["other-kb"]) as client:  # a key limited to other knowledge bases
+            hidden = await client.call_tool("search", {"query": "cold starts", "knowledge_bases": ["docs"]})
+            assert hidden.is_error and "unknown knowledge base 'docs'" in text_of(hidden)
+            kbs = await client.call_tool("list_knowledge_bases", {})
+            assert "docs" not in text_of(kbs)
+
+    run(session)
+
+
+@pytest.mark.parametrize("key", [None, "rs_wrong_key"])
+def test_http_refuses_a_missing_or_wrong_key(keyed: tuple[str, dict[str, str]], key: str | None) -> None:
+    base, _ = keyed
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    response = httpx.post(f"{base}/mcp", json=body, headers=headers, timeout=30)
+    assert response.status_code == 401
+    assert response.json()["error"] == "unauthorized" and "Traceback" not in response.text
+
+    async def session() -> None:
+        async with http_client(base, key) as client:
+            await client.list_tools()
+
+    with pytest.raises(Exception) as failed:  # the SDK's client gives up: it never gets a tool list
+        run(session)
+    assert failed.value is not None
+
+
+def test_http_speaks_the_initialize_handshake_of_older_clients(keyed: tuple[str, dict[str, str]]) -> None:
+    """Clients of the 2025 protocol revisions open with ``initialize`` (the stateless server needs no session)."""
+    base, keys = keyed
+    headers = {
+        "Authorization": f"Bearer {keys['search']}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "an-older-client", "version": "1"},
+        },
+    }
+    opened = httpx.post(f"{base}/mcp", json=init, headers=headers, timeout=30)
+    assert opened.status_code == 200, opened.text
+    result = opened.json()["result"]
+    assert result["protocolVersion"] == "2025-06-18" and result["serverInfo"]["name"] == "ragstep"
+    headers["MCP-Protocol-Version"] = "2025-06-18"
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "search", "arguments": {"query": "首都", "knowledge_bases": ["docs"], "top_k": 1}},
+    }
+    answered = httpx.post(f"{base}/mcp", json=call, headers=headers, timeout=60)
+    assert answered.status_code == 200, answered.text
+    content = answered.json()["result"]
+    assert content["isError"] is False and "北京.md" in json.dumps(content, ensure_ascii=False)
+
+
+def test_bench_mcp_times_the_same_search_over_http_and_mcp() -> None:
+    from ragstep.bench.mcp_bench import render, run_mcp
+
+    result = run_mcp(rounds=4)
+    assert result["rounds"] == 4
+    for name in ("http_search_p50_ms", "mcp_search_p50_ms", "sdk_client_search_p50_ms"):
+        assert result[name] > 0
+    assert "MCP adds" in render(result)
