@@ -837,10 +837,12 @@ def test_serve_on_a_port_in_use_is_one_line(cli: Cli) -> None:
 
 def quick_start_commands() -> list[str]:
     """The command lines of the README's quick start, as a new user would paste them."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## 30-second quick start", 1)[1]
-    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
-    return [line for line in block.splitlines() if line.strip()]
+    blocks = []
+    for page in (REPO / "README.md", REPO / "docs" / "getting-started.md"):  # the docs site's page is the same tour
+        section = page.read_text(encoding="utf-8").split("## 30-second quick start", 1)[1]
+        blocks.append(section.split("```bash\n", 1)[1].split("```", 1)[0])
+    assert blocks[0] == blocks[1], "README.md and docs/getting-started.md give different quick starts"
+    return [line for line in blocks[0].splitlines() if line.strip()]
 
 
 def test_readme_quick_start_works_as_written(

@@ -154,10 +154,9 @@ def test_failed_ingestion_raises_an_alarm_that_may_notify_a_topic() -> None:
         assert alarms[name]["TreatMissingData"] == "notBreaching", name
 
 
-def test_the_readme_deploy_section_lists_every_parameter() -> None:
+def test_the_deploy_page_lists_every_parameter() -> None:
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    deploy = readme.split("## Deploy on AWS", 1)[1].split("\n## ", 1)[0]
+    deploy = (Path(__file__).resolve().parents[1] / "docs" / "aws.md").read_text(encoding="utf-8")
     missing = [name for name in TEMPLATE["Parameters"] if f"`{name}`" not in deploy]
-    assert not missing, f"README.md's Deploy on AWS section does not list {missing}"
+    assert not missing, f"docs/aws.md (Deploy on AWS) does not list {missing}"

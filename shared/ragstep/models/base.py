@@ -18,7 +18,9 @@ if TYPE_CHECKING:
     from pydantic.json_schema import JsonSchemaValue
     from pydantic_core import CoreSchema
 
-SCHEMA_VERSION: Literal["1"] = "1"
+#: The version of PipelineState's schema (tests/test_state_schema.py keeps it honest): "2" added the profile, the
+#: latency budget, the answer's finish reason and notes. A state of the previous version is still read.
+SCHEMA_VERSION: Literal["2"] = "2"
 MAX_QUERY_CHARS = 4000
 #: The tenant of a single-user install and of every request that names none.
 DEFAULT_TENANT = "default"

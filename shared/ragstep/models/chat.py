@@ -75,19 +75,27 @@ class ChatSettings(_DeferredModel):
     max_rounds: Annotated[int, Field(ge=0, le=50)] = 5
     # Messages read from the history store before grouping into rounds (WeKnora: 20).
     history_messages: Annotated[int, Field(ge=0, le=200)] = 20
+    # Rewrite a follow-up into a standalone question with the model before searching (needs a generative model).
     enable_rewrite: bool = True
+    # The model's sampling temperature.
     temperature: Annotated[float, Field(ge=0.0, le=2.0)] = 0.3
+    # The answer's length cap in tokens (max_tokens / max_completion_tokens of an OpenAI request).
     max_tokens: Annotated[int, Field(ge=1, le=200_000)] = 2048
+    # Nucleus sampling; None: the provider's default.
     top_p: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    # Sequences that end the answer.
     stop: list[str] = Field(default_factory=empty_list)
     # None: "model", except with a model that cannot generate freely (extractive), which gets "fixed".
     fallback_strategy: FallbackStrategy | None = None
+    # The fixed fallback answer ("fixed"), and the prompt of the model's own fallback ("model"); None: shipped text.
     fallback_response: str | None = None
     fallback_prompt: str | None = None
     # An answer starting with this means "the context does not answer" (WeKnora's no_match_prefix, after </think>).
     no_match_prefix: str = "NO_MATCH"
+    # The answer's system prompt and the template the passages are laid into; None: the shipped ones.
     system_prompt: str | None = None
     context_template: str | None = None
+    # The query rewrite's prompts; None: the shipped ones.
     rewrite_system_prompt: str | None = None
     rewrite_user_prompt: str | None = None
     # The extractive answerer's length cap, in characters.

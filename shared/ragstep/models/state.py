@@ -41,7 +41,8 @@ RESULT_FIELDS: tuple[ResultField, ...] = ("search_results", "rerank_results", "m
 class PipelineState(_Model):
     """The one JSON document every stage reads and returns."""
 
-    schema_version: Literal["1"] = SCHEMA_VERSION
+    # "1": a state the previous version wrote (a deploy with executions in flight); read, and upgraded to "2".
+    schema_version: Literal["1", "2"] = SCHEMA_VERSION
     request_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
     pipeline: str = "knowledge_search"
     # Whose data this request reads and writes: set by the entry point, never by the request body.
@@ -78,6 +79,11 @@ class PipelineState(_Model):
     # OpenViking's retrieval (the viking pipelines' stages, ragstep.stages.viking): None in every other pipeline,
     # whose processes never import its models (BuiltOnFirstUse).
     viking: _Viking | None = None
+
+    @field_validator("schema_version")
+    @classmethod
+    def _upgrade(cls, value: str) -> str:
+        return SCHEMA_VERSION  # every field version 2 added has a default
 
     @field_validator("tenant_id")
     @classmethod

@@ -55,7 +55,7 @@ from ragstep.retrieval.text import query_terms, token_set
 LEX_WEIGHT = 0.3
 #: Weight of the passage's retrieval score (0-1).
 PRIOR_WEIGHT = 0.3
-#: Subtracted from a sentence without a number when the question asks for an amount.
+#: Subtracted from a sentence that lacks what the question's type asks for (a number, a duration, a frequency).
 TYPE_PENALTY = 0.25
 #: The best sentence's fit must reach this, or there is no answer (the curve's operating point).
 ANSWER_THRESHOLD = 0.9
@@ -63,7 +63,7 @@ ANSWER_THRESHOLD = 0.9
 NEAR_BEST = 0.9
 #: ...and at most this many.
 MAX_QUOTES = 2
-#: Sentences embedded per question: the passages' sentences in rank order up to this many.
+#: Sentences embedded per question (over that, those sharing the most weighted terms in the best-ranked passages).
 MAX_SENTENCES = 32
 #: The end of the sentence before, embedded with a sentence as its context (longer costs embedding time).
 CONTEXT_CHARS = 120
@@ -328,7 +328,7 @@ def choose(
             return []
     elif best.score < threshold:
         return []
-    # Near the best, relative to its margin over the threshold's scale (fits can be negative for a weak sentence).
+    # Sentences nearly as good as the best may complete the answer (a second fact, or the same in another passage).
     near = [q for q in found if q.score >= NEAR_BEST * best.score]
     near.sort(key=lambda q: (-q.score, q.passage, q.position))
     chosen: list[Quote] = []
