@@ -111,3 +111,28 @@ def test_the_cli_replays_one_request_and_a_batch(
     assert "1 of 1 recorded requests changed" in capsys.readouterr().out
     assert main(["--data-dir", data_dir, "replay", "nope"]) == 2
     assert "no record of request 'nope'" in capsys.readouterr().err
+
+
+def test_an_admin_replays_over_http_and_a_limited_key_cannot(recorded: tuple[Context, KnowledgeBase]) -> None:
+    import httpx
+    from tests.support.api_server import api_server
+
+    from ragstep.app.keys import create_key
+
+    ctx, kb = recorded
+    state = knowledge_search(SearchRequest(query="lambda cold starts environments", knowledge_base_ids=[kb.id]), ctx)
+    admin = create_key(ctx.clients.keys, "default", ["manage"]).secret
+    limited = create_key(ctx.clients.keys, "default", ["manage"], knowledge_bases=["elsewhere"]).secret
+    with api_server(ctx.clients) as base:
+        url = f"{base}/v1/admin/replay/{state.request_id}"
+        same = httpx.post(url, json={}, headers={"Authorization": f"Bearer {admin}"}, timeout=60)
+        assert same.status_code == 200, same.text
+        assert same.json()["changed"] is False and same.json()["unchanged"] == len(state.final_results)
+        narrowed = httpx.post(
+            url, json={"retrieval": {"rerank_top_k": 1}}, headers={"Authorization": f"Bearer {admin}"}, timeout=60
+        )
+        assert narrowed.json()["changed"] is True and narrowed.json()["lost"]
+        hidden = httpx.post(url, json={}, headers={"Authorization": f"Bearer {limited}"}, timeout=60)
+        assert hidden.status_code == 404
+        missing = httpx.post(f"{base}/v1/admin/replay/nope", json={}, headers={"Authorization": f"Bearer {admin}"})
+        assert missing.status_code == 404 and "no record of request" in missing.text

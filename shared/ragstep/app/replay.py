@@ -140,6 +140,8 @@ def replay(
         )
     pipe = get_pipeline(document["pipeline"])
     start, index = _start_state(document, from_step, pipe)
+    for kb in start.knowledge_bases:  # a caller limited to some knowledge bases replays only requests on those
+        ctx.require_kb(kb.id)
     recorded_end = PipelineState.model_validate(document["steps"][-1]["state"])
     state = start
     if retrieval:

@@ -15,7 +15,7 @@ rate-limit bucket: the tenant's quotas bound what they do together.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
@@ -217,3 +217,51 @@ def get_usage(
             "drop group_by, or drop period to group the raw records"
         )
     return counted_report(clients.usage, tenant_id, period, first, last)
+
+
+class ReplayBody(BaseModel):
+    from_step: str | None = Field(default=None, description="replay from this step (default: the start)")
+    retrieval: dict[str, Any] = Field(default_factory=dict, description="retrieval settings to change")
+    chat: dict[str, Any] = Field(default_factory=dict, description="chat settings to change")
+
+
+class ReplayMove(BaseModel):
+    id: str
+    file: str
+    before: int | None
+    after: int | None
+    score_before: float | None
+    score_after: float | None
+
+
+class ReplayResult(BaseModel):
+    request_id: str
+    pipeline: str
+    from_step: str
+    overrides: dict[str, Any]
+    changed: bool
+    gained: list[ReplayMove]
+    lost: list[ReplayMove]
+    moved: list[ReplayMove]
+    unchanged: int
+    answer_before: str
+    answer_after: str
+    answer_diff: list[str]
+    citations_before: list[str]
+    citations_after: list[str]
+    stage_ms: dict[str, tuple[float | None, float | None]]
+    cost_before: float
+    cost_after: float
+
+
+@router.post("/v1/admin/replay/{request_id}")
+def post_replay(request_id: str, body: ReplayBody, ctx: ManageContext) -> ReplayResult:
+    """Run a recorded request again (``RAGSTEP_RECORD_RATE`` decides which are recorded), from a step and with other
+    settings if asked, and say what changed: results gained, lost and moved, the answer's diff, citations, each
+    stage's time and the cost (as ``ragstep replay``)."""
+    import dataclasses
+
+    from ragstep.app.replay import replay
+
+    d = replay(ctx, request_id, from_step=body.from_step, retrieval=body.retrieval, chat=body.chat)
+    return ReplayResult.model_validate(dataclasses.asdict(d) | {"changed": d.changed})
