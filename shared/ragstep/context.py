@@ -28,7 +28,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ragstep.errors import InputError, NotFoundError, StorageError
+from ragstep.errors import InputError, NotFoundError
 from ragstep.models import DEFAULT_TENANT, KnowledgeBase, check_tenant
 from ragstep.settings import Settings
 
@@ -83,15 +83,9 @@ class Clients:
 
     @property
     def data_dir(self) -> Path:
-        path = Path(self.settings.data_dir)
-        try:
-            if path.exists() and not path.is_dir():
-                raise StorageError(f"data dir {path} is a file; pass --data-dir to a folder")
-        except OSError as exc:  # a folder above it cannot be searched: Permission denied
-            raise StorageError(
-                f"cannot open data dir {path}: {exc.strerror or exc}; pass --data-dir to a writable folder"
-            ) from None
-        return path
+        from ragstep.data_dir import usable_data_dir
+
+        return usable_data_dir(Path(self.settings.data_dir))
 
     def tenant_dir(self, tenant_id: str) -> Path:
         """The embedded backends' folder of one tenant (the data dir itself for the default tenant)."""

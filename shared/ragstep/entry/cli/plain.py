@@ -29,7 +29,6 @@ def plain_catalog(data_dir: str | None, environ: os._Environ[str] | dict[str, st
     """The default tenant's SQLite catalog, where ``Settings`` and ``Clients`` would find it, or None when the
     environment holds a setting other than the data dir, ``RAGSTEP_CATALOG_BACKEND=sqlite`` and
     :data:`FREE_TEXT_SETTINGS`. The environment is read as ``ragstep.settings.environment_values`` reads it."""
-    from ragstep.errors import StorageError
 
     where: Path | None = None
     for key, text in environ.items():
@@ -45,13 +44,9 @@ def plain_catalog(data_dir: str | None, environ: os._Environ[str] | dict[str, st
         where = Path(text)
     path = Path(data_dir) if data_dir else where or Path(".ragstep")
     # As Clients.data_dir says it (tests/test_cli_quick_list.py compares the two).
-    try:
-        if path.exists() and not path.is_dir():
-            raise StorageError(f"data dir {path} is a file; pass --data-dir to a folder")
-    except OSError as exc:  # a folder above it cannot be searched: Permission denied
-        raise StorageError(
-            f"cannot open data dir {path}: {exc.strerror or exc}; pass --data-dir to a writable folder"
-        ) from None
     from ragstep.adapters.catalog.sqlite import SqliteCatalogStore
+    from ragstep.data_dir import usable_data_dir
+
+    usable_data_dir(path)
 
     return SqliteCatalogStore(path / "catalog.sqlite")
