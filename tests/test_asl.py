@@ -321,9 +321,10 @@ def test_template_wires_each_state_machine_to_its_functions(pipeline: Pipeline) 
         assert function and function["Type"] == "AWS::Serverless::Function", f"no {logical_id} for stage {stage}"
         assert function["Properties"]["CodeUri"].rstrip("/") == f"functions/{stage}"
         assert function["Properties"]["Handler"] == "app.handler"
-        assert machine["DefinitionSubstitutions"][asl.function_arn_placeholder(stage)] == {
-            "Fn::GetAtt": [logical_id, "Arn"]
-        }
+        arn = {"Fn::GetAtt": [logical_id, "Arn"]}
+        if stage == "ingest_parse":  # or its container image with OCR, when ParseOcrImageUri names one
+            arn = {"Fn::If": ["ParseWithOcrImage", {"Fn::GetAtt": ["IngestParseOcrFunction", "Arn"]}, arn]}
+        assert machine["DefinitionSubstitutions"][asl.function_arn_placeholder(stage)] == arn
         assert logical_id in invoked, f"the state machine may not invoke {logical_id}"
     if any(isinstance(step, Parallel) for step in pipeline.steps):
         join = resources[f"{asl.JOIN_FUNCTION}Function"]["Properties"]
@@ -408,7 +409,7 @@ def test_the_events_consumer_finishes_a_batch_before_the_queue_hands_it_out_agai
 
 
 def test_template_uploads_start_the_ingest_state_machine() -> None:
-    from ragstep.entry.aws.events import TENANTS_PREFIX, UPLOADS_PREFIX
+    from ragstep.models.blob_keys import TENANTS_PREFIX, UPLOADS_PREFIX
 
     resources = load_template()["Resources"]
     bucket = resources["BlobBucket"]["Properties"]

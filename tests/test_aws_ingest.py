@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import json
 import os
 import sys
@@ -55,12 +56,19 @@ def demo_doc(name: str) -> bytes:
     return resources.files("ragstep").joinpath("data", "demo", "docs", name).read_bytes()
 
 
+@functools.cache
+def aws_session() -> Any:
+    """One boto3 session for every test's stack: it reads each service's model once (tenths of a second a client),
+    and moto intercepts the clients it makes whichever test created them."""
+    return boto3.session.Session()
+
+
 class Stack:
     """The stack's storage in moto: the bucket (events to EventBridge), the tables, and the upload rule of
     template.yaml delivering to an SQS queue."""
 
     def __init__(self) -> None:
-        session = boto3.session.Session()
+        session = aws_session()
         self.s3 = session.client("s3", region_name=REGION)
         self.sqs = session.client("sqs", region_name=REGION)
         self.events = session.client("events", region_name=REGION)

@@ -28,7 +28,6 @@ import traceback
 import uuid
 from collections.abc import Iterator
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -62,12 +61,11 @@ STAGES = get_pipeline("knowledge_search").stage_names()
 SMALL_LIMIT = 6144
 
 
-@pytest.fixture
-def aws_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Context]:
+@pytest.fixture(scope="module")
+def aws_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """The API function's environment: catalog in DynamoDB, blobs in S3 (moto), the embedded index, the demo
-    documents ingested into "demo-docs", and RAGSTEP_EXECUTOR=stepfunctions."""
-    for name in [k for k in os.environ if k.startswith(("RAGSTEP_", "POWERTOOLS_", "AWS_"))]:
-        monkeypatch.delenv(name)
+    documents ingested into "demo-docs", and RAGSTEP_EXECUTOR=stepfunctions. Built once for the module: the tests
+    only read what was ingested (each search's claim-check blobs have their own keys)."""
     env = {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
@@ -78,7 +76,7 @@ def aws_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Context
         "POWERTOOLS_SERVICE_NAME": "ragstep-test",
         "POWERTOOLS_TRACE_DISABLED": "true",
         "POWERTOOLS_METRICS_NAMESPACE": "ragstep-test",
-        "RAGSTEP_DATA_DIR": str(tmp_path / "data"),
+        "RAGSTEP_DATA_DIR": str(tmp_path_factory.mktemp("aws-remote") / "data"),
         "RAGSTEP_CATALOG_BACKEND": "dynamodb",
         "RAGSTEP_CATALOG_TABLE": CATALOG_TABLE,
         "RAGSTEP_BLOB_BACKEND": "s3",
@@ -87,10 +85,9 @@ def aws_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Context
         "RAGSTEP_EXECUTOR": "stepfunctions",
         "RAGSTEP_STATE_MACHINE_ARN": STATE_MACHINE_ARN,
     }
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
     config = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
-    with mock_aws(config=config):  # type: ignore[arg-type]
+    with pytest.MonkeyPatch.context() as monkeypatch, mock_aws(config=config):  # type: ignore[arg-type]
+        set_environment(monkeypatch, env)
         session = boto3.session.Session()
         session.client("s3", region_name=REGION).create_bucket(
             Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION}
@@ -99,14 +96,31 @@ def aws_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Context
             TableName=CATALOG_TABLE, BillingMode="PAY_PER_REQUEST", **CATALOG_SCHEMA
         )
         runtime.reset()
-        runtime.logger().registered_handler.stream = sys.stdout
         ctx = runtime.get_clients().context()
         kb = ctx.catalog.create_kb(KnowledgeBase(id=uuid.uuid4().hex, name="demo-docs", created_at=time.time()))
         with resources.as_file(resources.files("ragstep").joinpath("data", "demo", "docs")) as folder:
             results = [ingest_file(path, kb, ctx) for path in expand_paths([folder], (".md",))]
         assert results and all(r.status == "indexed" for r in results), results
-        yield ctx
         runtime.reset()
+        yield env
+
+
+def set_environment(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
+    """Exactly ``env`` for the RAGSTEP_, POWERTOOLS_ and AWS_ variables."""
+    for name in [k for k in os.environ if k.startswith(("RAGSTEP_", "POWERTOOLS_", "AWS_"))]:
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.fixture
+def aws_env(aws_world: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Context]:
+    """A fresh runtime (clients, context) on the module's stack, as a new Lambda environment would start."""
+    set_environment(monkeypatch, aws_world)
+    runtime.reset()
+    runtime.logger().registered_handler.stream = sys.stdout
+    yield runtime.get_clients().context()
+    runtime.reset()
 
 
 def first_state(ctx: Context, query: str = "How are keyword and vector results fused?") -> PipelineState:

@@ -107,6 +107,14 @@ def test_unanswerable_questions_are_asked_and_their_declines_counted(tmp_path: P
     assert report["declined_retrieved"] == 0.0
 
 
+def test_questions_limits_the_answerable_questions_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = write_set(tmp_path / "limited")
+    code, out, err = run_cli(capsys, "bench", "answer", "--set", str(folder), "--questions", "2", "--json")
+    assert code == 0, err
+    report: dict[str, Any] = json.loads(out)
+    assert report["questions"] == 2 and report["answer_recall"] == 1.0
+
+
 def test_an_unanswerable_id_that_is_no_question_is_one_clear_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -119,7 +127,7 @@ def test_an_unanswerable_id_that_is_no_question_is_one_clear_line(
 SETS = Path(__file__).resolve().parents[1] / "bench-sets"
 
 
-@pytest.mark.parametrize("name", ["answer-en", "answer-en-heldout"])
+@pytest.mark.parametrize("name", ["answer-en", "answer-en-heldout", "answer-en-docs"])
 def test_the_english_answer_sets_hold_together(name: str) -> None:
     """Every reference answer is a span of its relevant document; unanswerable questions have no qrels."""
     folder = SETS / name

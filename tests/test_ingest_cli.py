@@ -35,9 +35,12 @@ def cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
 
 
 def ragstep(*args: str, data_dir: Path, **kwargs: object) -> subprocess.Popen[str]:
+    env = subprocess_env()
+    if "RAGSTEP_INGEST_PROGRESSIVE" in os.environ:  # a test's choice (monkeypatched), passed on
+        env["RAGSTEP_INGEST_PROGRESSIVE"] = os.environ["RAGSTEP_INGEST_PROGRESSIVE"]
     return subprocess.Popen(
         [sys.executable, "-m", "ragstep", "--data-dir", str(data_dir), *args],
-        env=subprocess_env(),
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -238,26 +241,37 @@ def big_text(paragraphs: int) -> str:
     )
 
 
-def test_ctrl_c_inside_one_large_files_embedding_stops_and_cleans_up(tmp_path: Path) -> None:
+def test_ctrl_c_inside_one_large_files_embedding_stops_and_keeps_it_keyword_searchable(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     write(docs, "large.txt", big_text(3000))  # thousands of chunks: minutes of embedding even on an idle machine
     data_dir = tmp_path / "data"
     assert ragstep("kb", "create", "docs", data_dir=data_dir).wait(timeout=300) == 0
     run = ragstep("ingest", str(docs), "--kb", "docs", data_dir=data_dir)
-    # Chunked: the only file is now being embedded, batch after batch.
-    wait_for(lambda: any(k.endswith("chunks.jsonl") for k in products_of(data_dir, "large.txt")), run, "chunks")
+    ctx = context(data_dir)
+    kb = ctx.require_kb("docs")
+    # Progressive indexing: the file is searchable by keyword, then embedded batch after batch.
+    assert run.stderr is not None
+    said = ""
+    while "adding the vectors of" not in said:  # the second phase has begun (a line, not a time)
+        said = run.stderr.readline()
+        assert said or run.poll() is None, "the ingest ended before its second phase"
     run.send_signal(signal.SIGINT)
     out, err = run.communicate(timeout=300)
     assert run.returncode == 130, err
     assert "Traceback" not in err
-    assert out.strip().splitlines()[-1] == "0 of 1 files ingested into docs, 0 chunks"
-    assert "interrupted: 1 of 1 files not ingested" in err
-    ctx = context(data_dir)
-    assert ctx.blobs.list("ingest/") == [] and ctx.blobs.list("sources/") == []
-    assert ctx.catalog.list_knowledge(ctx.require_kb("docs").id) == []
+    [item] = ctx.catalog.list_knowledge(kb.id)
+    assert out.strip().splitlines()[-1] == f"1 of 1 files ingested into docs, {item.chunk_count} chunks"
+    assert "searchable by keyword only" in err and "`ragstep kb embed docs`" in err
+    # Nothing half-written: no run's scratch; the chunks waiting for vectors are kept for the resume.
+    assert ctx.blobs.list("ingest/") == [] and ctx.blobs.list("pending/") == [item.vectors_pending]
+    assert item.status == "completed" and len(stored(ctx, item.id)) == item.chunk_count
 
 
-def test_a_killed_runs_scratch_is_removed_by_the_next_ingest_and_a_live_runs_is_kept(cli: Cli, tmp_path: Path) -> None:
+def test_a_killed_runs_scratch_is_removed_by_the_next_ingest_and_a_live_runs_is_kept(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One phase (each file embedded before it is indexed): a run's products stay for the minutes of its embedding.
+    monkeypatch.setenv("RAGSTEP_INGEST_PROGRESSIVE", "false")
     docs = tmp_path / "docs"
     write(docs, "killed.txt", big_text(3000))
     write(docs, "alive.txt", big_text(3001))

@@ -764,8 +764,10 @@ def test_progress_bar_on_a_terminal_only(cli: Cli, tmp_path: Path) -> None:
     )
     assert code == 2  # three.md is empty
     assert "\r[" in err and "\x1b[K" in err
-    assert "[------------------------------] 0/3 files, 0 chunks" in err
-    assert f"[{'#' * 30}] 3/3 files, 2 chunks, 2 embedded, " in err  # the default model embedded both chunks
+    # Two phases (progressive indexing): every file searchable by keyword, then the vectors.
+    assert "[------------------------------] keywords: 0/3 files, 0 chunks" in err
+    assert f"[{'#' * 30}] keywords: 3/3 files, 2 chunks" in err
+    assert f"[{'#' * 30}] vectors: 2/2 chunks embedded, " in err  # the default model embedded both chunks
     assert "Traceback" not in err
     # stdout is the same table and summary as without a terminal.
     assert out.splitlines()[-1] == "2 of 3 files ingested into docs, 2 chunks"

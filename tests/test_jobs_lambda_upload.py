@@ -17,8 +17,8 @@ import pytest
 
 from ragstep.context import Clients
 from ragstep.entry.aws import runtime
-from ragstep.entry.aws.events import split_upload_key
 from ragstep.models import KnowledgeBase
+from ragstep.models.blob_keys import split_upload_key
 from ragstep.settings import Settings
 from test_handlers import LambdaContext, data_dir, function_handler, load_event
 

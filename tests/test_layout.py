@@ -91,16 +91,23 @@ def test_layers_import_only_downwards(layer: str) -> None:
     assert not wrong, "\n".join(wrong)
 
 
-def test_lambda_code_never_imports_the_benchmarks() -> None:
+#: The one runtime module that may import ragstep.bench: the command that runs the benchmarks (from a dev install;
+#: the functions' SharedLayer is built without ragstep/bench, shared/Makefile).
+BENCH_COMMAND = "ragstep.entry.cli.bench"
+
+
+def test_runtime_code_never_imports_the_benchmarks() -> None:
+    """ragstep.bench is not in the Lambda layer: no module shipped there may import it, lazily or not."""
     edges = graph()
     wrong = sorted(
         f"{name} imports {t}"
         for name, targets in edges.items()
-        if not name.startswith("ragstep.bench") and not name.startswith("ragstep.entry.cli")
+        if not (name == "ragstep.bench" or name.startswith("ragstep.bench.")) and name != BENCH_COMMAND
         for t in targets
-        if t.startswith("ragstep.bench")
+        if t == "ragstep.bench" or t.startswith("ragstep.bench.")
     )
     assert not wrong, "\n".join(wrong)
+    assert any(t.startswith("ragstep.bench") for t in edges[BENCH_COMMAND]), f"{BENCH_COMMAND}: drop the exemption"
 
 
 def test_modules_stay_small() -> None:
@@ -110,3 +117,76 @@ def test_modules_stay_small() -> None:
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES and name not in LONG_MODULES
     }
     assert not long, f"modules over {MAX_LINES} lines (split them, or say why in README and LONG_MODULES): {long}"
+
+
+# -- use cases in one place ----------------------------------------------------------------------------------------
+
+# Entry points parse, call a use case (ragstep.app) and format: they reach a stage only through the pipeline registry
+# (ragstep.pipeline.definitions loads the registered stage entry functions by name), never by importing its module.
+# Each exception names its module and why it is one.
+ENTRY_STAGE_IMPORTS: dict[str, str] = {}
+
+
+def test_entry_points_reach_stages_only_through_the_pipeline() -> None:
+    wrong = sorted(
+        f"{name} imports {target}"
+        for name, targets in graph().items()
+        if name.startswith("ragstep.entry.") and name not in ENTRY_STAGE_IMPORTS
+        for target in targets
+        if target.startswith("ragstep.stages")
+    )
+    assert not wrong, "entry points call use cases in ragstep.app, not stages:\n" + "\n".join(wrong)
+
+
+# The blob key layout (ragstep.models.blob_keys) is spelled once: no other module writes one of its prefixes.
+LAYOUT_PREFIXES = ("sources/", "ingest/", "data/", "hashes/", "pending/", "uploads/", "tenants/")
+# Modules with a layout of their own that shares a word with it (not ingestion's keys).
+OTHER_LAYOUTS = {
+    "ragstep.models.blob_keys": "the layout itself",
+    "ragstep.adapters.index.s3snapshot": "the S3-snapshot index's own objects (tenants/<tenant>/index/...)",
+    "ragstep.adapters.index._s3generations": "the S3-snapshot index's generations",
+    "ragstep.stages.ingest.products": "re-exports the layout to the ingest stages",
+    "ragstep.app.cost": "reads a price table from the package's own data/ folder, not a blob",
+}
+
+
+def _literals(path: Path) -> list[str]:
+    """Every string literal of ``path`` (each constant part of an f-string too), docstrings left out."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
+
+
+def test_the_blob_key_layout_is_spelled_once() -> None:
+    wrong = sorted(
+        f"{name}: {text!r}"
+        for name, path in modules().items()
+        if name not in OTHER_LAYOUTS and not name.startswith("ragstep.bench")
+        for text in _literals(path)
+        if text.startswith(LAYOUT_PREFIXES)
+    )
+    assert not wrong, "use ragstep.models.blob_keys for blob keys:\n" + "\n".join(wrong)
+
+
+def test_a_chat_run_is_started_and_stopped_in_one_place() -> None:
+    """Registering a session's running answer (what ``POST /v1/sessions/{id}/stop`` stops) is the chat run's
+    lifecycle: only :mod:`ragstep.app.chat_runs` does it."""
+    registering = sorted(
+        name
+        for name, path in modules().items()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute) and node.attr == "register"
+        and isinstance(node.value, ast.Name) and node.value.id == "RUNNING"
+    )  # fmt: skip
+    assert registering == ["ragstep.app.chat_runs"], registering

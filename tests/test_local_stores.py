@@ -119,11 +119,12 @@ class TestLocalBlobStore(BlobStoreContract):
 
     def test_services_treat_ingest_products_as_scratch(self, tmp_path: Path) -> None:
         from ragstep.context import Clients
+        from ragstep.models.blob_keys import INGEST_PREFIX, SCRATCH_PREFIXES
         from ragstep.settings import Settings
-        from ragstep.stages.ingest.products import INGEST_PREFIX
 
         blobs = Clients(Settings(data_dir=tmp_path)).context().blobs
-        assert isinstance(blobs, LocalBlobStore) and blobs.scratch_prefixes == (INGEST_PREFIX,)
+        assert isinstance(blobs, LocalBlobStore) and blobs.scratch_prefixes == SCRATCH_PREFIXES
+        assert INGEST_PREFIX in SCRATCH_PREFIXES  # one run's products
 
     def test_blob_and_folder_with_one_name_conflict(self, blob_store: LocalBlobStore) -> None:
         blob_store.put("a", b"file")

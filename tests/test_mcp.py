@@ -93,6 +93,10 @@ def check_every_tool(seen: dict[str, Any]) -> None:
     assert not seen["find"].is_error
     answer = seen["answer"].structured_content
     assert answer["session_id"] and answer["references"][0]["knowledge_filename"] == "lambda.md"
+    for tool in ("search", "answer"):  # each carries its cost receipt, its parts summing to the total
+        cost = seen[tool].structured_content["usage"]["cost"]
+        assert cost["estimate"] and cost["total_usd"] > 0
+        assert abs(sum(cost["by_stage"].values()) - cost["total_usd"]) < 1e-9
     assert not seen["ingest"].is_error and seen["ingest"].structured_content["job_id"]
     unknown = text_of(seen["unknown_kb"])
     assert seen["unknown_kb"].is_error and "unknown knowledge base 'nope'; available: docs" in unknown

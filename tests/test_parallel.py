@@ -22,6 +22,7 @@ from ragstep.entry.aws import runtime
 from ragstep.entry.aws.stage import join_handler
 from ragstep.models import ChatRequest, MatchType, PipelineState
 from ragstep.models.graph import GraphExtraction, GraphNode, GraphRelation
+from ragstep.models.wire import WIRE
 from ragstep.pipeline import get_pipeline, run_pipeline, run_stage
 from ragstep.pipeline.definitions import Parallel, Pipeline, Stage
 from ragstep.pipeline.join import BranchConflictError, join_branches
@@ -108,8 +109,8 @@ def test_the_join_is_the_same_in_process_and_through_the_join_handler(ctx: Conte
     branches = [run_stage("chunk_search", base, ctx), run_stage("entity_search", base, ctx)]
     event = [json.loads(s.model_dump_json()) for s in (base, *branches)]
     joined = join_handler(event, LAMBDA_CONTEXT)
-    assert _without_timings(joined) == _without_timings(in_process.model_dump(mode="json"))
-    assert joined == join_branches(base, branches).model_dump(mode="json")
+    assert _without_timings(joined) == _without_timings(in_process.model_dump(mode="json", context=WIRE))
+    assert joined == join_branches(base, branches).model_dump(mode="json", context=WIRE)
     # Both branches' results, each chunk once at its best score: the bridge chunk was found by both.
     kinds = {r.content: r.match_type for r in in_process.search_results}
     assert kinds[DOCS["career.md"]] == MatchType.GRAPH and len(kinds) == 2

@@ -32,6 +32,16 @@ def test_every_declared_stage_is_registered_and_importable() -> None:
         load_stage("nope")
 
 
+def test_every_registered_stage_is_run_by_a_pipeline_or_declared_standalone() -> None:
+    """The other direction: a stage registered but run by no pipeline is dead code (or half wired) unless
+    ``STANDALONE_STAGES`` says why it is registered."""
+    from ragstep.pipeline.definitions import STANDALONE_STAGES, STREAM_STAGES
+
+    used = {name for pipe in PIPELINES.values() for name in pipe.stage_names()}
+    assert set(STAGES) - used == set(STANDALONE_STAGES), "registered, but no pipeline runs them"
+    assert set(STANDALONE_STAGES) <= set(STAGES) and used >= STREAM_STAGES
+
+
 @pytest.fixture
 def docs_kb(ctx: Context, make_kb: Callable[..., KnowledgeBase], tmp_path: Path) -> KnowledgeBase:
     kb = make_kb("docs")

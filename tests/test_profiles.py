@@ -92,3 +92,48 @@ def test_a_tight_budget_gives_up_optional_stages_in_order_and_says_so(docs: tupl
     assert state.chat.answer  # the answer itself is never given up
     roomy = run_chat(request.model_copy(update={"budget_ms": 600_000}), ctx)
     assert not rows(roomy, "degrade").keys() & {"data_analysis", "entity_search", "extract_entities"}
+
+
+def test_a_cost_budget_gives_up_what_it_must_and_the_receipt_says_so(docs: tuple[Context, KnowledgeBase]) -> None:
+    from ragstep.app.chat import chat_response
+    from ragstep.models.profiles import DEGRADE_ORDER
+
+    ctx, kb = docs
+    request = ChatRequest(query="when do cold starts happen", knowledge_base_ids=[kb.id], pipeline="rag")
+    taught = run_chat(request, ctx)  # no budget: every stage runs, and its cost is learnt from the receipt
+    ran = {t.stage for t in taught.trace if t.action == "run" and t.duration_ms > 0} & set(DEGRADE_ORDER)
+    assert ran, "some optional stage ran and was priced"
+    assert all(ctx.clients.stage_costs.expected(stage) > 0 for stage in ran)
+
+    tight = run_chat(request.model_copy(update={"cost_budget_usd": 1e-12}), ctx)
+    degraded = rows(tight, "degrade")
+    assert ran <= degraded.keys() and all("cost budget:" in degraded[s] for s in ran)
+    assert "over the $0.000000 budget" in degraded["cost_budget"]  # even the smallest plan does not fit: said so
+    assert not {t.stage for t in tight.trace if t.action == "run"} & ran  # given up, not run
+    assert tight.chat.answer  # the answer itself is never given up
+    receipt = chat_response(tight, ctx)["usage"]["cost"]
+    assert receipt["budget_usd"] == 1e-12 and receipt["over_budget"] is True
+
+    roomy = run_chat(request.model_copy(update={"cost_budget_usd": 1.0}), ctx)
+    assert not rows(roomy, "degrade")
+    receipt = chat_response(roomy, ctx)["usage"]["cost"]
+    assert receipt["budget_usd"] == 1.0 and receipt["over_budget"] is False
+
+
+def test_the_command_line_takes_a_profile_and_budgets(
+    docs: tuple[Context, KnowledgeBase], capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from ragstep.entry.cli.main import main
+
+    ctx, kb = docs
+    data_dir = str(ctx.settings.data_dir)
+    args = ["--data-dir", data_dir, "search", "cold starts", "--kb", kb.name, "--json"]
+    assert main([*args, "--profile", "quick", "--cost-budget-usd", "0.5", "--budget-ms", "60000"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["profile"] == "quick" and shown["usage"]["cost"]["budget_usd"] == 0.5
+    with pytest.raises(SystemExit) as exited:
+        main([*args, "--cost-budget-usd", "0"])
+    assert exited.value.code == 2
+    assert "must be a number above 0" in capsys.readouterr().err

@@ -59,7 +59,7 @@ def test_an_unchanged_replay_reproduces_the_search_and_the_answer(recorded: tupl
     for state in (searched, answered):
         d = replay(ctx, state.request_id)
         assert not d.changed, d
-        assert d.unchanged == len(state.final_results)
+        assert d.unchanged == len(state.results("final_results"))
         assert d.answer_after == state.chat.answer
     assert len(recent(ctx, 10)) == 2  # replays are not recorded themselves
 
@@ -136,3 +136,62 @@ def test_an_admin_replays_over_http_and_a_limited_key_cannot(recorded: tuple[Con
         assert hidden.status_code == 404
         missing = httpx.post(f"{base}/v1/admin/replay/nope", json={}, headers={"Authorization": f"Bearer {admin}"})
         assert missing.status_code == 404 and "no record of request" in missing.text
+
+
+SET = Path(__file__).resolve().parents[1] / "bench-sets" / "answer-en"  # committed: 28 manual pages, judged queries
+
+
+@pytest.fixture
+def man_pages(tmp_path: Path) -> tuple[Context, KnowledgeBase]:
+    """The set's corpus ingested as ``<id>.txt`` files (keyword search only: fast, and judged by the file stem)."""
+    clients = Clients(Settings(data_dir=tmp_path / "data", record_rate=1.0))
+    ctx = clients.context()
+    kb = KnowledgeBase(id="kbman", name="man", embedding_model="none", created_at=time.time())
+    ctx.catalog.create_kb(kb)
+    for line in (SET / "corpus.jsonl").read_text(encoding="utf-8").splitlines():
+        doc = json.loads(line)
+        path = tmp_path / f"{doc['_id']}.txt"
+        path.write_text(f"{doc['title']}\n\n{doc['text']}", encoding="utf-8")
+        ingest_file(path, kb, ctx)
+    return ctx, kb
+
+
+def test_a_benchmark_set_replayed_under_two_settings_says_which_is_better(
+    man_pages: tuple[Context, KnowledgeBase], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ragstep.app.replay import load_judgements, replay_set, summarise
+
+    ctx, kb = man_pages
+    judgements = load_judgements(SET)
+    answerable = {line.split("\t")[0] for line in (SET / "qrels.tsv").read_text().splitlines()[1:] if line}
+    assert len(judgements.queries) == len(answerable)
+    # Keeping one result instead of ten can only lose judged documents: never better, and worse where the source
+    # was not first.
+    summary = summarise(replay_set(ctx, judgements, [kb.id], retrieval={"rerank_top_k": 1}), judgements)
+    assert summary.judged == len(answerable) and summary.changed > 0 and summary.results_lost > 0
+    assert summary.better == 0 and summary.worse > 0
+    assert summary.ndcg_after is not None and summary.ndcg_before is not None
+    assert summary.ndcg_after < summary.ndcg_before and "the recorded settings are better" in summary.verdict
+    # The same settings on both sides: nothing changes, nothing to choose.
+    same = summarise(replay_set(ctx, judgements, [kb.id], limit=5), judgements)
+    assert same.changed == 0 and same.judged == 5 and same.verdict == "no difference in nDCG@10"
+
+    # Recorded requests are judged by what they asked: the CLI's batch form with --qrels.
+    asked = [text for _, text in judgements.queries[:6]]
+    for text in asked:
+        knowledge_search(SearchRequest(query=text.upper(), knowledge_base_ids=[kb.id]), ctx)  # matched casefolded
+    data_dir = str(ctx.settings.data_dir)
+    capsys.readouterr()
+    argv = ["--data-dir", data_dir, "replay", "--last", "6", "--qrels", str(SET), "--set", "rerank_top_k=1", "--json"]
+    assert main(argv) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["replayed"] == 6 and shown["judged"] == 6 and shown["better"] == 0
+    assert (
+        main(["--data-dir", data_dir, "replay", "--set-dir", str(SET), "--kb", "man", "--set", "rerank_top_k=1"]) == 0
+    )
+    out = capsys.readouterr().out
+    assert f"judged {len(answerable)}: nDCG@10" in out and "the current settings are better" in out
+    assert main(["--data-dir", data_dir, "replay", "--set-dir", str(SET)]) == 2
+    assert "--set-dir needs --kb" in capsys.readouterr().err
+    assert main(["--data-dir", data_dir, "replay", "--last", "2", "--qrels", data_dir]) == 2
+    assert "expected a BEIR-layout folder" in capsys.readouterr().err

@@ -20,9 +20,10 @@ from ragstep.app.ingest import new_ingest_state
 from ragstep.app.search import knowledge_search
 from ragstep.context import Clients, Context
 from ragstep.errors import InputError
+from ragstep.index_capabilities import scoped_reads
 from ragstep.models import Chunk, KnowledgeBase, PipelineState, SearchRequest, SearchResult
 from ragstep.pipeline import run_pipeline, run_stage
-from ragstep.ports import SearchFilter, scoped_reads
+from ragstep.ports import SearchFilter
 from ragstep.retrieval.text import tokenize
 from ragstep.settings import Settings
 from ragstep.stages.ingest.products import source_blob_key

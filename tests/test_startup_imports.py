@@ -164,7 +164,7 @@ def test_the_streaming_chat_function_starts_with_the_chat_routes_and_common_stag
     )
     names = ("app", "chat", "sessions", "knowledge", "uploads", "viking", "admin", "deps")
     http = [f"ragstep.entry.http.{name}" for name in (*names, "chat_app", "completions", "conversations")]
-    stages = ["ragstep.stages.search.chunk_search", "ragstep.stages.viking.viking_context"]
+    stages = ["ragstep.stages.search.chunk_search", "ragstep.stages.viking.common"]
     by_steps = [
         "ragstep.retrieval.graph_extraction", "ragstep.models.graph", "ragstep.retrieval.graph_names", "difflib",
         "ragstep.stages.analysis.prompts", "ragstep.models.analysis", "ragstep.models.ingest", "ragstep.parsers",

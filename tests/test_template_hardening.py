@@ -8,10 +8,17 @@ from typing import Any
 
 import pytest
 
-from ragstep.entry.aws.events import TENANTS_PREFIX, UPLOADS_PREFIX
+from ragstep.models.blob_keys import (
+    DATA_PREFIX,
+    HASHES_PREFIX,
+    IMAGES_PREFIX,
+    INGEST_PREFIX,
+    SOURCES_PREFIX,
+    TENANTS_PREFIX,
+    UPLOADS_PREFIX,
+)
 from ragstep.pipeline.definitions import STAGES
 from ragstep.pipeline.transport import OFFLOAD_PREFIX
-from ragstep.stages.ingest.products import DATA_PREFIX, HASHES_PREFIX, INGEST_PREFIX, SOURCES_PREFIX
 from test_asl import load_template
 
 TEMPLATE = load_template()
@@ -63,7 +70,7 @@ def test_stage_functions_reach_only_the_bucket_prefixes_they_use() -> None:
     state = object_prefixes(policy_statements("StateBlobsPolicy"))
     assert state == {f"{OFFLOAD_PREFIX}*", f"{TENANTS_PREFIX}*/{OFFLOAD_PREFIX}*"}
     ingest = object_prefixes(policy_statements("IngestBlobsPolicy"))
-    ours = (UPLOADS_PREFIX, SOURCES_PREFIX, INGEST_PREFIX, DATA_PREFIX, HASHES_PREFIX, OFFLOAD_PREFIX)
+    ours = (UPLOADS_PREFIX, SOURCES_PREFIX, INGEST_PREFIX, DATA_PREFIX, HASHES_PREFIX, IMAGES_PREFIX, OFFLOAD_PREFIX)
     assert ingest == {f"{p}*" for p in ours} | {f"{TENANTS_PREFIX}*/{p}*" for p in ours}
     (listing,) = [s for s in policy_statements("IngestBlobsPolicy") if s["Action"] == "s3:ListBucket"]
     assert set(listing["Condition"]["StringLike"]["s3:prefix"]) <= ingest
@@ -152,6 +159,32 @@ def test_failed_ingestion_raises_an_alarm_that_may_notify_a_topic() -> None:
         actions = {"Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]}
         assert alarms[name]["AlarmActions"] == actions, name
         assert alarms[name]["TreatMissingData"] == "notBreaching", name
+
+
+def test_the_ocr_image_function_is_the_parse_function_s_twin() -> None:
+    """Off by default (ParseOcrImageUri empty); when on, the ingest machine runs it instead of the zip function, with
+    the same settings and rights (a plain Lambda function: the Globals are written out, so they must stay equal)."""
+    from pathlib import Path
+
+    ocr, zipped = RESOURCES["IngestParseOcrFunction"], FUNCTIONS["IngestParseFunction"]
+    assert (Path(__file__).resolve().parents[1] / "containers" / "parse-ocr" / "Dockerfile").is_file()
+    assert TEMPLATE["Parameters"]["ParseOcrImageUri"]["Default"] == ""
+    assert ocr["Condition"] == "ParseWithOcrImage" and ocr["Properties"]["PackageType"] == "Image"
+    assert ocr["Properties"]["Code"] == {"ImageUri": {"Ref": "ParseOcrImageUri"}}
+    globals_env = TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]
+    own = zipped["Properties"]["Environment"]["Variables"]
+    assert ocr["Properties"]["Environment"]["Variables"] == {**globals_env, **own}
+    role = RESOURCES["IngestParseOcrRole"]["Properties"]
+    for policy in ("IngestBlobsPolicy", "SecretsReadPolicy"):
+        assert {"Ref": policy} in role["ManagedPolicyArns"] and {"Ref": policy} in zipped["Properties"]["Policies"]
+    machine = MACHINES["IngestStateMachine"]["Properties"]
+    assert machine["DefinitionSubstitutions"]["IngestParseFunctionArn"] == {
+        "Fn::If": [
+            "ParseWithOcrImage",
+            {"Fn::GetAtt": ["IngestParseOcrFunction", "Arn"]},
+            {"Fn::GetAtt": ["IngestParseFunction", "Arn"]},
+        ]
+    }
 
 
 def test_the_deploy_page_lists_every_parameter() -> None:

@@ -19,6 +19,7 @@ from ragstep.app.search import knowledge_search, new_state
 from ragstep.context import Clients, Context
 from ragstep.errors import InputError, NotFoundError
 from ragstep.models import DEFAULT_TENANT, KnowledgeBase, PipelineState, SearchRequest, Turn
+from ragstep.models.wire import WIRE
 from ragstep.pipeline import run_pipeline, transport
 from ragstep.settings import Settings
 
@@ -104,7 +105,8 @@ def test_history_and_offloaded_state_stay_with_their_tenant(two_tenants: tuple[C
 
     request = SearchRequest(query="rockets", knowledge_base_ids=["docs"])
     state = run_pipeline("knowledge_search", new_state(request, acme), acme)
-    payload = transport.encode(state, acme.blobs, 4500)  # small limit: results go to the blob store
+    limit = transport.compact_size(state.model_dump(mode="json", context=WIRE)) - 1  # the results go to the blobs
+    payload = transport.encode(state, acme.blobs, limit)
     assert payload["offloaded"]
     assert transport.tenant_of(payload) == "acme"
     assert not any(key in globex.blobs.list("state/") for key in payload["offloaded"].values())
@@ -128,3 +130,27 @@ def test_tenant_ids_that_could_name_a_path_or_key_are_refused(tmp_path: Path, ba
         clients.context(bad)
     with pytest.raises(ValueError, match="tenant id"):
         PipelineState(tenant_id=bad, request=SearchRequest(query="q", knowledge_base_ids=["k"]))
+
+
+def test_a_process_keeps_the_adapters_of_a_bounded_number_of_tenants(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Clients keeps each tenant's adapters for reuse, but only the most recently used MAX_TENANTS_KEPT tenants':
+    a process serving ever more tenants does not grow without end, and a dropped tenant's data is intact when its
+    adapters are built again."""
+    import ragstep.context as context_module
+
+    monkeypatch.setattr(context_module, "MAX_TENANTS_KEPT", 3)
+    clients = Clients(Settings(data_dir=tmp_path))
+    first = clients.context("t0")
+    catalog = first.catalog
+    catalog.create_kb(KnowledgeBase(id=uuid.uuid4().hex, name="kept", created_at=time.time()))
+    assert first.catalog is catalog and first.blobs is clients.blobs("t0")  # reused while kept
+    for n in range(1, 4):
+        clients.context(f"t{n}").catalog  # noqa: B018 -- builds t1..t3's catalogs: t0 is the least recently used
+    assert list(clients._scoped) == ["t1", "t2", "t3"]
+    clients.catalog("t1")  # used again: t2 is now the oldest
+    clients.catalog("t4")
+    assert list(clients._scoped) == ["t3", "t1", "t4"]
+    rebuilt = clients.context("t0").catalog
+    assert rebuilt is not catalog and [kb.name for kb in rebuilt.list_kbs()] == ["kept"]

@@ -46,15 +46,37 @@ def test_large_state_is_offloaded_and_restored(tmp_path: Path) -> None:
     assert encoded_size(state.model_dump(mode="json")) > LIMIT
     data = transport.encode(state, blobs, LIMIT)
     assert encoded_size(data) <= LIMIT
-    assert set(data["offloaded"]) == {"search_results"}  # the largest list goes first, and that was enough
-    assert data["search_results"] == []
-    assert data["final_results"]  # small lists stay inline
-    key = data["offloaded"]["search_results"]
+    # Each result is once in the wire form's table, the largest part: it goes, and that was enough.
+    assert set(data["offloaded"]) == {"chunks"} and "chunks" not in data
+    assert data["search_results"][:2] == [["c0", 1.0], ["c1", 0.5]]  # the lists of ids and scores stay inline
+    assert [entry[0] for entry in data["final_results"]] == ["c0", "c1", "c2"]
+    key = data["offloaded"]["chunks"]
     assert key.startswith(f"state/{state.request_id}/") and blobs.exists(key)
+    assert len(json.loads(blobs.get(key))) == 100
     # the payload crosses the transport as JSON text
     restored = transport.decode(json.dumps(data), blobs)
     assert restored == state
     assert restored.offloaded == {}
+
+
+def test_a_version_2_state_with_offloaded_result_lists_is_still_read(tmp_path: Path) -> None:
+    """An execution in flight during the deploy: the previous version offloaded whole result lists."""
+    blobs = LocalBlobStore(tmp_path)
+    state = state_with(3, 10).model_copy(update={"final_results": None})
+    listed = state.model_dump(mode="json")["search_results"]
+    blobs.put("state/r/search_results-0.json", json.dumps(listed).encode())
+    old = state.model_dump(mode="json") | {"schema_version": "2", "search_results": [], "final_results": []}
+    old["offloaded"] = {"search_results": "state/r/search_results-0.json"}
+    restored = transport.decode(old, blobs)
+    assert restored.search_results == state.search_results and restored.final_results is None  # version 2: not run
+    assert restored.schema_version == "3" and restored.offloaded == {}
+
+
+def test_an_offloaded_table_is_read_only_through_the_transport(tmp_path: Path) -> None:
+    blobs = LocalBlobStore(tmp_path)
+    data = transport.encode(state_with(100, 1500), blobs, LIMIT)
+    with pytest.raises(ValueError, match="results table is offloaded"):
+        PipelineState.model_validate(data)
 
 
 def test_state_that_cannot_fit_is_an_error(tmp_path: Path) -> None:
@@ -73,8 +95,12 @@ def test_a_reference_outside_the_offload_area_is_refused(tmp_path: Path) -> None
     blobs = LocalBlobStore(tmp_path)
     blobs.put("uploads/kb/secret.md", b"[]")
     base = state_with(1, 10).model_dump(mode="json")
-    for field, key in [("search_results", "uploads/kb/secret.md"), ("request", "state/x/request.json")]:
-        with pytest.raises(InputError, match="only search_results, rerank_results"):
+    for field, key, message in [
+        ("search_results", "uploads/kb/secret.md", "offloaded parts are under state/"),
+        ("chunks", "uploads/kb/secret.md", "offloaded parts are under state/"),
+        ("request", "state/x/request.json", "only search_results, rerank_results"),
+    ]:
+        with pytest.raises(InputError, match=message):
             transport.decode({**base, "offloaded": {field: key}}, blobs)
 
 

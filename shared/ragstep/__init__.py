@@ -7,9 +7,9 @@ and as Lambda functions chained by Step Functions on AWS.
 import os
 
 # One BLAS thread unless the user says otherwise. Our matrix-vector products are small and frequent: OpenBLAS's
-# worker threads fall asleep between queries and waking them cost ~4 ms per search at 6k chunks (0.3 ms with one
-# thread). The local index parallelises large products itself (see adapters/local_index.py). Must run before numpy
-# is first imported; setdefault keeps an explicit OPENBLAS_NUM_THREADS.
+# worker threads fall asleep between queries, and waking them cost a search more than the product itself (`ragstep
+# bench latency` shows it). The local index parallelises large products itself (see adapters/local_index.py). Must
+# run before numpy is first imported; setdefault keeps an explicit OPENBLAS_NUM_THREADS.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 __version__ = "0.1.0"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
         ResultDelivery,
         SearchIndex,
         UsageStore,
+        VisionModel,
         WebSearchProvider,
     )
 
@@ -59,9 +61,11 @@ A = TypeVar("A")
 
 __all__ = ["DEFAULT_TENANT", "Clients", "Context"]
 
-# ragstep.stages.ingest.products.INGEST_PREFIX, spelled out: importing the ingest stages (parsers, chunker) here would
-# cost every search function's cold start ~100 ms (tests/test_local_stores.py checks that the two agree).
-_SCRATCH_PREFIXES = ("ingest/",)
+#: How many tenants' adapters a process keeps (least recently used dropped first). Each holds open connections and,
+#: for the embedded index, memory-mapped snapshots and caches: one process serving many tenants (a warm Lambda
+#: environment, a shared server) would otherwise grow without end. A dropped tenant's adapters are rebuilt on its
+#: next request (as on a cold start); a request still holding one finishes with it.
+MAX_TENANTS_KEPT = 64
 _SAFE = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
@@ -71,8 +75,10 @@ class Clients:
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or Settings()
         self._lock = threading.Lock()
+        self._lru_lock = threading.Lock()
         self._embedders: dict[str, Embedder | None] = {}
-        self._scoped: dict[tuple[str, str], Any] = {}
+        # tenant -> kind -> adapter, least recently used tenant first (bounded by MAX_TENANTS_KEPT).
+        self._scoped: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
     def context(self, tenant_id: str = DEFAULT_TENANT, allowed_kbs: tuple[str, ...] | None = None) -> Context:
         """The request-scoped view of these clients for one tenant (limited to the knowledge bases ``allowed_kbs``
@@ -95,149 +101,87 @@ class Clients:
             raise InputError(f"tenant id {tenant_id!r} may only hold letters, digits, '-' and '_'")
         return self.data_dir / "tenants" / tenant_id
 
-    def _per_tenant(self, kind: str, tenant_id: str, build: Callable[[], A]) -> A:
-        key = (kind, tenant_id)
-        adapter = self._scoped.get(key)
+    def _per_tenant(self, kind: str, tenant_id: str, build: Callable[[Settings, str, Path], A]) -> A:
+        """The tenant's adapter of ``kind``, built by the port's factory on first use and reused; the least recently
+        used tenant's adapters are dropped beyond :data:`MAX_TENANTS_KEPT` tenants."""
+        adapter = self._kept(kind, tenant_id)
         if adapter is None:
-            with self._lock:
-                adapter = self._scoped.get(key)
+            with self._lock:  # one build at a time, so two requests never build the same adapter twice
+                adapter = self._kept(kind, tenant_id)
                 if adapter is None:
-                    adapter = self._scoped[key] = build()
+                    adapter = build(self.settings, tenant_id, self.tenant_dir(tenant_id))
+                    with self._lru_lock:
+                        self._scoped.setdefault(tenant_id, {})[kind] = adapter
+                        self._scoped.move_to_end(tenant_id)
+                        while len(self._scoped) > MAX_TENANTS_KEPT:
+                            self._scoped.popitem(last=False)
         return adapter
+
+    def _kept(self, kind: str, tenant_id: str) -> Any:
+        """The tenant's adapter of ``kind`` if kept (now its most recently used tenant), else None. Its lock is never
+        held while an adapter is built: a slow build does not hold up requests whose adapters are there."""
+        with self._lru_lock:
+            adapters = self._scoped.get(tenant_id)
+            if adapters is None:
+                return None
+            self._scoped.move_to_end(tenant_id)
+            return adapters.get(kind)
 
     # -- per-tenant adapters --------------------------------------------------------------------------------------
 
     def index(self, tenant_id: str) -> SearchIndex:
-        return self._per_tenant("index", tenant_id, lambda: self._build_index(tenant_id))
+        """The tenant's search index (RAGSTEP_INDEX_BACKEND)."""
+        from ragstep.adapters.index import make_index
+
+        return self._per_tenant("index", tenant_id, make_index)
 
     def catalog(self, tenant_id: str) -> CatalogStore:
-        return self._per_tenant("catalog", tenant_id, lambda: self._build_catalog(tenant_id))
+        """The tenant's catalog (RAGSTEP_CATALOG_BACKEND)."""
+        from ragstep.adapters.catalog import make_catalog
+
+        return self._per_tenant("catalog", tenant_id, make_catalog)
 
     def history(self, tenant_id: str) -> HistoryStore:
-        return self._per_tenant("history", tenant_id, lambda: self._build_history(tenant_id))
+        """The tenant's chat history (RAGSTEP_HISTORY_BACKEND)."""
+        from ragstep.adapters.history import make_history
+
+        return self._per_tenant("history", tenant_id, make_history)
 
     def blobs(self, tenant_id: str) -> BlobStore:
-        return self._per_tenant("blobs", tenant_id, lambda: self._build_blobs(tenant_id))
+        """The tenant's blob store (RAGSTEP_BLOB_BACKEND)."""
+        from ragstep.adapters.blobs import make_blobs
+
+        return self._per_tenant("blobs", tenant_id, make_blobs)
 
     def graph(self, tenant_id: str) -> GraphStore:
         """The tenant's knowledge graphs (RAGSTEP_GRAPH_BACKEND)."""
+        from ragstep.adapters.graph import make_graph
 
-        def build() -> GraphStore:
-            settings = self.settings
-            if settings.graph_backend == "dynamodb":
-                from ragstep.adapters.graph.dynamodb import DynamoGraphStore
-
-                return DynamoGraphStore(settings.graph_table, tenant_id=tenant_id)
-            if settings.graph_backend == "neo4j":
-                from ragstep.adapters.graph.neo4j import Neo4jGraphStore
-
-                password = settings.neo4j_password.get_secret_value() if settings.neo4j_password else ""
-                return Neo4jGraphStore(settings.neo4j_url, settings.neo4j_username, password,
-                                       database=settings.neo4j_database, tenant_id=tenant_id)  # fmt: skip
-            from ragstep.adapters.graph.sqlite import SqliteGraphStore
-
-            return SqliteGraphStore(self.tenant_dir(tenant_id) / "graph.sqlite")
-
-        return self._per_tenant("graph", tenant_id, build)
+        return self._per_tenant("graph", tenant_id, make_graph)
 
     def cache(self, tenant_id: str) -> ResponseCache | None:
         """The tenant's response cache (None with ``RAGSTEP_CACHE_BACKEND=none``)."""
+        if self.settings.cache_backend == "none":
+            return None
+        from ragstep.adapters.cache import make_cache
 
-        def build() -> ResponseCache | None:
-            from ragstep.adapters.cache import make_cache
-
-            return make_cache(self.settings, tenant_id, self.tenant_dir(tenant_id))
-
-        return self._per_tenant("cache", tenant_id, build) if self.settings.cache_backend != "none" else None
-
-    def _build_index(self, tenant_id: str) -> SearchIndex:
-        backend = self.settings.index_backend
-        if backend == "local":
-            from ragstep.adapters.index.local import LocalSearchIndex
-
-            return LocalSearchIndex(
-                self.tenant_dir(tenant_id) / "index",
-                vector_storage=self.settings.vector_storage,
-                rescore_factor=self.settings.vector_rescore_factor,
-                ivf_min_rows=self.settings.vector_ivf_min_rows,
-            )
-        if backend == "opensearch":
-            from ragstep.adapters.index.opensearch import OpenSearchIndex
-
-            return OpenSearchIndex.from_settings(self.settings, tenant_id=tenant_id)
-        if backend == "s3snapshot":
-            from ragstep.adapters.index.s3snapshot import S3SnapshotIndex
-
-            return S3SnapshotIndex.from_settings(self.settings, tenant_id, self.tenant_dir(tenant_id) / "s3index")
-        raise InputError(f"index backend {backend!r} is not available in this build")
-
-    def _build_catalog(self, tenant_id: str) -> CatalogStore:
-        backend = self.settings.catalog_backend
-        if backend == "sqlite":
-            from ragstep.adapters.catalog.sqlite import SqliteCatalogStore
-
-            return SqliteCatalogStore(self.tenant_dir(tenant_id) / "catalog.sqlite")
-        if backend == "dynamodb":
-            from ragstep.adapters.catalog.dynamodb import DynamoCatalogStore
-
-            # The stack's region (AWS_REGION); RAGSTEP_AWS_REGION is Bedrock's and may differ.
-            days = self.settings.job_retention_days
-            return DynamoCatalogStore(
-                self.settings.catalog_table, tenant_id=tenant_id, job_retention_s=days * 86400.0 if days else None
-            )
-        raise InputError(f"catalog backend {backend!r} is not available in this build")
-
-    def _build_history(self, tenant_id: str) -> HistoryStore:
-        backend = self.settings.history_backend
-        if backend == "sqlite":
-            from ragstep.adapters.history.sqlite import SqliteHistoryStore
-
-            return SqliteHistoryStore(self.tenant_dir(tenant_id) / "history.sqlite")
-        if backend == "dynamodb":
-            from ragstep.adapters.history.dynamodb import DynamoHistoryStore
-
-            ttl = self.settings.history_ttl_seconds or None
-            return DynamoHistoryStore(self.settings.history_table, ttl_seconds=ttl, tenant_id=tenant_id)
-        raise InputError(f"history backend {backend!r} is not available in this build")
-
-    def _build_blobs(self, tenant_id: str) -> BlobStore:
-        backend = self.settings.blob_backend
-        if backend == "local":
-            from ragstep.adapters.blobs.local import LocalBlobStore
-
-            return LocalBlobStore(self.tenant_dir(tenant_id) / "blobs", scratch_prefixes=_SCRATCH_PREFIXES)
-        if backend == "s3":
-            from ragstep.adapters.blobs.s3 import S3BlobStore
-
-            prefix = self.settings.blob_prefix
-            if tenant_id != DEFAULT_TENANT:
-                prefix = f"{prefix.rstrip('/')}/tenants/{tenant_id}/".lstrip("/")
-            return S3BlobStore(self.settings.blob_bucket, prefix, kms_key_id=self.settings.s3_kms_key_id)
-        raise InputError(f"blob backend {backend!r} is not available in this build")
+        return self._per_tenant("cache", tenant_id, make_cache)
 
     # -- shared by every tenant -------------------------------------------------------------------------------------
 
     @cached_property
     def keys(self) -> KeyStore:
         """Tenants and API keys: the server's own store (a key resolves *to* a tenant), not any tenant's."""
-        if self.settings.keys_backend == "dynamodb":
-            from ragstep.adapters.keys.dynamodb import DynamoKeyStore
+        from ragstep.adapters.keys import make_key_store
 
-            return DynamoKeyStore(self.settings.keys_table)
-        from ragstep.adapters.keys.sqlite import SqliteKeyStore
-
-        return SqliteKeyStore(self.data_dir / "keys.sqlite")
+        return make_key_store(self.settings, self.data_dir)
 
     @cached_property
     def usage(self) -> UsageStore:
         """One usage record per API request, of every tenant (reports read one tenant's)."""
-        if self.settings.usage_backend == "dynamodb":
-            from ragstep.adapters.usage.dynamodb import DynamoUsageStore
+        from ragstep.adapters.usage import make_usage_store
 
-            return DynamoUsageStore(self.settings.usage_table, ttl_seconds=self.settings.usage_ttl_seconds or None)
-        from ragstep.adapters.usage.sqlite import SqliteUsageStore
-
-        return SqliteUsageStore(self.data_dir / "usage.sqlite")
+        return make_usage_store(self.settings, self.data_dir)
 
     @cached_property
     def idempotency(self) -> IdempotencyStore:
@@ -282,6 +226,13 @@ class Clients:
         return StageTimings()
 
     @cached_property
+    def stage_costs(self) -> StageTimings:
+        """What each stage has cost (USD) in this process's receipts: the cost budgets' estimates."""
+        from ragstep.pipeline.budget import StageTimings
+
+        return StageTimings()
+
+    @cached_property
     def branch_executor(self) -> ThreadPoolExecutor:
         """Threads for the branches of Parallel pipeline steps, kept apart from the retrievers' pool (a branch waits
         on that one) and reused, so a branch's thread keeps its SQLite connections from one request to the next."""
@@ -317,6 +268,13 @@ class Clients:
         from ragstep.adapters.chat import make_chat_model
 
         return make_chat_model(self.settings)
+
+    @cached_property
+    def vision_model(self) -> VisionModel | None:
+        """The model that captions pictures (RAGSTEP_VISION_MODEL; None: no captions)."""
+        from ragstep.adapters.vision import make_vision_model
+
+        return make_vision_model(self.settings)
 
     @cached_property
     def web_search(self) -> WebSearchProvider:
@@ -428,6 +386,10 @@ class Context:
     @property
     def web_search(self) -> WebSearchProvider:
         return self.clients.web_search
+
+    @property
+    def vision_model(self) -> VisionModel | None:
+        return self.clients.vision_model
 
     @property
     def data_analysis(self) -> DataAnalysis:

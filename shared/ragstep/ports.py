@@ -5,7 +5,7 @@ Stages depend on these Protocols only; :mod:`ragstep.context` decides which impl
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeAlias, runtime_checkable
 
@@ -37,7 +37,7 @@ _LLM_TYPES = frozenset({"ChatDelta", "ChatGrounding", "ChatMessage", "ChatOption
 
 
 def __getattr__(name: str) -> Any:
-    # Six frozen dataclasses cost ~7 ms to create: a search (whose pipeline modules import this one) never uses them.
+    # Six frozen dataclasses are slow to create: a search (whose pipeline modules import this one) never uses them.
     if name in _LLM_TYPES:
         from ragstep.models import llm
 
@@ -113,64 +113,6 @@ class SearchIndex(Protocol):
         """Stored (unit) vectors of these chunks in ``space``; chunks without one are left out."""
 
     def stats(self) -> IndexStats: ...
-
-
-@runtime_checkable
-class HybridSearch(Protocol):
-    """The optional server-side fusion of a :class:`SearchIndex` (OpenSearch's ``hybrid`` query)."""
-
-    @property
-    def supports_server_hybrid(self) -> bool: ...
-
-    def hybrid_search(
-        self,
-        tokens: Sequence[str],
-        vector: np.ndarray,
-        space: str,
-        flt: SearchFilter,
-        top_k: int,
-        *,
-        w_keyword: float = 0.3,
-        w_vector: float = 0.7,
-    ) -> list[Hit]:
-        """Keyword and vector hits fused by the index (best first), the combined score in ``score`` and
-        ``raw_score``; no thresholds apply (the combined score is relative to each result set)."""
-
-    def pipeline_name(self, w_keyword: float = 0.3, w_vector: float = 0.7) -> str:
-        """What fuses these weights on the server (OpenSearch: the search pipeline's name), for traces."""
-
-
-def server_hybrid(index: SearchIndex) -> HybridSearch | None:
-    """``index`` as a :class:`HybridSearch` when it declares server-side fusion on, else None."""
-    if index.supports_server_hybrid and isinstance(index, HybridSearch):
-        return index
-    return None
-
-
-@runtime_checkable
-class ScopedReads(Protocol):
-    """An index that loads knowledge bases on demand (the S3-snapshot index) and can look chunks up by id in named
-    knowledge bases only: a cold rerank or merge container then loads the request's, not all of the tenant's."""
-
-    def scoped(self, knowledge_base_ids: Sequence[str]) -> SearchIndex: ...
-
-
-def scoped_reads(index: SearchIndex, knowledge_base_ids: Iterable[str]) -> SearchIndex:
-    """``index`` with its by-id reads (fetch, vectors, chunks_at) limited to ``knowledge_base_ids`` where it can be
-    (:class:`ScopedReads`) and every id is known; otherwise ``index`` itself, unchanged."""
-    ids = tuple(dict.fromkeys(knowledge_base_ids))
-    return index.scoped(ids) if ids and all(ids) and isinstance(index, ScopedReads) else index
-
-
-@runtime_checkable
-class CapacityWarning(Protocol):
-    """An index with a size limit per knowledge base (S3 snapshots): why one should move to a larger index, or None."""
-
-    def capacity_warning(self, knowledge_base_id: str) -> str | None: ...
-
-
-def capacity_warning(index: SearchIndex, knowledge_base_id: str) -> str | None:
-    return index.capacity_warning(knowledge_base_id) if isinstance(index, CapacityWarning) else None
 
 
 @runtime_checkable
@@ -359,6 +301,19 @@ class ChatModel(Protocol):
         """Deltas as they arrive. Closing the iterator early (``close()``) stops the provider's stream: no answer
         keeps being generated for a reader that has gone. Failures before the first delta are retried; after it,
         never (a half-streamed answer must not be replayed)."""
+
+
+@runtime_checkable
+class VisionModel(Protocol):
+    """A chat model that reads pictures (RAGSTEP_VISION_*): writes the captions of a document's figures."""
+
+    #: ``provider:model``: names the model in traces.
+    name: str
+
+    def describe(self, image: bytes, media_type: str, prompt: str, *, max_tokens: int) -> str:
+        """The model's answer to ``prompt`` about the picture (``media_type`` one of image/png, image/jpeg,
+        image/gif, image/webp), within the deadline in force (:mod:`ragstep.deadline`);
+        :class:`~ragstep.errors.ProviderError` when it fails."""
 
 
 @runtime_checkable

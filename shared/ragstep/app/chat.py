@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ragstep.app.answers import answer_notes, answer_references
+from ragstep.app.cost import observe
 from ragstep.app.profiles import resolve as resolve_profile
 from ragstep.app.search import new_state
 from ragstep.app.session_access import require_session
@@ -34,9 +36,8 @@ from ragstep.models import (
 )
 from ragstep.pipeline.definitions import CHAT_PIPELINES
 from ragstep.pipeline.executor import drain, stream_pipeline
-from ragstep.stages.chat.common import context_results, strip_think
+from ragstep.stages.chat.common import strip_think
 from ragstep.stages.chat.into_chat_message import validate_query
-from ragstep.stages.chat.notes import notes
 
 
 def _invalid(exc: ValidationError) -> InputError:
@@ -70,6 +71,7 @@ def new_chat_state(request: ChatRequest, ctx: Context) -> PipelineState:
             user=request.user,
             profile=request.profile,
             budget_ms=request.budget_ms,
+            cost_budget_usd=request.cost_budget_usd,
         )
         profile = resolve_profile(request.profile, ctx)
         base = {**ctx.settings.chat_defaults().model_dump(), **profile.chat}
@@ -142,12 +144,13 @@ def stream_chat(request: ChatRequest, ctx: Context) -> Generator[StreamEvent, No
     turn = turn_of(
         final,
         answer=final.chat.answer,
-        references=list(final.chat.references) or context_results(final),
+        references=answer_references(final),
         model=final.chat.model,
         usage=final.chat.usage,
         interrupted=False,
     )
     ctx.history.append(turn)
+    observe(final, ctx)
     if request.pipeline == "viking_stream" and ctx.settings.viking_auto_remember and turn.answer:
         _remember(ctx, turn, request.user)
     return final
@@ -191,10 +194,10 @@ def chat_response(state: PipelineState, ctx: Context | None = None) -> dict[str,
         "usage": usage,
         "profile": state.profile,
         "fallback": state.chat.fallback,
-        "references": [r.model_dump(mode="json") for r in state.chat.references or context_results(state)],
+        "references": [r.model_dump(mode="json") for r in answer_references(state)],
         "doc_aggs": [a.model_dump(mode="json") for a in state.chat.doc_aggs],
         "citation_mode": state.chat.citation_mode,
-        "notes": notes(state),
+        "notes": answer_notes(state),
         "trace": [t.model_dump(mode="json") for t in state.trace],
     }
 

@@ -116,12 +116,16 @@ def receipt(
     by_stage: dict[str, float] = {}
     for line in lines.lines:
         by_stage[line.stage] = round(by_stage.get(line.stage, 0.0) + line.usd, 10)
+    total = round(sum(line.usd for line in lines.lines), 10)
+    budget = state.cost_budget_usd
     return CostReceipt(
         price_table=f"{table.get('region', '?')} {table.get('version', '?')}",
         assumes=f"AWS, RAGSTEP_EXECUTOR={executor}, index {index_backend}",
         lines=lines.lines,
         by_stage=by_stage,
-        total_usd=round(sum(line.usd for line in lines.lines), 10),
+        total_usd=total,
+        budget_usd=budget,
+        over_budget=budget is not None and total > budget,
         notes=notes,
     )
 
@@ -177,3 +181,11 @@ def cost_of(state: PipelineState, ctx: Context) -> CostReceipt:
         table=price_table(settings.price_table),
         embedding_model=sorted(models)[0] if models else "",
     )
+
+
+def observe(state: PipelineState, ctx: Context) -> None:
+    """Teach this process what each stage costs (the cost budgets' estimates, ragstep.app.profiles): the receipt of
+    a finished request, stage by stage, into the running means."""
+    costs = ctx.clients.stage_costs
+    for stage, usd in cost_of(state, ctx).by_stage.items():
+        costs.observe(stage, usd)

@@ -15,8 +15,9 @@ from ragstep.context import Context
 from ragstep.errors import ConflictError, InputError, NotFoundError
 from ragstep.models import Knowledge
 from ragstep.models.base import _Model
+from ragstep.models.blob_keys import owned_prefixes
 from ragstep.models.catalog import IngestionJob, JobStatus
-from ragstep.stages.ingest.products import delete_blobs, owned_prefixes
+from ragstep.stages.ingest.products import delete_blobs
 
 _ITEM_STATUS: dict[str, JobStatus] = {"completed": "indexed", "failed": "failed", "processing": "running"}
 

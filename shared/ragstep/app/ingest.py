@@ -1,6 +1,6 @@
 """The ingest use case: files and folders into a knowledge base, one result row per file; deleting a document.
 
-A file goes to the blob store (``sources/...``, see :mod:`ragstep.stages.ingest.products`), then the ``ingest``
+A file goes to the blob store (``sources/...``, see :mod:`ragstep.models.blob_keys`), then the ``ingest``
 pipeline (parse -> chunk -> embed -> index, declared in :mod:`ragstep.pipeline.definitions`) runs in-process on it,
 exactly as the state machine runs it on AWS after an upload.
 
@@ -38,7 +38,10 @@ from ragstep.models import (
     check_identifier,
 )
 from ragstep.parsers import unsupported
-from ragstep.stages.ingest.common import allowed_suffixes
+
+# `allowed_suffixes` and `listening` (the progress of the files in flight) are explicit re-exports: the command line
+# shows them while it ingests, and entry points reach ingestion through this module only.
+from ragstep.stages.ingest.common import allowed_suffixes as allowed_suffixes
 from ragstep.stages.ingest.dedupe import unmark_hash
 from ragstep.stages.ingest.products import (
     SOURCES_PREFIX,
@@ -48,6 +51,7 @@ from ragstep.stages.ingest.products import (
     run_products_prefix,
     source_blob_key,
 )
+from ragstep.stages.ingest.progress import listening as listening
 
 _NAMESPACE = uuid.UUID("6b1d3c1e-6a53-4c5c-9d0e-3f7f2a1b9c10")
 
@@ -204,12 +208,15 @@ def ingest_file(
     tag_id: str = "",
     check_transport: bool = False,
     request_id: str | None = None,
+    keywords_first: bool = False,
 ) -> IngestResult:
     """Ingest one file; errors are returned in the result, so one bad file never stops a batch.
 
     ``tag_id`` tags the document and every chunk of it. ``check_transport`` round-trips the state through JSON
     between stages as Step Functions would. ``request_id`` names the run's products (an
-    :class:`~ragstep.app.ingest_scratch.IngestLease`'s, so that a killed run's are swept). An interrupt (Ctrl-C)
+    :class:`~ragstep.app.ingest_scratch.IngestLease`'s, so that a killed run's are swept). ``keywords_first``:
+    index the chunks for keyword search without embedding them, their vectors left to
+    :mod:`ragstep.app.ingest_vectors` (:func:`pipeline_for` says when the index allows it). An interrupt (Ctrl-C)
     removes this run's products, then propagates.
     """
     resolved = str(path.resolve())
@@ -221,8 +228,24 @@ def ingest_file(
         )
     kid = knowledge_id_for(kb, resolved)
     return _run(
-        str(path), kid, ctx, lambda: _stage_file(path, kb, kid, ctx, options, tag_id, request_id), check_transport
+        str(path),
+        kid,
+        ctx,
+        lambda: _stage_file(path, kb, kid, ctx, options, tag_id, request_id),
+        check_transport,
+        pipeline_for(kb, ctx, keywords_first),
     )
+
+
+def pipeline_for(kb: KnowledgeBase, ctx: Context, keywords_first: bool) -> str:
+    """``ingest_keywords`` (chunks indexed now, vectors later) when asked for, progressive indexing is on
+    (``RAGSTEP_INGEST_PROGRESSIVE``) and the index takes vectors after the chunks, with a model to embed with; else
+    ``ingest`` (chunks and vectors together)."""
+    from ragstep.index_capabilities import vector_backfill
+
+    wanted = keywords_first and ctx.settings.ingest_progressive and kb.embedding_model != "none"
+    wanted = wanted and vector_backfill(ctx.index) is not None
+    return "ingest_keywords" if wanted else "ingest"
 
 
 def ingest_blob(
@@ -237,10 +260,12 @@ def ingest_blob(
     tag_id: str = "",
     options: IngestOptions | None = None,
     uri: str = "",
+    keywords_first: bool = False,
 ) -> IngestResult:
     """Ingest an original already in the blob store (an HTTP upload, stored under ``sources/`` by its sha256), as
     :func:`ingest_file` ingests a file: same statuses, same rules. A failure removes the stored original unless it is
-    the version indexed. ``uri``: where the original came from (a web page's URL), which answers link to."""
+    the version indexed. ``uri``: where the original came from (a web page's URL), which answers link to.
+    ``keywords_first``: as for :func:`ingest_file`."""
 
     def stage() -> IngestState:
         return new_ingest_state(
@@ -257,17 +282,24 @@ def ingest_blob(
             tenant_id=ctx.tenant_id,
         )
 
-    return _run(filename, knowledge_id, ctx, stage, check_transport=False)
+    return _run(filename, knowledge_id, ctx, stage, False, pipeline_for(kb, ctx, keywords_first))
 
 
-def _run(label: str, kid: str, ctx: Context, stage: Callable[[], IngestState], check_transport: bool) -> IngestResult:
-    """Stage, then run the ``ingest`` pipeline; a failure is the result (its run's products discarded)."""
+def _run(
+    label: str,
+    kid: str,
+    ctx: Context,
+    stage: Callable[[], IngestState],
+    check_transport: bool,
+    pipeline: str = "ingest",
+) -> IngestResult:
+    """Stage, then run the ``pipeline``; a failure is the result (its run's products discarded)."""
     from ragstep.pipeline import run_pipeline
 
     state: IngestState | None = None
     try:
         state = stage()
-        state = run_pipeline("ingest", state, ctx, check_transport=check_transport)
+        state = run_pipeline(pipeline, state, ctx, check_transport=check_transport)
     except RagstepError as exc:
         failed = exc.state if isinstance(exc.state, IngestState) else state
         if failed is not None:

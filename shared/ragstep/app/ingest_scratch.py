@@ -1,7 +1,7 @@
 """The scratch files of ingest runs on this machine: whose they are, and removing those a killed run left behind.
 
 Every run removes its own products (``ingest/<kb>/<knowledge>/<sha256>/<request id>/``, see
-:mod:`ragstep.stages.ingest.products`) when a document is indexed, fails or is interrupted. A process killed outright
+:mod:`ragstep.models.blob_keys`) when a document is indexed, fails or is interrupted. A process killed outright
 (SIGKILL, a power cut) cannot: its ``parsed.md``, ``chunks.jsonl`` and ``vectors.npy`` would stay for good, since
 every later run writes under request ids of its own.
 
@@ -23,7 +23,8 @@ from types import TracebackType
 from typing import IO
 
 from ragstep.context import Context
-from ragstep.stages.ingest.products import INGEST_PREFIX, delete_blobs
+from ragstep.models.blob_keys import INGEST_PREFIX
+from ragstep.stages.ingest.products import delete_blobs
 
 try:
     import fcntl

@@ -1,10 +1,15 @@
 """Ingestion jobs: an uploaded file waits in the catalog as a ``queued`` job until a worker ingests it.
 
-The HTTP API stores an upload (:mod:`ragstep.entry.http.uploads`), records one job per file and answers at once;
+The HTTP API stores an upload (:mod:`ragstep.app.uploads`), records one job per file and answers at once;
 :class:`JobRunner`, a small pool of threads of the serving process (created on the first job, ``RAGSTEP_INGEST_WORKERS``
 of them), runs :func:`run_job`. Jobs live in the catalog, not in memory: a server stopped with jobs waiting (or one
 running) finds them ``queued``/``running`` on start-up and runs them again (:meth:`JobRunner.resume`); ingesting is
 idempotent, so a job interrupted half-way is simply done again.
+
+Progressive indexing (:mod:`ragstep.app.ingest_vectors`): the worker makes an upload searchable by keyword (its job is
+``indexed`` then), and one more background thread adds the vectors, a knowledge base at a time, after the uploads
+(``ragstep kb show`` and the documents' ``vectors_pending`` say what is still waiting). Started again on start-up for
+every knowledge base with chunks still waiting, so a server stopped in the middle finishes them.
 """
 
 from __future__ import annotations
@@ -67,12 +72,14 @@ def require_job(ctx: Context, job_id: str) -> IngestionJob:
     return job
 
 
-def run_job(ctx: Context, job_id: str) -> IngestionJob | None:
+def run_job(ctx: Context, job_id: str, *, keywords_first: bool = False) -> IngestionJob | None:
     """Ingest a pending job's file and record the outcome; None when the job (or its knowledge base) is gone.
 
-    A job already finished is returned as it is. A failure is the job's ``failed`` status and error line; the
-    version of the document already indexed stays as it was. A disabled document stays disabled when its file is
-    replaced (the new chunks are switched off right after they are indexed).
+    ``keywords_first``: index it for keyword search only, its vectors left to
+    :func:`~ragstep.app.ingest_vectors.embed_pending` (the caller runs it, as :class:`JobRunner` does). A job already
+    finished is returned as it is. A failure is the job's ``failed`` status and error line; the version of the
+    document already indexed stays as it was. A disabled document stays disabled when its file is replaced (the new
+    chunks are switched off right after they are indexed).
     """
     job = ctx.catalog.get_job(job_id)
     if job is None or job.status not in PENDING_JOB_STATUSES:
@@ -94,6 +101,7 @@ def run_job(ctx: Context, job_id: str) -> IngestionJob | None:
         size=job.size,
         tag_id=job.tag_id,
         options=IngestOptions.model_validate(job.options) if job.options else None,
+        keywords_first=keywords_first,
     )
     status: JobStatus = "failed" if result.status == "skipped" else result.status
     error = result.error
@@ -166,6 +174,11 @@ class JobRunner:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._pruned: dict[str, float] = {}
+        # The vectors' worker: one thread (the model computes on every core already); knowledge bases waiting for a
+        # pass, so that a burst of uploads to one makes one pass, not one each.
+        self._embed_pool: ThreadPoolExecutor | None = None
+        self._embed_waiting: set[tuple[str, str]] = set()
+        self._stopping = threading.Event()
 
     def _executor(self) -> ThreadPoolExecutor:
         with self._lock:
@@ -180,7 +193,9 @@ class JobRunner:
     def _run(self, tenant_id: str, job_id: str) -> None:
         ctx = self.clients.context(tenant_id)
         try:
-            run_job(ctx, job_id)
+            job = run_job(ctx, job_id, keywords_first=True)
+            if job is not None and job.status == "indexed":
+                self.embed_later(tenant_id, job.knowledge_base_id)
         except Exception:
             # Not the file's fault (the catalog or the blob store failed): say so on the job, details in the log.
             log.exception("ingestion job %s failed", job_id)
@@ -190,6 +205,36 @@ class JobRunner:
                     error = "internal error while ingesting; see the server log, then upload the file again"
                     _save(ctx, job.model_copy(update={"status": "failed", "error": error, "finished_at": time.time()}))
         self.prune(tenant_id)
+
+    def embed_later(self, tenant_id: str, kb_id: str) -> None:
+        """Add the missing vectors of a knowledge base on the background thread (once, however often asked while it
+        waits)."""
+        with self._lock:
+            if self._stopping.is_set() or (tenant_id, kb_id) in self._embed_waiting:
+                return
+            self._embed_waiting.add((tenant_id, kb_id))
+            if self._embed_pool is None:
+                self._embed_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragstep-vectors")
+            pool = self._embed_pool
+        pool.submit(self._embed, tenant_id, kb_id)
+
+    def _embed(self, tenant_id: str, kb_id: str) -> None:
+        from ragstep.app.ingest_vectors import embed_pending
+
+        with self._lock:  # from here, an upload to this knowledge base asks for another pass
+            self._embed_waiting.discard((tenant_id, kb_id))
+        try:
+            ctx = self.clients.context(tenant_id)
+            kb = ctx.catalog.get_kb(kb_id)
+            if kb is None:
+                return
+            outcome = embed_pending(kb, ctx, should_stop=self._stopping.is_set)
+            for filename, error in outcome.failed:
+                log.warning(
+                    "vectors of %s (knowledge base %s) not made: %s; it stays keyword-only", filename, kb_id, error
+                )
+        except Exception:
+            log.exception("adding the vectors of knowledge base %s failed; they stay pending", kb_id)
 
     def prune(self, tenant_id: str, force: bool = False) -> int:
         """Remove the tenant's finished jobs older than ``RAGSTEP_JOB_RETENTION_DAYS`` (at most once per
@@ -208,22 +253,32 @@ class JobRunner:
 
     def resume(self) -> int:
         """Queue again every job left ``queued`` or ``running`` by an earlier process; returns how many."""
+        from ragstep.app.ingest_vectors import pending_documents
+
+        self._stopping.clear()  # a server started again (one runner per clients: a test's app may restart)
         count = 0
         for tenant in known_tenants(self.clients):
             self.prune(tenant, force=True)
-            for job in self.clients.context(tenant).catalog.list_jobs():
+            ctx = self.clients.context(tenant)
+            for job in ctx.catalog.list_jobs():
                 # An upload's job on AWS is the ingest state machine's to run (ragstep.app.s3_jobs), never this one's.
                 if job.status in PENDING_JOB_STATUSES and job.runs_on == "worker":
                     self.submit(tenant, job.id)
                     count += 1
+            for kb in ctx.catalog.list_kbs():
+                if kb.embedding_model != "none" and pending_documents(kb, ctx):
+                    self.embed_later(tenant, kb.id)  # vectors a stopped server (or an interrupted ingest) left
         return count
 
     def shutdown(self) -> None:
         """Stop taking jobs: those waiting stay ``queued`` in the catalog for the next start; a running one ends."""
         with self._lock:
             pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+            embed_pool, self._embed_pool = self._embed_pool, None
+            self._stopping.set()  # the vectors' pass writes what it has and ends; the rest waits for the next start
+        for each in (pool, embed_pool):
+            if each is not None:
+                each.shutdown(wait=False, cancel_futures=True)
 
 
 _RUNNERS: weakref.WeakKeyDictionary[Clients, JobRunner] = weakref.WeakKeyDictionary()

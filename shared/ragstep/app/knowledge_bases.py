@@ -17,8 +17,9 @@ from ragstep.context import Context
 from ragstep.errors import InputError
 from ragstep.models import Knowledge, KnowledgeBase, KnowledgeBaseType
 from ragstep.models.base import _Model
+from ragstep.models.blob_keys import is_owned_key, knowledge_base_prefixes
 from ragstep.models.catalog import PENDING_JOB_STATUSES
-from ragstep.stages.ingest.products import delete_blobs, is_owned_key, knowledge_base_prefixes
+from ragstep.stages.ingest.products import delete_blobs
 
 # -- create / show -------------------------------------------------------------------------------------------------
 

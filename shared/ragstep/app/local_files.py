@@ -13,7 +13,7 @@
    byte (a file that grows past the limit while being read is refused, never cut).
 
 Uploads over HTTP and S3 objects are not local paths: their bytes arrive in the request or from the object store,
-and their names are checked where they are stored (``entry/http/uploads.py``, ``stages/ingest/products.py``).
+and their names are checked where they are stored (``app/uploads.py``, ``models/blob_keys.py``).
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from ragstep.app.session_access import may_see
 from ragstep.context import Context
 from ragstep.errors import InputError, NotFoundError, RagstepError
 from ragstep.models import KnowledgeBase, TraceEvent, Turn, check_identifier
+from ragstep.models.blob_keys import source_blob_key
 from ragstep.ports import ChatMessage, ChatOptions
 from ragstep.retrieval.memory import (
     EXTRACT_PROMPT,
@@ -36,7 +37,6 @@ from ragstep.retrieval.memory import (
     parse_memories,
     rule_memories,
 )
-from ragstep.stages.ingest.products import source_blob_key
 from ragstep.stages.viking.tree import MEMORY_KB, check_user, memory_kb, stored_hierarchy, user_root
 
 STEP = "remember"

@@ -13,17 +13,20 @@ citations, each stage's time, and the cost.
 from __future__ import annotations
 
 import difflib
+import json
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ragstep.app.cost import cost_of
 from ragstep.context import Context
 from ragstep.errors import InputError, NotFoundError
-from ragstep.models import PipelineState, RetrievalOverrides
+from ragstep.models import PipelineState, RetrievalOverrides, SearchRequest, SearchResult
 from ragstep.pipeline import recording
 from ragstep.pipeline.definitions import Pipeline, get_pipeline
 from ragstep.pipeline.executor import run_pipeline
+from ragstep.retrieval.metrics import dedupe_docs, ndcg_at_k
 
 HISTORY_STEP = "load_history"
 
@@ -56,6 +59,10 @@ class ReplayDiff:
     stage_ms: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
     cost_before: float = 0.0
     cost_after: float = 0.0
+    query: str = ""
+    #: Each result's document, as names a judgement may use for it (knowledge id, file name, file stem).
+    documents_before: list[tuple[str, ...]] = field(default_factory=list)
+    documents_after: list[tuple[str, ...]] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -65,7 +72,7 @@ class ReplayDiff:
 
 
 def _ranked(state: PipelineState) -> dict[str, tuple[int, float, str]]:
-    return {r.id: (n, r.score, r.knowledge_filename) for n, r in enumerate(state.final_results, start=1)}
+    return {r.id: (n, r.score, r.knowledge_filename) for n, r in enumerate(state.results("final_results"), start=1)}
 
 
 def _cited(state: PipelineState) -> list[str]:
@@ -104,7 +111,15 @@ def diff(before: PipelineState, after: PipelineState, ctx: Context, **about: Any
     times_before, times_after = _stage_times(before), _stage_times(after)
     out.stage_ms = {s: (times_before.get(s), times_after.get(s)) for s in dict.fromkeys([*times_before, *times_after])}
     out.cost_before, out.cost_after = cost_of(before, ctx).total_usd, cost_of(after, ctx).total_usd
+    out.query = before.request.query
+    out.documents_before = [_document_names(r) for r in before.results("final_results")]
+    out.documents_after = [_document_names(r) for r in after.results("final_results")]
     return out
+
+
+def _document_names(result: SearchResult) -> tuple[str, ...]:
+    name = result.knowledge_filename or ""
+    return (result.knowledge_id, name, name.rsplit(".", 1)[0] if "." in name else name)
 
 
 def _start_state(document: dict[str, Any], from_step: str | None, pipe: Pipeline) -> tuple[PipelineState, int]:
@@ -170,3 +185,141 @@ def recent(ctx: Context, limit: int) -> list[str]:
     """The request ids of the newest ``limit`` records, newest first."""
     keys = recording.record_keys(ctx)[-limit:]
     return [k.rsplit("/", 1)[-1].partition("-")[2].removesuffix(recording.SUFFIX) for k in reversed(keys)]
+
+
+# -- many requests at once: how many changed, and with judgements which settings are better -------------------------
+
+#: Judged queries are scored by nDCG at this depth, as ``ragstep bench quality`` scores them.
+JUDGED_DEPTH = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Judgements:
+    """Relevance judgements of a BEIR-layout set: each query's judged documents, by the query's normalised text (a
+    recorded request is matched to a judged query by what was asked)."""
+
+    by_query: dict[str, dict[str, int]]
+    queries: list[tuple[str, str]]  # (id, text), in the set's order
+
+    def of(self, query: str) -> dict[str, int] | None:
+        return self.by_query.get(_normalised(query))
+
+
+def _normalised(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def load_judgements(folder: Path) -> Judgements:
+    """``queries.jsonl`` and ``qrels.tsv`` (or BEIR's ``qrels/test.tsv``: query-id, corpus-id, score; a header line
+    is skipped) of ``folder``. A judged corpus id names a document by its knowledge id, its file name or its file
+    name without the extension (a corpus ingested as ``<id>.txt`` files is judged as it is)."""
+    folder = Path(folder)
+    qrels_path = next((p for p in (folder / "qrels.tsv", folder / "qrels" / "test.tsv") if p.is_file()), None)
+    if not (folder / "queries.jsonl").is_file() or qrels_path is None:
+        raise InputError(
+            f"{folder}: expected a BEIR-layout folder with queries.jsonl and qrels.tsv (or qrels/test.tsv)"
+        )
+    queries: list[tuple[str, str]] = []
+    for n, line in enumerate((folder / "queries.jsonl").read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            queries.append((str(row["_id"]), str(row["text"])))
+        except (ValueError, KeyError, TypeError):
+            raise InputError(f'{folder / "queries.jsonl"} line {n}: expected {{"_id": ..., "text": ...}}') from None
+    judged: dict[str, dict[str, int]] = {}
+    for line in qrels_path.read_text(encoding="utf-8").splitlines():
+        parts = line.split("\t")
+        if len(parts) >= 3 and parts[2].strip().lstrip("-").isdigit():
+            judged.setdefault(parts[0], {})[parts[1]] = int(parts[2])
+    by_query = {_normalised(text): judged[qid] for qid, text in queries if qid in judged}
+    return Judgements(by_query=by_query, queries=[(qid, text) for qid, text in queries if qid in judged])
+
+
+@dataclass
+class BatchSummary:
+    """What changed over many replays; with judgements, the nDCG@10 of each side over the judged ones."""
+
+    replayed: int
+    changed: int
+    results_gained: int
+    results_lost: int
+    results_moved: int
+    answers_changed: int
+    changed_requests: list[str]
+    changed_queries: list[str]
+    judged: int = 0
+    ndcg_before: float | None = None
+    ndcg_after: float | None = None
+    better: int = 0  # judged requests whose nDCG@10 went up
+    worse: int = 0
+    verdict: str = ""
+
+
+def _ranking(documents: list[tuple[str, ...]], judged: dict[str, int]) -> list[str]:
+    # The name a judgement uses for each result's document, if any; a document nobody judged keeps its id.
+    return dedupe_docs(next((n for n in names if n in judged), names[0]) for names in documents)
+
+
+def summarise(
+    diffs: list[ReplayDiff],
+    judgements: Judgements | None = None,
+    sides: tuple[str, str] = ("the recorded settings", "the replayed settings"),
+) -> BatchSummary:
+    """The counts of ``diffs``; with ``judgements``, each side's mean nDCG@10 and which of ``sides`` (before,
+    after) is better."""
+    changed = [d for d in diffs if d.changed]
+    out = BatchSummary(
+        replayed=len(diffs),
+        changed=len(changed),
+        results_gained=sum(len(d.gained) for d in diffs),
+        results_lost=sum(len(d.lost) for d in diffs),
+        results_moved=sum(len(d.moved) for d in diffs),
+        answers_changed=sum(1 for d in diffs if d.answer_diff),
+        changed_requests=[d.request_id for d in changed],
+        changed_queries=[d.query for d in changed],
+    )
+    if judgements is None:
+        return out
+    scores: list[tuple[float, float]] = []
+    for d in diffs:
+        judged = judgements.of(d.query)
+        if judged and any(v > 0 for v in judged.values()):
+            before = ndcg_at_k(_ranking(d.documents_before, judged), judged, JUDGED_DEPTH)
+            after = ndcg_at_k(_ranking(d.documents_after, judged), judged, JUDGED_DEPTH)
+            scores.append((before, after))
+    out.judged = len(scores)
+    if not scores:
+        out.verdict = "no replayed request asks a judged query: nothing to judge"
+        return out
+    out.ndcg_before = round(sum(b for b, _ in scores) / len(scores), 4)
+    out.ndcg_after = round(sum(a for _, a in scores) / len(scores), 4)
+    out.better = sum(1 for b, a in scores if a > b + 1e-9)
+    out.worse = sum(1 for b, a in scores if a < b - 1e-9)
+    delta = out.ndcg_after - out.ndcg_before
+    better = sides[1] if delta > 0 else sides[0]
+    out.verdict = "no difference in nDCG@10" if abs(delta) < 1e-4 else f"{better} are better (nDCG@10 {delta:+.4f})"
+    return out
+
+
+def replay_set(
+    ctx: Context,
+    judgements: Judgements,
+    knowledge_base_ids: list[str],
+    *,
+    retrieval: dict[str, Any] | None = None,
+    limit: int | None = None,
+) -> list[ReplayDiff]:
+    """A benchmark set's queries searched twice on ``knowledge_base_ids``: under the current settings and with
+    ``retrieval`` overrides; the diff of each pair (nothing recorded is needed)."""
+    from ragstep.app.search import knowledge_search
+
+    overrides = RetrievalOverrides.model_validate(retrieval or {})
+    diffs: list[ReplayDiff] = []
+    for _, text in judgements.queries[:limit]:
+        request = SearchRequest(query=text, knowledge_base_ids=knowledge_base_ids)
+        before = knowledge_search(request, ctx)
+        after = knowledge_search(request.model_copy(update={"overrides": overrides}), ctx)
+        diffs.append(diff(before, after, ctx, from_step="start", overrides=dict(retrieval or {})))
+    return diffs

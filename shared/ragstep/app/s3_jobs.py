@@ -8,8 +8,9 @@
   :func:`start_for_execution` takes the oldest queued job of that document no execution has taken yet, or records
   a new one (a file dropped into the bucket without the API: every ingestion is visible), marks it ``running``
   with the ARN and puts its id in the ingest state, which carries it to the last stage.
-* The last stage finishes it (:func:`finish_job`: indexed, unchanged or duplicate, and the chunk count); a stage
-  that raises fails it with its error line (:func:`fail_job`).
+* The last stage finishes it (:func:`stage_finished`: indexed, unchanged or duplicate, and the chunk count); a
+  stage that raises fails it with its error line (:func:`stage_failed`). The generic stage handler calls these two
+  after every ingest stage; the rules of which stage records what are here.
 * A stage that never got to say (a Lambda timeout, a crash) leaves it ``running``: :func:`reconcile` asks
   ``DescribeExecution`` when the job is read and records how the execution ended.
 """
@@ -154,6 +155,23 @@ def stage_error_line(stage_name: str, exc: BaseException) -> str:
     if isinstance(exc, RagstepError):
         return f"{stage_name}: {exc.message}"
     return f"{stage_name} failed with an internal error ({type(exc).__name__}); see the function's log"
+
+
+def stage_finished(ctx: Context, stage_name: str, state: IngestState) -> IngestionJob | None:
+    """After an ingest stage ran: at the machine's last stage, the run's outcome on its job (:func:`finish_job`);
+    None before the last stage and for a run without a job."""
+    from ragstep.pipeline.definitions import get_pipeline
+
+    if not state.job_id or stage_name != get_pipeline("ingest").stage_names()[-1]:
+        return None
+    return finish_job(ctx, state)
+
+
+def stage_failed(ctx: Context, stage_name: str, state: IngestState, exc: BaseException) -> IngestionJob | None:
+    """An ingest stage raised: its run's job ``failed`` with the error line (never a traceback); None without one."""
+    if not state.job_id:
+        return None
+    return fail_job(ctx, state.job_id, stage_error_line(stage_name, exc))
 
 
 def reconcile(ctx: Context, job: IngestionJob) -> IngestionJob:

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from ragstep.app.cost import cost_of
+from ragstep.app.cost import cost_of, observe
 from ragstep.app.session_access import require_session
 from ragstep.context import Context
 from ragstep.models import PipelineState, SearchRequest, SearchResult, TraceEvent
@@ -19,7 +19,7 @@ def new_state(request: SearchRequest, ctx: Context, pipeline: str = "knowledge_s
     """A fresh state of ``ctx``'s tenant: the effective retrieval settings (configured defaults + the request's
     overrides) and the request's knowledge bases and documents, read once here for every stage; the request's profile
     (:mod:`ragstep.app.profiles`) sets what the request leaves unset and which optional stages run."""
-    from ragstep.app.profiles import resolve, retrieval_overrides
+    from ragstep.app.profiles import plan_cost_budget, resolve, retrieval_overrides
 
     profile = resolve(request.profile, ctx)
     effective = retrieval_overrides(profile, request).apply(ctx.settings.retrieval_defaults())
@@ -31,8 +31,9 @@ def new_state(request: SearchRequest, ctx: Context, pipeline: str = "knowledge_s
         profile=profile.name,
         skip_stages=list(profile.skip),
         budget_ms=request.budget_ms,
+        cost_budget_usd=request.cost_budget_usd,
     )
-    return resolve_scope(state, ctx)
+    return plan_cost_budget(resolve_scope(state, ctx), ctx)
 
 
 def knowledge_search(request: SearchRequest, ctx: Context) -> PipelineState:
@@ -47,8 +48,11 @@ def knowledge_search(request: SearchRequest, ctx: Context) -> PipelineState:
     if ctx.settings.executor == "stepfunctions":
         from ragstep.pipeline.remote import run_remote
 
-        return run_remote(state, ctx, "knowledge_search")
-    return run_pipeline("knowledge_search", state, ctx)
+        final = run_remote(state, ctx, "knowledge_search")
+    else:
+        final = run_pipeline("knowledge_search", state, ctx)
+    observe(final, ctx)
+    return final
 
 
 class SearchResponse(BaseModel):
@@ -71,7 +75,7 @@ class SearchResponse(BaseModel):
         return cls(
             query=state.request.query,
             request_id=state.request_id,
-            results=state.final_results,
+            results=state.results("final_results"),
             trace=state.trace,
             profile=state.profile,
             usage=None if ctx is None else {"cost": cost_of(state, ctx)},

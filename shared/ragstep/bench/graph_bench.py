@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 one["parallel"] = time.perf_counter() - started
                 if n < 5:  # warm-up
                     continue
-                with_entities += any(r.match_type == "graph" for r in joined.search_results)
+                with_entities += any(r.match_type == "graph" for r in joined.results("search_results"))
                 for name in ("chunk_search", "entity_search", "parallel"):
                     timings[name].append(one[name])
                 timings["slower"].append(max(one["chunk_search"], one["entity_search"]))

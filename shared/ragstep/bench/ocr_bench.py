@@ -87,7 +87,7 @@ def run_ocr(repeat: int = 1) -> dict[str, Any]:
             started = time.perf_counter()
             text = parse(data, f"scan-{language}.pdf").text
             times.append(time.perf_counter() - started)
-        read = "".join("".join(m.group(2) for m in OCR_SPAN.finditer(text)).split())
+        read = "".join("".join(m.group(3) for m in OCR_SPAN.finditer(text)).split())
         read = re.sub(r"<!--.*?-->", "", read)
         best = min(times)
         result["languages"][language] = {

@@ -206,6 +206,9 @@ def build_index(bench: BeirSet, ctx: Context, embedding_model: str = "none") -> 
                 vectors_by_text.setdefault(c.embed_text or c.content, bench.corpus_emb[i])
         for (_, qtext), vec in zip(bench.queries, bench.query_emb, strict=True):
             vectors_by_text.setdefault(qtext, vec)
+            # The search embeds the query as the API accepted it, stripped (check_query): a question the set
+            # writes with a trailing space ("... century? ") would otherwise find no vector and run on keywords only.
+            vectors_by_text.setdefault(qtext.strip(), vec)
         ctx.register_embedder(
             PrecomputedEmbedder(model, vectors_by_text)
             if bench.scale is None
@@ -303,12 +306,12 @@ def run_quality(
             return run_stage("chunk_search", new_state(req, ctx), ctx)
 
         def hybrid(qid: str, text: str) -> list[str]:
-            return [r.knowledge_id for r in search_state(text).search_results]
+            return [r.knowledge_id for r in search_state(text).results("search_results")]
 
         def rerank_only(reranker: TokenVectorReranker) -> Callable[[str, str], list[str]]:
             def run(qid: str, text: str) -> list[str]:
                 state = search_state(text)
-                candidates = state.search_results
+                candidates = state.results("search_results")
                 if not candidates:
                     return []
                 # What the rerank stage hands its reranker: cleaned texts, titles, keywords, vectors, the query.
@@ -326,7 +329,7 @@ def run_quality(
                 overrides={"embedding_top_k": DEPTH, "rerank_top_k": DEPTH},
             )
             state = run_pipeline("knowledge_search", new_state(req, ctx), ctx)
-            return sources(state.final_results)
+            return sources(state.results("final_results"))
 
         ragflow = TokenVectorReranker(formula="ragflow")
         counts: list[int] = []
@@ -336,8 +339,8 @@ def run_quality(
             # duplicates are credited as in `pipeline`: the result lists them (metadata.duplicates) for the user.
             req = SearchRequest(query=text, knowledge_base_ids=[kb.id], overrides=top_k_overrides(DEFAULT_TOP_K))
             state = run_pipeline("knowledge_search", new_state(req, ctx), ctx)
-            counts.append(len(state.final_results))
-            return sources(state.final_results)
+            counts.append(len(state.results("final_results")))
+            return sources(state.results("final_results"))
 
         def pipeline_ragflow_rerank(qid: str, text: str) -> list[str]:
             with _reranker(ctx, ragflow):
@@ -348,7 +351,7 @@ def run_quality(
                 query=text, knowledge_base_ids=[kb.id], overrides={"embedding_top_k": DEPTH, "rerank_top_k": DEPTH}
             )
             state = run_pipeline("knowledge_search", new_state(req, ctx), ctx)
-            return [r.knowledge_id for r in state.final_results]
+            return [r.knowledge_id for r in state.results("final_results")]
 
         available: dict[str, Callable[[str, str], list[str]]] = {
             "bm25": bm25,

@@ -215,7 +215,7 @@ def _measure(
         )
         flat_ms.append((time.perf_counter() - t0) * 1000)
         ranking: list[str] = []
-        for r in state.final_results:
+        for r in state.results("final_results"):
             if r.chunk_type in (ChunkType.ABSTRACT, ChunkType.OVERVIEW):
                 doc = ids.get(str(r.metadata.get("document_id", "")), "")  # a document's own L0/L1 counts
             else:

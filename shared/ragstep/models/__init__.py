@@ -5,7 +5,7 @@ everything here must round-trip through JSON unchanged (``tests/test_models.py``
 :data:`SCHEMA_VERSION` on any change that an older stage could not read. Import from ``ragstep.models``: the
 sub-modules are an arrangement, this package is the public surface.
 
-Names load on first use (PEP 562): building the pydantic classes of every sub-module costs ~100 ms, and a command or
+Names load on first use (PEP 562): building the pydantic classes of every sub-module is slow, and a command or
 function needs only some of them (``ragstep kb list`` the catalog's, a search function no ingest models), so
 ``from ragstep.models import KnowledgeBase`` imports ``catalog`` and ``base`` alone.
 """

@@ -1,7 +1,7 @@
 """What every part of the contract shares: the strict base model, identifier and query checks, the trace."""
 
 # Annotations are evaluated as the classes are defined (no ``from __future__ import annotations``): pydantic then
-# reads each field's type as an object instead of compiling it from its text, which was half of the ~24 ms a
+# reads each field's type as an object instead of compiling it from its text, which was half of the time a
 # ``ragstep search`` spent collecting model fields (issue #23). Quote only what is not defined yet (a method's own
 # class, names imported for type checking).
 
@@ -19,8 +19,9 @@ if TYPE_CHECKING:
     from pydantic_core import CoreSchema
 
 #: The version of PipelineState's schema (tests/test_state_schema.py keeps it honest): "2" added the profile, the
-#: latency budget, the answer's finish reason and notes. A state of the previous version is still read.
-SCHEMA_VERSION: Literal["2"] = "2"
+#: latency budget, the answer's finish reason and notes; "3" made a result list None until its stage runs, and sends
+#: the state in its compact wire form (ragstep.models.wire). States of the previous versions are still read.
+SCHEMA_VERSION: Literal["3"] = "3"
 MAX_QUERY_CHARS = 4000
 #: The tenant of a single-user install and of every request that names none.
 DEFAULT_TENANT = "default"
@@ -31,8 +32,8 @@ def empty_list() -> list[Any]:
     """The factory of the models' list fields (``Field(default_factory=empty_list)``), instead of the builtin ``list``.
 
     Pydantic reads a default factory's signature when it builds a model, and the builtin's signature is parsed from
-    its text form: ~0.15 ms a field, and ~10 ms once for the tokenizer that parses it. A search process builds ~40
-    such fields before its first result; a Python function's signature costs microseconds.
+    its text form, at a cost per field plus a tokenizer loaded once to parse it. A search process builds dozens of
+    such fields before its first result; a Python function's signature costs almost nothing.
     """
     return []
 
@@ -43,9 +44,9 @@ class _Model(BaseModel):
 
 
 class _DeferredModel(_Model):
-    # Built on first use, not when its module loads: for the models a search process loads but never uses (~0.5-1 ms
-    # each): those of parts of the state most pipelines leave empty (with BuiltOnFirstUse on the state's field), and
-    # the sessions', jobs' and stream's models that share a module with what a search uses.
+    # Built on first use, not when its module loads: for the models a search process loads but never uses (each
+    # costs its build): those of parts of the state most pipelines leave empty (with BuiltOnFirstUse on the state's
+    # field), and the sessions', jobs' and stream's models that share a module with what a search uses.
     model_config = ConfigDict(defer_build=True)
 
 
@@ -56,11 +57,11 @@ class BuiltOnFirstUse:
     Same values, same errors (at the same locations), same JSON: the value is an instance of the model, and it is
     serialised as one (the holder's JSON schema inlines the model's instead of referring to it). For a
     :class:`_DeferredModel` held by a part of the state most pipelines leave empty or at its defaults: the viking and
-    chat parts (issue #23: a ``ragstep search`` built ~15 hierarchy and chat models it never used).
+    chat parts (issue #23: a ``ragstep search`` built hierarchy and chat models it never used).
 
     ``BuiltOnFirstUse("package.module", "Model")`` on ``Annotated[Any, ...]`` names the model instead of holding it:
     its module is imported when a value first arrives or a JSON schema is asked for, not when the holder's is (the
-    state's viking part: importing ``ragstep.models.viking`` cost a search ~7 ms of field collection for nothing).
+    state's viking part: importing ``ragstep.models.viking`` cost a search its field collection for nothing).
     """
 
     def __init__(self, module: str | None = None, name: str | None = None) -> None:

@@ -55,6 +55,10 @@ class Knowledge(_DeferredModel):
     # off, so enabling it again switches exactly those back on (the index only lists a document's enabled chunks).
     enabled: bool = True
     disabled_chunks: list[str] = Field(default_factory=empty_list)
+    # Progressive indexing: the chunks are searchable by keyword, their vectors are still to be added from this blob
+    # (``pending/...``, :func:`ragstep.stages.ingest.products.pending_chunks_key`); "" when every chunk has its vector
+    # (or the knowledge base has no embedding model). See :mod:`ragstep.app.ingest_vectors`.
+    vectors_pending: str = ""
 
 
 #: Where an ingestion job is: waiting for a worker, being ingested, or its outcome (as ``ragstep ingest`` reports it).

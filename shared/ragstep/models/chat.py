@@ -208,9 +208,11 @@ class ChatRequest(_DeferredModel):
     overrides: RetrievalOverrides = Field(default_factory=RetrievalOverrides)
     # ChatSettings fields to override for this request (unknown names are refused).
     chat: dict[str, Any] = Field(default_factory=dict)
-    # A profile (quick, standard, deep, or one of RAGSTEP_PROFILES) and a latency budget (ragstep.models.profiles).
+    # A profile (quick, standard, deep, or one of RAGSTEP_PROFILES), a latency budget and a cost budget in USD
+    # (ragstep.models.profiles).
     profile: str | None = None
     budget_ms: Annotated[int, Field(ge=10, le=600_000)] | None = None
+    cost_budget_usd: Annotated[float, Field(gt=0, le=1000)] | None = None
 
 
 class SessionSummary(_DeferredModel):

@@ -29,4 +29,7 @@ class CostReceipt(_DeferredModel):
     lines: list[CostLine] = Field(default_factory=empty_list)
     by_stage: dict[str, float] = Field(default_factory=dict)
     total_usd: float = 0.0
+    #: The request's ``cost_budget_usd``, and whether the estimate went over it (ragstep.models.profiles).
+    budget_usd: float | None = None
+    over_budget: bool = False
     notes: list[str] = Field(default_factory=empty_list)

@@ -186,11 +186,11 @@ class RetrievalSettings(_Model):
     candidate_pool_multiplier: Annotated[int, Field(ge=1, le=50)] = 5
     candidate_pool_min: Annotated[int, Field(ge=1, le=5000)] = 50
     candidate_pool_max: Annotated[int, Field(ge=1, le=5000)] = 500
-    # Fusion: absolute (cosines on the common scale + raw BM25, neither list normalised per query, each list weighted
-    # by its best hit: 0.7 x best cosine^1.5, 0.3 x best BM25 / 44; a chunk only BM25 found counts at a full vector
-    # list's last cosine) was within 0.01 of the best single retriever on the six vector sets, where adaptive
-    # (min-max, weights scaled by how much of each list's head the other confirms) missed sentence-like queries by
-    # 0.06 (BENCHMARKS.md, "Fusion by each list's evidence", "A sixth set"); minmax, dbsf, rrf: fixed.
+    # Fusion: absolute (each hit as its share of the best score its retriever could give the query: a cosine from
+    # the query's mean cosine over the corpus to 1, BM25 over the most any chunk could score for the query; each list
+    # weighted by its best hit: 0.7 x best share x share + 0.3 x BM25 share; a chunk only BM25 found counts at a full
+    # vector list's last share; issue 32, BENCHMARKS.md "Retrieval quality on every set"); adaptive (min-max, weights
+    # scaled by how much of each list's head the other confirms); minmax, dbsf, rrf: fixed.
     fusion: Fusion = "absolute"
     rrf_k: Annotated[int, Field(ge=1, le=1000)] = 60
     rrf_vector_weight: Annotated[float, Field(ge=0.0, le=10.0)] = 0.7
@@ -215,7 +215,11 @@ class RetrievalSettings(_Model):
     rerank_threshold: Probability = 0.3
     # If nothing passes the threshold, keep the best candidate when its score reaches this.
     rerank_keep_best_min: Probability = 0.15
-    mmr_lambda: Probability = 0.7
+    # MMR's weight on relevance against redundancy with what is already picked (1: relevance alone). 1 by default
+    # (issue 32): the merge stage folds duplicate passages already, and at 0.7 (WeKnora's) MMR swapped relevant
+    # passages that answer alike for less relevant ones: msmarco-5k e5, `ragstep search --top-k 10` 0.682 against
+    # the search stage's 0.703 nDCG@10 (BENCHMARKS.md, "Retrieval quality on every set"). Lower it for variety.
+    mmr_lambda: Probability = 1.0
     # Merge
     history_min_jaccard: Probability = 0.15
     history_score_factor: Probability = 0.6
@@ -272,9 +276,11 @@ class SearchRequest(_Model):
     overrides: RetrievalOverrides = Field(default_factory=RetrievalOverrides)
     #: viking_stream: whose memories memory queries search (ragstep.app.memories); None = "default".
     user: str | None = None
-    #: A profile (quick, standard, deep, or one of RAGSTEP_PROFILES) and a latency budget (ragstep.models.profiles).
+    #: A profile (quick, standard, deep, or one of RAGSTEP_PROFILES), a latency budget and a cost budget in USD
+    #: (ragstep.models.profiles).
     profile: str | None = None
     budget_ms: Annotated[int, Field(ge=10, le=600_000)] | None = None
+    cost_budget_usd: Annotated[float, Field(gt=0, le=1000)] | None = None
 
     @field_validator("query")
     @classmethod

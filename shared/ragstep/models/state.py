@@ -5,7 +5,7 @@
 import uuid
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_serializer, model_validator
 
 from ragstep.models.base import (
     DEFAULT_TENANT,
@@ -20,6 +20,7 @@ from ragstep.models.base import (
 from ragstep.models.catalog import KnowledgeBase
 from ragstep.models.chat import ChatState
 from ragstep.models.search import RetrievalSettings, SearchRequest, SearchResult
+from ragstep.models.wire import TABLE, compact, expand, is_wire
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -39,10 +40,18 @@ RESULT_FIELDS: tuple[ResultField, ...] = ("search_results", "rerank_results", "m
 
 
 class PipelineState(_Model):
-    """The one JSON document every stage reads and returns."""
+    """The one JSON document every stage reads and returns.
 
-    # "1": a state the previous version wrote (a deploy with executions in flight); read, and upgraded to "2".
-    schema_version: Literal["1", "2"] = SCHEMA_VERSION
+    Each result list is None until its stage runs, and a list (empty when it kept nothing) once it has: "the rerank
+    did not run" (a profile skipped it) and "the rerank kept nothing" are different states, and the stages after it
+    read the first list whose stage ran (:meth:`latest`), never the first non-empty one, so a rejection is not undone.
+
+    Sent between stages in its wire form (``model_dump(mode="json", context=WIRE)``, :mod:`ragstep.models.wire`):
+    each result once, ids and scores per list, query embeddings as base64. Both forms validate.
+    """
+
+    # "1", "2": a state a previous version wrote (a deploy with executions in flight); read, and upgraded to "3".
+    schema_version: Literal["1", "2", "3"] = SCHEMA_VERSION
     request_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
     pipeline: str = "knowledge_search"
     # Whose data this request reads and writes: set by the entry point, never by the request body.
@@ -61,16 +70,20 @@ class PipelineState(_Model):
     entities: list[str] = Field(default_factory=empty_list)
     # Query embeddings by embedding model id: computed once per request, reused by later stages.
     query_embeddings: dict[str, list[float]] = Field(default_factory=dict)
-    search_results: list[SearchResult] = Field(default_factory=empty_list)
-    rerank_results: list[SearchResult] = Field(default_factory=empty_list)
-    merge_results: list[SearchResult] = Field(default_factory=empty_list)
-    final_results: list[SearchResult] = Field(default_factory=empty_list)
+    # None: the stage that fills the list has not run (see the class's docstring).
+    search_results: list[SearchResult] | None = None
+    rerank_results: list[SearchResult] | None = None
+    merge_results: list[SearchResult] | None = None
+    final_results: list[SearchResult] | None = None
     trace: list[TraceEvent] = Field(default_factory=empty_list)
-    # The profile that ran (ragstep.models.profiles), the stages it does not run, and the request's latency budget.
+    # The profile that ran (ragstep.models.profiles), the stages it does not run, and the request's latency and
+    # cost budgets.
     profile: str = "standard"
     skip_stages: list[str] = Field(default_factory=empty_list)
     budget_ms: int | None = None
-    # Claim check: result fields moved to the blob store because the state outgrew the transport limit.
+    cost_budget_usd: float | None = None
+    # Claim check: parts of the wire form (its results table, its lists of ids) moved to the blob store because the
+    # state outgrew the transport limit (ragstep.pipeline.transport).
     offloaded: dict[str, str] = Field(default_factory=dict)
     error: ErrorInfo | None = None
     # The answer half (chat pipelines); search pipelines leave it at its defaults, made without building ChatState
@@ -80,10 +93,34 @@ class PipelineState(_Model):
     # whose processes never import its models (BuiltOnFirstUse).
     viking: _Viking | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _from_wire(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        offloaded = data.get("offloaded")
+        if isinstance(offloaded, dict) and TABLE in offloaded and TABLE not in data:
+            raise ValueError(
+                "the state's results table is offloaded to the blob store: decode the state with "
+                "ragstep.pipeline.transport, which reads it back"
+            )
+        if data.get("schema_version") in ("1", "2"):
+            # Those versions wrote [] for a stage that had not run as for one that kept nothing, and read [] as "not
+            # run": an execution started by them goes on as they would have run it.
+            data = {**data, **{f: None for f in RESULT_FIELDS if data.get(f) == []}}
+        return expand(data)
+
+    # Not annotated: pydantic would describe the state's serialised form by the return type instead of by its fields
+    # (the wire form is described in ragstep.models.wire).
+    @model_serializer(mode="wrap")
+    def _to_wire(self, handler, info):
+        data: dict[str, Any] = handler(self)
+        return compact(data) if info.mode_is_json() and is_wire(info.context) else data
+
     @field_validator("schema_version")
     @classmethod
     def _upgrade(cls, value: str) -> str:
-        return SCHEMA_VERSION  # every field version 2 added has a default
+        return SCHEMA_VERSION  # every field versions 2 and 3 added has a default (and see _from_wire)
 
     @field_validator("tenant_id")
     @classmethod
@@ -135,7 +172,20 @@ class PipelineState(_Model):
         return self.model_copy(update={"rewritten_query": query, "trace": [*self.trace, *events]})
 
     def results(self, field: ResultField) -> list[SearchResult]:
-        return list(getattr(self, field))
+        """The list ``field`` holds (empty when its stage kept nothing or has not run)."""
+        return list(getattr(self, field) or ())
+
+    def ran(self, field: ResultField) -> bool:
+        """Whether the stage that fills ``field`` has run (its list may still be empty: it kept nothing)."""
+        return getattr(self, field) is not None
+
+    def latest(self, *fields: ResultField) -> tuple[ResultField | None, list[SearchResult]]:
+        """The first of ``fields`` whose stage ran, and its list (``(None, [])`` when none ran): what a later stage
+        reads. A stage that ran and kept nothing is the answer, not a reason to look further."""
+        for field in fields:
+            if self.ran(field):
+                return field, self.results(field)
+        return None, []
 
     def kb(self, knowledge_base_id: str) -> KnowledgeBase | None:
         """The resolved knowledge base of this request with this id (None when the request did not name it)."""

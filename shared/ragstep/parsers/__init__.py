@@ -2,7 +2,9 @@
 
 Document formats become Markdown-flavoured text that :func:`ragstep.retrieval.chunking.split_text` understands:
 headings as ``#`` lines, tables as Markdown tables, images as ``![alt](target)`` placeholders and links as
-``[text](url)``, all in the order they appear in the file. Data files (``.csv``, ``.xlsx``) become
+``[text](url)``, all in the order they appear in the file; the pictures whose bytes are in the file (PDF, DOCX,
+HTML ``data:`` URIs) also come as :class:`~ragstep.parsers.figures.Figure` objects, for the parse stage to store, OCR
+and caption. Data files (``.csv``, ``.xlsx``) become
 :class:`DataFileSummary` objects instead (one per sheet), rendered to text for display; FAQ files are read by
 :mod:`ragstep.parsers.faq`.
 
@@ -54,13 +56,13 @@ def _parse_text(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocume
 def _parse_html(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocument:
     from ragstep.parsers.html import parse_html
 
-    return parse_html(data, filename)
+    return parse_html(data, filename, limits.max_figures)
 
 
 def _parse_pdf(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocument:
     from ragstep.parsers.pdf import parse_pdf
 
-    return parse_pdf(data, filename, limits.ocr)
+    return parse_pdf(data, filename, limits.ocr, limits.max_figures)
 
 
 def _parse_image(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocument:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragstep.parsers import markdown as md
+from ragstep.parsers.figures import Figure
 from ragstep.parsers.ocr import OcrOptions
 
 MAX_TABLE_COLUMNS = 30
@@ -20,6 +21,8 @@ class ParseLimits:
     timeout_s: float = 30.0
     #: How images and scanned PDF pages are read (``Settings.ocr_*``).
     ocr: OcrOptions = field(default_factory=OcrOptions)
+    #: The most pictures of one document handed over as figures (``Settings.image_max_per_file``; 0: none).
+    max_figures: int = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +105,5 @@ class ParsedDocument:
     tables: tuple[DataFileSummary, ...] = ()
     pages: int = 0  # PDF only
     metadata: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def is_data_file(self) -> bool:
-        return bool(self.tables)
+    #: The pictures whose placeholders ``![alt](ref)`` are in ``text`` (:mod:`ragstep.parsers.figures`).
+    figures: tuple[Figure, ...] = ()

@@ -31,7 +31,8 @@ from xml.etree.ElementTree import Element
 from ragstep.errors import InputError
 from ragstep.parsers import markdown as md
 from ragstep.parsers.base import ParsedDocument, ParseLimits
-from ragstep.parsers.ooxml import attr, local, open_package, read_part, relationships
+from ragstep.parsers.figures import Figure, figure
+from ragstep.parsers.ooxml import Package, attr, local, open_package, read_bytes, read_part, relationships
 
 _KIND = "DOCX"
 _LIST_INDENT = "    "
@@ -62,6 +63,8 @@ class _Context:
     #: Raises once the file's parse deadline has passed (checked per block).
     check_time: Callable[[], None]
     counters: dict[str, list[int]] = field(default_factory=dict)
+    #: Package paths of the pictures placed, in order, with their descriptions (for figures).
+    pictures: dict[str, str] = field(default_factory=dict)
 
 
 def _int(value: str, default: int = 0) -> int:
@@ -193,6 +196,8 @@ def _image(ctx: _Context, blip: Element, alt: str) -> str:
     _, target, external = ctx.rels.get(rel_id, ("", "", False))
     if not target:
         return md.image(alt, f"docx://{rel_id}")
+    if not external:
+        ctx.pictures.setdefault(target, alt)
     return md.image(alt, target if external else f"docx://{target}")
 
 
@@ -369,4 +374,19 @@ def parse_docx(data: bytes, filename: str, limits: ParseLimits | None = None) ->
             text = _render(ctx, body)
         except RecursionError as exc:
             raise InputError(f"{filename}: the DOCX is nested too deeply to read") from exc
-    return ParsedDocument(filename, "docx", text)
+        figures = _figures(package, ctx.pictures, package.limits.max_figures)
+    return ParsedDocument(filename, "docx", text, figures=figures)
+
+
+def _figures(package: Package, pictures: dict[str, str], budget: int) -> tuple[Figure, ...]:
+    """The placed pictures that may hold text (``word/media/*``, in order of placement), at most ``budget``; their
+    bytes count against the file's inflation limits like every part read."""
+    out: list[Figure] = []
+    for target, alt in pictures.items():
+        if len(out) >= budget:
+            break
+        data = read_bytes(package, target)
+        found = figure(f"docx://{target}", data, alt=alt) if data else None
+        if found is not None:
+            out.append(found)
+    return tuple(out)

@@ -8,12 +8,15 @@ Output: ``h1``..``h6`` as ``#`` headings, paragraphs and blocks separated by bla
 ``1.`` lists (nested lists indented), ``table`` as a Markdown table (first row is the header; ``colspan`` repeats
 an empty cell), ``pre`` as a fenced code block, inline ``code`` in backticks, ``blockquote`` with ``>``, links as
 ``[text](href)`` (``javascript:`` and same-page ``#`` links keep their text only) and images as ``![alt](src)``
-(a ``data:`` URI is shortened to its media type). Character references are decoded. The encoding comes from a
+(a ``data:`` URI is shortened to its media type, numbered -- ``data:image/png#2`` -- when it is base64 and so handed
+over as a figure: :mod:`ragstep.parsers.figures`). Character references are decoded. The encoding comes from a
 byte order mark, else ``<meta charset>`` in the first 4 KiB, else UTF-8 / GB18030 as for text files.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import codecs
 import re
 from dataclasses import dataclass, field
@@ -22,6 +25,7 @@ from html.parser import HTMLParser
 from ragstep.errors import InputError
 from ragstep.parsers import markdown as md
 from ragstep.parsers.base import ParsedDocument
+from ragstep.parsers.figures import Figure, figure
 from ragstep.parsers.text import decode_text
 
 # Elements that never contain main text.
@@ -174,9 +178,11 @@ def _text_of(node: _Node) -> str:
 
 
 class _Renderer:
-    def __init__(self) -> None:
+    def __init__(self, pictures: list[tuple[str, str, str]] | None = None) -> None:
         self.blocks: list[str] = []
         self.inline: list[str] = []
+        #: ``(placeholder target, data: URI, alt)`` of every embedded picture, shared with the sub-renderers.
+        self.pictures: list[tuple[str, str, str]] = [] if pictures is None else pictures
 
     # -- inline content --------------------------------------------------------------------------------------
 
@@ -190,7 +196,7 @@ class _Renderer:
 
     def inline_text(self, node: _Node) -> str:
         """The inline rendering of ``node``'s children (nested blocks become line breaks)."""
-        sub = _Renderer()
+        sub = _Renderer(self.pictures)
         sub.walk_children(node)
         sub.flush()
         return "\n".join(sub.blocks)
@@ -217,10 +223,14 @@ class _Renderer:
             self.inline.append("\n")
         elif tag == "img":
             src = node.attrs.get("src", "").strip()
+            alt = node.attrs.get("alt", "") or node.attrs.get("title", "")
             if src.startswith("data:"):
-                src = src.split(";", 1)[0].split(",", 1)[0]
+                uri, src = src, src.split(";", 1)[0].split(",", 1)[0]
+                if ";base64," in uri[:64]:
+                    src = f"{src}#{len(self.pictures) + 1}"  # numbered, so the figure finds its placeholder
+                    self.pictures.append((src, uri, alt))
             if src:
-                self.inline.append(" " + md.image(node.attrs.get("alt", "") or node.attrs.get("title", ""), src) + " ")
+                self.inline.append(" " + md.image(alt, src) + " ")
         elif tag == "a":
             href = node.attrs.get("href", "").strip()
             text = _SPACES_RE.sub(" ", self.inline_text(node)).strip()
@@ -255,7 +265,7 @@ class _Renderer:
                 self.inline.append(f"``{code}``" if "`" in code else f"`{code}`")
         elif tag == "blockquote":
             self.flush()
-            sub = _Renderer()
+            sub = _Renderer(self.pictures)
             sub.walk_children(node)
             sub.flush()
             quoted = md.join_blocks(sub.blocks)
@@ -283,7 +293,7 @@ class _Renderer:
                 continue
             marker = f"{number}. " if ordered else "- "
             number += 1
-            sub = _Renderer()
+            sub = _Renderer(self.pictures)
             sub.walk_children(child)
             sub.flush()
             body = "\n".join(sub.blocks)
@@ -346,6 +356,12 @@ def _decode(data: bytes, filename: str) -> str:
 
 def html_to_markdown(html: str) -> tuple[str, str]:
     """``(markdown, title)`` of an HTML document."""
+    markdown, title, _ = _render(html)
+    return markdown, title
+
+
+def _render(html: str) -> tuple[str, str, list[tuple[str, str, str]]]:
+    """``(markdown, title, embedded pictures)`` of an HTML document."""
     builder = _TreeBuilder()
     builder.feed(html)
     builder.close()
@@ -355,7 +371,7 @@ def html_to_markdown(html: str) -> tuple[str, str]:
     renderer = _Renderer()
     renderer.walk_children(root) if root is builder.root else renderer.walk(root)
     renderer.flush()
-    return md.join_blocks(renderer.blocks), title
+    return md.join_blocks(renderer.blocks), title, renderer.pictures
 
 
 def _find_any(node: _Node, tag: str) -> _Node | None:
@@ -369,10 +385,22 @@ def _find_any(node: _Node, tag: str) -> _Node | None:
     return None
 
 
-def parse_html(data: bytes, filename: str) -> ParsedDocument:
-
+def parse_html(data: bytes, filename: str, max_figures: int = 0) -> ParsedDocument:
+    """``max_figures``: the most ``data:`` URI pictures handed over as figures (:mod:`ragstep.parsers.figures`)."""
     try:
-        text, title = html_to_markdown(_decode(data, filename))
+        text, title, pictures = _render(_decode(data, filename))
     except RecursionError as exc:
         raise InputError(f"{filename}: the HTML is nested too deeply to read") from exc
-    return ParsedDocument(filename, "html", text, metadata={"title": title} if title else {})
+    figures: list[Figure] = []
+    for ref, uri, alt in pictures:
+        if len(figures) >= max_figures:
+            break
+        try:
+            raw = base64.b64decode(uri.split(",", 1)[1], validate=False)
+        except (ValueError, IndexError, binascii.Error):
+            continue  # a broken data: URI stays a placeholder
+        found = figure(ref, raw, alt=alt)
+        if found is not None and md.image(alt, ref) in text:
+            figures.append(found)
+    metadata = {"title": title} if title else {}
+    return ParsedDocument(filename, "html", text, metadata=metadata, figures=tuple(figures))

@@ -13,7 +13,8 @@ blocks). Tesseract separates Chinese characters by spaces; those between two CJK
 
 OCR'd text is wrapped in markers the chunker reads as plain text and renderers hide (as PDF page markers are):
 ``<!-- ocr page N -->`` before and ``<!-- /ocr -->`` after, so the chunk stage can mark the chunks that came from
-OCR (``ChunkType.IMAGE_OCR``, with their page).
+OCR (``ChunkType.IMAGE_OCR``, with their page). The text of a picture inside a document names the stored picture
+too: ``<!-- ocr page N image <sha256>.png -->`` (no page outside PDFs).
 """
 
 from __future__ import annotations
@@ -22,14 +23,15 @@ import os
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from ragstep.errors import InputError
 
-OCR_OPEN = "<!-- ocr page {page} -->"
 OCR_CLOSE = "<!-- /ocr -->"
-#: A span of OCR'd text in a parsed document: its page and where it is.
-OCR_SPAN = re.compile(r"<!-- ocr page (\d+) -->(.*?)<!-- /ocr -->", re.S)
+#: A span of OCR'd text in a parsed document: its page (None for a picture outside a PDF), the stored picture it was
+#: read from (None for a scanned page), and where it is.
+OCR_SPAN = re.compile(r"<!-- ocr(?: page (\d+))?(?: image ([\w.-]+))? -->(.*?)<!-- /ocr -->", re.S)
 _CJK = r"[\u3000-\u303f\u3400-\u9fff\uf900-\ufaff\uff00-\uffef]"
 # Spaces Tesseract puts between two CJK characters, or between a CJK character and a digit (约 4 小时 -> 约4小时).
 _CJK_GAP = re.compile(rf"(?<={_CJK}) +(?={_CJK}|[0-9])|(?<=[0-9]) +(?={_CJK})")
@@ -46,14 +48,17 @@ class OcrOptions:
     languages: str = "eng+chi_sim"
     timeout_s: float = 60.0
     max_pages: int = 50
+    #: Told ``(pages read, pages to read)`` after each scanned page is OCR'd: the ingest progress shows pages.
+    on_page: Callable[[int, int], None] | None = field(default=None, compare=False)
 
     @property
     def enabled(self) -> bool:
         return self.engine != "none"
 
 
-def wrap(text: str, page: int) -> str:
-    return f"{OCR_OPEN.format(page=page)}\n\n{text}\n\n{OCR_CLOSE}"
+def wrap(text: str, page: int | None, image: str = "") -> str:
+    opening = "<!-- ocr" + (f" page {page}" if page is not None else "") + (f" image {image}" if image else "") + " -->"
+    return f"{opening}\n\n{text}\n\n{OCR_CLOSE}"
 
 
 def clean(text: str) -> str:

@@ -127,6 +127,29 @@ def read_part(package: Package, name: str, filename: str, kind: str) -> ElementT
         raise InputError(f"{filename}: not a readable {kind} ({name}: {exc})") from exc
 
 
+def read_bytes(package: Package, name: str) -> bytes:
+    """The bytes of one binary part (a picture), b"" when the package has no such part; counted against the
+    package's limits as :func:`read_part` counts XML."""
+    try:
+        info = package.getinfo(name)
+    except KeyError:
+        return b""
+    package.charge(info.file_size, info.compress_size)
+    chunks: list[bytes] = []
+    read = 0
+    try:
+        with package.open(info) as stream:
+            while chunk := stream.read(_CHUNK):
+                read += len(chunk)
+                if read > info.file_size:
+                    package.charge(len(chunk), 0)
+                chunks.append(chunk)
+                package.check_time()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as exc:
+        raise InputError(f"{package.filename}: not a readable {package.kind} ({name}: {exc})") from exc
+    return b"".join(chunks)
+
+
 def relationships(package: Package, part: str, filename: str, kind: str) -> dict[str, tuple[str, str, bool]]:
     """``{id: (type, target, external)}`` of ``part``; internal targets are resolved to package paths."""
     folder, base = posixpath.split(part)

@@ -34,6 +34,7 @@ from typing import Any
 from ragstep.errors import InputError
 from ragstep.parsers import markdown as md
 from ragstep.parsers.base import ParsedDocument
+from ragstep.parsers.figures import Figure, big_enough, figure
 from ragstep.parsers.ocr import INSTALL_HINT, OcrOptions, garbled, ocr_pdf_page, wrap
 
 PAGE_MARKER = "\n\n<!-- page {page} -->\n\n"
@@ -69,9 +70,9 @@ def _page_images(page: Any) -> dict[str, Any]:
         return {}
 
 
-def _pieces(page: Any, number: int, seen_images: set[Any]) -> list[_Piece]:
+def _pieces(page: Any, number: int, seen_images: set[Any], drawn: list[str] | None = None) -> list[_Piece]:
     """The page's text as pypdf draws it, with where each piece starts, and its images as placeholder pieces
-    where they are drawn. The texts joined are the page's plain text."""
+    where they are drawn (their XObject names appended to ``drawn``). The texts joined are the page's plain text."""
     pieces: list[_Piece] = []
     images = _page_images(page)
 
@@ -92,6 +93,8 @@ def _pieces(page: Any, number: int, seen_images: set[Any]) -> list[_Piece]:
         if key in seen_images:
             return  # a logo repeated on every page is shown once, where it first appears
         seen_images.add(key)
+        if drawn is not None:
+            drawn.append(str(args[0]))
         placeholder = md.image("image", f"pdf://page/{number}/{str(args[0]).lstrip('/')}")
         pieces.append(_Piece(f"\n\n{placeholder}\n\n", 0.0, 0.0, 1.0, image=True))
 
@@ -155,9 +158,10 @@ def _tables(pieces: list[_Piece]) -> list[tuple[int, int, str]]:
     return out
 
 
-def page_text(page: Any, number: int = 1, seen_images: set[Any] | None = None) -> str:
-    """The text of page ``number`` (1-based); ``seen_images`` carries the images placed on earlier pages."""
-    pieces = _pieces(page, number, set() if seen_images is None else seen_images)
+def page_text(page: Any, number: int = 1, seen_images: set[Any] | None = None, drawn: list[str] | None = None) -> str:
+    """The text of page ``number`` (1-based); ``seen_images`` carries the images placed on earlier pages, ``drawn``
+    receives the names of the images it places."""
+    pieces = _pieces(page, number, set() if seen_images is None else seen_images, drawn)
     parts: list[str] = []
     pos = 0
     for start, end, table in _tables(pieces):
@@ -168,6 +172,28 @@ def page_text(page: Any, number: int = 1, seen_images: set[Any] | None = None) -
     text = _CONTROL_RE.sub("", "".join(parts).replace("\r\n", "\n").replace("\r", "\n"))
     text = "\n".join(line.rstrip() for line in text.split("\n"))
     return _BLANK_LINES_RE.sub("\n\n", text).strip("\n")
+
+
+def _figures(page: Any, number: int, names: list[str], budget: int) -> list[Figure]:
+    """The pictures of a page with a text layer that may hold text, at most ``budget``. The size is read from the
+    image dictionary first, so icons and ornaments are never decoded; a picture pypdf cannot decode (or without
+    Pillow installed) stays a placeholder."""
+    images = _page_images(page)
+    out: list[Figure] = []
+    for name in names:
+        if len(out) >= budget:
+            break
+        try:
+            obj = images[name].get_object()
+            if not big_enough(int(obj.get("/Width", 0)), int(obj.get("/Height", 0))):
+                continue
+            data = page.images[name].data
+        except Exception:  # an undecodable picture is not a reason to refuse the document
+            continue
+        found = figure(f"pdf://page/{number}/{name.lstrip('/')}", data, page=number)
+        if found is not None:
+            out.append(found)
+    return out
 
 
 def _reason(exc: BaseException) -> str:
@@ -182,7 +208,9 @@ def _aes_error(filename: str) -> InputError:
     )
 
 
-def parse_pdf(data: bytes, filename: str, ocr: OcrOptions | None = None) -> ParsedDocument:
+def parse_pdf(data: bytes, filename: str, ocr: OcrOptions | None = None, max_figures: int = 0) -> ParsedDocument:
+    """``max_figures``: the most pictures of pages with a text layer handed over as figures
+    (:mod:`ragstep.parsers.figures`)."""
     from pypdf import PdfReader
     from pypdf.errors import DependencyError, FileNotDecryptedError
 
@@ -204,10 +232,12 @@ def parse_pdf(data: bytes, filename: str, ocr: OcrOptions | None = None) -> Pars
     except Exception as exc:  # pypdf raises many types (PdfReadError, ValueError, KeyError, ...) on broken files
         raise InputError(f"{filename}: not a readable PDF ({_reason(exc)})") from exc
     texts: list[str] = []
+    drawn: list[list[str]] = []
     seen_images: set[Any] = set()
     for number in range(count):
+        drawn.append([])
         try:
-            texts.append(page_text(reader.pages[number], number + 1, seen_images))
+            texts.append(page_text(reader.pages[number], number + 1, seen_images, drawn[-1]))
         except DependencyError as exc:  # pypdf decrypts lazily: AES without its library fails on the first page
             raise _aes_error(filename) from exc
         except Exception as exc:
@@ -221,16 +251,22 @@ def parse_pdf(data: bytes, filename: str, ocr: OcrOptions | None = None) -> Pars
                 f"{filename}: {len(scanned)} scanned pages is over the limit of {options.max_pages} "
                 "(RAGSTEP_OCR_MAX_PAGES)"
             )
-        for n in scanned:
+        for done, n in enumerate(scanned, start=1):
             read = ocr_pdf_page(reader.pages[n], n + 1, filename, options)
             if read:
                 texts[n] = wrap(read, n + 1)
+            if options.on_page is not None:
+                options.on_page(done, len(scanned))
     if not any(_PLACEHOLDER_RE.sub("", t).strip() for t in texts):
         if can_read:
             raise InputError(f"{filename}: the document is empty (no text layer, and OCR found no text on its pages)")
         why = "RAGSTEP_OCR_ENGINE=none turns OCR off" if not options.enabled else INSTALL_HINT
         raise InputError(f"{filename}: the document is empty (no text layer; a scanned PDF needs OCR: {why})")
+    figures: list[Figure] = []
+    for n, names in enumerate(drawn):
+        if n not in scanned and names and len(figures) < max_figures:
+            figures += _figures(reader.pages[n], n + 1, names, max_figures - len(figures))
     text = texts[0] if texts else ""
     for number, page in enumerate(texts[1:], start=2):
         text += PAGE_MARKER.format(page=number) + page
-    return ParsedDocument(filename, "pdf", text, pages=count)
+    return ParsedDocument(filename, "pdf", text, pages=count, figures=tuple(figures))

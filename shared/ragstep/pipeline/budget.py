@@ -20,7 +20,8 @@ ALPHA = 0.3
 
 @dataclass
 class StageTimings:
-    """Per-process running estimates of each stage's duration (ms); thread-safe."""
+    """Per-process running means of a per-stage quantity: each stage's duration (ms) for latency budgets, its cost
+    (USD) for cost budgets; thread-safe."""
 
     means: dict[str, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)

@@ -22,7 +22,6 @@ STAGES: dict[str, str] = {
     "ingest_embed": "ragstep.stages.ingest.embed:run",
     "ingest_index": "ragstep.stages.ingest.index:run",
     "ingest_graph": "ragstep.stages.ingest.graph:run",
-    "stream_results": "ragstep.stages.search.stream_results:run",
     "load_history": "ragstep.stages.chat.load_history:run",
     "rewrite_query": "ragstep.stages.chat.rewrite_query:run",
     "extract_entities": "ragstep.stages.chat.extract_entities:run",
@@ -31,15 +30,17 @@ STAGES: dict[str, str] = {
     "chat_completion": "ragstep.stages.chat.chat_completion:run",
     "chat_completion_stream": "ragstep.stages.chat.chat_completion_stream:run",
     "data_analysis": "ragstep.stages.analysis.data_analysis:run",
-    "viking_context": "ragstep.stages.viking.viking_context:run",
     "viking_intent": "ragstep.stages.viking.viking_intent:run",
     "viking_query": "ragstep.stages.viking.viking_query:run",
     "viking_merge": "ragstep.stages.viking.viking_merge:run",
     "viking_layered": "ragstep.stages.viking.viking_layered:run",
 }
+#: Registered stages no pipeline declaration runs, each with why it is registered (none today: a stage is either run
+#: by a pipeline or removed; tests/test_pipeline.py checks both directions).
+STANDALONE_STAGES: dict[str, str] = {}
 #: Stages that stream: generators of :class:`~ragstep.models.StreamEvent` that return the final state. Declared, so
 #: a Lambda handler knows to drain one without looking at the function.
-STREAM_STAGES: frozenset[str] = frozenset({"stream_results", "chat_completion_stream"})
+STREAM_STAGES: frozenset[str] = frozenset({"chat_completion_stream"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +147,15 @@ INGEST = Pipeline(
     kind="STANDARD",
     state="IngestState",
 )
+# Progressive indexing (ragstep.app.ingest_vectors): the file keyword-searchable as soon as it is chunked; its vectors
+# are added by a second phase. In-process only: on AWS the ingest state machine embeds before it indexes.
+INGEST_KEYWORDS = Pipeline(
+    "ingest_keywords",
+    (Stage("ingest_parse"), Stage("ingest_chunk"), Stage("ingest_index"), Stage("ingest_graph")),
+    kind="STANDARD",
+    state="IngestState",
+    deployed=False,
+)
 
 # The answer half (WeKnora's chat pipelines). The answer filter (stream_filter) runs inside the completion stages:
 # a pipeline streams through one final Stream step (see ragstep.stages.chat.stream_filter). The non-streaming ones
@@ -224,7 +234,18 @@ CHAT_PIPELINES: tuple[str, ...] = (
 
 PIPELINES: dict[str, Pipeline] = {
     p.name: p
-    for p in (KNOWLEDGE_SEARCH, INGEST, CHAT, CHAT_STREAM, CHAT_HISTORY_STREAM, RAG, RAG_STREAM, VIKING_STREAM, VIKING)
+    for p in (
+        KNOWLEDGE_SEARCH,
+        INGEST,
+        INGEST_KEYWORDS,
+        CHAT,
+        CHAT_STREAM,
+        CHAT_HISTORY_STREAM,
+        RAG,
+        RAG_STREAM,
+        VIKING_STREAM,
+        VIKING,
+    )
 }
 #: What Step Functions runs: the state machines, template resources and stage functions are generated for these.
 DEPLOYED_PIPELINES: dict[str, Pipeline] = {name: p for name, p in PIPELINES.items() if p.deployed}

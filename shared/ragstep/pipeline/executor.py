@@ -46,11 +46,12 @@ State = TypeVar("State", PipelineState, "IngestState")
 
 
 def result_counts(state: Any) -> dict[str, int]:
-    """Result list sizes of a query state; an ingest state's own ``counts``."""
+    """Result list sizes of a query state (those whose stage ran, 0 for one that kept nothing); an ingest state's own
+    ``counts``."""
     ingest = sys.modules.get("ragstep.models.ingest")
     if ingest is not None and isinstance(state, ingest.IngestState):
         return dict(state.counts)
-    return {f: len(getattr(state, f)) for f in RESULT_FIELDS if getattr(state, f)}
+    return {f: len(state.results(f)) for f in RESULT_FIELDS if state.ran(f)}
 
 
 def run_stage(name: str, state: State, ctx: Context) -> State:
@@ -152,6 +153,14 @@ def _budget_of(state: Any) -> Budget | None:
     return None if budget_ms is None else Budget(time.monotonic(), float(budget_ms))
 
 
+def run_step(step: Step, state: State, ctx: Context) -> State:
+    """Run one declared step (a stage, a Parallel step and its join, a Map and its merge) as :func:`run_pipeline`
+    does, without a profile's skips or a budget (what a benchmark that looks at each step's state uses)."""
+    if isinstance(step, Stream):
+        return drain(stream_stage(step.name, state, ctx))
+    return _run_step(step, state, ctx, False)
+
+
 def _run_step(step: Step, state: State, ctx: Context, check: bool, budget: Budget | None = None) -> State:
     if isinstance(step, Parallel):
         state = _run_parallel(step, state, ctx, check, budget)
@@ -163,7 +172,9 @@ def _run_step(step: Step, state: State, ctx: Context, check: bool, budget: Budge
             profile = str(getattr(state, "profile", ""))
             row = skip_reason(step.name, profile, skipped, budget, ctx.clients.stage_timings)
             if row is not None:
-                return state.with_trace(row)
+                # A stage the cost budget gave up already has its degrade row (ragstep.app.profiles.plan_cost_budget).
+                planned = any(t.stage == step.name and t.action == "degrade" for t in state.trace)
+                return state if planned else state.with_trace(row)
         try:
             started = time.perf_counter()
             state = run_stage(step.name, state, ctx)
@@ -222,4 +233,13 @@ def _run_map(step: Map, state: State, ctx: Context, check: bool) -> State:
     return _run_step(Stage(step.merge), mapping.with_results(step, state, results), ctx, check)
 
 
-__all__ = ["drain", "join_branches", "result_counts", "run_pipeline", "run_stage", "stream_pipeline", "stream_stage"]
+__all__ = [
+    "drain",
+    "join_branches",
+    "result_counts",
+    "run_pipeline",
+    "run_stage",
+    "run_step",
+    "stream_pipeline",
+    "stream_stage",
+]

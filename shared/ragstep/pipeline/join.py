@@ -5,7 +5,7 @@ Functions, so both executors produce the same state from the same branch outputs
 same input (``base``); the join keeps what each one added:
 
 * result lists: the union by result id, each result at its best score, best first (a chunk found by the knowledge
-  bases and by the graph appears once);
+  bases and by the graph appears once); None (its stage ran in no branch, nor before) when every input is None;
 * the trace: the input's events, then each branch's new events in branch order;
 * ``query_embeddings``: the union;
 * any other field (``rewritten_query``, ``entities``, the chat part ...): the value the one branch that changed it
@@ -46,9 +46,14 @@ def _joined(path: str, base: Any, values: list[Any]) -> Any:
 def join_branches(base: PipelineState, outputs: list[PipelineState]) -> PipelineState:
     update: dict[str, Any] = {}
     for name in RESULT_FIELDS:
-        merged: dict[str, SearchResult] = {r.id: r for r in getattr(base, name)}
-        for out in outputs:
-            for r in getattr(out, name):
+        lists: list[list[SearchResult]] = [
+            found for found in (getattr(s, name) for s in (base, *outputs)) if found is not None
+        ]
+        if not lists:
+            continue  # no branch ran the stage: the list stays None
+        merged: dict[str, SearchResult] = {}
+        for results in lists:
+            for r in results:
                 if r.id not in merged or r.score > merged[r.id].score:
                     merged[r.id] = r
         update[name] = sorted(merged.values(), key=lambda r: -r.score)

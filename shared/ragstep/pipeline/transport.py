@@ -1,10 +1,12 @@
 """Moving the state across a size-limited transport (Step Functions: 256 KiB per payload): all state-size logic.
 
-:func:`encode` is the one place the limit is enforced: when the JSON would exceed it, the largest of the fields that
-grow with the results are written to the blob store and replaced by a reference (the claim-check pattern);
-:func:`decode` puts them back. Which fields those are is declared once, in :func:`offloadable`: the state's result
-lists, and the viking part's matches, passages and layers, each typed query's outcome included. Entry points call
-both, so stages never see a reference:
+:func:`encode` writes a query state in its compact wire form (:mod:`ragstep.models.wire`: each result once, in a
+table, and ids and scores per list; query embeddings as base64) and is the one place the limit is enforced: when the
+JSON would exceed it, the largest of the parts that grow with the results are written to the blob store and replaced
+by a reference (the claim-check pattern); :func:`decode` puts them back. Which parts those are is declared once, in
+:func:`offloaded_on_write`: the state's results table, and the viking part's matches, passages and layers, each typed
+query's outcome included (a version 2 state's offloaded result lists are still read back). Entry points call both, so
+stages never see a reference:
 
 * the in-process executor and :mod:`ragstep.pipeline.remote` measure compact UTF-8 JSON (what they send);
 * a Lambda handler returns its state through the runtime's own JSON encoder, which writes larger JSON (and, before
@@ -32,6 +34,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from ragstep.errors import InputError, StateTooLargeError
 from ragstep.models import DEFAULT_TENANT, RESULT_FIELDS, PipelineState, check_tenant
 from ragstep.models.base import BuiltOnFirstUse
+from ragstep.models.wire import TABLE, WIRE
 from ragstep.ports import BlobStore
 
 StateT = TypeVar("StateT", bound=BaseModel)
@@ -40,11 +43,12 @@ Size = Callable[[dict[str, Any]], int]
 
 @cache
 def offloadable() -> dict[type[BaseModel], tuple[str, ...]]:
-    """What may be offloaded: per model that keeps claim checks (an ``offloaded`` field of its own), its fields that
-    grow with the results. Wherever such a model sits in a state (``viking``, ``viking.outcome``, each of
-    ``viking.outcomes``) its fields are offloadable and its references stay in it, so a part cut out of the state
-    carries its own: a Map iteration returns ``viking.outcome`` alone (its ``OutputPath``), and the merge stage
-    receives the outcomes, references and all.
+    """What may be read back after validation: per model that keeps claim checks (an ``offloaded`` field of its own),
+    its fields that grow with the results (the query state's result lists: offloaded by version 2 only). Wherever
+    such a model sits in a state (``viking``, ``viking.outcome``, each of ``viking.outcomes``) its fields are
+    offloadable and its references stay in it, so a part cut out of the state carries its own: a Map iteration
+    returns ``viking.outcome`` alone (its ``OutputPath``), and the merge stage receives the outcomes, references and
+    all.
 
     A function, not a constant: the viking models are imported when a state is first encoded or decoded, not by the
     executor's import (a local search never loads them, issue #23)."""
@@ -55,6 +59,17 @@ def offloadable() -> dict[type[BaseModel], tuple[str, ...]]:
         VikingPart: ("matches", "passages", "layered"),
         TypedQueryOutcome: ("matches", "passages"),
     }
+
+
+#: What :func:`encode` offloads of a query state's wire form: its results table (no field of the model), then its
+#: lists of ids and scores (with the changes of their copies: the merge's stitched text can be long). All are read
+#: back before the state is validated (:func:`reclaim`): they are not in the form the model's fields validate.
+WIRE_PARTS: tuple[str, ...] = (TABLE, *RESULT_FIELDS)
+
+
+def offloaded_on_write() -> dict[type[BaseModel], tuple[str, ...]]:
+    """What :func:`encode` offloads, per model that keeps claim checks: the parts that grow with the results."""
+    return {**offloadable(), PipelineState: WIRE_PARTS}
 
 
 OFFLOAD_PREFIX = "state/"
@@ -165,17 +180,18 @@ def offloaded_fields(payload: dict[str, Any], model: type[BaseModel] = PipelineS
 def encode(
     state: BaseModel, blobs: BlobStore | None, limit: int, *, size: Size = compact_size, sent_as: str = ""
 ) -> dict[str, Any]:
-    """The state as a JSON-ready dict no larger than ``limit`` bytes (as ``size`` measures it), offloading the
-    fields :func:`offloadable` names, largest first, when needed. ``sent_as`` says in an error how the size was
-    measured."""
-    data = state.model_dump(mode="json")
+    """The state as a JSON-ready dict, in its wire form, no larger than ``limit`` bytes (as ``size`` measures it),
+    offloading the parts :func:`offloaded_on_write` names, largest first, when needed. ``sent_as`` says in an error
+    how the size was measured."""
+    data = state.model_dump(mode="json", context=WIRE)
     if size(data) <= limit:
         return data
     model = type(state)
+    written = offloaded_on_write()
     fields = [
         (holder, held, name, f"{where}{name}")
         for held, holder, where in _holders(model, data)
-        for name in offloadable()[held]
+        for name in written[held]
         if holder.get(name)
     ]
     fields.sort(key=lambda f: -size({f[3]: f[0][f[2]]}))
@@ -186,8 +202,11 @@ def encode(
         digest = hashlib.sha256(body).hexdigest()[:16]
         key = f"{OFFLOAD_PREFIX}{data['request_id']}/{path}-{digest}.json"
         blobs.put(key, body, "application/json")
-        empty = held.model_fields[name].get_default(call_default_factory=True)
-        holder[name] = _adapter(held, name).dump_python(empty, mode="json")
+        if name in held.model_fields:
+            empty = held.model_fields[name].get_default(call_default_factory=True)
+            holder[name] = _adapter(held, name).dump_python(empty, mode="json")
+        else:  # a part of the wire form only (the results table): its claim stands in for it
+            del holder[name]
         holder["offloaded"][name] = key
         if size(data) <= limit:
             return data
@@ -215,6 +234,8 @@ def decode(
     model: type[StateT] = PipelineState,  # type: ignore[assignment]
 ) -> StateT:
     """Validate a state of type ``model`` and load any offloaded fields back into it."""
+    if model is PipelineState:
+        payload = reclaim(_as_dict(payload), blobs)
     return restore(_validate(payload, model), blobs)
 
 
@@ -227,6 +248,15 @@ def decode_event(
     state's own tenant (``blobs_of(tenant_id)``). :class:`InputError` if it is not a valid state."""
     if not isinstance(payload, (dict, str, bytes)):
         raise InputError(f"the event must be a pipeline state (a JSON object), not {type(payload).__name__}")
+    if model is PipelineState:
+        try:
+            payload = _as_dict(payload)
+        except ValueError as exc:
+            raise InputError(f"the event is not a valid pipeline state: not JSON ({exc})") from exc
+        if isinstance(payload, dict) and _wire_claims(payload):
+            tenant = _valid_tenant(payload)
+            if tenant is not None:  # an invalid tenant reads nothing: validation says what is wrong with it
+                payload = reclaim(payload, blobs_of(tenant))
     try:
         state = _validate(payload, model)
     except ValidationError as exc:
@@ -235,6 +265,40 @@ def decode_event(
         return state
     # The tenant is read from the validated state, so only a well-formed tenant id ever selects a blob store.
     return restore(state, blobs_of(getattr(state, "tenant_id", DEFAULT_TENANT)))
+
+
+def reclaim(payload: Any, blobs: BlobStore | None) -> Any:
+    """A query state's JSON with the parts :data:`WIRE_PARTS` it offloaded read back (a new dict; ``payload`` as it
+    is when it offloaded none). A version 2 state's offloaded lists are read back the same way. Only keys under
+    :data:`OFFLOAD_PREFIX` are read: a state can never name another blob."""
+    claims = _wire_claims(payload) if isinstance(payload, dict) else {}
+    if not claims:
+        return payload
+    if blobs is None:
+        raise StateTooLargeError("state references offloaded results but no blob store is configured")
+    out = dict(payload)
+    for name, key in claims.items():
+        if not isinstance(key, str) or not key.startswith(OFFLOAD_PREFIX):
+            raise InputError(f"offloaded {name} -> {key!r}: offloaded parts are under {OFFLOAD_PREFIX}")
+        out[name] = json.loads(blobs.get(key))
+    out["offloaded"] = {k: v for k, v in payload["offloaded"].items() if k not in claims}
+    return out
+
+
+def _wire_claims(payload: dict[str, Any]) -> dict[str, Any]:
+    claims = payload.get("offloaded")
+    return {k: v for k, v in claims.items() if k in WIRE_PARTS} if isinstance(claims, dict) else {}
+
+
+def _valid_tenant(payload: dict[str, Any]) -> str | None:
+    try:
+        return check_tenant(payload.get("tenant_id", DEFAULT_TENANT))
+    except (TypeError, ValueError):
+        return None
+
+
+def _as_dict(payload: Any) -> Any:
+    return json.loads(payload) if isinstance(payload, (str, bytes)) else payload
 
 
 def restore(state: StateT, blobs: BlobStore | None) -> StateT:

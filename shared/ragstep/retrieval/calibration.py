@@ -16,27 +16,29 @@ with 6.5 results and 72 % of the search stage's Recall@10. So on that scale no r
 search score leads the composite (0.15 / 0.75 instead of 0.6 / 0.3: the default run's nDCG@10 there went from 0.42 to
 0.55, against 0.52 with 0.6 / 0.3 and no threshold; BENCHMARKS.md, "Robust fusion").
 
-On the ``token_vector`` scale the reranker's share of the composite follows the query's vector evidence ``e =
-top^1.5`` (``top``: the candidates' best calibrated cosine; the power is fusion's ``VECTOR_EVIDENCE_POWER``): model
-``0.6 x e``, search score ``0.3 + 0.6 x (1 - e)``. What that reranker adds to the search is its vectors, and the
-search stage's fusion already weighs those by the same evidence; at the fixed 0.6 / 0.3 it put back, for every query,
-the vector weight fusion takes off a query the embedding model found nothing close to, and the rerank stage ranked
-below its own candidates' order (msmarco-5k e5, msmarco-keywords; BENCHMARKS.md, "Fusion by each list's evidence").
-``e`` = 1 is the fixed weights, and the total weight (0.9) is the same for every ``e``.
+On the model-free reranker's scales with vectors (``token_vector``, ``token_relative``) the rerank stage keeps the
+search's order and its candidates (issue 32): no threshold, and the composite reads the search score alone (model
+weight 0, base 0.9). That reranker re-measures the query's words and its cosines, which the search stage cut on
+(``keyword_threshold``, ``vector_threshold``) and fused with weights read from this corpus and this query
+(:func:`ragstep.retrieval.fusion.fuse_evidence`); blended again at fixed weights, it could only undo that reading.
+Measured, it did not help where it was neutral and hurt where the lists disagree: msmarco-5k e5 (``ragstep search
+--top-k 10``) its threshold kept 9.3 of 30 candidates and cost nDCG@10 0.022, its reordering +0.002; on English
+questions over Russian passages (xquad-en-ru, no word in common but names and numbers, token similarity near 0
+except on the passages that share a name) the reordering cost 0.019 and, since a rerank that keeps nothing now
+empties the answer (:mod:`ragstep.stages.search.filter_top_k`), the threshold left a third of the questions with no
+result (the default run 0.64 where the search ranks at 0.90). Its scores are still computed and reported with each
+result (``metadata.rerank.model``); a rerank model's score, a judgement the search did not make, keeps its
+threshold and weights.
 
 ``token_relative`` is the model-free reranker with the vectors of a model that declares no scale (a provider's
 ``openai:`` / ``bedrock:`` model): its cosines are min-maxed over the candidates (the best 1, the worst 0), so a
-threshold on the score would cut the candidates the vectors rank last, whatever their cosine; no threshold applies
-and the fixed weights keep (there is no absolute evidence to scale them by).
+threshold on the score would cut the candidates the vectors rank last, whatever their cosine.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal
-
-from ragstep.retrieval.fusion import VECTOR_EVIDENCE_POWER
 
 #: The score scales a reranker produces (module docstring).
 RerankScale = Literal["rerank_model", "token_vector", "token_relative", "token"]
@@ -64,14 +66,10 @@ def rerank_calibration(
 ) -> RerankCalibration:
     """The rerank stage's threshold and weights on ``scale`` for the configured ``rerank_threshold``.
 
-    ``vector_evidence``: on the ``token_vector`` scale, the best calibrated cosine among the query's candidates
-    (clipped to 0-1); the model weight moves to the search score as it falls (module docstring). None (no cosine
-    known, e.g. a server-fused list) keeps the fixed weights."""
+    ``vector_evidence`` (the candidates' best calibrated cosine) is no longer read: the model-free reranker with
+    vectors keeps the search's order whatever it is (module docstring); kept for the callers' signature."""
     if scale == "token":
         return RerankCalibration(scale, None, TOKEN_MODEL_WEIGHT, TOKEN_BASE_WEIGHT)
-    if scale == "token_relative":  # cosines min-maxed over the candidates: a cut on them would cut a rank, not a score
-        return RerankCalibration(scale, None, MODEL_WEIGHT, BASE_WEIGHT)
-    if scale == "token_vector" and vector_evidence is not None and math.isfinite(vector_evidence):
-        e = min(max(vector_evidence, 0.0), 1.0) ** VECTOR_EVIDENCE_POWER
-        return RerankCalibration(scale, rerank_threshold, MODEL_WEIGHT * e, BASE_WEIGHT + MODEL_WEIGHT * (1.0 - e))
+    if scale in ("token_vector", "token_relative"):
+        return RerankCalibration(scale, None, 0.0, MODEL_WEIGHT + BASE_WEIGHT)
     return RerankCalibration(scale, rerank_threshold, MODEL_WEIGHT, BASE_WEIGHT)

@@ -23,6 +23,12 @@ best evidence on its own absolute scale: the keyword list by its best hit's BM25
 hit's calibrated cosine (an embedding model that found nothing close to a terse keyword query leaves the ranking to
 the keywords; one that found a near-paraphrase keeps it). Where the pool cut the vector list, a chunk only the
 keyword list holds counts at the list's lowest cosine, not at 0: the list says only that its cosine is below that.
+
+:func:`fuse_evidence`, the default since issue 32, keeps that form and replaces its fitted parts with what the
+corpus and the query say: a cosine read as its share of the way from the query's background (its mean cosine over
+the searched chunks) to 1, BM25 as its share of the most any chunk could score for the query
+(:func:`ragstep.retrieval.bm25.query_ceiling`), the vector weight times the best share with no exponent
+(BENCHMARKS.md, "Retrieval quality on every set, before and after").
 """
 
 from __future__ import annotations
@@ -305,6 +311,58 @@ def fuse_absolute(
     # The best calibrated cosine, whatever order the list came in (0 ** 0 is 1: power 0 ignores it).
     top = max(nv.values())
     wv, wk = w_vector * top**vector_power, w_keyword * best_raw / keyword_unit
+    total = (wv + wk) or 1.0
+    nk = {h.chunk_id: _clip01(h.score) for h in reversed(keyword)}
+    floor = min(nv.values()) if vector_floor else 0.0
+
+    return _combine(vector, keyword, _Weighted(nv, nk, wv, wk, total, floor))
+
+
+def fuse_evidence(
+    vector: Sequence[Hit],
+    keyword: Sequence[Hit],
+    *,
+    w_vector: float = 0.7,
+    w_keyword: float = 0.3,
+    vector_scale: ScoreScale | None = COMMON_SCALE,
+    keyword_ceiling: float | None = None,
+    vector_floor: bool = False,
+) -> list[Fused]:
+    """:func:`fuse_absolute`'s rule with its two fitted constants and the model's declared span replaced by what the
+    corpus and the query say (the default fusion, ``absolute``, since issue 32):
+
+    ``w_v x top x v + w_k x k``, divided by ``w_v x top + w_k x k_best`` so scores stay in 0-1, where
+
+    * ``v`` is a chunk's cosine as its share of the way from the query's background to a perfect match,
+      ``(cosine - zero) / (1 - zero)``, ``zero`` the query's mean cosine over the searched chunks
+      (``vector_scale.zero``, :mod:`ragstep.retrieval.background`), and ``top`` the list's best ``v``: where the
+      query's cosines sit in this corpus, not what one model declares (a provider's model that declares nothing
+      is read the same way; the span, declared or not, plays no part). The power on ``top`` is 1 (it was 1.5);
+    * ``k`` is a chunk's BM25 as its share of the most any chunk could score for the query (``keyword_ceiling``,
+      :func:`ragstep.retrieval.bm25.query_ceiling`) instead of BM25 over a fixed 44 points: a question most of
+      whose words no chunk holds (another language than the corpus) has a small share whatever names or numbers
+      its best hit shares with it, and a corpus's size or vocabulary no longer moves the unit.
+
+    ``w_v`` / ``w_k`` are the configured prior (``rrf_vector_weight`` / ``rrf_keyword_weight``, 0.7 / 0.3).
+    Where a share cannot be read (no ceiling: an index that does not tell its BM25 statistics, or several keyword
+    calls; no scale: several models' cosines in one list) :func:`fuse_absolute` ranks instead. ``vector_floor``
+    as there."""
+    if not vector or not keyword:
+        return _single(vector, MatchType.VECTOR, True) if vector else _single(keyword, MatchType.KEYWORD, False)
+    best_raw = keyword[0].raw_score
+    if vector_scale is None or keyword_ceiling is None or keyword_ceiling <= 0 or best_raw <= 0:
+        return fuse_absolute(
+            vector,
+            keyword,
+            w_vector=w_vector,
+            w_keyword=w_keyword,
+            vector_scale=vector_scale,
+            vector_floor=vector_floor,
+        )
+    share = ScoreScale(zero=vector_scale.zero, span=max(1.0 - vector_scale.zero, 1e-6))
+    nv = {h.chunk_id: _clip01(share.calibrate(h.score)) for h in reversed(vector)}
+    top = max(nv.values())
+    wv, wk = w_vector * top, w_keyword * _clip01(best_raw / keyword_ceiling)
     total = (wv + wk) or 1.0
     nk = {h.chunk_id: _clip01(h.score) for h in reversed(keyword)}
     floor = min(nv.values()) if vector_floor else 0.0

@@ -1,9 +1,9 @@
 """An inverted-file (IVF) partition of an embedding matrix: the local index's vector first pass at scale.
 
-Scanning every int8 code costs ~0.18 ms per thousand 384-dim rows on a 2-core machine (175 ms at a million rows),
-so above :data:`MIN_ROWS` rows the vectors are partitioned into ~sqrt(n) lists by spherical k-means, each list's
-codes stored contiguously, and a query scans only the lists whose centroids are nearest to it
-(:func:`probe_count` of them, ~5-8 % of the rows), then rescores the best candidates exactly on float32 as before.
+Scanning every int8 code grows linearly with the rows and, at a million, no longer fits a search's budget, so above
+:data:`MIN_ROWS` rows the vectors are partitioned into ~sqrt(n) lists by spherical k-means, each list's codes stored
+contiguously, and a query scans only the lists whose centroids are nearest to it (:func:`probe_count` of them,
+~5-8 % of the rows), then rescores the best candidates exactly on float32 as before.
 That first pass is approximate: a true neighbour in an unprobed list is missed (``ragstep bench vectors`` reports
 the recall against exact search); below :data:`MIN_ROWS` every code is scanned, as exact as before.
 
@@ -22,12 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 
 #: Below this many rows the int8 pass covers every row (every code, or the sign-bit pass of
-#: :mod:`ragstep.retrieval.signs`): Recall@10 1.000 against float32 on ``bench vectors``. The IVF probe is 3-5x
-#: faster than every code but approximate (0.961 at 100k on the same set), so it starts where the full scan would
-#: cost more than the hybrid search's budget: ~45 ms a query at 250k rows on one core. Probing more lists does not
-#: lift it past 0.966 because of the set's queries, not a fault in the lists: 6 of msmarco-5k's 50 queries have no
-#: near passage (best cosine 0.32-0.45, against 0.59-0.91 for the others: 6 of its 7 queries with no judged one),
-#: and their exact 10 lie in lists whose centroids rank anywhere (150th-170th of 324 for two of them).
+#: :mod:`ragstep.retrieval.signs`): exact, as float32 is (``ragstep bench vectors``). The IVF probe is several
+#: times faster than every code but approximate, so it starts where the full scan would cost more than the hybrid
+#: search's budget on one core. Probing more lists does not make it exact because of queries with no near passage
+#: (the msmarco-5k queries with no judged passage are such): their exact 10 lie in lists whose centroids rank
+#: anywhere.
 MIN_ROWS = 250_000
 #: Rows the centroids are trained on (a strided sample, so every part of the matrix is seen).
 TRAIN_ROWS = 65_536
@@ -97,8 +96,8 @@ class Trained:
 
     def assign(self, block: np.ndarray) -> np.ndarray:
         """List of each row of ``block`` (unit rows): its nearest fine centroid within its ``ASSIGN_CELLS`` nearest
-        coarse cells. Searching only the nearest cell put ~10 % of rows in a list far from their true nearest
-        centroid, where no query probes for them (Recall@10 0.93 at any probe count on ``bench vectors``)."""
+        coarse cells. Searching only the nearest cell put rows in a list far from their true nearest centroid,
+        where no query probes for them (recall stopped rising with the probe count: ``ragstep bench vectors``)."""
         scores = block @ self.coarse.T
         near = min(ASSIGN_CELLS, self.coarse.shape[0])
         cells = np.argpartition(-scores, near - 1, axis=1)[:, :near] if near < scores.shape[1] else None

@@ -7,8 +7,8 @@ centred query and row: the rows with the smallest distances (:func:`candidate_co
 then scored on their int8 codes, and the best of those rescored exactly on float32, as after a full int8 scan.
 
 Unlike the IVF lists (:mod:`ragstep.retrieval.ivf`), no region of the space is skipped: a query far from every
-row, whose nearest rows lie in lists whose centroids rank anywhere, still has them among its candidates (BENCHMARKS.md,
-"Scale": Recall@10 1.000 where the IVF probe plateaus at 0.966). Popcounts are numpy's ``bitwise_count``, one
+row, whose nearest rows lie in lists whose centroids rank anywhere, still has them among its candidates (exact
+where the IVF probe is not: ``ragstep bench vectors``). Popcounts are numpy's ``bitwise_count``, one
 64-bit word column at a time (each stored contiguously), so a 100k-row pass is ~20 vector operations. Pure
 functions over arrays, no I/O.
 """
@@ -21,7 +21,7 @@ import numpy as np
 
 from ragstep.retrieval.quantize import ScalarQuantizer
 
-#: Rows from which a full int8 scan is replaced by this pass (below, the scan costs ~1 ms and is exact).
+#: Rows from which a full int8 scan is replaced by this pass (below, the scan is cheap and exact).
 MIN_ROWS = 20_000
 #: Candidates scored on their int8 codes: at least this many, and at least ``CANDIDATE_SHARE`` of the rows (more
 #: when :func:`calibrate` finds this data needs more); above ``MAX_SHARE`` every code is scanned instead.

@@ -2,15 +2,15 @@
 
 Runs of Han characters go through jieba's ``cut_for_search`` (it emits whole words plus their dictionary sub-words,
 which is what makes Chinese BM25 work); everything else is split into letter/digit words by a regular expression.
-jieba would also handle Latin text, but it walks it one character at a time in Python, about 40x slower than the
+jieba would also handle Latin text, but it walks it one character at a time in Python, far slower than the
 regex, and gives the same words. Text is NFKC-normalised (full-width letters and digits fold to ASCII) and lower-cased;
 stopwords from the curated lists in ``data/`` are dropped.
 
 The jieba dictionary is loaded lazily, once per process, from a pickled prefix-frequency table (see
 :func:`jieba_tokenizer`). The pickle holds a :class:`PrefixFreq`: the table as four flat byte arrays (keys, offsets,
 frequencies, an open-addressing hash index) that unpickle in a few milliseconds and answer lookups in place. Loading
-the same table as a 500k-entry dict takes ~200 ms (jieba's own marshal cache ~3x more), which a Lambda cold start
-feels on its first Chinese query. Tokens are identical either way.
+the same table as a 500k-entry dict takes far longer (jieba's own marshal cache longer still), which a Lambda cold
+start feels on its first Chinese query. Tokens are identical either way.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ _HAN_FIRST = "\u3400"
 
 @functools.cache
 def _han_runs() -> re.Pattern[str]:
-    # Compiled on first use (~1.5 ms): text without a character from U+3400 on, most of an English corpus, has no run.
+    # Compiled on first use: text without a character from U+3400 on, most of an English corpus, has no run.
     return re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)")
 
 
@@ -62,7 +62,7 @@ def _import_jieba() -> Any:
     """``import jieba``, without the ``pkg_resources`` import its ``_compat`` module tries first.
 
     jieba uses ``pkg_resources`` only to open its own data files and falls back to ``open`` on the same paths when the
-    import fails; where setuptools is installed, that import alone costs ~70 ms of every cold start. (The Lambda
+    import fails; where setuptools is installed, that import alone is a large share of every cold start. (The Lambda
     runtime has no setuptools, so there jieba takes the fallback anyway.)
     """
     module = sys.modules.get("jieba")
@@ -286,7 +286,7 @@ def _load_table(cache: Path, *, rebuild_old: bool) -> tuple[Any, int]:
         build_jieba_cache(cache)
         return _load_table(cache, rebuild_old=False)
     if isinstance(freq, dict) and rebuild_old:
-        # A per-user cache in the earlier format (a plain dict, ~200 ms to load): rewrite it once.
+        # A per-user cache in the earlier format (a plain dict, slow to load): rewrite it once.
         build_jieba_cache(cache)
         return _load_table(cache, rebuild_old=False)
     if not isinstance(freq, (dict, PrefixFreq)) or not isinstance(total, int):

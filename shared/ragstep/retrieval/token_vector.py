@@ -40,7 +40,7 @@ def check_documents(documents: Sequence[str]) -> list[str]:
 _HAN_CHARS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # the ranges ragstep.retrieval.text hands to jieba
 # A letter or digit that is not Han: what a non-Han token may not be preceded or followed by (tokenize() cuts
 # words at Han characters, so "api文档" holds the token "api"). As a regex this is the class
-# f"[^\\W_{_HAN_CHARS}]", which ``re`` takes ~2 ms to compile, so it is never compiled: _is_latin() is the same
+# f"[^\\W_{_HAN_CHARS}]", which ``re`` is slow to compile, so it is never compiled: _is_latin() is the same
 # test in Python (``re``'s Unicode \w is str.isalnum() or "_"), applied at the few places a term occurs.
 _WORD = re.compile(r"[^\W_]+")
 _QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”|「([^」]+)」|『([^』]+)』')
@@ -48,8 +48,8 @@ _QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”|「([^」]+)」|『([^』]+)』
 
 def _is_han(ch: str) -> bool:
     """Whether the character ``ch`` is in one of :data:`_HAN_CHARS`' ranges. Tested in Python: as a regex class
-    ``re`` takes ~2.5 ms to compile it, which every process whose first search reranks paid, for a test of a few
-    short terms and characters."""
+    ``re`` is slow to compile it (a range class this wide), which every process whose first search reranks paid,
+    for a test of a few short terms and characters."""
     return "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf" or "\uf900" <= ch <= "\ufaff"
 
 
@@ -100,7 +100,7 @@ _NFKC_INERT = (
 
 @cache
 def _nfkc_matters() -> re.Pattern[str]:
-    # Compiled on first use (~3.5 ms of a new process's first search), only for text that NFKC would change: ASCII
+    # Compiled on first use (a share of a new process's first search), only for text that NFKC would change: ASCII
     # never is, nor is English with a curly quote, a dash or an accent (unicodedata.is_normalized says so first).
     return re.compile(f"[^{_NFKC_INERT}]")
 
@@ -125,9 +125,9 @@ class _QueryMatcher:
     (``str.count``); other terms as whole words, as :func:`ragstep.retrieval.text.tokenize` would cut them
     (``str.count`` first: most terms are absent from most chunks; then each occurrence's two neighbouring
     characters are checked).
-    The scans run in C, so a candidate costs a normalisation and a few scans instead of a jieba segmentation (~1 ms
-    per Chinese chunk). Nothing here compiles a regex per term, so a query new to the process costs no more than
-    one seen before: each phrase is one small pattern without lookarounds (~0.05 ms to compile).
+    The scans run in C, so a candidate costs a normalisation and a few scans instead of a jieba segmentation (the
+    dominant cost per Chinese chunk otherwise). Nothing here compiles a regex per term, so a query new to the process
+    costs no more than one seen before: each phrase is one small pattern without lookarounds (cheap to compile).
     """
 
     def __init__(self, query: str, *, phrases: bool = True) -> None:
@@ -308,8 +308,8 @@ class TokenVectorReranker:
     (so repetition and the field weights count, with diminishing returns), and an exact phrase earns the bonus.
     A term that no candidate contains has ``df`` floored at 1, i.e. the weight of the rarest present term; IDF
     over the candidates themselves needs no corpus statistics. Terms are counted in each text without
-    tokenizing it (see :class:`_QueryMatcher`): 100 candidates of ~500 characters take ~0.5 ms for an English
-    query and ~1.5 ms for a ten-term Chinese one, where jieba on every candidate would take ~2 ms and ~180 ms.
+    tokenizing it (see :class:`_QueryMatcher`): jieba on every candidate would cost a Chinese query two orders of
+    magnitude more than these scans.
 
     ``formula="ragflow"`` scores with RAGFlow's presence-only token similarity instead, for comparison (``ragstep
     bench quality`` runs both): ``token(d) = sum_{t: f(t, d) > 0} w(t) / sum_t w(t)``, no frequency, no phrase.
@@ -375,7 +375,8 @@ class TokenVectorReranker:
         None: the model declares no scale (a provider's model), and the cosines are read relative to one another,
         the best candidate's 1 and the worst's 0 (:func:`relative_cosines`). Read on MiniLM's scale instead, e5's
         cosines (all ~0.8-0.9) differed by a few hundredths while token similarities spread over 0-1, so the words
-        alone ranked (msmarco-5k, e5 served undeclared: nDCG@10 0.345 by the reranker's order)."""
+        alone ranked (msmarco-5k, e5 served undeclared, fell far below the search stage's order: ``ragstep bench
+        quality --undeclared-scale``)."""
         items = list(items)
         if not items:
             return []

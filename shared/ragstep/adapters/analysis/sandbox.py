@@ -23,10 +23,10 @@ so one such call could hold a request for minutes and take gigabytes. The kernel
 Only ``socketpair``, pipes, ``fork`` and signals are used: no ``multiprocessing`` (its queues and pools need
 ``/dev/shm``, which AWS Lambda does not have). Messages are length-prefixed JSON; nothing is unpickled.
 
-Cost, measured with ``ragstep bench analysis`` (README, "Data analysis sandbox"; 2 vCPUs at load average 13): a
-session is one ``fork`` of the idle fork server (18 ms); a query costs 24-43 ms more than the same query on the same
-engine in-process, whether 1,000 or 100,000 rows are loaded (the fork shares the pages, it does not copy them). The
-fork server starts once per process (0.3 s idle, 0.7 s at that load: Python and DuckDB imported) and holds 54 MB.
+Cost (``ragstep bench analysis`` measures it): a session is one ``fork`` of the idle fork server; a query costs a
+fixed overhead over the same query on the same engine in-process, whatever the number of rows loaded (the fork
+shares the pages, it does not copy them). The fork server starts once per process (Python and DuckDB imported) and
+stays resident.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ class LocalBlobStore:
 
     Keys under one of ``scratch_prefixes`` (what the ingest stages hand to each other, rebuilt by running the
     ingestion again) are written with the same atomic rename but without the two fsyncs, which were half the time
-    of ingesting a folder of small files (BENCHMARKS.md, Ingestion): after a crash such a blob may be missing or
+    of ingesting a folder of small files (``ragstep bench ingest``): after a crash such a blob may be missing or
     empty, never torn in a way a reader would take for whole.
     """
 

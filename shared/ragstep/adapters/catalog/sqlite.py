@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ragstep.models.catalog import IngestionJob, Knowledge, KnowledgeBase
 
 # The models are imported where rows become models: `ragstep kb list` reads the rows as plain data (kb_documents,
-# knowledge_counts) and builds no pydantic model at all (BENCHMARKS.md, CLI start-up).
+# knowledge_counts) and builds no pydantic model at all (its start-up: ``ragstep bench cli``).
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS knowledge_bases (

@@ -2,9 +2,12 @@
 
 It quotes the sentences of the grounding passages that answer the question, each with the ``[n]`` citation of its
 passage, up to ``max_chars``, or says that the passages do not answer. Which sentences, and whether any, is decided
-by :mod:`ragstep.retrieval.answer_span` (the method and why: its docstring): by meaning first (the question and each
-sentence embedded by the configured embedding model, which the grounding carries), then the question's rare words a
-sentence shares, the passage's retrieval score and whether the question asks for a number. Its name,
+by :mod:`ragstep.retrieval.answer_span` (the method and why: its docstring): the sentence is selected by meaning
+(the question and each sentence embedded by the configured embedding model, which the grounding carries), the
+question's rare words a sentence shares, the passage's retrieval score and the question's type; the decision to
+answer is taken apart, and also asks that the sentence hold the kind of value the question asks for (a depth, a
+duration, a year) and that its passage hold the names the question asks about. The question is read up to
+:data:`~ragstep.retrieval.answer_span.MAX_QUESTION_CHARS` characters. Its name,
 ``extractive``, travels in every response and trace, so a quoted answer is never mistaken for a generated one.
 
 The sentence vectors it computes are kept (a bounded cache on the instance, :data:`~ragstep.retrieval.answer_span
@@ -21,7 +24,8 @@ from ragstep.models import Language, language_of
 from ragstep.models.llm import SentenceEncoder
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
 from ragstep.ports import ChatDelta, ChatGrounding, ChatMessage, ChatOptions, ChatResponse, ChatUsage
-from ragstep.retrieval.answer_span import Quote, choose, split_sentences
+from ragstep.retrieval.answer_span import MAX_QUESTION_CHARS, Quote, choose
+from ragstep.retrieval.sentences import split_sentences
 from ragstep.retrieval.tokens import count_messages, count_tokens, truncate_to_tokens
 
 __all__ = ["NAME", "NO_ANSWER", "NO_CONTEXT", "ExtractiveChatModel", "extract_answer", "split_sentences"]
@@ -49,7 +53,7 @@ def extract_answer(
     vectors: MutableMapping[str, np.ndarray] | None = None,
 ) -> list[str]:
     """The answer's pieces (each a quoted sentence and its citation), or one sentence saying there is none."""
-    language = language_of(question)
+    language = language_of(question[:MAX_QUESTION_CHARS])
     if not any(p.strip() for p in passages):
         return [NO_CONTEXT[language]]
     quotes = choose(question, passages, scores=scores, encoder=encoder, scale=scale, vectors=vectors)

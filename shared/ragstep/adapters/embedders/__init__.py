@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ragstep.adapters.embedders.bedrock import BedrockEmbedder
-from ragstep.adapters.embedders.local import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, LocalEmbedder
+from ragstep.adapters.embedders.local import DEFAULT_LOCAL_MODEL, E5_Q4_MODEL, LOCAL_MODELS, LocalEmbedder
 from ragstep.adapters.embedders.openai import OpenAIEmbedder
 from ragstep.adapters.embedders.precomputed import PrecomputedEmbedder
 from ragstep.errors import InputError
@@ -101,7 +101,8 @@ def make_embedder(settings: Settings, model_id: str | None = None) -> Embedder |
         return None
     provider, model = _split_model_id(full_id)
     if provider == "local":
-        return LocalEmbedder(model)
+        engine = settings.local_embedding_engine if model == E5_Q4_MODEL else "onnx"
+        return LocalEmbedder(model, engine=engine)
     if provider == "openai":
         key = settings.embedding_api_key.get_secret_value() if settings.embedding_api_key else None
         return OpenAIEmbedder(

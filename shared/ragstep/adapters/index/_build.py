@@ -4,7 +4,8 @@ below them from ``signs.MIN_ROWS`` rows the codes' sign bits (:mod:`ragstep.retr
 
 Rows are streamed from one read transaction, never fetched all at once: per row, the string columns become small ints
 (dictionary codes in first-seen order), the tokens int32 term ids, and the vector is appended to its space's file in
-the build folder, so the float32 matrices never sit in RAM (BENCHMARKS.md, "Scale").
+the build folder, so the float32 matrices never sit in RAM (peak memory at a million chunks: ``ragstep bench latency
+--docs 1000000``).
 """
 
 from __future__ import annotations

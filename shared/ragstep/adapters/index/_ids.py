@@ -10,10 +10,9 @@ import numpy as np
 class StringColumn:
     """A saved snapshot's chunk ids, read from three memory-mapped arrays instead of parsed from JSON: ``blob`` their
     UTF-8 bytes back to back, ``offsets`` where each starts (and where the last ends), ``order`` their positions
-    sorted by those bytes, for a binary search. At 100k chunks the ``ids`` list was most of meta.json (the snapshot's
-    load: 21 -> 9 ms CPU without it), and the id -> position dict the rerank stage built of all of them cost ~15 ms
-    more in every process's first query (BENCHMARKS.md, CLI start-up); here both are lookups of the rows a query
-    touches."""
+    sorted by those bytes, for a binary search. At 100k chunks the ``ids`` list was most of meta.json (and of the
+    snapshot's load), and the id -> position dict the rerank stage built of all of them was paid again in every
+    process's first query (``ragstep bench cli``); here both are lookups of the rows a query touches."""
 
     def __init__(self, blob: np.ndarray, offsets: np.ndarray, order: np.ndarray) -> None:
         self.blob, self.offsets, self.order = blob, offsets, order
@@ -49,7 +48,7 @@ class StringColumn:
 
     def take(self, positions: np.ndarray) -> list[str]:
         """The ids at ``positions`` (a search's hits): both offsets of all of them in two gathers, not four numpy
-        scalars an id as indexing one at a time costs (150 ids: 0.16 -> 0.05 ms)."""
+        scalars an id as indexing one at a time costs."""
         pos = np.asarray(positions, dtype=np.int64)
         if pos.size and (int(pos.min()) < 0 or int(pos.max()) >= len(self)):
             raise IndexError(f"a position is outside the snapshot's {len(self)} rows")

@@ -29,7 +29,7 @@ _CUT_SAMPLE = 4096
 #: Rows Space.take gathers from a mapped matrix between two releases of its pages (x ~230 KiB of fault-around each).
 _RELEASE_ROWS = 1024
 #: A mapped matrix no larger than the ~230 MiB those releases bound it to is never released: all of it mapped stays
-#: within the bound, and re-faulting released pages cost ~1.3 ms CPU a query at 100k rows (150 MiB of float32).
+#: within the bound, and re-faulting released pages costs CPU on every query (``ragstep bench latency``).
 _KEEP_MAPPED_BYTES = 230 * 1024 * 1024
 #: Length norms cached per set of knowledge bases searched together (one float32 per chunk each).
 _MAX_SCOPES = 8
@@ -92,7 +92,7 @@ class Space:
     _inverse: np.ndarray | None = None
     # From signs.MIN_ROWS rows: the codes' sign bits, the first pass a full scan is replaced by (made at first use)
     signs: SignCodes | None = None
-    # filter -> (allowed matrix rows as a mask, their indices): ``mask[rows]`` costs ~7 ms a query at a million rows
+    # filter -> (allowed matrix rows as a mask, their indices): ``mask[rows]`` is a pass over every row, per query
     allowed_cache: dict[SearchFilter, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     @property
@@ -289,8 +289,8 @@ def _above_cut(scores: np.ndarray, k: int) -> np.ndarray | None:
     """Indices of every score at or above a cut taken from a strided sample, when at least ``k`` are (then they hold
     the exact top ``k``: the k-th largest score is >= the cut); None when the sample gives no useful cut.
 
-    At a million rows this is two passes over the scores (~1 ms) instead of ``isfinite`` + a copy + ``argpartition``
-    of all of them (~38 ms)."""
+    Two cheap passes over the scores instead of ``isfinite`` + a copy + ``argpartition`` of all of them, which at a
+    million rows dominated the query."""
     n = scores.shape[0]
     stride = max(1, n // _CUT_SAMPLE)
     sample = scores[::stride]

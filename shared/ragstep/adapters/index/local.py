@@ -15,7 +15,7 @@ Design
   the bytes per query; the ``rescore_factor x top_k`` best approximate candidates are rescored exactly on the float32
   matrix, which stays memory-mapped on disk so only those rows are read. ``"float32"`` scans the matrix exactly.
 * **Above ``ivf_min_rows`` rows (250k) the int8 pass probes IVF lists** (:mod:`ragstep.retrieval.ivf`): ~6 % of the
-  rows instead of all (175 ms a query at a million rows), at the price of approximate recall. From 20k rows below
+  rows instead of all (a full scan is too slow at a million), at the price of approximate recall. From 20k rows below
   that, a sign-bit pass over every row (:mod:`ragstep.retrieval.signs`, an eighth of the int8 bytes) picks the ~2 %
   whose int8 codes are scored, when its calibration on the index's own rows says they hold the exact neighbours.
 * **Snapshots are cached on disk** (``snapshots/gen-N``, written to a temp dir and renamed), so a new process -- the
@@ -57,6 +57,7 @@ from typing import Literal
 import numpy as np
 
 from ragstep.adapters._sqlite import SqliteDatabase
+from ragstep.adapters.index._backfill import RowVectorBackfill
 from ragstep.adapters.index._build import stream_snapshot
 from ragstep.adapters.index._ids import ids_at
 from ragstep.adapters.index._replace import checked_replacement
@@ -103,8 +104,8 @@ INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', '0'), ('format', '
 """
 
 
-class LocalSearchIndex:
-    """The :class:`ragstep.ports.SearchIndex` of the embedded mode."""
+class LocalSearchIndex(RowVectorBackfill):
+    """The embedded mode's :class:`~ragstep.ports.SearchIndex`, :class:`~ragstep.index_capabilities.VectorBackfill`."""
 
     #: Keyword and vector hits are fused by the search stage (there is no server to fuse them).
     supports_server_hybrid = False
@@ -274,7 +275,7 @@ class LocalSearchIndex:
         if sp is None or not sp.rows.shape[0]:
             return {}
         # rows holds ascending positions: one binary search of them all finds their matrix rows (a position -> row
-        # dict was ~100 MB at a million rows; a search per id cast the int32 rows to int64 each time, 3 ms at 100k)
+        # dict held every id in memory; a search per id cast the int32 rows to int64 each time)
         known = {cid: pos for cid in chunk_ids if (pos := snap.position(cid)) is not None}
         wanted = np.fromiter(known.values(), dtype=sp.rows.dtype, count=len(known))
         rows = np.minimum(np.searchsorted(sp.rows, wanted), sp.rows.shape[0] - 1)

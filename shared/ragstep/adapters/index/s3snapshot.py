@@ -23,7 +23,7 @@ Calls that name chunks or knowledge items but no knowledge base (fetch, vectors,
 knowledge bases this container has loaded; only ids none of those holds send them to the tenant's other knowledge
 bases, loaded one at a time until the ids are found (deletes and enable/disable check every one that could hold them).
 The query stages that read by id (rerank, merge, citations) name the request's knowledge bases through
-:meth:`S3SnapshotIndex.scoped` (:func:`ragstep.ports.scoped_reads`): those reads look in those knowledge bases only.
+:meth:`S3SnapshotIndex.scoped` (:func:`~ragstep.index_capabilities.scoped_reads`): they look in those only.
 """
 
 from __future__ import annotations
@@ -220,8 +220,8 @@ class S3SnapshotIndex:
 
     def scoped(self, knowledge_base_ids: Sequence[str]) -> S3SnapshotIndex:
         """A view whose by-id reads (fetch, vectors, chunks_at, knowledge_chunks) look in these knowledge bases only
-        (:class:`ragstep.ports.ScopedReads`): the request names them, so a cold rerank or merge container loads
-        those instead of the tenant's others one by one. It shares this index's loaded generations and locks."""
+        (:class:`ragstep.index_capabilities.ScopedReads`): the request names them, so a cold rerank or merge container
+        loads those instead of the tenant's others one by one. It shares this index's loaded generations and locks."""
         view = copy.copy(self)
         view._scope = tuple(kb for kb in dict.fromkeys(knowledge_base_ids) if _SAFE.match(kb))
         return view

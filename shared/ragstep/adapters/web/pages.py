@@ -6,8 +6,11 @@ A URL a user hands over is fetched by the server, so the fetch is held to rules 
   192.168/16, fc00::/7), link-local (169.254/16 -- the cloud metadata endpoint -- and fe80::/10), multicast,
   reserved and unspecified addresses are refused unless ``RAGSTEP_URL_ALLOWED_HOSTS`` names the host (tests name
   127.0.0.1). Every redirect hop is checked again, and redirects are followed at most :data:`MAX_REDIRECTS` times.
-  (What is checked is the name's resolution just before the request; a name that resolves differently a moment later
-  -- DNS rebinding -- is not pinned. Serve ragstep where its outbound traffic is filtered when that matters.)
+* **Resolved once** (DNS rebinding): each hop's host name is resolved once, by the fetcher's ``resolver``; those
+  addresses are checked, and the request connects to the first of them -- the URL given to httpx holds the address,
+  with the original ``Host`` header, and for https the original name as SNI and for the certificate check (httpcore's
+  ``sni_hostname``). A name that answers a public address to the check and a private one a moment later never gets
+  the second lookup. Each hop has its own connection, so a TLS session opened for one name never serves another.
 * **Bounded**: a connect and read timeout, a total deadline, and a body cap (``RAGSTEP_URL_MAX_BYTES``) read as a
   stream, so a huge or endless page is cut off, not loaded.
 * **Polite**: robots.txt is honoured for the ``ragstep`` user agent (a robots.txt that cannot be fetched allows, as
@@ -23,9 +26,10 @@ import ipaddress
 import socket
 import time
 import urllib.robotparser
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import httpx
 
@@ -44,6 +48,16 @@ ACCEPTED = {
     "application/xml": ".xml",
     "text/xml": ".xml",
 }
+#: Pictures a page may take along (:mod:`ragstep.app.urls` inlines a page's same-site pictures).
+IMAGE_TYPES = {"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp"}
+#: ``(host, port) -> addresses``, in the order to try them.
+Resolver = Callable[[str, int], list[str]]
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    """The addresses of ``host`` from the system's resolver (``getaddrinfo``), in its order of preference."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
 class FetchRefused(InputError):
@@ -63,6 +77,16 @@ class Page:
     @property
     def extension(self) -> str:
         return ACCEPTED.get(self.content_type, ".html")
+
+
+@dataclass(frozen=True, slots=True)
+class _Pinned:
+    """One request's target after the check: the URL with the checked address, the Host header, httpcore's
+    extensions (the SNI name for https)."""
+
+    url: str
+    host: str
+    extensions: dict[str, Any]
 
 
 def _refusal(address: str) -> str | None:
@@ -90,34 +114,60 @@ class PageFetcher:
     max_bytes: int = 10 * 1024 * 1024
     allowed_hosts: frozenset[str] = frozenset()
     transport: httpx.BaseTransport | None = None
+    #: How host names are resolved (once per request: the request connects to the address checked).
+    resolver: Resolver = field(default=system_resolver)
 
     def __post_init__(self) -> None:
         self._robots: dict[str, urllib.robotparser.RobotFileParser | None] = {}
 
     def check_url(self, url: str) -> str:
         """``url`` when it may be fetched: http(s), a host, every address of it public (or allowed)."""
+        self._pin(url)
+        return url
+
+    def _pin(self, url: str) -> _Pinned:
+        """Resolve ``url``'s host once, check every address, and aim the request at the first one."""
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise FetchRefused(f"{url}: only http:// and https:// URLs with a host can be ingested")
         host = parts.hostname
-        if host in self.allowed_hosts:
-            return url
         try:
-            infos = socket.getaddrinfo(host, parts.port or (443 if parts.scheme == "https" else 80))
-        except (socket.gaierror, UnicodeError):
-            raise FetchRefused(f"{url}: the host {host!r} does not resolve") from None
-        for info in infos:
-            why = _refusal(str(info[4][0]))
-            if why:
-                raise FetchRefused(
-                    f"{url}: {host} resolves to {why} ({info[4][0]}); pages on internal networks are refused "
-                    "(RAGSTEP_URL_ALLOWED_HOSTS names hosts to allow)"
-                )
-        return url
+            addresses = self.resolver(host, parts.port or (443 if parts.scheme == "https" else 80))
+        except (OSError, UnicodeError, ValueError):
+            addresses = []
+        if not addresses:
+            raise FetchRefused(f"{url}: the host {host!r} does not resolve")
+        if host not in self.allowed_hosts:
+            for address in addresses:
+                why = _refusal(address)
+                if why:
+                    raise FetchRefused(
+                        f"{url}: {host} resolves to {why} ({address}); pages on internal networks are refused "
+                        "(RAGSTEP_URL_ALLOWED_HOSTS names hosts to allow)"
+                    )
+        address = addresses[0].split("%")[0]
+        netloc = f"[{address}]" if ":" in address else address
+        if parts.port:
+            netloc += f":{parts.port}"
+        pinned = urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, ""))
+        extensions: dict[str, Any] = {"sni_hostname": host} if parts.scheme == "https" else {}
+        return _Pinned(pinned, parts.netloc.rsplit("@", 1)[-1], extensions)
 
-    def fetch(self, url: str, *, etag: str = "", last_modified: str = "", robots: bool = True) -> Page:
-        """The page at ``url`` (redirects followed and checked), or :class:`FetchRefused` saying why not."""
+    def fetch(
+        self,
+        url: str,
+        *,
+        etag: str = "",
+        last_modified: str = "",
+        robots: bool = True,
+        accepted: Mapping[str, str] = ACCEPTED,
+        max_bytes: int | None = None,
+    ) -> Page:
+        """The page at ``url`` (redirects followed and checked), or :class:`FetchRefused` saying why not.
+        ``accepted``: the content types taken (a page's by default; :data:`IMAGE_TYPES` for a picture);
+        ``max_bytes``: a smaller cap than the fetcher's."""
         deadline = time.monotonic() + self.timeout_s * 2
+        cap = min(self.max_bytes, max_bytes or self.max_bytes)
         if robots and not self.allowed_by_robots(url):
             raise FetchRefused(f"{url}: the site's robots.txt disallows it for ragstep")
         headers = {"User-Agent": USER_AGENT}
@@ -126,47 +176,50 @@ class PageFetcher:
         if last_modified:
             headers["If-Modified-Since"] = last_modified
         current = url
-        with self._client() as client:
-            for _ in range(MAX_REDIRECTS + 1):
-                self.check_url(current)
-                with client.stream("GET", current, headers=headers) as response:
-                    if response.status_code in (301, 302, 303, 307, 308):
-                        location = response.headers.get("location", "")
-                        if not location:
-                            raise FetchRefused(f"{current}: a redirect without a Location")
-                        current = urljoin(current, location)
-                        continue
-                    if response.status_code == 304:
-                        return Page(url, current, "", b"", etag, last_modified, not_modified=True)
-                    if response.status_code >= 400:
-                        raise FetchRefused(f"{current}: the server answered {response.status_code}")
-                    kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
-                    if kind not in ACCEPTED:
-                        accepted = ", ".join(sorted(ACCEPTED))
-                        raise FetchRefused(f"{current}: content type {kind or 'none'!r} is not ingested ({accepted})")
-                    body = self._read(response, current, deadline)
-                    return Page(
-                        url,
-                        current,
-                        kind,
-                        body,
-                        etag=response.headers.get("etag", ""),
-                        last_modified=response.headers.get("last-modified", ""),
-                    )
+        for _ in range(MAX_REDIRECTS + 1):
+            target = self._pin(current)
+            with (
+                self._client() as client,
+                client.stream(
+                    "GET", target.url, headers={**headers, "Host": target.host}, extensions=target.extensions
+                ) as response,
+            ):
+                if response.status_code in (301, 302, 303, 307, 308):
+                    location = response.headers.get("location", "")
+                    if not location:
+                        raise FetchRefused(f"{current}: a redirect without a Location")
+                    current = urljoin(current, location)
+                    continue
+                if response.status_code == 304:
+                    return Page(url, current, "", b"", etag, last_modified, not_modified=True)
+                if response.status_code >= 400:
+                    raise FetchRefused(f"{current}: the server answered {response.status_code}")
+                kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+                if kind not in accepted:
+                    names = ", ".join(sorted(accepted))
+                    raise FetchRefused(f"{current}: content type {kind or 'none'!r} is not ingested ({names})")
+                body = self._read(response, current, deadline, cap)
+                return Page(
+                    url,
+                    current,
+                    kind,
+                    body,
+                    etag=response.headers.get("etag", ""),
+                    last_modified=response.headers.get("last-modified", ""),
+                )
         raise FetchRefused(f"{url}: more than {MAX_REDIRECTS} redirects")
 
-    def _read(self, response: httpx.Response, url: str, deadline: float) -> bytes:
+    def _read(self, response: httpx.Response, url: str, deadline: float, cap: int) -> bytes:
         declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self.max_bytes:
-            raise FetchRefused(f"{url}: {declared} bytes is over the limit of {self.max_bytes} (RAGSTEP_URL_MAX_BYTES)")
+        setting = "RAGSTEP_URL_MAX_BYTES" if cap == self.max_bytes else "RAGSTEP_IMAGE_MAX_BYTES"
+        if declared.isdigit() and int(declared) > cap:
+            raise FetchRefused(f"{url}: {declared} bytes is over the limit of {cap} ({setting})")
         chunks: list[bytes] = []
         size = 0
         for chunk in response.iter_bytes():
             size += len(chunk)
-            if size > self.max_bytes:
-                raise FetchRefused(
-                    f"{url}: the page is over the limit of {self.max_bytes} bytes (RAGSTEP_URL_MAX_BYTES)"
-                )
+            if size > cap:
+                raise FetchRefused(f"{url}: the page is over the limit of {cap} bytes ({setting})")
             if time.monotonic() > deadline:
                 raise FetchRefused(f"{url}: the page took longer than {self.timeout_s * 2:g} s to arrive")
             chunks.append(chunk)
@@ -189,9 +242,10 @@ class PageFetcher:
     def _read_robots(self, url: str) -> urllib.robotparser.RobotFileParser | None:
         parser = urllib.robotparser.RobotFileParser(url)
         try:
-            self.check_url(url)
+            target = self._pin(url)
             with self._client() as client:
-                response = client.get(url, headers={"User-Agent": USER_AGENT})
+                headers = {"User-Agent": USER_AGENT, "Host": target.host}
+                response = client.get(target.url, headers=headers, extensions=target.extensions)
         except (httpx.HTTPError, FetchRefused):
             return None  # unreachable: as if there were none
         if response.status_code in (401, 403):  # as urllib.robotparser.read() treats them: nothing may be fetched

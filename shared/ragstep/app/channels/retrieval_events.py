@@ -78,10 +78,11 @@ def trace_summary(state: PipelineState) -> list[dict[str, Any]]:
 def run_request(request: RetrievalEventRequest, ctx: Context) -> dict[str, Any]:
     """The result ``detail`` of one request: ``status: succeeded`` with results (or an answer and its references),
     or ``status: failed`` with the error a ragstep error or invalid input gives."""
+    from ragstep.app.answers import answer_references
     from ragstep.app.chat import stream_stateless_chat
+    from ragstep.app.cost import cost_of
     from ragstep.app.search import knowledge_search
     from ragstep.pipeline.executor import drain
-    from ragstep.stages.chat.common import context_results
 
     base: dict[str, Any] = {"request_id": request.request_id, "tenant": request.tenant, "pipeline": request.pipeline}
     try:
@@ -90,7 +91,7 @@ def run_request(request: RetrievalEventRequest, ctx: Context) -> dict[str, Any]:
                 query=request.query, knowledge_base_ids=request.knowledge_base_ids, overrides=request.overrides
             )
             state = knowledge_search(search, ctx)
-            payload: dict[str, Any] = {"results": [r.model_dump(mode="json") for r in state.final_results]}
+            payload: dict[str, Any] = {"results": [r.model_dump(mode="json") for r in state.results("final_results")]}
         else:
             chat = ChatRequest(
                 query=request.query,
@@ -99,13 +100,15 @@ def run_request(request: RetrievalEventRequest, ctx: Context) -> dict[str, Any]:
                 pipeline="rag",
             )
             state = drain(stream_stateless_chat(chat, [], ctx))
-            references = list(state.chat.references) or context_results(state)
+            references = answer_references(state)
             payload = {"answer": state.chat.answer, "references": [r.model_dump(mode="json") for r in references]}
     except RagstepError as exc:
         return {**base, "status": "failed", "error": {"type": exc.code, "message": exc.message}}
     except ValidationError as exc:
         return {**base, "status": "failed", "error": {"type": InputError.code, "message": _message(exc)}}
-    return {**base, "status": "succeeded", **payload, "trace": trace_summary(state)}
+    # The cost receipt, as every response carries it (ragstep.app.cost); it stays in the event under a claim check.
+    usage = {"cost": cost_of(state, ctx).model_dump(mode="json")}
+    return {**base, "status": "succeeded", **payload, "trace": trace_summary(state), "usage": usage}
 
 
 def claim_check(detail: dict[str, Any], ctx: Context, limit_bytes: int) -> dict[str, Any]:
@@ -133,6 +136,9 @@ class RetrievalEvents:
         self._lock = threading.Lock()
         self._once: Any = None
         self._config: Any = None
+        # Whether this thread's current request ran: the idempotent call answers from the record without calling
+        # _process, and only this tells the caller that the result is an earlier run's.
+        self._ran = threading.local()
 
     def _process_once(self) -> tuple[Any, Any]:
         with self._lock:
@@ -152,6 +158,7 @@ class RetrievalEvents:
             return self._once, self._config
 
     def _process(self, request: dict[str, Any]) -> dict[str, Any]:
+        self._ran.value = True
         parsed = RetrievalEventRequest.model_validate(request)
         ctx = self.clients.context(parsed.tenant)
         detail = claim_check(run_request(parsed, ctx), ctx, self.clients.settings.events_result_limit_bytes)
@@ -163,10 +170,16 @@ class RetrievalEvents:
     def handle(self, message: Any, lambda_context: Any = None) -> dict[str, Any]:
         """The result event of one message (delivered to its reply target, when it names one). Raises
         :class:`InputError` for a message that is not a request (poison), and whatever made delivery fail."""
+        return self.process(message, lambda_context)[0]
+
+    def process(self, message: Any, lambda_context: Any = None) -> tuple[dict[str, Any], bool]:
+        """:meth:`handle`'s result event, and whether it is a replay: the recorded result of an earlier message with
+        the same ``request_id`` (within the dedupe window), returned without running or delivering anything."""
         request = parse_request(message)
         from ragstep.adapters.idempotency import LocalDeadline
 
         once, config = self._process_once()
         config.register_lambda_context(lambda_context if lambda_context is not None else LocalDeadline(LOCAL_BUDGET_MS))
+        self._ran.value = False
         result: dict[str, Any] = once(request=request.model_dump(mode="json"))
-        return result
+        return result, not self._ran.value

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ragstep.app.answers import answer_references
 from ragstep.app.channels.slack_format import (
     MESSAGE_LIMIT,
     knowledge_bases_for,
@@ -29,7 +30,6 @@ from ragstep.context import Context
 from ragstep.errors import RagstepError
 from ragstep.models import ChatRequest, PipelineState, SearchResult, Turn
 from ragstep.ports import MessageChannel
-from ragstep.stages.chat.common import context_results
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def ensure_session(ctx: Context, session_id: str) -> None:
 
 
 def final_text(state: PipelineState) -> str:
-    references: list[SearchResult] = list(state.chat.references) or context_results(state)
+    references: list[SearchResult] = answer_references(state)
     answer = to_mrkdwn(state.chat.answer.strip()) or "_(no answer)_"
     sources = sources_block(references) if state.chat.references or state.chat.answer else ""
     return f"{answer}\n\n{sources}" if sources else answer

@@ -147,9 +147,9 @@ class Webhooks:
             return self._once, self._config
 
     def _answer(self, job: dict[str, Any]) -> dict[str, Any]:
+        from ragstep.app.answers import answer_references
         from ragstep.app.chat import run_chat
         from ragstep.models import ChatRequest
-        from ragstep.stages.chat.common import context_results
 
         integration = self.integration(job["integration"])
         ctx = self.clients.context(integration.tenant)
@@ -167,7 +167,7 @@ class Webhooks:
         except RagstepError as exc:
             reply["error"] = {"type": exc.code, "message": exc.message}
         else:
-            references = list(state.chat.references) or context_results(state)
+            references = answer_references(state)
             reply["answer"] = state.chat.answer
             reply["references"] = [r.model_dump(mode="json") for r in references]
         if integration.mode == "callback":

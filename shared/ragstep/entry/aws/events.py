@@ -1,10 +1,7 @@
 """The S3 ``Object Created`` event that starts the ingest state machine, turned into the state it starts from.
 
-An upload to the blob store's bucket, under ``<RAGSTEP_BLOB_PREFIX>``:
-
-* ``uploads/<knowledge base>/<path>`` -- a file for a knowledge base of the default tenant;
-* ``tenants/<tenant>/uploads/<knowledge base>/<path>`` -- the same for another tenant: where that tenant's blob store
-  keeps its objects (:meth:`ragstep.context.Clients.blobs`), so the ingest stages read the upload from it.
+An upload to the blob store's bucket, under ``<RAGSTEP_BLOB_PREFIX>``, where :mod:`ragstep.models.blob_keys` says
+uploads go (``uploads/<knowledge base>/<path>``, or ``tenants/<tenant>/uploads/...`` for another tenant).
 
 Importing this module costs only the standard library.
 """
@@ -16,11 +13,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ragstep.context import Clients
     from ragstep.models import IngestState
-
-#: Where uploads start the ingest state machine: ``<RAGSTEP_BLOB_PREFIX>uploads/<knowledge base>/<path>``.
-UPLOADS_PREFIX = "uploads/"
-#: Where another tenant's uploads go: ``<RAGSTEP_BLOB_PREFIX>tenants/<tenant>/uploads/<knowledge base>/<path>``.
-TENANTS_PREFIX = "tenants/"
 
 
 def is_s3_object_created(event: Any) -> bool:
@@ -45,36 +37,6 @@ def object_key(obj: dict[str, Any]) -> str:
     return unquote_plus(str(obj.get("key") or ""), encoding="utf-8", errors="strict")
 
 
-def split_upload_key(key: str, prefix: str, where: str) -> tuple[str, str, str]:
-    """``(tenant, knowledge base reference, path)`` of the upload ``key`` (an object key that starts with the blob
-    ``prefix``); :class:`InputError` saying where uploads go when it is not a file under one of the two layouts."""
-    from ragstep.errors import InputError
-    from ragstep.models import DEFAULT_TENANT, check_tenant
-
-    layout = (
-        f"{prefix}{UPLOADS_PREFIX}<knowledge base id or name>/<file> "
-        f"(another tenant's: {prefix}{TENANTS_PREFIX}<tenant>/{UPLOADS_PREFIX}...)"
-    )
-    if not key.startswith(prefix):
-        raise InputError(f"{where}: uploads to ingest go under {layout}")
-    tenant, rest = DEFAULT_TENANT, key.removeprefix(prefix)
-    if rest.startswith(TENANTS_PREFIX):
-        tenant, _, rest = rest.removeprefix(TENANTS_PREFIX).partition("/")
-        try:
-            check_tenant(tenant)
-        except ValueError as exc:
-            raise InputError(f"{where}: {exc}") from None
-        if tenant == DEFAULT_TENANT:
-            # The default tenant's blob store is the prefix itself: an upload here would never be found.
-            raise InputError(f"{where}: the default tenant's uploads go under {UPLOADS_PREFIX}, not {TENANTS_PREFIX}")
-    if not rest.startswith(UPLOADS_PREFIX):
-        raise InputError(f"{where}: uploads to ingest go under {layout}")
-    kb_ref, _, path = rest.removeprefix(UPLOADS_PREFIX).partition("/")
-    if not kb_ref or not path or path.endswith("/"):
-        raise InputError(f"{where}: not a file under {layout}")
-    return tenant, kb_ref, path
-
-
 def ingest_state_from_s3_event(event: dict[str, Any], clients: Clients) -> IngestState:
     """The :class:`~ragstep.models.IngestState` the ingest pipeline starts from, for an upload to the blob store's
     bucket (see the module docstring for where uploads go).
@@ -87,7 +49,7 @@ def ingest_state_from_s3_event(event: dict[str, Any], clients: Clients) -> Inges
 
     from ragstep.app.ingest import knowledge_id_for, new_ingest_state
     from ragstep.errors import InputError
-    from ragstep.models import DEFAULT_TENANT
+    from ragstep.models.blob_keys import root_prefix, split_upload_key, upload_key, upload_uri
 
     detail = event["detail"]
     bucket_info, obj = detail.get("bucket"), detail.get("object")
@@ -100,17 +62,15 @@ def ingest_state_from_s3_event(event: dict[str, Any], clients: Clients) -> Inges
         raise InputError(
             f"{where}: uploads are read from the blob store's bucket {settings.blob_bucket!r}, not {bucket!r}"
         )
-    prefix = settings.blob_prefix.strip("/") + "/" if settings.blob_prefix.strip("/") else ""
-    tenant, kb_ref, path = split_upload_key(key, prefix, where)
+    tenant, kb_ref, path = split_upload_key(key, root_prefix(settings.blob_prefix), where)
     kb = clients.context(tenant).require_kb(kb_ref)
-    tenant_part = "" if tenant == DEFAULT_TENANT else f"{TENANTS_PREFIX}{tenant}/"
     size = obj.get("size")
     state = new_ingest_state(
         kb,
         # Canonical (knowledge base id, not the name the upload used), so both spellings are the same document.
-        knowledge_id=knowledge_id_for(kb, f"s3://{bucket}/{prefix}{tenant_part}{UPLOADS_PREFIX}{kb.id}/{path}"),
+        knowledge_id=knowledge_id_for(kb, upload_uri(bucket, settings.blob_prefix, tenant, kb.id, path)),
         # Relative to the tenant's blob store, which holds the upload.
-        blob_key=f"{UPLOADS_PREFIX}{kb_ref}/{path}",
+        blob_key=upload_key(kb_ref, path),
         filename=PurePosixPath(path).name,
         uri=where,
         size=size if isinstance(size, int) and not isinstance(size, bool) else None,
@@ -119,3 +79,35 @@ def ingest_state_from_s3_event(event: dict[str, Any], clients: Clients) -> Inges
     event_id = str(event.get("id") or "").replace("-", "")
     # The EventBridge event id is the request id: the stages' logs and the event share it.
     return state.model_copy(update={"request_id": event_id}) if event_id else state
+
+
+def ingest_input_state(stage_name: str, event: Any, clients: Clients) -> IngestState:
+    """The state an ingest stage runs on. The ingest machine's first task gets its input together with the
+    execution's ARN (:data:`ragstep.pipeline.asl.EXECUTION_PARAMETERS`): ``{"input": <event>, "execution_arn": ...}``;
+    an upload's S3 event there becomes the state it starts, with the upload's ingestion job taken and ``running``
+    (:func:`ragstep.app.s3_jobs.start_for_execution`: every upload is followed by a job, presigned by the API or
+    not). A web page request (``{"ragstep_url": ...}``, started by the API: :mod:`ragstep.app.url_jobs`) is fetched
+    there and becomes the state it starts. Any other event is a state, decoded as the stage handler decodes every
+    state."""
+    from ragstep.errors import InputError
+    from ragstep.models import IngestState
+    from ragstep.pipeline import transport
+    from ragstep.pipeline.definitions import get_pipeline
+
+    execution_arn = ""
+    if isinstance(event, dict) and set(event) == {"input", "execution_arn"}:
+        execution_arn, event = str(event["execution_arn"] or ""), event["input"]
+    if isinstance(event, dict) and set(event) == {"ragstep_url"}:  # a web page to fetch (ragstep.app.url_jobs)
+        if stage_name != get_pipeline("ingest").stage_names()[0]:
+            raise InputError(f"{stage_name} takes an ingest state; a web page request starts the first stage")
+        from ragstep.app.url_jobs import state_from_url_request
+
+        return state_from_url_request(event, clients, execution_arn)
+    if not is_s3_object_created(event):
+        return transport.decode_event(event, clients.blobs, IngestState)
+    if stage_name != get_pipeline("ingest").stage_names()[0]:
+        raise InputError(f"{stage_name} takes an ingest state; an S3 event starts the first stage")
+    from ragstep.app.s3_jobs import start_for_execution
+
+    state = ingest_state_from_s3_event(event, clients)
+    return start_for_execution(clients.context(state.tenant_id), state, execution_arn)

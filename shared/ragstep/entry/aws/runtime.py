@@ -170,7 +170,7 @@ def tracing_active(environ: Mapping[str, str] | None = None) -> bool:
     ``POWERTOOLS_TRACE_DISABLED`` not true), checked without importing the tracer.
 
     Asked first because a Powertools ``Tracer`` imports aws_xray_sdk, whose sampler builds a botocore client:
-    ~200 ms of a cold start (BENCHMARKS.md, Cold start), paid even where the tracer then stays off.
+    a large share of a cold start (``ragstep bench coldstart``), paid even where the tracer then stays off.
     """
     env = os.environ if environ is None else environ
     if env.get("POWERTOOLS_TRACE_DISABLED", "false").strip().lower() in ("1", "y", "yes", "t", "true", "on"):

@@ -124,26 +124,17 @@ def _load_stage(stage_name: str) -> None:
 
 
 def _input_state(stage_name: str, event: Any, clients: Clients) -> Any:
-    """The state ``stage_name`` runs on: the event decoded, or built from an S3 upload event (first ingest stage)."""
-    from ragstep.entry.aws.events import ingest_state_from_s3_event, is_s3_object_created
-    from ragstep.errors import InputError
+    """The state ``stage_name`` runs on: the event decoded (an ingest stage's: :func:`ingest_input_state`, which also
+    takes the S3 upload event the ingest machine starts with), or a Map iteration's item state."""
     from ragstep.models import IngestState
     from ragstep.pipeline import transport
-    from ragstep.pipeline.definitions import get_pipeline, state_model
+    from ragstep.pipeline.definitions import state_model
 
     model = state_model(stage_name)
-    execution_arn = ""
-    if model is IngestState and isinstance(event, dict) and set(event) == {"input", "execution_arn"}:
-        # The ingest machine's first task: its input with the execution's ARN (pipeline.asl.EXECUTION_PARAMETERS).
-        execution_arn, event = str(event["execution_arn"] or ""), event["input"]
-    if model is IngestState and is_s3_object_created(event):
-        if stage_name != get_pipeline("ingest").stage_names()[0]:
-            raise InputError(f"{stage_name} takes an ingest state; an S3 event starts the first stage")
-        from ragstep.app.s3_jobs import start_for_execution
+    if model is IngestState:
+        from ragstep.entry.aws.events import ingest_input_state
 
-        state = ingest_state_from_s3_event(event, clients)
-        # Every upload's ingestion has a job to follow it by, whether or not the API presigned the upload.
-        return start_for_execution(clients.context(state.tenant_id), state, execution_arn)
+        return ingest_input_state(stage_name, event, clients)
     from ragstep.pipeline.mapping import item_state, map_starting_with
 
     mapped = map_starting_with(stage_name)
@@ -154,19 +145,17 @@ def _input_state(stage_name: str, event: Any, clients: Clients) -> Any:
 
 
 def _job_finished(stage_name: str, state: Any, clients: Clients) -> None:
-    """After the ingest machine's last stage: the run's outcome on its job. A failure to record it is logged, not
-    raised: the document is indexed, and reading the job later records the outcome from the execution's output."""
+    """After an ingest stage: its job's record (:func:`ragstep.app.s3_jobs.stage_finished`). A failure to record it
+    is logged, not raised: the document is indexed, and reading the job later records the outcome from the
+    execution's output."""
     from ragstep.models import IngestState
-    from ragstep.pipeline.definitions import get_pipeline
 
-    if not isinstance(state, IngestState) or not state.job_id:
+    if not isinstance(state, IngestState):
         return
-    if stage_name != get_pipeline("ingest").stage_names()[-1]:
-        return
-    from ragstep.app.s3_jobs import finish_job
+    from ragstep.app.s3_jobs import stage_finished
 
     try:
-        finish_job(clients.context(state.tenant_id), state)
+        stage_finished(clients.context(state.tenant_id), stage_name, state)
     except Exception as exc:
         logger().warning(
             "could not record the end of ingestion job", extra={"job_id": state.job_id, "error": type(exc).__name__}
@@ -174,16 +163,16 @@ def _job_finished(stage_name: str, state: Any, clients: Clients) -> None:
 
 
 def _job_failed(stage_name: str, state: Any, exc: BaseException) -> None:
-    """A stage that raised: its job (if the run has one) ``failed`` with the error line, never a traceback. A
-    failure to record it is logged: reading the job later records the failed execution instead."""
+    """A stage that raised: its job's record (:func:`ragstep.app.s3_jobs.stage_failed`). A failure to record it is
+    logged: reading the job later records the failed execution instead."""
     from ragstep.models import IngestState
 
-    if not isinstance(state, IngestState) or not state.job_id:
+    if not isinstance(state, IngestState):
         return
-    from ragstep.app.s3_jobs import fail_job, stage_error_line
+    from ragstep.app.s3_jobs import stage_failed
 
     try:
-        fail_job(get_clients().context(state.tenant_id), state.job_id, stage_error_line(stage_name, exc))
+        stage_failed(get_clients().context(state.tenant_id), stage_name, state, exc)
     except Exception as error:
         logger().warning(
             "could not record the failed ingestion job", extra={"job_id": state.job_id, "error": type(error).__name__}

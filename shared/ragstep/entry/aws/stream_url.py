@@ -171,7 +171,7 @@ def main() -> None:
         log_level=level if level in ("debug", "info", "warning", "error") else "info",
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
         # A Function URL carries no WebSocket, and the app has no WebSocket route: not importing a WebSocket
-        # implementation (uvicorn's "auto" loads the websockets package when installed) saves ~10 ms of each start.
+        # implementation (uvicorn's "auto" loads the websockets package when installed) shortens each start.
         ws="none",
     )
 

@@ -14,9 +14,23 @@ from typing import Any
 from ragstep.entry.cli.common import positive_int, print_json
 
 
+def _bench_kind(args: argparse.Namespace) -> str:
+    """The report's kind, as ``docs/bench_page.py`` knows it: the benchmark, or its variant with its own report."""
+    if getattr(args, "function", None) == "chat":
+        return "coldstart-chat"
+    if getattr(args, "end_to_end", False):
+        return "ingest-e2e"
+    return str(args.bench_command)
+
+
 def _bench_output(args: argparse.Namespace, result: dict[str, Any], render: Any) -> int:
     if args.json:
-        print_json(result)
+        from ragstep.bench.common import run_record
+
+        # Where the figures came from travels with them: a report kept under bench-results/ is its own provenance.
+        # The command as typed when this process is the command line; called with an argument list, only its name.
+        argv = sys.argv[1:] if getattr(args, "whole_process", False) else ["bench", str(args.bench_command)]
+        print_json({"run": run_record(_bench_kind(args), argv), **result})
     else:
         print(render(result))
     return 0
@@ -28,10 +42,22 @@ def _say(args: argparse.Namespace) -> Any:
 
 
 def cmd_bench_quality(args: argparse.Namespace) -> int:
-    from ragstep.bench.quality import render, run_quality
+    from ragstep.bench.quality import ALL_RUNS, render, run_quality
 
-    result = run_quality(Path(args.set_dir), vectors=args.vectors, declared_scale=not args.undeclared_scale)
+    runs = _quality_runs(args.runs) if args.runs else ALL_RUNS
+    result = run_quality(Path(args.set_dir), runs=runs, vectors=args.vectors, declared_scale=not args.undeclared_scale)
     return _bench_output(args, result, render)
+
+
+def _quality_runs(text: str) -> tuple[str, ...]:
+    from ragstep.bench.quality import ALL_RUNS
+    from ragstep.errors import InputError
+
+    runs = tuple(dict.fromkeys(r.strip() for r in text.split(",") if r.strip()))
+    unknown = [r for r in runs if r not in ALL_RUNS]
+    if unknown or not runs:
+        raise InputError(f"--runs: unknown run {unknown[0] if unknown else text!r}; choose from {', '.join(ALL_RUNS)}")
+    return runs
 
 
 def cmd_bench_profiles(args: argparse.Namespace) -> int:
@@ -45,7 +71,8 @@ def cmd_bench_profiles(args: argparse.Namespace) -> int:
 def cmd_bench_answer(args: argparse.Namespace) -> int:
     from ragstep.bench.answer import render, run_answer
 
-    return _bench_output(args, run_answer(Path(args.set_dir), progress=_say(args)), render)
+    result = run_answer(Path(args.set_dir), questions=args.questions, progress=_say(args))
+    return _bench_output(args, result, render)
 
 
 def _peer_list(value: str) -> tuple[str, ...]:
@@ -156,6 +183,7 @@ def cmd_bench_ingest(args: argparse.Namespace) -> int:
             large_mb=args.large_mb,
             corpus=corpus,
             corpus_limit=args.corpus_limit,
+            vectors_later=args.vectors_later,
             progress=_say(args),
         )
         return _bench_output(args, figures, ingest_e2e.render)
@@ -201,6 +229,15 @@ def cmd_bench_ocr(args: argparse.Namespace) -> int:
     return _bench_output(args, run_ocr(args.repeat), render)
 
 
+def cmd_bench_state_size(args: argparse.Namespace) -> int:
+    from ragstep.bench.state_size import SETS, render, run_state_size
+
+    result = run_state_size(
+        sets=tuple(args.set or SETS), questions=args.questions, bench_dir=args.bench_dir, progress=_say(args)
+    )
+    return _bench_output(args, result, render)
+
+
 def cmd_bench_package(args: argparse.Namespace) -> int:
     from ragstep.bench.package import render, run_package
 
@@ -226,6 +263,9 @@ def add_bench_arguments(bench: argparse.ArgumentParser, common: argparse.Argumen
         action="store_true",
         help="serve the vectors without their model's declared score scale, as a provider's model (openai:, "
         "bedrock:) is searched",
+    )
+    p.add_argument(
+        "--runs", metavar="A,B", help="only these runs, comma-separated (all: bm25,dense,hybrid,...,default)"
     )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=cmd_bench_quality)
@@ -256,6 +296,12 @@ def add_bench_arguments(bench: argparse.ArgumentParser, common: argparse.Argumen
         metavar="DIR",
         help="a BEIR-layout set, optionally with answers.jsonl and unanswerable.txt (query ids the corpus does not "
         "answer, one a line)",
+    )
+    p.add_argument(
+        "--questions",
+        type=positive_int,
+        metavar="N",
+        help="only the first N answerable questions (all; every unanswerable one is asked)",
     )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=cmd_bench_answer)
@@ -389,6 +435,11 @@ def add_bench_arguments(bench: argparse.ArgumentParser, common: argparse.Argumen
     p.add_argument("--small-files", type=int, default=1000, metavar="N", help="end to end: small Markdown files")
     p.add_argument("--large-mb", type=float, default=20.0, metavar="MB", help="end to end: one text file (0 skips)")
     p.add_argument("--corpus-limit", type=positive_int, metavar="N", help="end to end: first N documents of --corpus")
+    p.add_argument(
+        "--vectors-later",
+        action="store_true",
+        help="end to end: time the keyword phase only with the model (`ingest --vectors-later`), not the vectors",
+    )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=cmd_bench_ingest)
 
@@ -424,6 +475,22 @@ def add_bench_arguments(bench: argparse.ArgumentParser, common: argparse.Argumen
     p.add_argument("--repeat", type=positive_int, default=1, metavar="N", help="runs, the fastest shown (1)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=cmd_bench_ocr)
+
+    p = bench_sub.add_parser(
+        "state-size",
+        help="the pipeline state's bytes after each step, expanded and in the wire form, against the claim check",
+        parents=[common],
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        choices=("demo", "msmarco-1k", "cmrc2018-1k"),
+        help="a knowledge base to measure on (repeatable; default all three)",
+    )
+    p.add_argument("--questions", type=positive_int, default=30, metavar="N", help="questions per corpus set (30)")
+    p.add_argument("--bench-dir", metavar="DIR", help="benchmark sets folder (default ../shared/bench)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=cmd_bench_state_size)
 
     p = bench_sub.add_parser("package", help="unzipped size of the Lambda layers", parents=[common])
     p.add_argument("--layer-dir", metavar="DIR", help="where the layers are built (default layers/build)")

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from ragstep.entry.cli.common import context_of, print_json
+from ragstep.entry.cli.common import add_profile_arguments, context_of, print_json, profile_fields
 
 PIPELINE_CHOICES = ("rag_stream", "rag", "chat_stream", "chat_history_stream", "chat", "viking_stream", "viking")
 EXTRACTIVE_NOTE = "answered by the extractive answerer: sentences quoted from the sources, no language model"
@@ -128,6 +128,7 @@ def request_of(args: argparse.Namespace, query: str, session_id: str | None) -> 
         pipeline=args.pipeline,
         overrides=retrieval,
         chat=chat,
+        **profile_fields(args),
     )
 
 
@@ -177,7 +178,7 @@ def ask(
 
 def answer_notes(state: Any) -> str:
     """The lines after the answer: who answered (the extractive answerer) and the notes of the answer."""
-    from ragstep.stages.chat.notes import notes
+    from ragstep.app.answers import answer_notes as notes
 
     lines = [f"({EXTRACTIVE_NOTE})"] if state.chat.model == "extractive" else []
     lines += [f"(note: {note})" for note in notes(state)]
@@ -185,12 +186,12 @@ def answer_notes(state: Any) -> str:
 
 
 def report(args: argparse.Namespace, state: Any, out: TextIO) -> None:
-    from ragstep.stages.chat.common import context_results
+    from ragstep.app.answers import answer_references
 
     out.write(answer_notes(state))
     if state.chat.model != "extractive" and state.chat.fallback:
         out.write(f"(fallback answer: {state.chat.fallback}; the sources did not answer the question)\n")
-    out.write("\n" + render_sources(state.chat.references or context_results(state)) + "\n")
+    out.write("\n" + render_sources(answer_references(state)) + "\n")
     if args.trace:
         from ragstep.entry.cli.render import render_trace
 
@@ -222,8 +223,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 def interactive(args: argparse.Namespace, ctx: Any, *, input_fn: Callable[[str], str], out: TextIO) -> int:
     """Ask question after question in one session until ``/exit`` or end of input."""
+    from ragstep.app.answers import answer_references
     from ragstep.errors import RagstepError
-    from ragstep.stages.chat.common import context_results
 
     session_id: str | None = args.session
     last: Any = None
@@ -243,7 +244,7 @@ def interactive(args: argparse.Namespace, ctx: Any, *, input_fn: Callable[[str],
             out.write("new session\n")
             continue
         if line == "/sources":
-            shown = render_sources(last.chat.references or context_results(last)) if last else "no answer yet"
+            shown = render_sources(answer_references(last)) if last else "no answer yet"
             out.write(shown + "\n")
             continue
         if line.startswith("/"):
@@ -325,6 +326,7 @@ def add_chat_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentPars
         action="store_true",
         help="search the web beside the knowledge bases (RAGSTEP_WEB_SEARCH_PROVIDER; web_search_max_results=N)",
     )
+    add_profile_arguments(p)
     p.add_argument("--json", action="store_true", help="print the answer, references and trace as JSON")
     p.add_argument("--trace", action="store_true", help="print the stage table after the answer")
     p.set_defaults(func=cmd_chat)

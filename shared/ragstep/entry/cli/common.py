@@ -42,15 +42,16 @@ def collector_paused(*, until_exit: bool = False) -> Iterator[None]:
     unless ``until_exit``: the command is the whole process (``main`` called for the process's own command line).
 
     Most of what ``ragstep search`` allocates is what it imports and builds once (pydantic, the models, numpy):
-    ~45k tracked objects that live until the process ends. The collector's ~120 passes over the young ones freed
-    ~1,400 objects, and the full pass the interpreter makes at exit when the collector is on finds what exit frees
-    anyway: 43 of 1,760 million instructions (2.4 %) of a search at 100k chunks; peak RSS +0.3 MB without them.
+    tens of thousands of tracked objects that live until the process ends. The collector's passes over the young
+    ones freed almost nothing, and the full pass the interpreter makes at exit when the collector is on finds what
+    exit frees anyway: CPU spent for nothing, at no measurable cost in peak memory without them.
     Not for commands that run long (ingest, serve, bench): there the collector must keep up.
 
     ``until_exit`` also freezes what the command leaves (:func:`gc.freeze`): the interpreter collects once more at
-    exit even with the collector off, and that pass over ~70k objects exit frees anyway was ~30 ms of a search's
-    ~420 ms wall. Frozen objects are still freed by reference counting when the modules are torn down; only the
-    search for cycles among them is skipped, which the end of the process makes moot.
+    exit even with the collector off, and that pass over objects exit frees anyway was a visible share of a
+    search's wall time (``ragstep bench cli``). Frozen objects are still freed by reference counting when the
+    modules are torn down; only the search for cycles among them is skipped, which the end of the process makes
+    moot.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -80,3 +81,38 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text}")
+    return value
+
+
+def add_profile_arguments(p: argparse.ArgumentParser) -> None:
+    """``--profile``, ``--budget-ms`` and ``--cost-budget-usd`` (ragstep.models.profiles), for search and chat."""
+    p.add_argument("--profile", metavar="NAME", help="quick, standard (the default), deep, or one of RAGSTEP_PROFILES")
+    p.add_argument(
+        "--budget-ms", type=positive_int, metavar="MS", help="latency budget: optional stages are given up to meet it"
+    )
+    p.add_argument(
+        "--cost-budget-usd",
+        type=positive_float,
+        metavar="USD",
+        help="cost budget (estimated USD): optional stages are given up to meet it; the receipt says if it was not",
+    )
+
+
+def profile_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The request fields of :func:`add_profile_arguments` that were given."""
+    fields = {
+        "profile": getattr(args, "profile", None),
+        "budget_ms": getattr(args, "budget_ms", None),
+        "cost_budget_usd": getattr(args, "cost_budget_usd", None),
+    }
+    return {k: v for k, v in fields.items() if v is not None}

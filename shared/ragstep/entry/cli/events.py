@@ -1,11 +1,13 @@
 """``ragstep events run FILE``: process one retrieval request file through the same code as the Lambda consumer and
 print the result event (JSON). The file holds a request, or a ``ragstep.RetrievalRequested`` EventBridge event; its
-reply target, if any, gets the result too (without one, printing is all)."""
+reply target, if any, gets the result too (without one, printing is all). A request id already processed (in the
+last 24 h) is not run again: its recorded result is printed with ``"replayed": true`` and a note on stderr."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from ragstep.errors import InputError
@@ -26,7 +28,17 @@ def cmd_events_run(args: argparse.Namespace) -> int:
         message = json.loads(text)
     except ValueError as exc:
         raise InputError(f"{path} is not JSON: {exc}") from None
-    result = RetrievalEvents(context_of(args).clients).handle(message)
+    result, replayed = RetrievalEvents(context_of(args).clients).process(message)
+    if replayed:
+        # A request id is answered once: a second file with the same id gets the first one's result, which must not
+        # pass for a new run (a request fixed after a failure would otherwise "fail" again without running).
+        detail = result["detail"]
+        print(
+            f"ragstep: note: request_id {detail['request_id']!r} was processed before: this is the recorded result "
+            f"({detail['status']}), nothing ran or was delivered; use a new request_id to run the request again",
+            file=sys.stderr,
+        )
+        result = {**result, "replayed": True}
     print_json(result)
     return 0 if result["detail"]["status"] == "succeeded" else 1
 

@@ -5,15 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragstep.entry.cli.common import EXIT_USER_ERROR, context_of, print_json, validation_message
+from ragstep.entry.cli.ingest_progress import EmbedProgress, Progress, clock
 from ragstep.errors import InputError
 
 if TYPE_CHECKING:
     from ragstep.app.ingest import IngestResult
+    from ragstep.app.ingest_vectors import EmbedOutcome
     from ragstep.context import Context
     from ragstep.models import IngestOptions, KnowledgeBase
 
@@ -42,160 +44,6 @@ def ingest_options(args: argparse.Namespace) -> Any:
         raise InputError(message) from None
 
 
-def _clock(seconds: float) -> str:
-    """``0:42``, ``12:05``, ``1:02:09``."""
-    whole = round(seconds)
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
-
-
-class Progress:
-    """Files, chunks, embedded chunks, the embedding rate and an ETA, on stderr.
-
-    On a terminal, ``[#####-----] 3/10 files, 420 chunks, 380 embedded, 14.2 chunks/s, ETA 1:05  name`` redrawn in
-    place (at most every :attr:`REDRAW_S`); otherwise a plain line every ``every_s`` seconds (a log, a CI job, a
-    redirected run), nothing for a run shorter than that. The stages report chunks and embedded chunks while one
-    file is in flight (:mod:`ragstep.stages.ingest.progress`), so a single large file moves too.
-
-    The bar and the ETA follow the work left: with an embedding model, the chunks of the file in flight not yet
-    embedded plus the chunks the files not yet read will make (their bytes at the chunks per byte seen so far),
-    at the embedding rate seen so far; without one, the bytes not yet read at the rate seen so far.
-    """
-
-    WIDTH = 30
-    REDRAW_S = 0.1
-
-    def __init__(self, sizes: Sequence[int], *, embeds: bool, stream: Any = None, every_s: float = 10.0) -> None:
-        self.stream = stream if stream is not None else sys.stderr
-        self.sizes = list(sizes)
-        self.total = len(self.sizes)
-        self.embeds = embeds
-        self.every_s = every_s
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.started = time.monotonic()
-        self.done = 0
-        self.chunks = 0  # chunks of the files done, as indexed
-        self.embedded_chunks = 0  # every chunk embedded in this run
-        self.current = ""
-        self._file_chunks = 0  # the file in flight
-        self._file_embedded = 0
-        self._bytes_done = 0
-        self._bytes_chunked = 0  # bytes of the files cut into chunks (chunks per byte, for the ETA)
-        self._chunks_cut = 0
-        self._embed_s = 0.0  # time spent embedding: from the first chunks of a file to its end
-        self._embed_from: float | None = None
-        self._shown = float("-inf")
-
-    # -- events (the ingest stages' notes come through chunked / embedded) --
-
-    def start(self, name: str) -> None:
-        self.current = name
-        self._file_chunks = self._file_embedded = 0
-        self.draw(force=True)
-
-    def chunked(self, count: int) -> None:
-        self._file_chunks = count
-        self._chunks_cut += count
-        self._bytes_chunked += self.sizes[self.done] if self.done < self.total else 0
-        if self.embeds:
-            self._embed_from = time.monotonic()
-        self.draw()
-
-    def embedded(self, count: int) -> None:
-        self._file_embedded += count
-        self.embedded_chunks += count
-        self.draw()
-
-    def advance(self, chunks: int) -> None:
-        """The file in flight is done (``chunks`` indexed: 0 when it failed, was unchanged or a duplicate)."""
-        if self._embed_from is not None:
-            self._embed_s += time.monotonic() - self._embed_from
-            self._embed_from = None
-        self._bytes_done += self.sizes[self.done] if self.done < self.total else 0
-        self.done += 1
-        self.chunks += chunks
-        self.current = ""
-        self._file_chunks = self._file_embedded = 0
-        self.draw(force=True)
-
-    # -- figures --
-
-    def rate(self) -> float:
-        """Chunks embedded per second of embedding; without a model, chunks cut per second of the run."""
-        if not self.embeds:
-            elapsed = time.monotonic() - self.started
-            return self._chunks_cut / elapsed if elapsed > 0 else 0.0
-        spent = self._embed_s + (time.monotonic() - self._embed_from if self._embed_from is not None else 0.0)
-        return self.embedded_chunks / spent if spent > 0 and self.embedded_chunks else 0.0
-
-    def fraction(self) -> float:
-        total = sum(self.sizes)
-        if not total:
-            return self.done / max(self.total, 1)
-        within = self._file_embedded / self._file_chunks if self.embeds and self._file_chunks else 0.0
-        in_flight = self.sizes[self.done] if self.done < self.total else 0
-        return min(1.0, (self._bytes_done + in_flight * within) / total)
-
-    def eta_s(self) -> float | None:
-        left_bytes = sum(self.sizes) - self._bytes_done
-        if self.embeds:
-            rate = self.rate()
-            if not rate or not self._bytes_chunked:
-                return None
-            in_flight = self.sizes[self.done] if self.done < self.total and self._file_chunks else 0
-            per_byte = self._chunks_cut / self._bytes_chunked
-            left = (self._file_chunks - self._file_embedded) + (left_bytes - in_flight) * per_byte
-            return max(0.0, left / rate)
-        elapsed = time.monotonic() - self.started
-        read = self._bytes_done
-        return left_bytes * elapsed / read if read and elapsed > 0 else None
-
-    def line(self) -> str:
-        text = f"{self.done}/{self.total} files, {self.chunks + self._file_chunks} chunks"
-        if self.embeds:
-            text += f", {self.embedded_chunks} embedded"
-        rate, eta = self.rate(), self.eta_s()
-        if rate:
-            text += f", {rate:.1f} chunks/s"
-        if eta is not None and self.done < self.total:
-            text += f", ETA {_clock(eta)}"
-        return text
-
-    # -- output --
-
-    def draw(self, *, force: bool = False) -> None:
-        now = time.monotonic()
-        if self.tty:
-            if not force and now - self._shown < self.REDRAW_S:
-                return
-            filled = int(self.WIDTH * self.fraction())
-            bar = "#" * filled + "-" * (self.WIDTH - filled)
-            text = f"[{bar}] {self.line()}"
-            if self.current:
-                text += f"  {clip_name(self.current, 40)}"
-            # \r back to the start, \x1b[K clears what a longer previous line left behind.
-            self.stream.write(f"\r{text}\x1b[K")
-        else:
-            if now - self.started < self.every_s or now - self._shown < self.every_s:
-                return
-            at = f" (at {self.current})" if self.current else ""
-            self.stream.write(f"ragstep: ingest: {self.line()}, {_clock(now - self.started)} elapsed{at}\n")
-        self._shown = now
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.tty:
-            self.stream.write("\n")
-            self.stream.flush()
-
-
-def clip_name(name: str, width: int) -> str:
-    from ragstep.entry.cli.console import clip
-
-    return clip(name, width)
-
-
 def ingest_summary(results: Sequence[IngestResult], kb_name: str, *, files: int | None = None) -> str:
     """``3 of 4 files ingested into docs, 12 chunks``: files not failed (indexed, unchanged or duplicate) and the
     chunks they have in the index, then how many files found in folders were skipped for their type (the table above
@@ -216,8 +64,14 @@ def ingest_summary(results: Sequence[IngestResult], kb_name: str, *, files: int 
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from ragstep.app.ingest import IngestResult, check_named_paths, check_tag, scan_paths
-    from ragstep.stages.ingest.common import allowed_suffixes
+    from ragstep.app.ingest import (
+        IngestResult,
+        allowed_suffixes,
+        check_named_paths,
+        check_tag,
+        pipeline_for,
+        scan_paths,
+    )
 
     options = ingest_options(args)  # before anything is read or written
     tag_id = check_tag(args.tag) if args.tag is not None else ""
@@ -232,9 +86,15 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     files = [f for f in found if isinstance(f, Path)]
     if not urls and not files and not any(r.status == "failed" for r in found if isinstance(r, IngestResult)):
         raise InputError(f"no supported files under {' '.join(args.paths)} (supported: {', '.join(suffixes)})")
-    progress = Progress([_size(f) for f in files], embeds=kb.embedding_model != "none")
+    # Progressive indexing where the index allows it: every file searchable by keyword first, then the vectors.
+    keywords_first = pipeline_for(kb, ctx, keywords_first=True) == "ingest_keywords"
+    progress = Progress(
+        [_size(f) for f in files],
+        embeds=kb.embedding_model != "none" and not keywords_first,
+        phase="keywords" if keywords_first else "",
+    )
     results: list[IngestResult] = []
-    interrupted = _ingest_found(found, kb, ctx, options, tag_id, progress, results)
+    interrupted = _ingest_found(found, kb, ctx, options, tag_id, progress, results, keywords_first)
     if urls and not interrupted:
         from ragstep.app.urls import ingest_urls
 
@@ -247,7 +107,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
         # After every file of the run: a folder's layers summarise its children (ragstep.app.viking says why).
         refresh_hierarchy(kb, ctx, roots=paths)
+    vectors = VectorsPhase(kb, ctx)
+    if keywords_first and not interrupted:
+        vectors.run(progress, later=args.vectors_later)
     report(results, kb.name, as_json=args.json, files=len(files) if interrupted else None)
+    if vectors.run_ended(args.vectors_later):
+        return EXIT_INTERRUPTED
     if interrupted:
         left = len(files) - progress.done
         print(
@@ -256,7 +121,123 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
-    return EXIT_USER_ERROR if any(r.status == "failed" for r in results) else 0
+    failed = any(r.status == "failed" for r in results) or bool(vectors.outcome and vectors.outcome.failed)
+    return EXIT_USER_ERROR if failed else 0
+
+
+class VectorsPhase:
+    """The second phase of ``ragstep ingest`` (:mod:`ragstep.app.ingest_vectors`): the vectors of every chunk of the
+    knowledge base still searchable by keyword only (this run's, and any an earlier run left), with its own progress
+    line; and what to tell the user when it ends."""
+
+    def __init__(self, kb: KnowledgeBase, ctx: Context) -> None:
+        self.kb, self.ctx = kb, ctx
+        self.waiting = 0
+        self.interrupted = False
+        self.outcome: EmbedOutcome | None = None
+
+    def run(self, first: Progress, *, later: bool) -> None:
+        from ragstep.app.ingest import listening
+        from ragstep.app.ingest_vectors import embed_pending, pending_chunks
+
+        progress: EmbedProgress | None = None
+        try:  # Ctrl-C from here on stops this phase only: the first one's report is still printed
+            self.waiting = pending_chunks(self.kb, self.ctx)
+            if not self.waiting or later:
+                return
+            elapsed = clock(time.monotonic() - first.started)
+            progress = EmbedProgress(self.waiting)
+            print(
+                f"ragstep: ingest: {first.done} files searchable by keyword after {elapsed}; "
+                f"adding the vectors of {self.waiting} chunks",
+                file=sys.stderr,
+                flush=True,
+            )
+            with listening(progress):
+                self.outcome = embed_pending(self.kb, self.ctx)
+        except KeyboardInterrupt:
+            self.interrupted = True
+        finally:
+            if progress is not None:
+                progress.draw(force=True)
+                progress.close()
+
+    def run_ended(self, later: bool) -> bool:
+        """Say what is left to do, if anything; True when Ctrl-C stopped the phase."""
+        from ragstep.app.ingest_vectors import pending_chunks
+
+        name = self.kb.name
+        if self.interrupted:
+            left = pending_chunks(self.kb, self.ctx)
+            print(
+                f"ragstep: interrupted: {left} chunks are searchable by keyword only (no vector yet); run `ragstep kb "
+                f"embed {name}` (or this command again) to add them",
+                file=sys.stderr,
+            )
+            return True
+        if later and self.waiting:
+            print(
+                f"ragstep: ingest: {self.waiting} chunks searchable by keyword only; add their vectors with "
+                f"`ragstep kb embed {name}`",
+                file=sys.stderr,
+            )
+        for filename, error in self.outcome.failed if self.outcome else ():
+            print(
+                f"ragstep: error: {filename}: its vectors could not be made ({error}); it stays searchable by "
+                f"keyword; run `ragstep kb embed {name}` to try again",
+                file=sys.stderr,
+            )
+        return False
+
+
+def cmd_kb_embed(args: argparse.Namespace) -> int:
+    """``ragstep kb embed KB``: add the vectors of the chunks still searchable by keyword only (a progressive ingest
+    interrupted, or run with ``--vectors-later``). Only those are embedded; running it again after Ctrl-C goes on
+    where it stopped."""
+    from ragstep.app.ingest import listening
+    from ragstep.app.ingest_vectors import embed_pending, pending_chunks, pending_documents, require_backfill
+
+    ctx = context_of(args)
+    kb = ctx.require_kb(args.name)
+    if kb.embedding_model == "none":
+        raise InputError(f"knowledge base {kb.name} has no embedding model (keyword search only): nothing to embed")
+    require_backfill(ctx)
+    documents = len(pending_documents(kb, ctx))
+    waiting = pending_chunks(kb, ctx)
+    progress = EmbedProgress(waiting)
+    interrupted = False
+    outcome = None
+    try:
+        with listening(progress):
+            outcome = embed_pending(kb, ctx)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        if waiting:
+            progress.draw(force=True)
+        progress.close()
+    left = pending_chunks(kb, ctx)
+    failed = outcome.failed if outcome else []
+    if args.json:
+        print_json(
+            {
+                "knowledge_base": kb.name,
+                "documents": documents,
+                "chunks": waiting - left,
+                "keyword_only_chunks": left,
+                "failed": [{"file": f, "error": e} for f, e in failed],
+            }
+        )
+    elif not waiting:
+        print(f"nothing to embed: every chunk of {kb.name} has its vector")
+    else:
+        print(f"{waiting - left} of {waiting} chunks of {kb.name} given their vectors ({documents} documents)")
+    for filename, error in failed:
+        print(f"ragstep: error: {filename}: its vectors could not be made: {error}", file=sys.stderr)
+    if interrupted:
+        print(f"ragstep: interrupted: {left} chunks still have no vector; run the same command again", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_USER_ERROR if failed else 0
 
 
 def _size(path: Path) -> int:
@@ -274,31 +255,106 @@ def _ingest_found(
     tag_id: str,
     progress: Progress,
     results: list[IngestResult],
+    keywords_first: bool = False,
 ) -> bool:
     """Ingest the files found, appending a row per file to ``results``; True when Ctrl-C stopped the run.
 
     The run holds a lease on its scratch files and first removes those of earlier runs that were killed
     (:mod:`ragstep.app.ingest_scratch`). On Ctrl-C the file in flight is abandoned (``ingest_file`` removed its
     products; its previous version, if any, is untouched) and what was done so far is reported as usual."""
-    from ragstep.app.ingest import IngestResult, ingest_file
+    from ragstep.app.ingest import ingest_file, listening
     from ragstep.app.ingest_scratch import IngestLease, sweep_stale_products
-    from ragstep.stages.ingest.progress import listening
 
     try:
         with IngestLease(ctx) as lease, listening(progress):
             sweep_stale_products(ctx, lease)
-            for item in found:
-                if isinstance(item, IngestResult):
-                    results.append(item)
-                    continue
-                progress.start(item.name)
-                result = ingest_file(item, kb, ctx, options, tag_id=tag_id, request_id=lease.request_id())
-                results.append(result)
-                progress.advance(result.chunks if result.status == "indexed" else 0)
+
+            def one(path: Path) -> IngestResult:
+                rid = lease.request_id()
+                return ingest_file(path, kb, ctx, options, tag_id=tag_id, request_id=rid, keywords_first=keywords_first)
+
+            # Side by side only where no file waits on the embedding model (it computes one call at a time).
+            side_by_side = keywords_first or kb.embedding_model == "none"
+            return _ingest_each(found, one, progress, results, ctx.settings.ingest_files_at_once if side_by_side else 1)
     except KeyboardInterrupt:
         return True
     finally:
         progress.close()
+
+
+#: A file larger than this runs alone, in the main thread: Ctrl-C then never waits on a large file in a worker.
+#: Smaller ones go ``RAGSTEP_INGEST_FILES_AT_ONCE`` at a time (keyword phase, or no embedding model): a small file's
+#: time is mostly its durable writes (the original, its record, its index transaction: fsyncs) waiting on the disk,
+#: not the CPU, so files in flight together overlap those waits (BENCHMARKS.md, "Progressive indexing"). The index
+#: takes one writer at a time; the others wait their turn.
+SIDE_BY_SIDE_MAX_BYTES = 1 << 20
+
+
+def _ingest_each(
+    found: Sequence[Path | IngestResult],
+    one: Callable[[Path], IngestResult],
+    progress: Progress,
+    results: list[IngestResult],
+    workers: int,
+) -> bool:
+    """Run ``one`` on each file found, ``workers`` small files at a time, appending the rows in the order found;
+    True when Ctrl-C stopped the run.
+
+    On Ctrl-C no further file starts; the small files already in the workers' hands finish (milliseconds) and are
+    reported, so the summary counts every document the index holds. The file in the main thread is abandoned
+    (``ingest_file`` removes its products; its previous version, if any, is untouched)."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    from ragstep.app.ingest import IngestResult
+
+    def done(result: IngestResult) -> None:
+        results.append(result)
+        progress.advance(result.chunks if result.status == "indexed" else 0)
+
+    # A plain pool, not a context-copying one: the workers' stages send no notes to the progress line (it counts
+    # the files as they are reported, in order).
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ragstep-ingest") if workers > 1 else None
+    window: list[tuple[Path, Future[IngestResult]]] = []
+    sizes: dict[Path, int] = {}
+
+    def drain(keep: int) -> None:
+        while len(window) > keep:
+            path, future = window[0]
+            progress.start(path.name)
+            result = future.result()  # Ctrl-C here leaves it in the window, reported below
+            window.pop(0)
+            done(result)
+
+    try:
+        for item in found:
+            if isinstance(item, IngestResult):
+                drain(0)
+                results.append(item)
+            elif pool is not None and (size := _size(item)) <= SIDE_BY_SIDE_MAX_BYTES:
+                # Two copies of one file must not be in flight together: the second is found a duplicate of the
+                # first only once the first is indexed. Same bytes means same size, so a file waits for any of
+                # its size (a cheap check; a rare wait).
+                while any(sizes[p] == size for p, _ in window):
+                    drain(len(window) - 1)
+                sizes[item] = size
+                window.append((item, pool.submit(one, item)))
+                drain(2 * workers)  # a few queued ahead, so a worker never waits on the main thread
+            else:
+                drain(0)
+                progress.start(item.name)
+                done(one(item))
+        drain(0)
+    except KeyboardInterrupt:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+            for path, future in window:
+                if not future.cancelled() and future.exception() is None:
+                    progress.start(path.name)
+                    done(future.result())
+        return True
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
     return False
 
 

@@ -59,7 +59,7 @@ def cmd_kb_list(args: argparse.Namespace) -> int:
 
 def plain_listing(args: argparse.Namespace) -> list[dict[str, Any]] | None:
     """The knowledge bases as ``kb list --json`` prints them, read without pydantic (importing it and building the
-    settings' and the catalog's models were ~2/3 of the command's time: BENCHMARKS.md, CLI start-up).
+    settings' and the catalog's models were most of the command's time: ``ragstep bench cli``).
 
     Only where that gives exactly what :class:`~ragstep.settings.Settings` and the catalog's models would: the
     embedded (SQLite) catalog, no ``RAGSTEP_*`` variable that building the settings could reject or act on (a
@@ -100,7 +100,7 @@ def render_contents(contents: KnowledgeBaseContents) -> str:
             clip(item.filename or item.title or item.source_uri, 32),
             item.chunk_count,
             item.tag_id or "-",
-            item.status,
+            "vectors pending" if item.vectors_pending else item.status,  # keyword-searchable, embedding to come
             clip(item.error, 40),
         )
         for item in contents.documents

@@ -16,7 +16,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeGuard, cast
 
 from ragstep import __version__
-from ragstep.entry.cli.common import EXIT_USER_ERROR, context_of, positive_int, validation_message
+from ragstep.entry.cli.common import (
+    EXIT_USER_ERROR,
+    add_profile_arguments,
+    context_of,
+    positive_int,
+    validation_message,
+)
 from ragstep.errors import InputError, RagstepError
 
 if TYPE_CHECKING:
@@ -73,8 +79,8 @@ def add_kb_arguments(kb: argparse.ArgumentParser, common: argparse.ArgumentParse
     p.add_argument("--type", choices=("document", "faq"), default="document")
     p.add_argument(
         "--embedding-model",
-        help="local:multilingual-e5-small (in the process), openai:..., bedrock:..., or none (BM25 only); "
-        "default: RAGSTEP_EMBEDDER's (local)",
+        help="local:multilingual-e5-small-int8 (in the process; local:multilingual-e5-small, the one before), "
+        "openai:..., bedrock:..., or none (BM25 only); default: RAGSTEP_EMBEDDER's (local)",
     )
     p.add_argument(
         "--graph", action="store_true", help="build a knowledge graph at ingest (the chat model extracts entities)"
@@ -95,6 +101,14 @@ def add_kb_arguments(kb: argparse.ArgumentParser, common: argparse.ArgumentParse
     p.add_argument("name", help="knowledge base name or id")
     p.add_argument("--json", action="store_true", help="print {knowledge_base, documents} as JSON")
     p.set_defaults(func=lazy("ragstep.entry.cli.kb", "cmd_kb_show"))
+    p = kb_sub.add_parser(
+        "embed",
+        help="add the vectors still missing (chunks searchable by keyword only): resumes an interrupted ingest",
+        parents=[common],
+    )
+    p.add_argument("name", help="knowledge base name or id")
+    p.add_argument("--json", action="store_true", help="print {documents, chunks, failed} as JSON")
+    p.set_defaults(func=lazy("ragstep.entry.cli.ingest", "cmd_kb_embed"))
     p = kb_sub.add_parser("delete", help="delete a knowledge base and everything indexed in it", parents=[common])
     p.add_argument("name")
     p.set_defaults(func=cmd_kb_delete)
@@ -113,6 +127,11 @@ def add_ingest_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentPa
         "section (up to 4096 characters)",
     )
     p.add_argument("--tag", metavar="TAG", help="tag every ingested document and its chunks (search --tag TAG)")
+    p.add_argument(
+        "--vectors-later",
+        action="store_true",
+        help="stop once every file is searchable by keyword; add the vectors later with `ragstep kb embed KB`",
+    )
     p.add_argument(
         "--max-pages", type=positive_int, default=50, metavar="N", help="web pages a sitemap URL may add in all (50)"
     )
@@ -137,6 +156,7 @@ def add_search_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentPa
         metavar="KEY=VALUE",
         help="override a retrieval setting, by field or RAGSTEP_* name (e.g. embedding_top_k=5)",
     )
+    add_profile_arguments(p)
     p.add_argument("--json", action="store_true", help="print {query, request_id, results, trace} as JSON")
     p.add_argument(
         "--hierarchical",
@@ -219,7 +239,7 @@ COMMANDS: dict[str, tuple[str, AddArguments]] = {
 class Commands(argparse._SubParsersAction):
     """The sub-commands: each listed (name and help line) at once, its parser built when argparse picks it.
 
-    Building the parsers of all ~25 commands and actions, and importing their modules, took ~15 ms of every start-up,
+    Building the parsers of all the commands and actions, and importing their modules, slowed every start-up,
     ``ragstep search`` included, of which the command's own parser is a small part. argparse itself still chooses the
     command (no second reading of the command line), so where ``--data-dir`` or an unknown option stands changes
     nothing. This extends argparse's own action through its internals (``_SubParsersAction``, its pseudo-actions of
@@ -290,8 +310,8 @@ def check_utf8_args(args: argparse.Namespace) -> None:
 
 
 def is_validation_error(exc: BaseException) -> TypeGuard[ValidationError]:
-    """``exc`` is pydantic's ValidationError, asked without importing pydantic (~40 ms): ``--help`` and the commands
-    that never load a model must not pay for it, and an error of pydantic's means pydantic is loaded."""
+    """``exc`` is pydantic's ValidationError, asked without importing pydantic (a slow import): ``--help`` and the
+    commands that never load a model must not pay for it, and an error of pydantic's means pydantic is loaded."""
     pydantic_core = sys.modules.get("pydantic_core")
     return pydantic_core is not None and isinstance(exc, pydantic_core.ValidationError)
 

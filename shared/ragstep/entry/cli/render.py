@@ -18,7 +18,7 @@ def render_results(state: PipelineState) -> str:
             clip(r.knowledge_filename or r.knowledge_id, 24),
             clip(r.content, 60),
         )
-        for i, r in enumerate(state.final_results)
+        for i, r in enumerate(state.results("final_results"))
     ]
     if rows:
         lines.append(table(("#", "score", "match", "source", "content"), rows))

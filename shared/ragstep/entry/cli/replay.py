@@ -1,7 +1,10 @@
 """``ragstep replay``: run a recorded request again and show what changed (:mod:`ragstep.app.replay`).
 
 * ``ragstep replay REQUEST_ID [--from STEP] [--set KEY=VALUE ...] [--json]``: one request, its diff.
-* ``ragstep replay --last N [--set ...]``: the newest N records, how many changed and how.
+* ``ragstep replay --last N [--set ...] [--qrels DIR]``: the newest N records, how many changed and how; with a
+  BEIR-layout folder's judgements, the nDCG@10 of the recorded and the replayed results, and which is better.
+* ``ragstep replay --set-dir DIR --kb KB --set ...``: a benchmark set's queries searched under the current settings
+  and with the overrides, judged by its qrels (nothing recorded is needed).
 * ``ragstep replay --list`` / ``--prune``: the records kept / remove the expired ones.
 """
 
@@ -9,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 from ragstep.entry.cli.common import context_of, positive_int, print_json
@@ -20,6 +24,18 @@ def add_replay_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentPa
     p.add_argument("--from", dest="from_step", metavar="STEP", help="replay from this step (default: the start)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="a retrieval or chat setting to change")
     p.add_argument("--last", type=positive_int, metavar="N", help="replay the newest N records and count the changes")
+    p.add_argument(
+        "--qrels",
+        metavar="DIR",
+        help="with --last: judge both sides by this BEIR folder's queries.jsonl + qrels.tsv (nDCG@10)",
+    )
+    p.add_argument(
+        "--set-dir",
+        metavar="DIR",
+        help="search a BEIR folder's judged queries on --kb under the current settings and with --set; judge both",
+    )
+    p.add_argument("--kb", action="append", metavar="KB", help="with --set-dir: the knowledge base(s) to search")
+    p.add_argument("--limit", type=positive_int, metavar="N", help="with --set-dir: only the first N judged queries")
     p.add_argument("--list", action="store_true", help="list the records kept, newest first")
     p.add_argument("--prune", action="store_true", help="remove the records older than RAGSTEP_RECORD_RETENTION_S")
     p.add_argument("--json", action="store_true", help="print the diff as JSON")
@@ -55,8 +71,28 @@ def render(d: Any) -> str:
     return "\n".join(out)
 
 
+def _print_batch(summary: Any, as_json: bool, what: str, *, recorded: bool) -> int:
+    shown = dataclasses.asdict(summary)
+    if as_json:
+        print_json(shown)
+        return 0
+    counts = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in shown.items() if k.startswith(("results", "answers")))
+    print(f"{summary.changed} of {summary.replayed} {what} changed: {counts}")
+    for request_id, query in zip(summary.changed_requests, summary.changed_queries, strict=True):
+        shown_query = query if len(query) <= 72 else query[:71] + "…"
+        print(f"  {request_id}  {shown_query}" if recorded else f"  {shown_query}")
+    if summary.verdict:
+        if summary.judged:
+            print(
+                f"judged {summary.judged}: nDCG@10 {summary.ndcg_before:.4f} -> {summary.ndcg_after:.4f} "
+                f"({summary.better} better, {summary.worse} worse)"
+            )
+        print(summary.verdict)
+    return 0
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
-    from ragstep.app.replay import recent, replay
+    from ragstep.app.replay import load_judgements, recent, replay, replay_set, summarise
     from ragstep.entry.cli.chat import split_overrides
     from ragstep.pipeline import recording
 
@@ -69,31 +105,21 @@ def cmd_replay(args: argparse.Namespace) -> int:
             print(request_id)
         return 0
     retrieval, chat = split_overrides(args.set or [])
+    if args.set_dir:
+        if not args.kb:
+            raise InputError("--set-dir needs --kb: the knowledge base that holds the set's corpus")
+        if chat:
+            raise InputError("--set-dir compares searches: only retrieval settings can be --set")
+        judgements = load_judgements(Path(args.set_dir))
+        kb_ids = [ctx.require_kb(ref).id for ref in args.kb]
+        diffs = replay_set(ctx, judgements, kb_ids, retrieval=retrieval, limit=args.limit)
+        sides = ("the current settings", f"the settings with {' '.join(args.set or [])}")
+        return _print_batch(summarise(diffs, judgements, sides), args.json, "queries of the set", recorded=False)
     if args.last:
         ids = recent(ctx, args.last)
         diffs = [replay(ctx, rid, from_step=args.from_step, retrieval=retrieval, chat=chat) for rid in ids]
-        changed = [d for d in diffs if d.changed]
-        summary = {
-            "replayed": len(diffs),
-            "changed": len(changed),
-            "results_gained": sum(len(d.gained) for d in diffs),
-            "results_lost": sum(len(d.lost) for d in diffs),
-            "results_moved": sum(len(d.moved) for d in diffs),
-            "answers_changed": sum(1 for d in diffs if d.answer_diff),
-            "changed_requests": [d.request_id for d in changed],
-        }
-        if args.json:
-            print_json(summary)
-        else:
-            print(
-                f"{summary['changed']} of {summary['replayed']} recorded requests changed: "
-                + ", ".join(
-                    f"{k.replace('_', ' ')} {v}" for k, v in summary.items() if k.startswith(("results", "answers"))
-                )
-            )
-            for d in changed:
-                print(f"  {d.request_id}")
-        return 0
+        judged = load_judgements(Path(args.qrels)) if args.qrels else None
+        return _print_batch(summarise(diffs, judged), args.json, "recorded requests", recorded=True)
     if not args.request_id:
         raise InputError("name a request id (ragstep replay --list shows them), or --last N")
     d = replay(ctx, args.request_id, from_step=args.from_step, retrieval=retrieval, chat=chat)

@@ -8,7 +8,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ragstep.entry.cli.common import collector_paused, context_of, print_json, validation_message
+from ragstep.entry.cli.common import collector_paused, context_of, print_json, profile_fields, validation_message
 from ragstep.errors import InputError
 
 if TYPE_CHECKING:
@@ -88,6 +88,7 @@ def _search(args: argparse.Namespace) -> int:
         tag_ids=args.tag or [],
         session_id=args.session,
         overrides=overrides,
+        **profile_fields(args),
     )
     ctx = context_of(args)
     if ahead is not None:
@@ -103,7 +104,7 @@ def _search(args: argparse.Namespace) -> int:
 def embedder_ahead(args: argparse.Namespace) -> LocalEmbedder | None:
     """The embedded embedding model of the knowledge bases ``--kb`` names, already embedding the query on a thread
     of its own (:meth:`~ragstep.adapters.embedders.local.LocalEmbedder.embed_query_ahead`), for the search to use:
-    a new process's first query costs the engine ~30 ms of one core, which then run beside the ~110 ms this command
+    a new process's first query costs the engine work on one core, which then runs beside the time this command
     spends importing and building pydantic, the models and the settings on the other. None when the knowledge
     bases do not all store one ``local:`` model.
 

@@ -1,9 +1,10 @@
 """The streaming chat function's app on Starlette alone: the routes of ``create_app(routers=CHAT_ROUTERS)`` (chat,
 sessions, knowledge search, ``/healthz``) without importing FastAPI.
 
-Why it exists: the function's cold start (issue #14). Importing FastAPI costs a new execution environment ~190 ms
-of its ~700 ms before the first token (its OpenAPI models, its telemetry, declaring routes), all to serve thirteen
-routes whose work is framework-free anyway. Starlette, FastAPI's base, is imported in either case.
+Why it exists: the function's cold start (issue #14). Importing FastAPI was about a quarter of a new execution
+environment's time to its first token (its OpenAPI models, its telemetry, declaring routes: ``ragstep bench coldstart
+--function chat``), all to serve a dozen routes whose work is framework-free anyway. Starlette, FastAPI's base, is
+imported in either case.
 
 FastAPI's app (:func:`ragstep.entry.http.app.create_app`) is the reference for the API's contract: its
 ``/openapi.json`` documents it, and ``ragstep serve`` and the API function serve it. This app answers as that one

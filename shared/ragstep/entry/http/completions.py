@@ -29,18 +29,17 @@ arrives, only to mark the last, would delay every delta by one. A stopped answer
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import JSONResponse, Response
 
-from ragstep.app.chat import run_chat, stream_chat, stream_stateless_chat
-from ragstep.app.sessions import RUNNING
+from ragstep.app.answers import grounding_results
+from ragstep.app.chat_runs import Relayed, Run, run_to_end, start
 from ragstep.context import Context
 from ragstep.entry.http.auth import Meter
 from ragstep.entry.http.errors import openai_error
@@ -48,10 +47,8 @@ from ragstep.entry.http.model_ids import MODEL_PROFILES, choice_of, knowledge_ba
 from ragstep.entry.http.sources import sources_markdown, without_sources
 from ragstep.entry.http.sse import DONE, SSEResponse, data_frame
 from ragstep.errors import InputError, RagstepError
-from ragstep.models import ChatRequest, HistoryRound, PipelineState, RetrievalOverrides, StreamEvent, Usage
+from ragstep.models import ChatRequest, HistoryRound, PipelineState, RetrievalOverrides, Usage
 from ragstep.models.cost import CostReceipt
-from ragstep.pipeline.executor import drain
-from ragstep.stages.chat.common import context_results
 
 log = logging.getLogger("ragstep.http")
 
@@ -237,79 +234,7 @@ def plan_of(body: ChatCompletionRequest, ctx: Context) -> Plan:
     )
 
 
-# -- running a plan ------------------------------------------------------------------------------------------------
-
-Started = StreamEvent | PipelineState
-
-
-@dataclass
-class Run:
-    """A started chat: its first event (or, for a pipeline that does not stream, its final state), the rest of its
-    events, the stop signal of its session, and ``close`` -- closes the events (saving a partial answer) and
-    unregisters the stop signal."""
-
-    first: Started
-    events: Generator[StreamEvent, None, PipelineState]
-    stop: threading.Event | None
-    close: Callable[[], None]
-
-
-def start(plan: Plan, ctx: Context) -> Run:
-    """Start the chat up to its first event, so that bad input and a failed retrieval are an HTTP error, not an
-    event stream that breaks at once."""
-    stop: threading.Event | None = None
-    unregister: Callable[[], None] = lambda: None  # noqa: E731
-    if plan.history is None and plan.request.session_id is not None:
-        stop, unregister = RUNNING.register(ctx.tenant_id, plan.request.session_id)
-    try:
-        if plan.history is None:
-            events = stream_chat(plan.request, ctx)
-        else:
-            events = stream_stateless_chat(plan.request, plan.history, ctx)
-        try:
-            first: Started = next(events)
-        except StopIteration as done:
-            first = done.value
-    except BaseException:
-        unregister()
-        raise
-
-    def close() -> None:
-        try:
-            events.close()
-        finally:
-            unregister()
-
-    return Run(first=first, events=events, stop=stop, close=close)
-
-
-def relay(run: Run) -> Generator[StreamEvent, None, PipelineState | None]:
-    """The run's events; returns its final state, or None when its session's answer was stopped (the events are
-    closed then, which saves the part shown, marked interrupted)."""
-    if isinstance(run.first, PipelineState):
-        return run.first
-    yield run.first
-    while run.stop is None or not run.stop.is_set():
-        try:
-            event = next(run.events)
-        except StopIteration as done:
-            final: PipelineState = done.value
-            return final
-        yield event
-    run.events.close()
-    return None
-
-
-class Relayed:
-    """The run's events (:func:`relay`) for a ``for`` loop; :attr:`final` is its final state once the loop has ended
-    (None when its session's answer was stopped, or while it has not ended)."""
-
-    def __init__(self, run: Run) -> None:
-        self.final: PipelineState | None = None
-        self._events = relay(run)
-
-    def __iter__(self) -> Iterator[StreamEvent]:
-        self.final = yield from self._events
+# -- formatting a run ------------------------------------------------------------------------------------------------
 
 
 def stream_error(exc: BaseException) -> dict[str, Any]:
@@ -329,7 +254,7 @@ def report(usage_meter: Meter, state: PipelineState) -> CostReceipt | None:
     (returned, for ``usage.cost``)."""
     usage = state.chat.usage
     usage_meter.pipeline = state.pipeline
-    usage_meter.results = len(context_results(state))
+    usage_meter.results = len(grounding_results(state))
     counted = (0, 0) if usage.estimated else (usage.prompt_tokens, usage.completion_tokens)
     usage_meter.add_tokens(state.chat.model, *counted)
     return usage_meter.charge(state)
@@ -353,7 +278,7 @@ def usage_body(usage: Usage, receipt: CostReceipt | None = None) -> dict[str, An
 
 def appended_sources(plan: Plan, state: PipelineState) -> str:
     """The sources block the answer's text ends with (empty unless the plan asks for it)."""
-    return sources_markdown(state, context_results(state)) if plan.sources else ""
+    return sources_markdown(state, grounding_results(state)) if plan.sources else ""
 
 
 def completion_frames(plan: Plan, run: Run, include_usage: bool, usage_meter: Meter) -> Generator[bytes, None, None]:
@@ -398,7 +323,7 @@ def completion_frames(plan: Plan, run: Run, include_usage: bool, usage_meter: Me
             if block:
                 yield chunk({"content": block})
                 answer += block
-            references = [r.model_dump(mode="json") for r in context_results(final)]
+            references = [r.model_dump(mode="json") for r in grounding_results(final)]
             finish = finish_reason(final)
             usage = usage_body(final.chat.usage, report(usage_meter, final))
         else:
@@ -421,7 +346,7 @@ def completion_frames(plan: Plan, run: Run, include_usage: bool, usage_meter: Me
 def completion_body(plan: Plan, state: PipelineState, receipt: CostReceipt | None = None) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": state.chat.answer + appended_sources(plan, state)}
     if plan.reference:
-        message["reference"] = [r.model_dump(mode="json") for r in context_results(state)]
+        message["reference"] = [r.model_dump(mode="json") for r in grounding_results(state)]
     choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason(state)}
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
@@ -450,11 +375,8 @@ def complete(body: ChatCompletionRequest, ctx: Context, usage_meter: Meter) -> R
     to its first event here, so that bad input and a failed retrieval are an HTTP error)."""
     plan = plan_of(body, ctx)
     if not body.stream:
-        if plan.history is None:
-            state = run_chat(plan.request, ctx)
-        else:
-            state = drain(stream_stateless_chat(plan.request, plan.history, ctx))
+        state = run_to_end(plan.request, plan.history, ctx)
         return JSONResponse(completion_body(plan, state, report(usage_meter, state)))
-    run = start(plan, ctx)
+    run = start(plan.request, plan.history, ctx)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     return sse_response(completion_frames(plan, run, include_usage, usage_meter), run)

@@ -16,15 +16,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ragstep.app.answers import answer_notes, grounding_results
 from ragstep.app.chat import delete_session
+from ragstep.app.chat_runs import Relayed, Run, start
 from ragstep.app.sessions import sessions_page, stop_answer, turns_page
 from ragstep.context import Context
 from ragstep.entry.http.auth import Meter
-from ragstep.entry.http.completions import Plan, Relayed, Run, report, sse_response, start, stream_error
+from ragstep.entry.http.completions import report, sse_response, stream_error
 from ragstep.entry.http.sse import SSEResponse, event_frame
 from ragstep.models import ChatRequest, HistoryRound, RetrievalOverrides, SessionSummary, Turn
-from ragstep.stages.chat.common import context_results
-from ragstep.stages.chat.notes import notes
 
 
 class SessionPage(BaseModel):
@@ -152,7 +152,7 @@ def knowledge_frames(query: str, session_id: str | None, run: Run, usage_meter: 
         return
     receipt = report(usage_meter, final)
     if not referenced:  # a pipeline that does not stream: its references and answer now
-        yield frame("references", knowledge_references=[r.model_dump(mode="json") for r in context_results(final)])
+        yield frame("references", knowledge_references=[r.model_dump(mode="json") for r in grounding_results(final)])
     if not shown and final.chat.answer:
         yield frame("answer", final.chat.answer)
     totals = {
@@ -160,8 +160,8 @@ def knowledge_frames(query: str, session_id: str | None, run: Run, usage_meter: 
         "model": final.chat.model,
         "usage": final.chat.usage.model_dump() | ({"cost": receipt.model_dump(mode="json")} if receipt else {}),
         "fallback": final.chat.fallback,
-        "references": len(context_results(final)),
-        "notes": notes(final),
+        "references": len(grounding_results(final)),
+        "notes": answer_notes(final),
         "interrupted": False,
         "trace": [t.model_dump(mode="json") for t in final.trace],
     }
@@ -170,13 +170,12 @@ def knowledge_frames(query: str, session_id: str | None, run: Run, usage_meter: 
 
 def session_chat(session_id: str, body: KnowledgeChatBody, ctx: Context, usage_meter: Meter) -> SSEResponse:
     """Answer in the session (its history read, the turn saved), streamed in WeKnora's frames."""
-    chat = body.request(session_id)
-    run = start(Plan(request=chat, history=None, reference=True, profile=chat.pipeline), ctx)
+    run = start(body.request(session_id), None, ctx)
     return sse_response(knowledge_frames(body.query, session_id, run, usage_meter), run)
 
 
 def stateless_chat(body: StatelessChatBody, ctx: Context, usage_meter: Meter) -> SSEResponse:
     """Answer with the history given in the body, streamed in WeKnora's frames; nothing is written."""
     history = [HistoryRound(query=h.query, answer=h.answer) for h in body.history]
-    run = start(Plan(request=body.request(None), history=history, reference=True, profile=body.pipeline), ctx)
+    run = start(body.request(None), history, ctx)
     return sse_response(knowledge_frames(body.query, None, run, usage_meter), run)

@@ -55,8 +55,8 @@ def error_doc(description: str) -> dict[str, Any]:
     """One route's OpenAPI ``responses`` entry for an error status: ``description``, body :class:`ErrorBody`.
 
     The same document entry as ``{"model": ErrorBody, "description": ...}``, without its cost: FastAPI builds a
-    pydantic TypeAdapter for every route's every response declared with a model (~0.2 ms of CPU each, ~17 ms of the
-    streaming chat function's cold start for its 12 routes), only to write this reference into ``/openapi.json``.
+    pydantic TypeAdapter for every route's every response declared with a model (CPU in every cold start of the
+    streaming chat function, per route and status), only to write this reference into ``/openapi.json``.
     """
     return {"description": description, "content": {"application/json": {"schema": {"$ref": ERROR_BODY_SCHEMA_REF}}}}
 

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import APIRouter, FastAPI, File, Form, Query, UploadFile
+from fastapi import APIRouter, FastAPI, File, Form, Query, Response, UploadFile
 from pydantic import Field
 
 from ragstep.app.documents import DocumentInfo, delete_document, get_document, list_documents, update_document
@@ -30,10 +30,7 @@ from ragstep.app.knowledge_bases import (
     update_knowledge_base,
 )
 from ragstep.app.s3_jobs import reconcile
-from ragstep.context import Clients, Context
-from ragstep.entry.http.deps import RequestContext, SearchContext
-from ragstep.entry.http.errors import error_doc
-from ragstep.entry.http.uploads import (
+from ragstep.app.uploads import (
     PresignedUpload,
     UploadRequest,
     chunking_options,
@@ -41,6 +38,10 @@ from ragstep.entry.http.uploads import (
     store_for_s3_ingestion,
     store_uploads,
 )
+from ragstep.context import Clients, Context
+from ragstep.entry.http.deps import RequestContext, SearchContext
+from ragstep.entry.http.errors import error_doc
+from ragstep.entry.http.uploads import received
 from ragstep.errors import InputError
 from ragstep.models import KnowledgeBaseType
 from ragstep.models.base import _Model
@@ -226,10 +227,10 @@ def upload_documents(
                 "on AWS an upload is ingested by its S3 event with the knowledge base's defaults: a tag or chunking "
                 "options cannot travel with it; upload without them"
             )
-        s3_jobs = store_for_s3_ingestion(ctx, ctx.require_kb(kb), files)
+        s3_jobs = store_for_s3_ingestion(ctx, ctx.require_kb(kb), received(files))
         return UploadAccepted(jobs=s3_jobs, documents=[job.knowledge_id for job in s3_jobs])
     _needs_a_worker()
-    jobs = store_uploads(ctx, ctx.require_kb(kb), files, tag, options)
+    jobs = store_uploads(ctx, ctx.require_kb(kb), received(files), tag, options)
     _submit(ctx, jobs)
     return UploadAccepted(jobs=jobs)
 
@@ -243,24 +244,31 @@ class UrlIngest(_Model):
 class UrlResult(_Model):
     url: str
     document: str = Field(description="the document id (GET /v1/documents/{id})")
-    status: str = Field(description="indexed, unchanged, duplicate or failed")
+    status: str = Field(description="indexed, unchanged, duplicate or failed; on AWS queued (follow the job)")
     chunks: int = 0
     error: str = ""
+    job: str = Field(default="", description="on AWS: the ingestion job (GET /v1/ingestion-jobs/{id})")
 
 
 @router.post("/v1/knowledge-bases/{kb}/urls", responses=_errors(*_COMMON))
 def ingest_web_pages(kb: str, body: UrlIngest, ctx: RequestContext) -> list[UrlResult]:
     """Fetch web pages (or a sitemap's pages) and ingest each with its URL as its source, before answering (at most
     ``max_pages``; README "Web pages by URL" for the fetch's rules: public addresses only, robots.txt, size caps).
-    A page that did not change is ``unchanged``; one that cannot be fetched is ``failed`` with the reason."""
+    A page that did not change is ``unchanged``; one that cannot be fetched is ``failed`` with the reason. On AWS
+    each page is ``queued``: an execution of the ingest state machine fetches and ingests it (follow ``job``)."""
     from ragstep.app.ingest import check_tag
     from ragstep.app.urls import ingest_urls, is_url
 
-    _needs_a_worker()  # on Lambda a fetch and ingest would outlive API Gateway's 29 s: not done there
     bad = [u for u in body.urls if not is_url(u)]
     if bad:
         raise InputError(f"not an http(s) URL: {bad[0]!r}")
     tag_id = check_tag(body.tag) if body.tag else ""
+    if ctx.settings.ingest_state_machine_arn:  # on AWS: one ingest execution per page fetches it (202-like: queued)
+        from ragstep.app.url_jobs import queue_url_ingestion
+
+        jobs = queue_url_ingestion(ctx, ctx.require_kb(kb), body.urls, max_pages=body.max_pages, tag_id=tag_id)
+        return [UrlResult(url=j.blob_key, document=j.knowledge_id, status="queued", job=j.id) for j in jobs]
+    _needs_a_worker()  # on Lambda a fetch and ingest would outlive API Gateway's 29 s: not done there
     results = ingest_urls(body.urls, ctx.require_kb(kb), ctx, max_pages=body.max_pages, tag_id=tag_id)
     return [
         UrlResult(url=r.path, document=r.knowledge_id, status=r.status, chunks=r.chunks, error=r.error) for r in results
@@ -273,6 +281,21 @@ def presigned_upload(kb: str, body: UploadRequest, ctx: RequestContext) -> Presi
     starts the ingestion. Send the returned headers with the PUT, and exactly ``size`` bytes; follow the ingestion
     at ``GET /v1/ingestion-jobs/{job_id}`` (``queued`` until the file is uploaded)."""
     return presign_upload(ctx, ctx.require_kb(kb), body)
+
+
+@router.get(
+    "/v1/knowledge-bases/{kb}/images/{document_id}/{name}",
+    response_class=Response,
+    responses={200: {"content": {"image/png": {}, "image/jpeg": {}}}, **_errors(*_COMMON)},
+)
+def show_image(kb: str, document_id: str, name: str, ctx: RequestContext) -> Response:
+    """A picture stored from inside a document (PDF, DOCX, HTML): what ``image_info[].url`` in a search result or
+    an answer's reference points at. Content-addressed, so it never changes under its URL."""
+    from ragstep.app.images import read_image
+
+    data, media_type = read_image(ctx, kb, document_id, name)
+    headers = {"Cache-Control": "private, max-age=86400, immutable", "X-Content-Type-Options": "nosniff"}
+    return Response(content=data, media_type=media_type, headers=headers)
 
 
 @router.get("/v1/knowledge-bases/{kb}/documents", responses=_errors(*_COMMON))

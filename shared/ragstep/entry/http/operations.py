@@ -28,7 +28,7 @@ def search(body: SearchRequest, ctx: Context, usage: Meter) -> SearchResponse:
     """Same JSON as ``ragstep search --json``; the usage record gets the pipeline, how many results and the cost
     receipt's total."""
     state = knowledge_search(body, ctx)
-    usage.pipeline, usage.results = state.pipeline, len(state.final_results)
+    usage.pipeline, usage.results = state.pipeline, len(state.results("final_results"))
     response = SearchResponse.of(state, ctx)
     usage.add_cost(response.usage["cost"] if response.usage else None)
     return response

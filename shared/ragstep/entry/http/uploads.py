@@ -1,78 +1,30 @@
-"""Files uploaded to the HTTP API: checked, then streamed into the blob store; and presigned S3 uploads.
+"""Files uploaded to the HTTP API, as the upload use case (:mod:`ragstep.app.uploads`) takes them.
 
-A multipart upload is spooled by the form parser (in memory up to 1 MiB per file, on disk beyond), then every file of
-the request is checked (its name, type, size, that it is not empty) and hashed in 1 MiB pieces before any is stored:
-one bad file refuses the whole request and nothing is stored. Each file then goes to the blob store with
-:meth:`~ragstep.ports.BlobStore.put_file` (a streamed copy, never one bytes object) under its content-addressed
-``sources/`` key, and becomes one queued ingestion job.
-
-The whole request is held to ``RAGSTEP_MAX_UPLOAD_BYTES`` by the body limit middleware (:func:`upload_limits`),
-each file to ``RAGSTEP_MAX_FILE_BYTES``.
+A multipart upload is spooled by the form parser (in memory up to 1 MiB per file, on disk beyond); each form part
+becomes an :class:`~ragstep.app.uploads.Upload` (its name as its bytes say it), and the use case checks, stores and
+queues them. The whole request is held to ``RAGSTEP_MAX_UPLOAD_BYTES`` by the body limit middleware
+(:func:`upload_limits`), each file to ``RAGSTEP_MAX_FILE_BYTES``.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import re
-import unicodedata
-from dataclasses import dataclass
-from pathlib import PurePosixPath
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING
 
-from fastapi import UploadFile
-from pydantic import Field, ValidationError
+from ragstep.app.uploads import Upload
 
-from ragstep.app.ingest import check_tag, knowledge_id_for
-from ragstep.app.jobs import queue_ingestion
-from ragstep.app.s3_jobs import queue_upload
-from ragstep.context import Context
-from ragstep.entry.aws.events import TENANTS_PREFIX, UPLOADS_PREFIX
-from ragstep.errors import InputError
-from ragstep.models import DEFAULT_TENANT, IngestOptions, KnowledgeBase
-from ragstep.models.base import _Model
-from ragstep.models.catalog import IngestionJob
-from ragstep.parsers import unsupported
-from ragstep.settings import Settings
-from ragstep.stages.ingest.common import allowed_suffixes
-from ragstep.stages.ingest.products import content_type, source_blob_key
+if TYPE_CHECKING:
+    from fastapi import UploadFile
+
+    from ragstep.settings import Settings
 
 #: The route of document uploads, which the body limit holds to RAGSTEP_MAX_UPLOAD_BYTES instead.
 UPLOAD_ROUTE = re.compile(r"/v1/knowledge-bases/[^/]+/documents")
-MAX_FILES = 100
-MAX_NAME_BYTES = 255
-_PIECE = 1 << 20
 
 
 def upload_limits(settings: Settings) -> dict[re.Pattern[str], int]:
     """The body limit of each upload route (the body limit middleware's ``per_path``)."""
     return {UPLOAD_ROUTE: settings.max_upload_bytes}
-
-
-def check_filename(raw: str | None) -> str:
-    """A file name as uploaded: one non-empty name, no folder, no control character, at most 255 bytes."""
-    name = raw or ""
-    if not name.strip():
-        raise InputError("an uploaded file has no file name; send each file with a filename in its form part")
-    bad = next((ch for ch in name if unicodedata.category(ch) == "Cc"), None)
-    if bad is not None:
-        raise InputError(f"file name {name!r} contains the control character U+{ord(bad):04X}; rename the file")
-    if "/" in name or "\\" in name or name in (".", ".."):
-        raise InputError(f"file name {name!r} has a path in it; send the bare file name")
-    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in name):
-        raise InputError(f"file name {name!r} is not valid UTF-8; rename the file")
-    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
-        raise InputError(f"file name {name[:40]!r}... is over {MAX_NAME_BYTES} bytes; use a shorter name")
-    return name
-
-
-@dataclass(frozen=True, slots=True)
-class _Checked:
-    name: str
-    file: BinaryIO
-    start: int
-    size: int
-    digest: str
 
 
 def _sent_name(upload: UploadFile) -> str | None:
@@ -90,195 +42,11 @@ def _sent_name(upload: UploadFile) -> str | None:
     return None
 
 
-def _check_file(upload: UploadFile, kb: KnowledgeBase, ctx: Context) -> _Checked:
-    shown = _sent_name(upload)
-    if shown is not None:
-        raise InputError(f"file name {shown!r} is not valid UTF-8; rename the file")
-    name = check_filename(upload.filename)
-    suffixes = allowed_suffixes(kb)
-    if PurePosixPath(name).suffix.lower() not in suffixes:
-        raise unsupported(name, suffixes)
-    limit = ctx.settings.max_file_bytes
-    file = upload.file
-    start = file.tell()
-    digest = hashlib.sha256()
-    size = 0
-    while piece := file.read(_PIECE):
-        size += len(piece)
-        if size > limit:
-            raise InputError(f"{name}: over the {limit}-byte limit per file (RAGSTEP_MAX_FILE_BYTES); send it alone")
-        digest.update(piece)
-    if size == 0:
-        raise InputError(f"{name}: the file is empty; nothing to ingest")
-    return _Checked(name, file, start, size, digest.hexdigest())
-
-
-def chunking_options(**given: int | bool | None) -> dict[str, Any] | None:
-    """The upload's chunking options (the form fields sent; None when none was), checked as ``ragstep ingest``
-    checks them: :class:`InputError` naming the rule, before anything is stored."""
-    sent = {name: value for name, value in given.items() if value is not None}
-    if not sent:
-        return None
-    try:
-        return IngestOptions.model_validate(sent).model_dump()
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "chunking options"
-        raise InputError(f"{where}: {str(err['msg']).removeprefix('Value error, ')}") from None
-
-
-def store_uploads(
-    ctx: Context, kb: KnowledgeBase, files: list[UploadFile], tag: str = "", options: dict[str, Any] | None = None
-) -> list[IngestionJob]:
-    """Check every file, then store each and queue its ingestion job (in the order sent), chunked with ``options``
-    (:func:`chunking_options`; None: the defaults)."""
-    if not files:
-        raise InputError("no file in the request; send one or more form parts named 'files'")
-    if len(files) > MAX_FILES:
-        raise InputError(f"{len(files)} files in one request; the limit is {MAX_FILES}")
-    tag_id = check_tag(tag) if tag else ""
-    checked = [_check_file(upload, kb, ctx) for upload in files]
-    names = [c.name for c in checked]
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise InputError(f"file name {twice[0]!r} is sent twice; one document per name and request")
-    jobs = []
-    for c in checked:
-        key = source_blob_key(kb.id, knowledge_id_for(kb, c.name), c.digest, c.name)
-        if not ctx.blobs.exists(key):  # content-addressed: the same bytes are already there
-            c.file.seek(c.start)
-            ctx.blobs.put_file(key, c.file, content_type(c.name))
-        jobs.append(
-            queue_ingestion(
-                ctx,
-                kb,
-                filename=c.name,
-                blob_key=key,
-                content_hash=c.digest,
-                size=c.size,
-                tag_id=tag_id,
-                options=options,
-            )
-        )
-    return jobs
-
-
-# -- presigned uploads (S3) ----------------------------------------------------------------------------------------
-
-
-class UploadRequest(_Model):
-    filename: str = Field(description="the file's name (no folder); its extension decides how it is parsed")
-    size: int = Field(ge=1, description="its exact size in bytes: the URL accepts only a body of this length")
-    content_type: str = Field(default="", description="sent as Content-Type (default: from the extension)")
-
-
-class PresignedUpload(_Model):
-    method: str = "PUT"
-    url: str
-    #: Send exactly these headers with the PUT (they are part of the signature).
-    headers: dict[str, str]
-    expires_in: int
-    #: The object key; its S3 event starts the ingestion.
-    key: str
-    #: The document the upload becomes: ``GET /v1/documents/{document_id}`` once it is ingested.
-    document_id: str
-    #: Its ingestion job, ``queued`` until the upload's S3 event starts it: ``GET /v1/ingestion-jobs/{job_id}``.
-    job_id: str
-
-
-@functools.lru_cache(maxsize=4)
-def _presigner(region: str | None) -> Any:
-    """An S3 client that presigns with SigV4, whose signature covers the headers given (length, type, encryption);
-    the older query signature a default client may use covers neither. One per region, kept for the process."""
-    from botocore.config import Config
-
-    from ragstep.adapters._aws import aws_client
-
-    return aws_client("s3", region=region, config=Config(signature_version="s3v4"))
-
-
-def _s3_blobs(ctx: Context) -> Any:
-    """The tenant's S3 blob store; :class:`InputError` when the blobs are not in S3."""
-    from ragstep.adapters.blobs.s3 import S3BlobStore
-
-    blobs = ctx.blobs
-    if ctx.settings.blob_backend != "s3" or not isinstance(blobs, S3BlobStore):
-        raise InputError("presigned uploads need the S3 blob store; POST the file to /documents instead")
-    return blobs
-
-
-def s3_document_id(ctx: Context, kb: KnowledgeBase, name: str) -> str:
-    """The knowledge id the S3 event gives an upload of ``name`` (:mod:`ragstep.entry.aws.events`)."""
-    blobs = _s3_blobs(ctx)
-    settings = ctx.settings
-    root = settings.blob_prefix.strip("/") + "/" if settings.blob_prefix.strip("/") else ""
-    tenant_part = "" if ctx.tenant_id == DEFAULT_TENANT else f"{TENANTS_PREFIX}{ctx.tenant_id}/"
-    return knowledge_id_for(kb, f"s3://{blobs.bucket}/{root}{tenant_part}{UPLOADS_PREFIX}{kb.id}/{name}")
-
-
-def queue_s3_upload(ctx: Context, kb: KnowledgeBase, name: str, size: int) -> IngestionJob:
-    """The ``queued`` job of an upload to the tenant's ``uploads/<kb id>/<name>``, recorded before the file is
-    there: the upload's S3 event takes it (:func:`ragstep.app.s3_jobs.start_for_execution`)."""
-    blob_key = f"{UPLOADS_PREFIX}{kb.id}/{name}"
-    return queue_upload(
-        ctx, kb, filename=name, blob_key=blob_key, knowledge_id=s3_document_id(ctx, kb, name), size=size
-    )
-
-
-def store_for_s3_ingestion(ctx: Context, kb: KnowledgeBase, files: list[UploadFile]) -> list[IngestionJob]:
-    """A small direct upload on Lambda: every file checked first, then each stored where a presigned PUT puts it
-    (the tenant's ``uploads/<kb>/<file>``), whose S3 event starts the ingest state machine; one queued job per
-    file (its ``knowledge_id`` is the document it becomes)."""
-    blobs = _s3_blobs(ctx)
-    if not files:
-        raise InputError("no file in the request; send one or more form parts named 'files'")
-    if len(files) > MAX_FILES:
-        raise InputError(f"{len(files)} files in one request; the limit is {MAX_FILES}")
-    checked = [_check_file(upload, kb, ctx) for upload in files]
-    names = [c.name for c in checked]
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise InputError(f"file name {twice[0]!r} is sent twice; one document per name and request")
-    jobs = []
-    for c in checked:
-        jobs.append(queue_s3_upload(ctx, kb, c.name, c.size))  # before the upload, whose event looks for it
-        c.file.seek(c.start)
-        blobs.put_file(f"{UPLOADS_PREFIX}{kb.id}/{c.name}", c.file, content_type(c.name))
-    return jobs
-
-
-def presign_upload(ctx: Context, kb: KnowledgeBase, request: UploadRequest) -> PresignedUpload:
-    """A short-lived presigned S3 PUT of one file into the tenant's uploads prefix (where the S3 event starts the
-    ingest state machine, :mod:`ragstep.entry.aws.events`). The signature covers the length, the type and the
-    encryption header, so S3 refuses any other body."""
-    settings = ctx.settings
-    blobs = _s3_blobs(ctx)
-    name = check_filename(request.filename)
-    suffixes = allowed_suffixes(kb)
-    if PurePosixPath(name).suffix.lower() not in suffixes:
-        raise unsupported(name, suffixes)
-    if request.size > settings.max_file_bytes:
-        raise InputError(f"{name}: {request.size} bytes is over the {settings.max_file_bytes}-byte limit per file")
-    kind = request.content_type or content_type(name)
-    if any(unicodedata.category(ch) == "Cc" for ch in kind) or not kind.isascii():
-        raise InputError("content_type must be printable ASCII")
-    key = f"{blobs.prefix}{UPLOADS_PREFIX}{kb.id}/{name}"
-    params = {"Bucket": blobs.bucket, "Key": key, "ContentType": kind, "ContentLength": request.size}
-    headers = {"Content-Type": kind, "Content-Length": str(request.size)}
-    if blobs.kms_key_id:
-        params.update(ServerSideEncryption="aws:kms", SSEKMSKeyId=blobs.kms_key_id)
-        headers.update(
-            {"x-amz-server-side-encryption": "aws:kms", "x-amz-server-side-encryption-aws-kms-key-id": blobs.kms_key_id}
-        )
-    else:
-        params["ServerSideEncryption"] = "AES256"
-        headers["x-amz-server-side-encryption"] = "AES256"
-    expiry = settings.upload_url_expiry_s
-    url = _presigner(blobs.client.meta.region_name).generate_presigned_url(
-        "put_object", Params=params, ExpiresIn=expiry
-    )
-    # The job (and the document it makes) the S3 event of this upload takes, so the caller can follow it.
-    job = queue_s3_upload(ctx, kb, name, request.size)
-    return PresignedUpload(
-        url=url, headers=headers, expires_in=expiry, key=key, document_id=job.knowledge_id, job_id=job.id
-    )
+def received(files: list[UploadFile]) -> list[Upload]:
+    """The form's files as the upload use case takes them."""
+    uploads = []
+    for upload in files:
+        shown = _sent_name(upload)
+        name = upload.filename if shown is None else shown
+        uploads.append(Upload(name=name, file=upload.file, name_not_utf8=shown is not None))
+    return uploads

@@ -145,6 +145,7 @@ def _result_data(result: Any) -> dict[str, Any]:
 
 
 def _search(caller: Caller, args: Mapping[str, Any]) -> ToolOutput:
+    from ragstep.app.cost import cost_of
     from ragstep.app.search import knowledge_search
     from ragstep.models import SearchRequest
 
@@ -159,11 +160,13 @@ def _search(caller: Caller, args: Mapping[str, Any]) -> ToolOutput:
         overrides={"rerank_top_k": top_k},
     )
     state = knowledge_search(request, ctx)
-    results = state.final_results[:top_k]
+    results = state.results("final_results")[:top_k]
+    # The cost receipt travels in the structured content, as in every other response (ragstep.app.cost).
+    usage = {"cost": cost_of(state, ctx).model_dump(mode="json")}
     if not results:
-        return ToolOutput("No passage matched this query.", {"query": request.query, "results": []})
+        return ToolOutput("No passage matched this query.", {"query": request.query, "results": [], "usage": usage})
     text = "\n\n".join(_passage_line(n, r) for n, r in enumerate(results, start=1))
-    return ToolOutput(text, {"query": request.query, "results": [_result_data(r) for r in results]})
+    return ToolOutput(text, {"query": request.query, "results": [_result_data(r) for r in results], "usage": usage})
 
 
 def _answer(caller: Caller, args: Mapping[str, Any]) -> ToolOutput:
@@ -192,6 +195,7 @@ def _answer(caller: Caller, args: Mapping[str, Any]) -> ToolOutput:
         "session_id": body.get("session_id"),
         "model": body.get("model", ""),
         "cost_usd": body["usage"]["cost"]["total_usd"],
+        "usage": body["usage"],
         "references": [{k: r.get(k) for k in _REFERENCE_FIELDS} for r in references],
     }
     return ToolOutput("\n".join(lines), data)
@@ -299,10 +303,8 @@ def _read_passage(caller: Caller, args: Mapping[str, Any]) -> ToolOutput:
 
 
 def _ingest(caller: Caller, args: Mapping[str, Any]) -> ToolOutput:
-    from fastapi import UploadFile
-
     from ragstep.app.jobs import run_job, runner_for
-    from ragstep.entry.http.uploads import store_uploads
+    from ragstep.app.uploads import Upload, store_uploads
 
     ctx = caller.context
     kb = ctx.require_kb(_require_kbs(ctx, [_text(args, "knowledge_base")])[0])
@@ -321,7 +323,7 @@ def _ingest(caller: Caller, args: Mapping[str, Any]) -> ToolOutput:
     tag = args.get("tag") or ""
     if not isinstance(tag, str):
         raise InputError("tag must be a string")
-    jobs = store_uploads(ctx, kb, [UploadFile(io.BytesIO(data), size=len(data), filename=name)], tag)
+    jobs = store_uploads(ctx, kb, [Upload(name=name, file=io.BytesIO(data))], tag)
     job = jobs[0]
     if caller.inline_jobs:
         job = run_job(ctx, job.id) or job

@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 from ragstep.errors import NotFoundError, RagstepError
 from ragstep.models import ChunkType, MatchType, PipelineState, ResultField, SearchResult, TraceEvent
+from ragstep.models.blob_keys import DATA_PREFIX
 from ragstep.ports import ChatMessage, ChatOptions
 from ragstep.stages.chat.common import cache_key, cached, remember, strip_think
-from ragstep.stages.ingest.products import DATA_PREFIX
 
 # Most answers reference no data file and end at the trigger check: the analysis models and the prompt (with the
 # parsers' Markdown tables) are imported by the steps after it, not with the stage (a chat function preloads it).
@@ -66,7 +66,7 @@ class DataFile:
 
 def _field(state: PipelineState) -> ResultField:
     """Where the context results are: the final cut when it ran, else the merge's (``rag`` has no filter_top_k)."""
-    return "final_results" if state.final_results else "merge_results"
+    return "final_results" if state.ran("final_results") else "merge_results"
 
 
 def data_files(state: PipelineState, results: list[SearchResult], limit: int) -> tuple[list[DataFile], int]:

@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ragstep.errors import RagstepError
+from ragstep.index_capabilities import scoped_reads
 from ragstep.models import CitationMode, DocAggregate, PipelineState, Reference, TraceEvent
 from ragstep.models.scale import COMMON_SCALE
-from ragstep.ports import scoped_reads, score_scale
+from ragstep.ports import score_scale
 from ragstep.retrieval.citations import (
     Embed,
     MarkerRepair,

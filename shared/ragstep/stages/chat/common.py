@@ -26,8 +26,9 @@ def strip_think(text: str) -> str:
 
 
 def context_results(state: PipelineState) -> list[SearchResult]:
-    """The results the answer is grounded on: filter_top_k's when it ran, else the merge's (``rag`` has none)."""
-    return list(state.final_results or state.merge_results)
+    """The results the answer is grounded on: filter_top_k's when it ran (even none), else the merge's (``rag`` has
+    no filter_top_k)."""
+    return state.latest("final_results", "merge_results")[1]
 
 
 def options(settings: ChatSettings) -> ChatOptions:

@@ -64,7 +64,7 @@ def enrich(result: SearchResult, language: Language) -> str:
         extra = "".join(
             f"\n{label}{text}"
             for label, text in ((labels["caption"], info.caption), (labels["ocr"], info.ocr_text))
-            if text
+            if text and text not in content  # a picture's OCR text is often in the passage already
         )
         return match.group(0) + extra
 

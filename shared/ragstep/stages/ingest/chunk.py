@@ -18,6 +18,7 @@ from ragstep.models import IngestState, KnowledgeBaseType, TraceEvent
 from ragstep.retrieval.chunking import ChunkerConfig
 from ragstep.stages.ingest.chunkers import data_chunks, faq_entry_chunks, mark_ocr, parent_child_chunks, text_chunks
 from ragstep.stages.ingest.common import require_kb, state_knowledge
+from ragstep.stages.ingest.figures import FIGURES_JSON, attach_figures, caption_chunks, figures_from_json
 from ragstep.stages.ingest.products import (
     faq_entries_from_json,
     get_json,
@@ -59,6 +60,10 @@ def run(state: IngestState, ctx: Context) -> IngestState:
             chunks = text_chunks(kb, knowledge, text, ChunkerConfig(options.chunk_size, options.chunk_overlap))
             detail["mode"] = "text"
         chunks = mark_ocr(chunks, text)
+        if state.counts.get("images"):  # pictures inside the document (ragstep.stages.ingest.figures)
+            figures = figures_from_json(get_json(ctx.blobs, product_key(state, FIGURES_JSON)))
+            chunks = attach_figures(chunks, figures)
+            chunks += caption_chunks(kb, knowledge, text, chunks, figures)
         detail.update(chunk_size=options.chunk_size, chunk_overlap=options.chunk_overlap)
     if not chunks:
         raise InputError(f"{state.source.filename}: the document is empty")

@@ -57,18 +57,24 @@ def parent_child_chunks(kb: KnowledgeBase, knowledge: Knowledge, text: str, opti
 
 def mark_ocr(chunks: list[Chunk], text: str) -> list[Chunk]:
     """Chunks whose text is mostly OCR'd text (:data:`ragstep.parsers.ocr.OCR_SPAN`) become ``IMAGE_OCR`` chunks with
-    the page most of it was read from (``metadata["page"]``), so an answer can say a passage came from a scan."""
+    the page most of it was read from (``metadata["page"]``; ``metadata["image"]``: the stored picture, for a
+    picture inside a document), so an answer can say a passage came from a scan or a figure."""
     from ragstep.parsers.ocr import OCR_SPAN
 
-    spans = [(m.start(), m.end(), int(m.group(1))) for m in OCR_SPAN.finditer(text)]
+    spans = [(m.start(), m.end(), m.group(1), m.group(2)) for m in OCR_SPAN.finditer(text)]
     if not spans:
         return chunks
     out = []
     for chunk in chunks:
-        overlaps = {p: min(end, chunk.end_at) - max(start, chunk.start_at) for start, end, p in spans}
-        page = max(overlaps, key=lambda p: overlaps[p])
-        if 2 * sum(o for o in overlaps.values() if o > 0) >= chunk.end_at - chunk.start_at > 0:
-            metadata = {**chunk.metadata, "page": page, "source": "ocr"}
+        overlaps = [min(end, chunk.end_at) - max(start, chunk.start_at) for start, end, _, _ in spans]
+        best = max(range(len(spans)), key=lambda i: overlaps[i])
+        if 2 * sum(o for o in overlaps if o > 0) >= chunk.end_at - chunk.start_at > 0:
+            _, _, page, image = spans[best]
+            metadata = {**chunk.metadata, "source": "ocr"}
+            if page is not None:
+                metadata["page"] = int(page)
+            if image is not None:  # read from a picture inside the document (ragstep.stages.ingest.figures)
+                metadata["image"] = image
             chunk = chunk.model_copy(update={"chunk_type": ChunkType.IMAGE_OCR, "metadata": metadata})
         out.append(chunk)
     return out

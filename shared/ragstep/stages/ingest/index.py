@@ -9,6 +9,10 @@
    originals of earlier versions (``sources/...``) and stale data files. A failure here is logged on the trace, not
    raised: the document is indexed.
 
+A ``chunked`` state (the ``ingest_keywords`` pipeline: no embed stage) is indexed for keyword search first: its chunks
+go in without vectors and, when the knowledge base has an embedding model, are kept under ``pending/`` and named by
+the record's ``vectors_pending``, for :mod:`ragstep.app.ingest_vectors` to add the vectors later.
+
 ``duplicate``: nothing is indexed; an older version of this knowledge item (the path used to hold other content) is
 removed with its blobs. ``unchanged`` passes through.
 """
@@ -19,8 +23,8 @@ import time
 from typing import TYPE_CHECKING
 
 from ragstep.errors import InputError, RagstepError
+from ragstep.index_capabilities import capacity_warning, vector_backfill
 from ragstep.models import IngestState, Knowledge, TraceEvent
-from ragstep.ports import capacity_warning
 from ragstep.stages.ingest.common import require_kb, state_knowledge
 from ragstep.stages.ingest.dedupe import mark_hash, unmark_hash
 from ragstep.stages.ingest.products import (
@@ -31,6 +35,9 @@ from ragstep.stages.ingest.products import (
     get_vectors,
     is_owned_key,
     kept_prefixes,
+    pending_chunks_key,
+    pending_prefix,
+    put_chunks,
     run_products_prefix,
 )
 
@@ -48,8 +55,8 @@ def run(state: IngestState, ctx: Context) -> IngestState:
     existing = ctx.catalog.get_knowledge(src.knowledge_id)
     if state.status == "duplicate":
         return _drop_duplicate(state, ctx, existing)
-    if state.status != "embedded" or not state.products.chunks:
-        raise InputError(f"{STAGE} needs an embedded state (status 'embedded'), got status {state.status!r}")
+    if state.status not in ("embedded", "chunked") or not state.products.chunks:
+        raise InputError(f"{STAGE} needs an embedded or chunked state, got status {state.status!r}")
 
     chunks = get_chunks(ctx.blobs, state.products.chunks)
     vectors = get_vectors(ctx.blobs, state.products.vectors) if state.products.vectors else None
@@ -57,6 +64,14 @@ def run(state: IngestState, ctx: Context) -> IngestState:
         raise InputError(f"{src.filename}: {vectors.shape[0]} vectors for {len(chunks)} chunks; ingest it again")
     knowledge = state_knowledge(state)
     keep = {src.blob_key}
+    if state.status == "chunked" and kb.embedding_model != "none" and chunks:
+        if vector_backfill(ctx.index) is None:
+            raise InputError(f"{STAGE}: this index takes no vectors after the chunks; run the ingest pipeline")
+        # Written before the swap: a record naming it always finds it.
+        pending = pending_chunks_key(kb.id, src.knowledge_id, src.content_hash)
+        put_chunks(ctx.blobs, pending, chunks)
+        knowledge = knowledge.model_copy(update={"vectors_pending": pending})
+        keep.add(pending)
     if state.products.tables:
         key = data_blob_key(kb, knowledge)
         ctx.blobs.put(key, ctx.blobs.get(src.blob_key), content_type(src.filename))
@@ -82,7 +97,11 @@ def run(state: IngestState, ctx: Context) -> IngestState:
         mark_hash(ctx, done)
         # This run's products, and earlier versions' originals and data files. Not other runs' products: a
         # concurrent run of the same file (same folder ingested twice at once) is still reading them.
-        prefixes = (*kept_prefixes(kb.id, src.knowledge_id), run_products_prefix(state))
+        prefixes = (
+            *kept_prefixes(kb.id, src.knowledge_id),
+            pending_prefix(kb.id, src.knowledge_id),  # an earlier version's chunks waiting for vectors
+            run_products_prefix(state),
+        )
         cleaned = len(delete_blobs(ctx.blobs, prefixes, keep=keep))
         old = existing.source_key if existing else ""
         if old and old not in keep and is_owned_key(old):
@@ -90,6 +109,8 @@ def run(state: IngestState, ctx: Context) -> IngestState:
     except RagstepError as exc:
         events.append(TraceEvent(stage=STAGE, action="degrade", reason=f"blob clean-up failed: {exc.message}"))
     found = {"indexed": len(chunks), "blobs_removed": cleaned}
+    if done.vectors_pending:
+        found["vectors_pending"] = len(chunks)
     # An index with a size limit (S3 snapshots) says when this knowledge base should move to OpenSearch.
     warning = capacity_warning(ctx.index, kb.id)
     events.insert(0, TraceEvent(stage=STAGE, counts=found, reason=warning, detail={"space": state.products.space}))

@@ -8,8 +8,9 @@ Reads the original from ``state.source.blob_key``. In order:
 3. ``duplicate``: another completed item of the same knowledge base has the same sha256 -> skipped, with
    ``note = "duplicate of <its file name>"`` (``ingest_index`` removes an older version of this item, if any).
 4. Otherwise the file is parsed: ``parsed.md`` (the text stream the chunker reads) or, for a FAQ knowledge base,
-   ``faq.json`` (the entries); data files also get ``tables.json`` (their DuckDB summaries). Keys go to
-   ``state.products``; status ``parsed``.
+   ``faq.json`` (the entries); data files also get ``tables.json`` (their DuckDB summaries); a document with
+   pictures gets ``figures.json`` (:mod:`.figures`: stored, OCR'd, captioned). Keys go to ``state.products``;
+   status ``parsed``.
 
 Every refusal is an :class:`~ragstep.errors.InputError` naming the file (unsupported type with the supported ones,
 unreadable or encrypted PDF, empty document, undecodable text, over the size limit).
@@ -26,7 +27,9 @@ from ragstep.parsers import OcrOptions, ParseLimits, extension_of, parse, unsupp
 from ragstep.parsers.faq import parse_faq
 from ragstep.stages.ingest.common import allowed_suffixes, check_size, require_kb
 from ragstep.stages.ingest.dedupe import find_twin, is_unchanged
+from ragstep.stages.ingest.figures import FIGURES_JSON, figures_to_json, read_figures
 from ragstep.stages.ingest.products import faq_entries_to_json, product_key, put_json, summaries_to_json
+from ragstep.stages.ingest.progress import note_ocr_page
 
 if TYPE_CHECKING:
     from ragstep.context import Context
@@ -73,6 +76,7 @@ def run(state: IngestState, ctx: Context) -> IngestState:
             raise InputError(f"{name}: the stored file does not match its content hash; upload it again")
     products = state.products.model_copy()
     found = {"bytes": len(data)}
+    warnings: list[TraceEvent] = []
     if kb.type == KnowledgeBaseType.FAQ:
         entries = parse_faq(data, name)
         products.parsed = product_key(state, "faq.json")
@@ -81,13 +85,29 @@ def run(state: IngestState, ctx: Context) -> IngestState:
         found["entries"] = len(entries)
     else:
         settings = ctx.settings
-        ocr = OcrOptions(settings.ocr_engine, settings.ocr_languages, settings.ocr_timeout_s, settings.ocr_max_pages)
-        limits = ParseLimits(settings.parse_max_inflated_bytes, settings.parse_timeout_s, ocr)
+        ocr = OcrOptions(
+            settings.ocr_engine,
+            settings.ocr_languages,
+            settings.ocr_timeout_s,
+            settings.ocr_max_pages,
+            on_page=note_ocr_page,
+        )
+        limits = ParseLimits(
+            settings.parse_max_inflated_bytes, settings.parse_timeout_s, ocr, settings.image_max_per_file
+        )
         doc = parse(data, name, limits)
+        text = doc.text
+        if doc.figures:  # pictures inside the document: stored, OCR'd, captioned (ragstep.stages.ingest.figures)
+            report = read_figures(doc, kb, src.knowledge_id, ctx)
+            text = report.text
+            put_json(ctx.blobs, product_key(state, FIGURES_JSON), figures_to_json(report.figures))
+            found["images"] = len(report.figures)
+            found["captions"] = sum(1 for f in report.figures if f.caption)
+            warnings = [TraceEvent(stage=STAGE, action="degrade", reason=w) for w in report.warnings]
         products.parsed = product_key(state, "parsed.md")
         products.format = doc.format
-        ctx.blobs.put(products.parsed, doc.text.encode("utf-8"), "text/markdown; charset=utf-8")
-        found["characters"] = len(doc.text)
+        ctx.blobs.put(products.parsed, text.encode("utf-8"), "text/markdown; charset=utf-8")
+        found["characters"] = len(text)
         if doc.pages:
             found["pages"] = doc.pages
         if doc.tables:
@@ -95,4 +115,4 @@ def run(state: IngestState, ctx: Context) -> IngestState:
             put_json(ctx.blobs, products.tables, summaries_to_json(doc.tables))
             found["tables"] = len(doc.tables)
     event = TraceEvent(stage=STAGE, counts=found, detail={"format": products.format})
-    return state.advanced("parsed", event, products=products, counts=found)
+    return state.advanced("parsed", event, *warnings, products=products, counts=found)

@@ -1,18 +1,7 @@
-"""The blob store layout of ingestion, and the (de)serialisation of what the ingest stages hand to each other.
+"""The (de)serialisation of what the ingest stages hand to each other, and the blob store's key layout as they use it.
 
-Keys are the same on a laptop and in S3:
-
-* ``sources/<kb id>/<knowledge id>/<sha256><ext>``: the original file as the CLI stored it (on AWS the upload's own
-  key plays this role). Content-addressed, so a new version never overwrites the version that is indexed; the
-  previous one is removed once the new one is indexed. Recorded as ``Knowledge.source_key``.
-* ``ingest/<kb id>/<knowledge id>/<sha256>/<run id>/``: one run's products -- ``parsed.md`` (or ``faq.json``),
-  ``tables.json`` (data files), ``chunks.jsonl``, ``vectors.npy``. Keyed by the run (``IngestState.request_id``), so
-  two runs of the same file at once (two ``ragstep ingest`` of one folder, two uploads of one path) never read or
-  remove each other's products. Transient: a run removes its own once the document is indexed or skipped, or when it
-  fails (a killed process can leave some behind: on AWS a lifecycle rule on ``ingest/`` sweeps them; deleting the
-  document or its knowledge base removes them).
-* ``data/<kb id>/<knowledge id>/<file name>``: data files, written by ``ingest_index`` just before the index swap.
-* ``hashes/<kb id>/<sha256>``: content hash -> the knowledge item that indexed it (:mod:`.dedupe`).
+The key layout has one home, :mod:`ragstep.models.blob_keys` (what each prefix holds, and for how long); it is
+re-exported here for the ingest stages, which import it with the functions that read and write the products.
 """
 
 from __future__ import annotations
@@ -21,84 +10,48 @@ import dataclasses
 import io
 import json
 from collections.abc import Iterable, Sequence
-from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
-# The key layout is also read where nothing is ingested (the data-analysis stage of every chat answer checks its
-# results' keys against DATA_PREFIX): the models and parsers come with the functions that build them.
+from ragstep.models.blob_keys import (  # noqa: F401 -- re-exported: the ingest stages' keys
+    CONTENT_TYPES,
+    DATA_PREFIX,
+    HASHES_PREFIX,
+    IMAGES_PREFIX,
+    INGEST_PREFIX,
+    PENDING_PREFIX,
+    SOURCES_PREFIX,
+    content_type,
+    data_blob_key,
+    image_blob_key,
+    is_owned_key,
+    kept_prefixes,
+    knowledge_base_prefixes,
+    owned_prefixes,
+    pending_chunks_key,
+    pending_prefix,
+    product_key,
+    run_products_prefix,
+    source_blob_key,
+)
+
+# The models, parsers and numpy load with the functions that need them: the ingest stages' modules import this one
+# for its keys too.
 if TYPE_CHECKING:
     import numpy as np
 
-    from ragstep.models import Chunk, IngestState, Knowledge, KnowledgeBase
+    from ragstep.models import Chunk
     from ragstep.parsers import DataFileSummary
     from ragstep.parsers.faq import FaqEntry
     from ragstep.ports import BlobStore
-
-SOURCES_PREFIX = "sources/"
-INGEST_PREFIX = "ingest/"
-DATA_PREFIX = "data/"
-HASHES_PREFIX = "hashes/"
-
-CONTENT_TYPES = {
-    ".txt": "text/plain; charset=utf-8",
-    ".md": "text/markdown; charset=utf-8",
-    ".markdown": "text/markdown; charset=utf-8",
-    ".html": "text/html",
-    ".htm": "text/html",
-    ".pdf": "application/pdf",
-    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-    ".csv": "text/csv",
-    ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-    ".json": "application/json",
-}
-
-
-def content_type(filename: str) -> str:
-    return CONTENT_TYPES.get(PurePath(filename).suffix.lower(), "application/octet-stream")
 
 
 # -- keys ----------------------------------------------------------------------------------------------------------
 
 
-def source_blob_key(kb_id: str, knowledge_id: str, content_hash: str, filename: str) -> str:
-    """Where the CLI keeps an original file: content-addressed, so a new version never overwrites the current one."""
-    return f"{SOURCES_PREFIX}{kb_id}/{knowledge_id}/{content_hash}{PurePath(filename).suffix.lower()}"
-
-
-def run_products_prefix(state: IngestState) -> str:
-    """The folder of one run's products (see the module docstring: keyed by the run, not only by the content)."""
-    src = state.source
-    return f"{INGEST_PREFIX}{src.knowledge_base_id}/{src.knowledge_id}/{src.content_hash}/{state.request_id}/"
-
-
-def product_key(state: IngestState, name: str) -> str:
-    return run_products_prefix(state) + name
-
-
-def data_blob_key(kb: KnowledgeBase, knowledge: Knowledge) -> str:
-    """Where ingestion keeps a data file's raw bytes for the data-analysis stage."""
-    return f"{DATA_PREFIX}{kb.id}/{knowledge.id}/{knowledge.filename}"
-
-
-def kept_prefixes(knowledge_base_id: str, knowledge_id: str) -> tuple[str, ...]:
-    """The blobs of one knowledge item that outlive a run: its stored originals and its data file."""
-    return (f"{SOURCES_PREFIX}{knowledge_base_id}/{knowledge_id}/", f"{DATA_PREFIX}{knowledge_base_id}/{knowledge_id}/")
-
-
-def owned_prefixes(knowledge_base_id: str, knowledge_id: str) -> tuple[str, ...]:
-    """Every blob prefix ingestion writes for one knowledge item (every run's products included)."""
-    return (*kept_prefixes(knowledge_base_id, knowledge_id), f"{INGEST_PREFIX}{knowledge_base_id}/{knowledge_id}/")
-
-
-def knowledge_base_prefixes(knowledge_base_id: str) -> tuple[str, ...]:
-    """Every blob prefix ingestion writes for one knowledge base (items that never completed included)."""
-    prefixes = (SOURCES_PREFIX, INGEST_PREFIX, DATA_PREFIX, HASHES_PREFIX)
-    return tuple(f"{prefix}{knowledge_base_id}/" for prefix in prefixes)
-
-
-def is_owned_key(key: str) -> bool:
-    """A key under ingestion's own prefixes (an upload elsewhere is the user's: only ``delete`` removes it)."""
-    return key.startswith((SOURCES_PREFIX, INGEST_PREFIX, DATA_PREFIX))
+def image_url(kb_id: str, knowledge_id: str, name: str) -> str:
+    """The path a client fetches a stored picture at (``GET``, relative to the API's root; tenant-scoped by the
+    caller's key like every knowledge-base route)."""
+    return f"/v1/knowledge-bases/{kb_id}/images/{knowledge_id}/{name}"
 
 
 def delete_blobs(blobs: BlobStore, prefixes: Iterable[str], *, keep: Iterable[str] = ()) -> list[str]:

@@ -23,6 +23,10 @@ class IngestListener(Protocol):
     def embedded(self, count: int) -> None:
         """``count`` more chunks of the document in flight have their vectors."""
 
+    def ocr_page(self, done: int, total: int) -> None:
+        """``done`` of the ``total`` scanned pages of the document in flight have been OCR'd (the slow part of a
+        scanned PDF: seconds per page)."""
+
 
 _listener: contextvars.ContextVar[IngestListener | None] = contextvars.ContextVar(
     "ragstep_ingest_listener", default=None
@@ -43,6 +47,12 @@ def note_chunked(count: int) -> None:
     listener = _listener.get()
     if listener is not None:
         listener.chunked(count)
+
+
+def note_ocr_page(done: int, total: int) -> None:
+    listener = _listener.get()
+    if listener is not None:
+        listener.ocr_page(done, total)
 
 
 def note_embedded(count: int) -> None:

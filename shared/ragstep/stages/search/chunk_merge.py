@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ragstep.index_capabilities import scoped_reads
 from ragstep.models import ChunkType, ImageInfo, MatchType, PipelineState, RetrievalSettings, SearchResult, TraceEvent
-from ragstep.ports import scoped_reads
 from ragstep.retrieval.text import jaccard, overlap_coefficient, token_set
 
 if TYPE_CHECKING:
@@ -206,7 +206,9 @@ def history_references(state: PipelineState, ctx: Context, cfg: RetrievalSetting
 
 def run(state: PipelineState, ctx: Context) -> PipelineState:
     cfg = state.retrieval
-    source = state.rerank_results or state.search_results
+    # The rerank's list when it ran, even empty (it rejected every candidate: nothing is put back); the search's
+    # only when no rerank ran (a profile without it).
+    field, source = state.latest("rerank_results", "search_results")
     history = history_references(state, ctx, cfg)
     present = {r.id for r in source}
     candidates = [*source, *(h for h in history if h.id not in present)]
@@ -230,6 +232,7 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
             "duplicates_dropped": dropped,
             "output": len(merged),
         },
-        detail={"source": "rerank_results" if state.rerank_results else "search_results"},
+        reason="the rerank kept none of the candidates" if field == "rerank_results" and not source else None,
+        detail={"source": field or "none"},
     )
     return state.with_results("merge_results", merged, event)

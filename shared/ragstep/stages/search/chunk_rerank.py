@@ -9,14 +9,22 @@
   composite (0.15 model / 0.75 base).
 * Threshold chain, so over-strict settings never empty a good answer (WeKnora #713, #2391): keep scores >=
   ``rerank_threshold``; if none pass and the threshold is above 0.3, retry at max(0.3, 0.7 x threshold); if still
-  none, keep the best one when it reaches 0.15. A failing reranker passes the candidates through un-reranked.
+  none, keep the best one when it reaches 0.15. A failing reranker passes the candidates through un-reranked. The
+  model-free reranker's scores (with or without vectors) meet no threshold: the search stage's thresholds cut on the
+  same signals already (:mod:`ragstep.retrieval.calibration`).
+* When even that keeps nothing, the rerank's list is empty and stays so: the merge and the final cut read it, not the
+  search's candidates (WeKnora's rerank answers "search nothing" there), and a chat answer takes its no-context path
+  (``empty_response`` or the fallback). The chain above is the one, traced, fallback (its ``rule`` says which step
+  let results through); a later stage never undoes a rejection. Only a pipeline or profile that does not run the
+  rerank (``rerank_results`` None) hands the search's candidates on.
 * Composite = clamp01(0.6 x model + 0.3 x base + 0.1 x source weight) x position prior; with the model-free
   reranker's vectors the 0.6 becomes 0.6 x top^1.5 and the rest goes to ``base`` (``top``: the candidates' best
   calibrated cosine, :func:`vector_evidence`). ``base`` (the search score) is min-max normalised within the
   candidates first: an RRF score of ~0.016 would otherwise make its 30 % weight meaningless. Source weight 0.95 for
   web results, else 1. Position prior = 1 + clamp(1 - start/(end + 1), ±0.05).
 * FAQ boost when FAQ priority is on, then MMR (lambda 0.7; redundancy = max Jaccard of token sets against what is
-  already chosen) picks ``min(n, rerank_top_k)``.
+  already chosen) picks candidates until they come from ``min(n, rerank_top_k)`` documents (the merge stage folds a
+  document's neighbouring chunks into one result; the final cut to ``rerank_top_k`` is filter_top_k's).
 """
 
 from __future__ import annotations
@@ -28,9 +36,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ragstep.index_capabilities import scoped_reads
 from ragstep.models import ChunkType, MatchType, PipelineState, RetrievalSettings, SearchResult, TraceEvent
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
-from ragstep.ports import CandidateReranker, RerankCandidate, SearchFilter, scoped_reads
+from ragstep.ports import CandidateReranker, RerankCandidate, SearchFilter
 from ragstep.retrieval.calibration import BASE_WEIGHT, MODEL_WEIGHT, RerankCalibration, RerankScale, rerank_calibration
 from ragstep.retrieval.text import jaccard, token_set
 from ragstep.stages.search.retrievers import query_scale
@@ -55,7 +64,7 @@ _EMPHASIS = re.compile(r"(\*\*|__|~~|`)")
 _SINGLE_EMPHASIS = re.compile(r"(?<![\w*])[*_](?=\S)([^*_\n]+?)(?<=\S)[*_](?![\w*])")
 _BLANKS = re.compile(r"[ \t]+")
 # Any character or pattern that one of the rules above could act on; plain prose skips them all. Checked as a
-# character class, three substrings and a line-start pattern: one alternation of them all scans ~2x slower.
+# character class, three substrings and a line-start pattern: one alternation of them all scans slower.
 _MARKUP_CHARS = re.compile(r"[#*_|\[\]<>`~!]")
 _MARKUP_LINE_START = re.compile(r"^\s*(?:[-+]|\d{1,3}[.)])\s", re.MULTILINE)
 
@@ -154,14 +163,27 @@ def composite(model: float, base: float, r: SearchResult, calibration: RerankCal
     return min(max(raw, 0.0), 1.0) * position_prior(r)
 
 
-def mmr(relevance: Sequence[float], token_sets: Sequence[frozenset[str]], k: int, lam: float) -> list[int]:
-    """Maximal marginal relevance: each pick maximises lam x relevance - (1 - lam) x max Jaccard to the picked."""
+def mmr(
+    relevance: Sequence[float],
+    token_sets: Sequence[frozenset[str]],
+    k: int,
+    lam: float,
+    groups: Sequence[str] | None = None,
+) -> list[int]:
+    """Maximal marginal relevance: each pick maximises lam x relevance - (1 - lam) x max Jaccard to the picked.
+
+    ``groups``: each candidate's document; picking stops at ``k`` distinct documents instead of ``k`` candidates,
+    so that the merge stage, which folds a document's neighbouring chunks into one result, still has ``k`` results
+    to give (``ragstep search --top-k 10`` on passages cut into three chunks returned 5 results)."""
     chosen: list[int] = []
+    picked: set[str] = set()
     remaining = list(range(len(relevance)))
     redundancy = [0.0] * len(relevance)
-    while remaining and len(chosen) < k:
+    while remaining and (len(picked) if groups is not None else len(chosen)) < k:
         best = max(remaining, key=lambda i: (lam * relevance[i] - (1 - lam) * redundancy[i], -i))
         chosen.append(best)
+        if groups is not None:
+            picked.add(groups[best])
         remaining.remove(best)
         for i in remaining:
             redundancy[i] = max(redundancy[i], jaccard(token_sets[i], token_sets[best]))
@@ -173,11 +195,11 @@ def score_scales(state: PipelineState, ctx: Context) -> list[RerankScale]:
     query vector for the candidate's embedding model (a keyword-only knowledge base has none), its cosines read
     relative to one another when the model declares no scale (``token_relative``)."""
     if not isinstance(ctx.reranker, CandidateReranker):
-        return ["rerank_model"] * len(state.search_results)
+        return ["rerank_model"] * len(state.results("search_results"))
     vectors = state.query_embeddings
     relative = {m for m, scale in query_scales(state, ctx).items() if scale is None}
     out: list[RerankScale] = []
-    for r in state.search_results:
+    for r in state.results("search_results"):
         model = _kb_model(state, r.knowledge_base_id)
         out.append("token_relative" if model in relative else "token_vector" if model in vectors else "token")
     return out
@@ -187,7 +209,7 @@ def query_scales(state: PipelineState, ctx: Context) -> dict[str, ScoreScale | N
     """Each candidate embedding model's query scale (:func:`~ragstep.stages.search.retrievers.query_scale`) over the
     candidates' knowledge bases of that model; None: read the model's cosines relative to one another."""
     kbs: dict[str, set[str]] = {}
-    for r in state.search_results:
+    for r in state.results("search_results"):
         kbs.setdefault(_kb_model(state, r.knowledge_base_id), set()).add(r.knowledge_base_id)
     return {
         m: query_scale(ctx, m, state.query_embeddings.get(m), SearchFilter(knowledge_base_ids=tuple(sorted(ids))))
@@ -201,7 +223,7 @@ def vector_evidence(state: PipelineState, ctx: Context, scales: Sequence[RerankS
     embedding model: the vector list's evidence as the search stage's fusion read it (the cosines the candidates
     carry from the search, read on the model's declared scale). None where there is none: another scale, or no
     candidate of the model with a cosine (a list fused by the search server)."""
-    candidates = state.search_results
+    candidates = state.results("search_results")
     models = [
         _kb_model(state, r.knowledge_base_id) if s == "token_vector" else None
         for r, s in zip(candidates, scales, strict=True)
@@ -224,7 +246,7 @@ def model_scores(state: PipelineState, ctx: Context, texts: list[str]) -> list[f
     query = state.search_query
     if not isinstance(reranker, CandidateReranker):
         return list(reranker.rerank(query, texts))
-    candidates = state.search_results
+    candidates = state.results("search_results")
     models = {kb_id: _kb_model(state, kb_id) for kb_id in {r.knowledge_base_id for r in candidates}}
     by_model: dict[str, list[int]] = {}
     for i, r in enumerate(candidates):
@@ -269,10 +291,10 @@ def _kb_model(state: PipelineState, kb_id: str) -> str:
 
 def run(state: PipelineState, ctx: Context) -> PipelineState:
     cfg = state.retrieval
-    candidates = state.search_results
+    candidates = state.results("search_results")
     if not candidates:
         event = TraceEvent(stage=STAGE, action="skip", reason="no search results to rerank")
-        return state.with_trace(event)
+        return state.with_results("rerank_results", [], event)
     texts = [rerank_text(r) for r in candidates]
     try:
         scores = model_scores(state, ctx, texts)
@@ -302,7 +324,8 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
         chosen.append(r.rescored(value, metadata=meta))
     # Token sets of the content (Markdown punctuation is never a token), shared with the merge stage's cache.
     token_sets = [token_set(candidates[i].content) for i in keep]
-    order = mmr(relevance, token_sets, min(len(chosen), cfg.rerank_top_k), cfg.mmr_lambda)
+    groups = [r.knowledge_id for r in chosen]
+    order = mmr(relevance, token_sets, min(len(chosen), cfg.rerank_top_k), cfg.mmr_lambda, groups)
     results = [chosen[i] for i in order]
     event = TraceEvent(
         stage=STAGE,

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ragstep.errors import InputError
+from ragstep.index_capabilities import vector_backfill
 from ragstep.models import (
     ChunkType,
     KnowledgeBaseType,
@@ -65,7 +66,7 @@ from ragstep.models import (
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
 from ragstep.ports import Hit, SearchFilter, score_scale
 from ragstep.retrieval.expansion import expansion_variants
-from ragstep.retrieval.fusion import Fused, fuse_absolute, fuse_adaptive, fuse_dbsf, fuse_minmax, fuse_rrf
+from ragstep.retrieval.fusion import Fused, fuse_adaptive, fuse_dbsf, fuse_evidence, fuse_minmax, fuse_rrf
 from ragstep.retrieval.text import query_terms
 from ragstep.stages.search.hydrate import ServerFused, hydrate
 from ragstep.stages.search.hydrate import content_key as content_key  # imported from here by other stages, tests
@@ -76,6 +77,7 @@ from ragstep.stages.search.retrievers import (
     best_per_chunk,
     embed_query,
     fusion_scale,
+    keyword_ceiling,
     run_concurrently,
     search_pass,
     start_keyword,
@@ -129,15 +131,18 @@ def fuse(
     cfg: RetrievalSettings,
     scale: ScoreScale | None = COMMON_SCALE,
     pool: int | None = None,
+    ceiling: float | None = None,
 ) -> list[Fused]:
-    """The configured fusion of one vector and one keyword list; ``scale``: the vector list's (:func:`vector_scale`),
-    ``pool``: how many hits the vector search asked for, both read by ``absolute`` fusion only: a list that holds the
-    whole pool was cut by it, not by the similarity threshold, and a chunk it left out counts at its lowest cosine
-    (``vector_floor``, :func:`~ragstep.retrieval.fusion.fuse_absolute`)."""
+    """The configured fusion of one vector and one keyword list; ``scale``: the vector list's query scale (its zero
+    the query's background, :func:`~.retrievers.fusion_scale`), ``pool``: how many hits the vector search asked
+    for, ``ceiling``: the most BM25 points a chunk could score for the query (:func:`~.retrievers.keyword_ceiling`),
+    all three read by ``absolute`` fusion only (:func:`~ragstep.retrieval.fusion.fuse_evidence`): each list as its
+    hits' share of the best score its retriever could give; a list that holds the whole pool was cut by it, not by
+    the similarity threshold, and a chunk it left out counts at its lowest cosine (``vector_floor``)."""
     weights = {"w_vector": cfg.rrf_vector_weight, "w_keyword": cfg.rrf_keyword_weight}
     if cfg.fusion == "absolute":
         full = pool is not None and len(vector) >= pool
-        return fuse_absolute(vector, keyword, vector_scale=scale, vector_floor=full, **weights)
+        return fuse_evidence(vector, keyword, vector_scale=scale, vector_floor=full, keyword_ceiling=ceiling, **weights)
     if cfg.fusion == "adaptive":
         return fuse_adaptive(vector, keyword, **weights)
     if cfg.fusion == "minmax":
@@ -169,8 +174,8 @@ def tail_scored(added: Sequence[Hit], keyword: Sequence[Hit]) -> list[Hit]:
 
     Each variant's scores come normalised to its own best hit (1.0), so as they came a variant's best outscored all
     but the first pass's best, and fusion's min-max and the rerank stage's base score (both read scores, not
-    positions) ranked it there (msmarco-5k keyword-only: the pipeline fell from the search stage's nDCG@10 0.579 to
-    0.536 on that alone; BENCHMARKS.md). A variant is a re-cut of the query's words searched with the same BM25
+    positions) ranked it there (on msmarco-5k keyword-only that alone took the pipeline's nDCG@10 well below the
+    search stage's: `ragstep bench quality`). A variant is a re-cut of the query's words searched with the same BM25
     statistics, so its raw score over the first pass's best raw score is on the first pass's scale (and at most
     the chunk's score for the whole query, which the first pass left out). Capped just below the last hit, so the
     first pass's ranking is kept whatever the variant."""
@@ -206,9 +211,10 @@ def rank(
     cfg: RetrievalSettings,
     scale: ScoreScale | None = COMMON_SCALE,
     pool: int | None = None,
+    ceiling: float | None = None,
 ) -> list[Fused]:
     """The stage's ranking: the client-fused vector and keyword lists merged with the server-fused candidates."""
-    return merge_fused(fuse(vector, keyword, cfg, scale, pool), server)
+    return merge_fused(fuse(vector, keyword, cfg, scale, pool, ceiling), server)
 
 
 def server_fusion_detail(ctx: Context, cfg: RetrievalSettings, targets: int) -> dict[str, object]:
@@ -220,6 +226,15 @@ def server_fusion_detail(ctx: Context, cfg: RetrievalSettings, targets: int) -> 
             detail["pipeline"] = hybrid_index.pipeline_name(cfg.rrf_keyword_weight, cfg.rrf_vector_weight)
     detail["thresholds_applied"] = False
     return detail
+
+
+def keyword_only_chunks(ctx: Context, targets: Sequence[Target]) -> int:
+    """Chunks in the searched scope still waiting for their vector (progressive indexing,
+    :mod:`ragstep.app.ingest_vectors`): the vector search could not see them, only the keyword search could."""
+    backfill = vector_backfill(ctx.index)
+    if backfill is None:
+        return 0
+    return sum(backfill.keyword_only(t.flt, t.model) for t in targets if t.model != "none")
 
 
 def _norm(text: str) -> str:
@@ -321,7 +336,9 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
     vector_hits, keyword_hits, hybrid_hits = first.vector, first.keyword, first.hybrid
     server = server_fused(hybrid_hits)
     scale = fusion_scale(ctx, targets, vectors)
-    results = hydrate(rank(vector_hits, keyword_hits, server, cfg, scale, pool), ctx, cfg.embedding_top_k)
+    ceiling = keyword_ceiling(ctx, targets, terms) if cfg.fusion == "absolute" else None
+    ranked = partial(rank, cfg=cfg, scale=scale, pool=pool, ceiling=ceiling)
+    results = hydrate(ranked(vector_hits, keyword_hits, server), ctx, cfg.embedding_top_k)
     detail: dict[str, object] = {}
 
     if cfg.enable_query_expansion and len(results) < cfg.embedding_top_k:
@@ -352,7 +369,7 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
             if added or added_server:
                 keyword_hits = [*keyword_hits, *added]
                 server = [*server, *keyword_only_fused(added_server, cfg)]
-                results = hydrate(rank(vector_hits, keyword_hits, server, cfg, scale, pool), ctx, cfg.embedding_top_k)
+                results = hydrate(ranked(vector_hits, keyword_hits, server), ctx, cfg.embedding_top_k)
             events.append(
                 TraceEvent(
                     stage=STAGE,
@@ -392,8 +409,8 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
             events += retry.events
             vector_hits, keyword_hits, hybrid_hits = retry.vector, retry.keyword, retry.hybrid
             server = server_fused(hybrid_hits)
-            results, _ = apply_faq_rules(hydrate(rank(vector_hits, keyword_hits, server, cfg, scale, pool), ctx,
-                                                 cfg.embedding_top_k), query, cfg, scales)  # fmt: skip
+            results, _ = apply_faq_rules(hydrate(ranked(vector_hits, keyword_hits, server), ctx, cfg.embedding_top_k),
+                                         query, cfg, scales)  # fmt: skip
             events.append(
                 TraceEvent(
                     stage=STAGE,
@@ -418,6 +435,7 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
                 **({"hybrid_hits": len(hybrid_hits)} if first.hybrid_targets else {}),
                 "results": len(results),
                 **({"faq_rounds": first.faq_rounds} if first.faq_rounds else {}),
+                **({"keyword_only_chunks": waiting} if (waiting := keyword_only_chunks(ctx, targets)) else {}),
             },
             detail={
                 "query": query,

@@ -119,4 +119,4 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
         reason=None if matched else "no_matching_nodes",
         detail={"matched": {key: how for key, (_, how, _) in matched.items()}},
     )
-    return state.with_results("search_results", [*state.search_results, *results], event)
+    return state.with_results("search_results", [*state.results("search_results"), *results], event)

@@ -40,8 +40,8 @@ def hydrate(fused: Sequence[Fused], ctx: Context, limit: int) -> list[SearchResu
 
     Up to ``2 x limit + 10`` candidates are read, so duplicates do not leave the list short, but in two fetches:
     the first ``limit + HYDRATE_SPARE``, then the rest only when duplicates or deleted chunks left the results short
-    (reading and parsing the ~40 chunks that were never used cost ~0.3 ms a query). The candidates are taken in the
-    same order either way, so the results are the same."""
+    (reading and parsing the chunks that were never used was a measurable share of a query). The candidates are
+    taken in the same order either way, so the results are the same."""
     head = fused[: limit * 2 + 10]
     seen: set[str] = set()
     out: list[SearchResult] = []

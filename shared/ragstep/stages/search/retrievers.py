@@ -17,16 +17,18 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
 from ragstep.errors import ProviderError
+from ragstep.index_capabilities import HybridSearch, server_hybrid
 from ragstep.models import PipelineState, RetrievalSettings, TraceEvent
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
-from ragstep.ports import Hit, HybridSearch, SearchFilter, declared_scale, server_hybrid
+from ragstep.ports import Hit, SearchFilter, declared_scale
 from ragstep.retrieval.background import BackgroundIndex
 from ragstep.retrieval.background import query_scale as background_scale
+from ragstep.retrieval.bm25 import Bm25Stats, query_ceiling
 from ragstep.stages.embedding_cache import query_embedding
 
 if TYPE_CHECKING:
@@ -71,6 +73,19 @@ def query_scale(
     return background_scale(declared, index.vector_background(model, flt), vector)
 
 
+def threshold_scale(ctx: Context, model: str, vector: np.ndarray, flt: SearchFilter) -> ScoreScale:
+    """The scale the similarity threshold reads ``vector``'s cosines on: the query's (:func:`query_scale`), its zero
+    never above the model's declared one. The threshold cuts unrelated text: a query's background below the model's
+    unrelated level (a question in another language than the corpus) lowers the bar, but a corpus on one topic,
+    whose mean cosine is on-topic text rather than unrelated, does not raise it (an FAQ on COVID-19 vaccines: mean
+    0.84 for e5, whose unrelated level is 0.77; read at 0.84 the threshold cut 59 % of the relevant entries)."""
+    scale = query_scale(ctx, model, vector, flt) or COMMON_SCALE
+    declared = declared_scale(ctx.embedder(model))
+    if declared is not None and declared.zero < scale.zero:
+        return ScoreScale(zero=declared.zero, span=scale.span)
+    return scale
+
+
 def fusion_scale(ctx: Context, targets: Sequence[Target], vectors: Mapping[str, np.ndarray]) -> ScoreScale | None:
     """The vector list's scale for fusion: the query's scale (:func:`query_scale`) when every target searched with
     a vector reads on one, the common scale when none was (keywords only), None when they differ or a model
@@ -86,6 +101,28 @@ def vector_scale(ctx: Context, models: Iterable[str]) -> ScoreScale | None:
     declares none (:func:`~ragstep.ports.declared_scale`: its cosines are read relative to one another only)."""
     scales = {declared_scale(ctx.embedder(m)) for m in models}
     return scales.pop() if len(scales) == 1 else (COMMON_SCALE if not scales else None)
+
+
+@runtime_checkable
+class Bm25StatsIndex(Protocol):
+    """An index that can tell the BM25 statistics a keyword search scores with (the local index; the S3-snapshot
+    index sums its parts' only inside its keyword search, and OpenSearch keeps them to itself: both fuse by the
+    previous rule, :func:`~ragstep.retrieval.fusion.fuse_absolute`)."""
+
+    def bm25_stats(self, tokens: Sequence[str], flt: SearchFilter) -> Bm25Stats:
+        """The chunks, tokens and each token's document frequency in what ``flt`` covers."""
+
+
+def keyword_ceiling(ctx: Context, targets: Sequence[Target], terms: Sequence[str]) -> float | None:
+    """The most BM25 points a chunk could score for the query in what its keyword search covers
+    (:func:`ragstep.retrieval.bm25.query_ceiling`), for fusion to read the keyword list's share of it; None where
+    the index cannot tell or the keyword searches are several calls (each on its own statistics)."""
+    index = ctx.index
+    keyword = keyword_targets(targets)
+    if not terms or len(keyword) != 1 or not isinstance(index, Bm25StatsIndex):
+        return None
+    ceiling = query_ceiling(index.bm25_stats(terms, keyword[0].flt), terms)
+    return ceiling if ceiling > 0 else None
 
 
 def best_per_chunk(lists: Sequence[Sequence[Hit]]) -> list[Hit]:
@@ -294,7 +331,7 @@ def search_pass(
         # The threshold is on the common similarity scale; the index compares the model's raw cosines, so it gets
         # the cosine the query's scale puts there (:func:`query_scale`; e5 on msmarco: 0.2 -> ~0.81, English
         # questions over Russian passages ~0.75). Scoped: any cosine >= 0 passes.
-        vthr = 0.0 if t.scoped else (query_scale(ctx, t.model, vec, t.flt) or COMMON_SCALE).raw(vector_threshold)
+        vthr = 0.0 if t.scoped else threshold_scale(ctx, t.model, vec, t.flt).raw(vector_threshold)
         search: Callable[[], object]
         if t.faq:
             search = partial(faq_vector_search, ctx, vec, t, cfg.embedding_top_k, vthr, cfg)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ragstep.models import PipelineState
 from ragstep.models.viking import VikingPart
 from ragstep.stages.viking import intent_analysis
-from ragstep.stages.viking.viking_context import viking_state
+from ragstep.stages.viking.common import viking_state
 
 if TYPE_CHECKING:
     from ragstep.context import Context

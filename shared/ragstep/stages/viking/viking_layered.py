@@ -1,8 +1,7 @@
 """``viking_layered``: the merged matches as layered context within ``RAGSTEP_VIKING_CONTEXT_BUDGET`` tokens.
 
 :mod:`~ragstep.stages.viking.layered_context`, then each laid-out match becomes one result of ``final_results``
-(its layer in ``metadata.layer``), which ``into_chat_message`` cites as it cites any passage: the results
-``viking_context`` gives in one stage.
+(its layer in ``metadata.layer``), which ``into_chat_message`` cites as it cites any passage.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING
 from ragstep.errors import InputError
 from ragstep.models import PipelineState
 from ragstep.stages.viking import layered_context
-from ragstep.stages.viking.viking_context import laid_out, viking_state
+from ragstep.stages.viking.common import laid_out, viking_state
 
 if TYPE_CHECKING:
     from ragstep.context import Context

@@ -15,8 +15,8 @@ from ragstep.errors import InputError
 from ragstep.models import PipelineState
 from ragstep.models.viking import TypedQueryOutcome
 from ragstep.retrieval.tokens import count_tokens
+from ragstep.stages.viking.common import viking_state
 from ragstep.stages.viking.hierarchical_search import search_query
-from ragstep.stages.viking.viking_context import viking_state
 
 if TYPE_CHECKING:
     from ragstep.context import Context

@@ -121,7 +121,7 @@ class OpenSearchIndex(OpenSearchConnection):
 
     @property
     def supports_server_hybrid(self) -> bool:
-        """:class:`ragstep.ports.HybridSearch` is on when ``RAGSTEP_OPENSEARCH_SERVER_HYBRID`` is."""
+        """:class:`ragstep.index_capabilities.HybridSearch` is on when ``RAGSTEP_OPENSEARCH_SERVER_HYBRID`` is."""
         return self.server_hybrid
 
     @classmethod

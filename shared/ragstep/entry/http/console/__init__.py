@@ -34,9 +34,10 @@ from ragstep.errors import InputError
 ASSETS = Path(__file__).resolve().parent / "static"
 
 #: The page may load its own files and call its own origin, nothing else; it may not be framed (clickjacking).
+#: ``blob:`` images: the pictures of a passage are fetched with the API key and shown from the fetched bytes.
 PAGE_HEADERS = {
     "Content-Security-Policy": (
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; "
         "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
     ),
     "X-Content-Type-Options": "nosniff",

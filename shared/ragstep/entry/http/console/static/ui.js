@@ -1,6 +1,7 @@
 // Small DOM helpers shared by the views: elements (text only: server data is never parsed as HTML), dialogs, the
 // status line, error wording, the trace table and the cited-passage view.
 
+import { request } from "./api.js";
 import { t } from "./i18n.js";
 
 /** An element: el("td", {class: "x", onclick: f}, "text", child, ...). Strings become text nodes. */
@@ -160,6 +161,17 @@ export function markedPassage(passage, span) {
   return out;
 }
 
+/** A picture the passage shows (its `image_info`), fetched with the key (an <img src> could not send it). */
+function figure(info) {
+  const img = el("img", { alt: info.caption || "", loading: "lazy" });
+  const shown = el("figure", {}, img, info.caption ? el("figcaption", {}, info.caption) : null);
+  request("GET", info.url)
+    .then((response) => response.blob())
+    .then((blob) => (img.src = URL.createObjectURL(blob)))
+    .catch(() => shown.remove());
+  return shown;
+}
+
 /** The dialog with passage `n`: its file, place, scores and text, what the answer cites from it marked. */
 export function showPassage(n, ref, cited, kbName) {
   $("#passage-title").textContent = t("cite.title", { n });
@@ -175,6 +187,7 @@ export function showPassage(n, ref, cited, kbName) {
     t("cite.kb", { kb: kbName(ref.knowledge_base_id) }),
   ].join(" · ");
   $("#passage-text").replaceChildren(...markedPassage(ref.content || "", cited || ""));
+  $("#passage-figures").replaceChildren(...(ref.image_info || []).map(figure));
   openDialog($("#dlg-passage"));
   $("#dlg-passage mark")?.scrollIntoView({ block: "center" });
 }

@@ -1,10 +1,9 @@
-"""``viking_context``: OpenViking's retrieval inside a chat pipeline (``viking_stream``).
+"""What the viking stages share: the viking stages' own state rebuilt from the pipeline state, and the laid-out
+matches as results.
 
-The question (rewritten when a rewrite ran) goes through intent_analysis -> hierarchical_search -> layered_context
-over the request's knowledge bases, with the session for the analyser and ``RAGSTEP_VIKING_CONTEXT_BUDGET`` tokens
-for the layers; each laid-out match becomes one result of ``final_results`` (its layer in ``metadata.layer``, the
-chunk type ``abstract`` / ``overview`` / ``text`` for L0 / L1 / L2), which ``into_chat_message`` then cites as it
-cites any passage. The viking stages' rows are added to the pipeline's trace.
+Each laid-out match becomes one result of ``final_results`` (its layer in ``metadata.layer``, the chunk type
+``abstract`` / ``overview`` / ``text`` for L0 / L1 / L2), which ``into_chat_message`` then cites as it cites any
+passage.
 """
 
 from __future__ import annotations
@@ -13,13 +12,11 @@ from typing import TYPE_CHECKING
 
 from ragstep.models import ChunkType, MatchType, PipelineState, SearchResult
 from ragstep.models.viking import LayeredItem, MatchedContext, VikingPart, VikingState
-from ragstep.stages.viking import hierarchical_search, intent_analysis, layered_context
 from ragstep.stages.viking.tree import check_user, layer_knowledge_id
 
 if TYPE_CHECKING:
     from ragstep.context import Context
 
-STAGE = "viking_context"
 _CHUNK_TYPES = {"L0": ChunkType.ABSTRACT, "L1": ChunkType.OVERVIEW, "L2": ChunkType.TEXT}
 
 
@@ -65,10 +62,3 @@ def laid_out(viking: VikingState) -> list[SearchResult]:
     matches = {m.uri: m for m in viking.matches}
     items = viking.layered.items if viking.layered is not None else []
     return [as_result(item, matches[item.uri]) for item in items if item.uri in matches]
-
-
-def run(state: PipelineState, ctx: Context) -> PipelineState:
-    viking = viking_state(state, ctx)
-    for stage in (intent_analysis, hierarchical_search, layered_context):
-        viking = stage.run(viking, ctx)
-    return state.with_results("final_results", laid_out(viking), *viking.trace)

@@ -1,0 +1,235 @@
+"""The progress lines of ``ragstep ingest`` on stderr: the keyword phase (files and chunks) and the vectors' phase
+(chunks embedded), as a bar redrawn in place on a terminal and as plain periodic lines otherwise."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+
+def clock(seconds: float) -> str:
+    """``0:42``, ``12:05``, ``1:02:09``."""
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+class Progress:
+    """Files, chunks, embedded chunks, the embedding rate and an ETA, on stderr.
+
+    On a terminal, ``[#####-----] 3/10 files, 420 chunks, 380 embedded, 14.2 chunks/s, ETA 1:05  name`` redrawn in
+    place (at most every :attr:`REDRAW_S`); otherwise a plain line every ``every_s`` seconds (a log, a CI job, a
+    redirected run), nothing for a run shorter than that. The stages report chunks and embedded chunks while one
+    file is in flight (:mod:`ragstep.stages.ingest.progress`), so a single large file moves too.
+
+    The bar and the ETA follow the work left: with an embedding model, the chunks of the file in flight not yet
+    embedded plus the chunks the files not yet read will make (their bytes at the chunks per byte seen so far),
+    at the embedding rate seen so far; without one, the bytes not yet read at the rate seen so far.
+    """
+
+    WIDTH = 30
+    REDRAW_S = 0.1
+
+    def __init__(
+        self, sizes: Sequence[int], *, embeds: bool, stream: Any = None, every_s: float = 10.0, phase: str = ""
+    ) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.phase = phase  # "keywords": the first of two phases (``--vectors-later`` or the vectors after it)
+        self.sizes = list(sizes)
+        self.total = len(self.sizes)
+        self.embeds = embeds
+        self.every_s = every_s
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.started = time.monotonic()
+        self.done = 0
+        self.chunks = 0  # chunks of the files done, as indexed
+        self.embedded_chunks = 0  # every chunk embedded in this run
+        self.current = ""
+        self._file_chunks = 0  # the file in flight
+        self._file_embedded = 0
+        self._file_pages = (0, 0)  # scanned pages of the file in flight OCR'd, of how many
+        self._bytes_done = 0
+        self._bytes_chunked = 0  # bytes of the files cut into chunks (chunks per byte, for the ETA)
+        self._chunks_cut = 0
+        self._embed_s = 0.0  # time spent embedding: from the first chunks of a file to its end
+        self._embed_from: float | None = None
+        self._shown = float("-inf")
+
+    # -- events (the ingest stages' notes come through chunked / embedded) --
+
+    def start(self, name: str) -> None:
+        self.current = name
+        self._file_chunks = self._file_embedded = 0
+        self._file_pages = (0, 0)
+        self.draw(force=True)
+
+    def ocr_page(self, done: int, total: int) -> None:
+        self._file_pages = (done, total)
+        self.draw()
+
+    def chunked(self, count: int) -> None:
+        self._file_chunks = count
+        self._chunks_cut += count
+        self._bytes_chunked += self.sizes[self.done] if self.done < self.total else 0
+        if self.embeds:
+            self._embed_from = time.monotonic()
+        self.draw()
+
+    def embedded(self, count: int) -> None:
+        self._file_embedded += count
+        self.embedded_chunks += count
+        self.draw()
+
+    def advance(self, chunks: int) -> None:
+        """The file in flight is done (``chunks`` indexed: 0 when it failed, was unchanged or a duplicate)."""
+        if self._embed_from is not None:
+            self._embed_s += time.monotonic() - self._embed_from
+            self._embed_from = None
+        self._bytes_done += self.sizes[self.done] if self.done < self.total else 0
+        self.done += 1
+        self.chunks += chunks
+        self.current = ""
+        self._file_chunks = self._file_embedded = 0
+        self._file_pages = (0, 0)
+        self.draw(force=True)
+
+    # -- figures --
+
+    def rate(self) -> float:
+        """Chunks embedded per second of embedding; without a model, chunks cut per second of the run."""
+        if not self.embeds:
+            elapsed = time.monotonic() - self.started
+            return self._chunks_cut / elapsed if elapsed > 0 else 0.0
+        spent = self._embed_s + (time.monotonic() - self._embed_from if self._embed_from is not None else 0.0)
+        return self.embedded_chunks / spent if spent > 0 and self.embedded_chunks else 0.0
+
+    def fraction(self) -> float:
+        total = sum(self.sizes)
+        if not total:
+            return self.done / max(self.total, 1)
+        within = self._file_embedded / self._file_chunks if self.embeds and self._file_chunks else 0.0
+        in_flight = self.sizes[self.done] if self.done < self.total else 0
+        return min(1.0, (self._bytes_done + in_flight * within) / total)
+
+    def eta_s(self) -> float | None:
+        left_bytes = sum(self.sizes) - self._bytes_done
+        if self.embeds:
+            rate = self.rate()
+            if not rate or not self._bytes_chunked:
+                return None
+            in_flight = self.sizes[self.done] if self.done < self.total and self._file_chunks else 0
+            per_byte = self._chunks_cut / self._bytes_chunked
+            left = (self._file_chunks - self._file_embedded) + (left_bytes - in_flight) * per_byte
+            return max(0.0, left / rate)
+        elapsed = time.monotonic() - self.started
+        read = self._bytes_done
+        return left_bytes * elapsed / read if read and elapsed > 0 else None
+
+    def line(self) -> str:
+        text = f"{self.phase}: " if self.phase else ""
+        text += f"{self.done}/{self.total} files, {self.chunks + self._file_chunks} chunks"
+        if self.embeds:
+            text += f", {self.embedded_chunks} embedded"
+        rate, eta = self.rate(), self.eta_s()
+        if rate:
+            text += f", {rate:.1f} chunks/s"
+        if eta is not None and self.done < self.total:
+            text += f", ETA {clock(eta)}"
+        pages, of = self._file_pages
+        if of and not self._file_chunks:  # a scanned PDF being read: its pages are what moves
+            text += f", OCR page {pages}/{of}"
+        return text
+
+    # -- output --
+
+    def draw(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.tty:
+            if not force and now - self._shown < self.REDRAW_S:
+                return
+            filled = int(self.WIDTH * self.fraction())
+            bar = "#" * filled + "-" * (self.WIDTH - filled)
+            text = f"[{bar}] {self.line()}"
+            if self.current:
+                text += f"  {clip_name(self.current, 40)}"
+            # \r back to the start, \x1b[K clears what a longer previous line left behind.
+            self.stream.write(f"\r{text}\x1b[K")
+        else:
+            if now - self.started < self.every_s or now - self._shown < self.every_s:
+                return
+            at = f" (at {self.current})" if self.current else ""
+            self.stream.write(f"ragstep: ingest: {self.line()}, {clock(now - self.started)} elapsed{at}\n")
+        self._shown = now
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+class EmbedProgress:
+    """The second phase of a progressive ingest (:mod:`ragstep.app.ingest_vectors`): chunks given their vector out of
+    those waiting, the rate and an ETA, on stderr as :class:`Progress` shows the first (a bar redrawn in place on a
+    terminal, a plain line every ``every_s`` seconds otherwise). The total is known before the first chunk is
+    embedded, so the ETA is the chunks left at the rate seen so far."""
+
+    WIDTH = Progress.WIDTH
+
+    def __init__(self, total: int, *, stream: Any = None, every_s: float = 10.0) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.total = total
+        self.every_s = every_s
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.started = time.monotonic()
+        self.done = 0
+        self._shown = float("-inf")
+
+    def chunked(self, count: int) -> None:
+        """Nothing is chunked in this phase."""
+
+    def ocr_page(self, done: int, total: int) -> None:
+        """Nothing is parsed in this phase."""
+
+    def embedded(self, count: int) -> None:
+        self.done += count
+        self.draw()
+
+    def rate(self) -> float:
+        elapsed = time.monotonic() - self.started
+        return self.done / elapsed if elapsed > 0 and self.done else 0.0
+
+    def line(self) -> str:
+        text = f"vectors: {self.done}/{self.total} chunks embedded"
+        rate = self.rate()
+        if rate:
+            text += f", {rate:.1f} chunks/s, ETA {clock(max(0, self.total - self.done) / rate)}"
+        return text
+
+    def draw(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.tty:
+            if not force and now - self._shown < Progress.REDRAW_S:
+                return
+            filled = int(self.WIDTH * min(1.0, self.done / self.total)) if self.total else self.WIDTH
+            self.stream.write(f"\r[{'#' * filled}{'-' * (self.WIDTH - filled)}] {self.line()}\x1b[K")
+        else:
+            if not force and (now - self.started < self.every_s or now - self._shown < self.every_s):
+                return
+            self.stream.write(f"ragstep: ingest: {self.line()}, {clock(now - self.started)} elapsed\n")
+        self._shown = now
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def clip_name(name: str, width: int) -> str:
+    from ragstep.entry.cli.console import clip
+
+    return clip(name, width)
