@@ -216,4 +216,4 @@ def test_ragstep_ingest_takes_files_and_urls_on_one_command_line(site: Site, tmp
     found = ragstep("search", "descale espresso", "--kb", "k", "--json")
     assert '"knowledge_filename": "espresso.html"' in found.stdout
     shown = ragstep("kb", "show", "k")
-    assert "espresso.html" in shown.stdout and "note.md" in shown.stdout
+    assert f"{site.base}/espresso.html" in shown.stdout and "note.md" in shown.stdout  # a page is listed by its URL

@@ -13,7 +13,7 @@ from ragstep.entry.cli.plain import plain_catalog
 
 if TYPE_CHECKING:  # `kb list` reads the catalog alone: the use cases (and the ingest stages they use) load on demand
     from ragstep.app.knowledge_bases import KnowledgeBaseContents
-    from ragstep.models import KnowledgeBase
+    from ragstep.models import Knowledge, KnowledgeBase
 
 #: ``KnowledgeBase``'s fields in order (tests/test_cli_quick_list.py holds them to the model): a stored row with
 #: exactly these keys is what ``model_dump(mode="json")`` of its model gives, so ``kb list`` prints it as it is.
@@ -88,6 +88,13 @@ def cmd_kb_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _where(item: Knowledge) -> str:
+    """A document's file name, or its address when it came from the web (a page's name alone says little)."""
+    if item.source_uri.startswith(("http://", "https://")):
+        return clip(item.source_uri, 60)
+    return clip(item.filename or item.title or item.source_uri, 32)
+
+
 def render_contents(contents: KnowledgeBaseContents) -> str:
     kb = contents.knowledge_base
     lines = [f"knowledge base {describe(kb)}"]
@@ -97,7 +104,7 @@ def render_contents(contents: KnowledgeBaseContents) -> str:
     rows = [
         (
             item.id,
-            clip(item.filename or item.title or item.source_uri, 32),
+            _where(item),
             item.chunk_count,
             item.tag_id or "-",
             "vectors pending" if item.vectors_pending else item.status,  # keyword-searchable, embedding to come
