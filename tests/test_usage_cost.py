@@ -253,3 +253,14 @@ def test_a_knowledge_chat_streams_its_receipt_and_records_it(tmp_path: Path) -> 
         assert cost["by_stage"]["chat_completion"] == pytest.approx(1000 * 0.15 / 1e6 + 200 * 0.6 / 1e6)
         (record,) = api.clients.usage.between("default", 0, time.time() + 1)
         assert (record.route, record.cost_usd) == ("/v1/knowledge-chat", cost["total_usd"])
+        # A profile and both budgets travel in the body; the receipt says the budget and whether it held.
+        budgeted = {**body, "profile": "quick", "budget_ms": 60_000, "cost_budget_usd": 1e-9}
+        with httpx.stream(
+            "POST", f"{api.base}/v1/knowledge-chat", json=budgeted, headers={"X-API-Key": api.key}, timeout=30
+        ) as answer:
+            assert answer.status_code == 200
+            frames = [json.loads(line[5:]) for line in answer.iter_lines() if line.startswith("data:")]
+        receipt = frames[-1]["data"]["usage"]["cost"]
+        assert receipt["budget_usd"] == 1e-9 and receipt["over_budget"] is True
+        refused = api.post("/v1/knowledge-chat", {**body, "cost_budget_usd": 0})
+        assert refused.status_code == 422 and "cost_budget_usd: Input should be greater than 0" in refused.text

@@ -96,6 +96,14 @@ class KnowledgeChatBody(BaseModel):
     overrides: RetrievalOverrides = Field(default_factory=RetrievalOverrides)
     chat: dict[str, Any] = Field(default_factory=dict, description="chat settings for this request")
     pipeline: str = Field("rag_stream", description="a chat pipeline")
+    profile: str | None = Field(None, description="quick, standard (the default), deep, or one of RAGSTEP_PROFILES")
+    # The bounds are ChatRequest's, checked here so a value out of them is a 422 naming the field.
+    budget_ms: int | None = Field(
+        None, ge=10, le=600_000, description="latency budget: optional stages are given up to meet it"
+    )
+    cost_budget_usd: float | None = Field(
+        None, gt=0, le=1000, description="cost budget (estimated USD): optional stages are given up to meet it"
+    )
 
     def request(self, session_id: str | None) -> ChatRequest:
         return ChatRequest(
@@ -106,6 +114,9 @@ class KnowledgeChatBody(BaseModel):
             pipeline=self.pipeline,
             overrides=self.overrides,
             chat=self.chat,
+            profile=self.profile,
+            budget_ms=self.budget_ms,
+            cost_budget_usd=self.cost_budget_usd,
         )
 
 
