@@ -23,16 +23,21 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+from ragstep.adapters.embedders import DEFAULT_LOCAL_MODEL
 from ragstep.app.search import knowledge_search
 from ragstep.entry.aws import runtime
 from ragstep.errors import InputError, NotFoundError
-from ragstep.models import IngestState, KnowledgeBase, SearchRequest
+from ragstep.index_capabilities import vector_backfill
+from ragstep.models import IngestState, KnowledgeBase, SearchRequest, TraceEvent
 from ragstep.pipeline import get_pipeline
+from ragstep.pipeline.definitions import Map, payload_limit
+from ragstep.ports import SearchFilter
 from test_asl import load_template
 from test_aws_stores import CATALOG_SCHEMA, HISTORY_SCHEMA
-from test_handlers import EVENTS, invoke
+from test_handlers import EVENTS, ROOT, invoke
 
 boto3 = pytest.importorskip("boto3")
 pytest.importorskip("moto")
@@ -50,6 +55,7 @@ SAMPLE_KEY = f"uploads/{KB_NAME}/guides/{SAMPLE_DOC}"
 CATALOG_TABLE = "ragstep-ingest-catalog"
 HISTORY_TABLE = "ragstep-ingest-history"
 INGEST_STAGES = get_pipeline("ingest").stage_names()
+LOCAL_MODEL = f"local:{DEFAULT_LOCAL_MODEL}"
 
 
 def demo_doc(name: str) -> bytes:
@@ -156,11 +162,18 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
 
 
 def run_ingest(event: dict[str, Any]) -> list[dict[str, Any]]:
-    """The state machine's work for one event: each ingest stage's Lambda handler on the previous one's output."""
+    """The state machine's work for one event: each step's Lambda handler on the previous step's output. A Map step
+    (embed_batches) invokes its first stage once per item, with ``{"state", "item"}`` as its ItemSelector builds
+    it, keeps nothing of them (``ResultPath: null``) and hands its input to the merge, whose output is the step's."""
     states = []
     payload: Any = event
-    for stage in INGEST_STAGES:
-        payload = invoke(stage, payload)
+    for step in get_pipeline("ingest").steps:
+        if isinstance(step, Map):
+            for item in payload[step.items]:
+                invoke(step.steps[0].name, {"state": payload, "item": item})
+            payload = invoke(step.merge, payload)
+        else:
+            payload = invoke(step.name, payload)
         states.append(payload)
     return states
 
@@ -189,11 +202,11 @@ def test_an_upload_is_ingested_by_the_handlers_and_found_by_a_search(stack: Stac
     key = f"uploads/{KB_NAME}/guides/cold starts.md"  # moto sends the key unencoded; decoding leaves this one alone
     stack.upload(key, demo_doc(SAMPLE_DOC))
     (event,) = stack.started()
-    parsed, chunked, embedded, indexed, graphed = run_ingest(event)
+    parsed, chunked, embedded, indexed, graphed, merged = run_ingest(event)
 
-    statuses = [s["status"] for s in (parsed, chunked, embedded, indexed, graphed)]
-    assert statuses == ["parsed", "chunked", "embedded", "indexed", "indexed"]
-    final = IngestState.model_validate(graphed)
+    statuses = [s["status"] for s in (parsed, chunked, embedded, indexed, graphed, merged)]
+    assert statuses == ["parsed", "chunked", "embedded", "indexed", "indexed", "indexed"]
+    final = IngestState.model_validate(merged)
     assert final.source.blob_key == key
     assert final.source.filename == "cold starts.md"
     assert final.source.uri == f"s3://{BUCKET}/{key}"
@@ -207,6 +220,8 @@ def test_an_upload_is_ingested_by_the_handlers_and_found_by_a_search(stack: Stac
         ("ingest_index", "run"),
         ("ingest_graph", "skip"),  # a knowledge base without a graph
         ("ingest_graph", "run"),
+        ("ingest_embed_merge", "skip"),  # no vectors to add after the index
+        ("ingest_embed_merge", "run"),
     ]
 
     catalog = runtime.get_clients().context().catalog
@@ -227,7 +242,7 @@ def test_the_same_upload_again_is_unchanged_and_new_content_replaces_it(stack: S
 
     stack.upload(SAMPLE_KEY, demo_doc(SAMPLE_DOC))
     again = run_ingest(stack.started()[0])
-    assert [s["status"] for s in again] == ["unchanged"] * 5
+    assert [s["status"] for s in again] == ["unchanged"] * 6
     assert again[-1]["source"]["knowledge_id"] == first["source"]["knowledge_id"]
 
     # The same file under the knowledge base's id is the same document as under its name.
@@ -338,6 +353,160 @@ def test_a_blob_prefix_is_part_of_the_upload_key(stack: Stack, monkeypatch: pyte
         invoke("ingest_parse", _event(f"uploads/{KB_NAME}/{SAMPLE_DOC}"))
 
 
+# -- progressive indexing: keyword-searchable after ingest_index, vectors from the embed_batches Map ---------------
+
+
+def test_the_ingest_machine_embeds_after_the_index_in_a_map_state_that_keeps_nothing() -> None:
+    """embed_batches: each item of embed_batches with the whole state, as many at once as the state's
+    embed_concurrency (the EmbedBatchConcurrency parameter, through ingest_index), each iteration's output its item
+    alone, the Map's output its input (ResultPath null): the state keeps the whole payload quota."""
+    machine = json.loads((ROOT / "statemachine" / "ingest.asl.json").read_text(encoding="utf-8"))
+    assert machine["States"]["ingest_graph"]["Next"] == "embed_batches"
+    state = machine["States"]["embed_batches"]
+    assert state["Type"] == "Map" and state["Next"] == "ingest_embed_merge"
+    assert state["ItemsPath"] == "$.embed_batches" and state["MaxConcurrencyPath"] == "$.embed_concurrency"
+    assert "MaxConcurrency" not in state and state["ResultPath"] is None
+    assert state["ItemSelector"] == {"state.$": "$", "item.$": "$$.Map.Item.Value"}
+    batch = state["ItemProcessor"]["States"]["ingest_embed_batch"]
+    assert batch["OutputPath"] == "$.embed_batch" and batch["Resource"] == "${IngestEmbedBatchFunctionArn}"
+    assert machine["States"]["ingest_embed_merge"]["End"] is True
+    assert payload_limit("ingest", 256 * 1024) == 256 * 1024
+    template = load_template()
+    assert template["Parameters"]["EmbedBatchConcurrency"]["MaxValue"] == 40  # an inline Map's most at once
+    env = template["Resources"]["IngestIndexFunction"]["Properties"]["Environment"]["Variables"]
+    assert env == {
+        "RAGSTEP_EMBED_BATCH_CHUNKS": {"Ref": "EmbedBatchSize"},
+        "RAGSTEP_EMBED_BATCH_CONCURRENCY": {"Ref": "EmbedBatchConcurrency"},
+    }
+
+
+@pytest.fixture
+def progressive(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Stack:
+    """The template's default index (S3 snapshots), the sample knowledge base embedding with the local model, and
+    batches of one chunk (the sample document has two)."""
+    monkeypatch.setenv("RAGSTEP_INDEX_BACKEND", "s3snapshot")
+    monkeypatch.setenv("RAGSTEP_EMBED_BATCH_CHUNKS", "1")
+    runtime.reset()
+    embedding_kb()
+    return stack
+
+
+def index_upload(stack: Stack, key: str, body: bytes) -> dict[str, Any]:
+    """An upload through the steps before embed_batches: the state the Map state receives."""
+    stack.upload(key, body)
+    (payload,) = stack.started()
+    for step in get_pipeline("ingest").steps:
+        if isinstance(step, Map):
+            return dict(payload)
+        payload = invoke(step.name, payload)
+    raise AssertionError("the ingest pipeline has no Map step")
+
+
+def run_batch(state: dict[str, Any], item: dict[str, Any]) -> TraceEvent:
+    """One iteration of embed_batches as the Map state invokes it; the batch's own trace event."""
+    out = invoke("ingest_embed_batch", {"state": state, "item": item})
+    event = TraceEvent.model_validate(out["trace"][len(state["trace"])])  # a skip is followed by its timing's row
+    assert event.stage == "ingest_embed_batch"
+    return event
+
+
+def test_an_upload_is_keyword_searchable_after_the_index_and_fully_embedded_after_the_batches(
+    progressive: Stack,
+) -> None:
+    ctx = runtime.get_clients().context()
+    state = index_upload(progressive, SAMPLE_KEY, demo_doc(SAMPLE_DOC))
+    kid, chunks = state["source"]["knowledge_id"], state["counts"]["chunks"]
+    assert chunks >= 2 and state["embed_batches"] == [{"start": i, "stop": i + 1} for i in range(chunks)]
+    assert next(t["reason"] for t in state["trace"] if t["stage"] == "ingest_embed").startswith("vectors later")
+    backfill = vector_backfill(ctx.index)
+    assert backfill is not None and len(backfill.missing_vectors(kid)) == chunks
+    assert SAMPLE_DOC in search("How do cold starts work on Lambda?")  # by keyword, before any vector
+
+    assert [run_batch(state, item).counts["embedded"] for item in state["embed_batches"]] == [1] * chunks
+    final = IngestState.model_validate(invoke("ingest_embed_merge", state))
+    assert final.trace[-1].counts == {"vectors_pending": 0, "batches": chunks}
+    assert backfill.missing_vectors(kid) == []
+    knowledge = ctx.catalog.get_knowledge(kid)
+    assert knowledge is not None and knowledge.vectors_pending == ""
+    assert ctx.index.stats().vector_spaces == {LOCAL_MODEL: chunks}
+    # Found by its vectors alone.
+    embedder = ctx.embedder(LOCAL_MODEL)
+    assert embedder is not None
+    query = embedder.embed_query("How do cold starts work on Lambda?")
+    hits = ctx.index.vector_search(query, LOCAL_MODEL, SearchFilter(knowledge_base_ids=(KB_ID,)), 5, 0.0)
+    assert hits and {c.knowledge_id for c in ctx.index.fetch([h.chunk_id for h in hits]).values()} == {kid}
+    keys = [o["Key"] for o in progressive.s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])]
+    assert not [k for k in keys if k.startswith(("pending/", "ingest/"))], keys
+
+
+def test_a_batch_run_again_adds_no_vector_and_loses_none(progressive: Stack) -> None:
+    """Step Functions may retry or redrive an iteration: a batch whose vectors landed embeds nothing the second time,
+    and a batch re-run after the merge (the pending chunks gone) does nothing."""
+    ctx = runtime.get_clients().context()
+    state = index_upload(progressive, SAMPLE_KEY, demo_doc(SAMPLE_DOC))
+    first, *others = state["embed_batches"]
+    assert run_batch(state, first).counts == {"embedded": 1, "had_vectors": 0, "not_landed": 0}
+    generation = ctx.index.stats().vector_spaces
+    assert run_batch(state, first).counts == {"embedded": 0, "had_vectors": 1, "not_landed": 0}
+    assert ctx.index.stats().vector_spaces == generation == {LOCAL_MODEL: 1}
+    for item in others:
+        run_batch(state, item)
+    invoke("ingest_embed_merge", state)
+    again = run_batch(state, first)
+    assert again.action == "skip" and again.reason.startswith("done"), again
+    kid = state["source"]["knowledge_id"]
+    assert vector_backfill(ctx.index).missing_vectors(kid) == []  # type: ignore[union-attr]
+    assert ctx.index.stats().vector_spaces == {LOCAL_MODEL: state["counts"]["chunks"]}
+
+
+def test_a_stale_batch_does_not_land(progressive: Stack) -> None:
+    """The document is uploaded again with other content before the first upload's batches run: they stop without
+    writing (the record names the new upload's chunks), its merge leaves the new record pending, and the new
+    upload's own batches embed it. The index's write guard refuses a vector for a chunk whose content changed."""
+    ctx = runtime.get_clients().context()
+    old = index_upload(progressive, SAMPLE_KEY, demo_doc(SAMPLE_DOC))
+    new = index_upload(progressive, SAMPLE_KEY, demo_doc("hybrid-search.md"))
+    kid = new["source"]["knowledge_id"]
+    backfill = vector_backfill(ctx.index)
+    assert backfill is not None
+    pending = backfill.missing_vectors(kid)
+    assert len(pending) == new["counts"]["chunks"]
+
+    stale = run_batch(old, old["embed_batches"][0])
+    assert stale.action == "skip" and stale.reason.startswith("stale"), stale
+    assert backfill.missing_vectors(kid) == pending
+    invoke("ingest_embed_merge", old)
+    knowledge = ctx.catalog.get_knowledge(kid)
+    assert knowledge is not None and knowledge.vectors_pending
+
+    # The narrower race: the write itself gives no vector to a chunk stored with other content than embedded.
+    (chunk,) = ctx.index.fetch(pending[:1]).values()
+    changed = chunk.model_copy(update={"content": chunk.content + " (as it was before)"})
+    vector = np.zeros((1, 384), np.float32)
+    vector[0, 0] = 1.0
+    assert backfill.add_vectors([changed], vector, LOCAL_MODEL) == 0
+    assert backfill.missing_vectors(kid) == pending
+
+    for item in new["embed_batches"]:
+        run_batch(new, item)
+    invoke("ingest_embed_merge", new)
+    assert backfill.missing_vectors(kid) == []
+    knowledge = ctx.catalog.get_knowledge(kid)
+    assert knowledge is not None and knowledge.vectors_pending == ""
+    assert "reciprocal rank fusion" in " ".join(c.content for c in ctx.index.fetch(pending).values()).lower()
+
+
+def test_a_long_document_gets_at_most_the_maps_items_in_batches(stack: Stack) -> None:
+    from ragstep.pipeline.definitions import EMBED_BATCHES
+    from ragstep.stages.ingest.index import embed_batches
+
+    ctx = runtime.get_clients().context()
+    assert [(b.start, b.stop) for b in embed_batches(2500, ctx)] == [(0, 1000), (1000, 2000), (2000, 2500)]
+    many = embed_batches(2_000_001, ctx)
+    assert len(many) == EMBED_BATCHES.max_items and many[-1].stop == 2_000_001
+    assert {b.stop - b.start for b in many[:-1]} == {2001}
+
+
 # -- the sample events ---------------------------------------------------------------------------------------------
 
 
@@ -347,32 +516,66 @@ def _comparable(state: dict[str, Any]) -> dict[str, Any]:
     return {**kept, "trace": [{**t, "duration_ms": 0.0} for t in state["trace"]]}
 
 
-def sample_run(stack: Stack) -> list[dict[str, Any]]:
-    stack.upload(SAMPLE_KEY, demo_doc(SAMPLE_DOC))
-    return run_ingest(json.loads((EVENTS / "ingest_parse.json").read_text(encoding="utf-8")))
+def embedding_kb(model: str = LOCAL_MODEL) -> KnowledgeBase:
+    """The sample knowledge base, now embedding with ``model`` (its documents get vectors)."""
+    catalog = runtime.get_clients().context().catalog
+    kb = catalog.get_kb(KB_ID)
+    assert kb is not None
+    return catalog.update_kb(kb.model_copy(update={"embedding_model": model}))
+
+
+def step_names() -> list[str]:
+    """The name of each top-level step's last stage (a Map's: its merge), as :func:`run_ingest` lists outputs."""
+    return [step.merge if isinstance(step, Map) else step.name for step in get_pipeline("ingest").steps]
+
+
+def samples_from(outputs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The sample event of each stage after the first, from a run's outputs by stage: the output of the step before
+    it; for the Map's first stage, that output holding the Map's first item (what the handler makes of the
+    ItemSelector's ``{"state", "item"}``), and for its merge that output itself (the Map keeps nothing)."""
+    samples: dict[str, dict[str, Any]] = {}
+    before: str | None = None
+    for step in get_pipeline("ingest").steps:
+        if isinstance(step, Map):
+            assert before is not None
+            state = outputs[before]
+            samples[step.steps[0].name] = {**state, step.item: state[step.items][0]}
+            samples[step.merge] = state
+            before = step.merge
+            continue
+        if before is not None:
+            samples[step.name] = outputs[before]
+        before = step.name
+    return samples
 
 
 def test_each_sample_event_is_what_the_stage_before_it_returns(stack: Stack) -> None:
-    """events/ingest_parse.json is an EventBridge S3 event for the sample upload; each handler runs on its own sample
-    event, and returns the next stage's sample (durations aside)."""
+    """events/ingest_parse.json is an EventBridge S3 event for the sample upload into a knowledge base with the local
+    model; each handler runs on its own sample event, and the samples are what the run makes of the outputs
+    (durations aside): through ingest_index without vectors, then one batch of embed_batches, then the merge."""
+    embedding_kb()
     stack.upload(SAMPLE_KEY, demo_doc(SAMPLE_DOC))
-    for stage, after in zip(INGEST_STAGES, [*INGEST_STAGES[1:], None], strict=True):
-        produced = invoke(stage, json.loads((EVENTS / f"{stage}.json").read_text(encoding="utf-8")))
-        if after is None:
-            assert produced["status"] == "indexed"
-            continue
-        sample = json.loads((EVENTS / f"{after}.json").read_text(encoding="utf-8"))
-        assert _comparable(sample) == _comparable(produced), f"events/{after}.json is stale: python {__file__}"
+    outputs = {
+        stage: invoke(stage, json.loads((EVENTS / f"{stage}.json").read_text("utf-8"))) for stage in INGEST_STAGES
+    }
+    assert outputs["ingest_embed_batch"]["trace"][-1]["counts"]["embedded"] >= 1
+    assert outputs[INGEST_STAGES[-1]]["status"] == "indexed"
+    for stage, expected in samples_from(outputs).items():
+        sample = json.loads((EVENTS / f"{stage}.json").read_text(encoding="utf-8"))
+        assert _comparable(sample) == _comparable(expected), f"events/{stage}.json is stale: python {__file__}"
 
 
 def write_sample_events() -> None:
-    """Rewrite events/ingest_{chunk,embed,index}.json from a run on the sample upload (moto, temporary data dir)."""
+    """Rewrite events/ingest_*.json (all but ingest_parse.json) from a run on the sample upload (moto, temporary data
+    dir, the knowledge base embedding with the local model)."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as monkeypatch:
         with stack_environment(Path(tmp), monkeypatch) as env:
-            outputs = sample_run(env)
-        for stage, produced in zip(INGEST_STAGES[1:], outputs, strict=False):
+            embedding_kb()
+            env.upload(SAMPLE_KEY, demo_doc(SAMPLE_DOC))
+            outputs = run_ingest(json.loads((EVENTS / "ingest_parse.json").read_text(encoding="utf-8")))
+        for stage, produced in samples_from(dict(zip(step_names(), outputs, strict=True))).items():
             path = EVENTS / f"{stage}.json"
             path.write_text(json.dumps(produced, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
             print(f"wrote {path}")

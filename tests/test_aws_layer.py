@@ -40,6 +40,7 @@ OVER_BUDGET: dict[str, str] = {
         "IntoChatMessageFunction",
         "ChatCompletionFunction",
         "IngestEmbedFunction",
+        "IngestEmbedBatchFunction",
         "ApiFunction",
         "ChatStreamFunction",
         "SlackWorkerFunction",

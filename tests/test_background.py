@@ -109,3 +109,39 @@ def test_a_corpus_on_one_topic_does_not_raise_the_similarity_threshold(
     ctx.register_embedder(ScaledPrecomputedEmbedder("precomputed:faq", {question: query}, E5))
     state = chunk_search.run(new_state(SearchRequest(query=question, knowledge_base_ids=[kb.id]), ctx), ctx)
     assert state.search_results and state.search_results[0].id == "f-120"
+
+
+def test_the_background_follows_documents_added_and_deleted(
+    ctx: Context, make_kb: Callable[..., KnowledgeBase]
+) -> None:
+    # Fusion reads every query's cosine against the searched chunks' mean and spread, taken per snapshot: a document
+    # added or deleted moves them at the next search, with no rebuild asked for.
+    rng = np.random.default_rng(11)
+    kb = make_kb("moving", embedding_model="precomputed:moving")
+    flt = SearchFilter(knowledge_base_ids=(kb.id,))
+
+    def put(kid: str, vectors: np.ndarray) -> None:
+        ctx.catalog.put_knowledge(Knowledge(id=kid, knowledge_base_id=kb.id, filename=f"{kid}.md", status="completed"))
+        chunks = [Chunk(id=f"{kid}-{i}", knowledge_id=kid, knowledge_base_id=kb.id, content=f"{kid} text {i}",
+                        chunk_index=i) for i in range(len(vectors))]  # fmt: skip
+        ctx.index.replace_knowledge(kid, chunks, vectors, kb.embedding_model)
+
+    def unit(x: np.ndarray) -> np.ndarray:
+        return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+    first = unit(rng.normal(size=(150, 8)) + np.eye(8)[0] * 3)
+    second = unit(rng.normal(size=(150, 8)) + np.eye(8)[1] * 3)
+    query = np.eye(8)[0]
+    put("a", first)
+    before = ctx.index.vector_background(kb.embedding_model, flt)
+    assert before is not None
+    assert query_background(before, query)[0] == pytest.approx(float((first @ query).mean()), abs=1e-6)
+    put("b", second)
+    both = ctx.index.vector_background(kb.embedding_model, flt)
+    assert both is not None
+    joined = np.vstack([first, second]) @ query
+    mean, sd = query_background(both, query)
+    assert (mean, sd) == (pytest.approx(float(joined.mean()), abs=1e-6), pytest.approx(float(joined.std(ddof=1))))
+    ctx.index.delete_knowledge(["b"])
+    after = ctx.index.vector_background(kb.embedding_model, flt)
+    assert after is not None and query_background(after, query) == pytest.approx(query_background(before, query))

@@ -329,6 +329,75 @@ def test_an_upload_is_ingested_and_found_by_a_search_through_the_api(
     assert [t["stage"] for t in found["trace"] if t["action"] == "run" and t["stage"] in declared] == declared
 
 
+@contextlib.contextmanager
+def function_environment(stack: Stack, logical_id: str, **extra: str) -> Iterator[None]:
+    """The function ``logical_id`` reconfigured with ``extra`` environment variables (its execution environment starts
+    again, as after a configuration update), and as the template has it afterwards."""
+    worker = stack.workers[stack.names(logical_id)["Ref"]]
+    template_env = worker.env
+    worker.stop()
+    worker.env = {**template_env, **extra}
+    try:
+        yield
+    finally:
+        worker.stop()
+        worker.env = template_env
+
+
+GRINDING = "\n\n".join(
+    f"## {title}\n\n" + " ".join([sentence] * 6)
+    for title, sentence in [
+        ("Burr grinders", "A conical burr grinder gives an even particle size for espresso, unlike a blade grinder."),
+        ("Dialling in", "Grind finer when the shot runs faster than twenty-five seconds, coarser when it chokes."),
+        ("Retention", "Purge a few grams after changing the setting: old grounds stay in the chute and go stale."),
+    ]
+)
+
+
+def test_an_upload_is_embedded_in_batches_by_the_map_state_after_it_is_keyword_searchable(
+    stack: Stack, knowledge_base: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Progressive indexing on the ingest machine (default parameters; batches of two chunks here): ingest_index makes
+    the document keyword-searchable and lists the batches; the embed_batches Map state runs ingest_embed_batch once
+    per batch in moto's interpreter, then ingest_embed_merge marks the document complete. Every chunk then has its
+    vector in the S3-snapshot index, and a vector search finds each one."""
+    from ragstep.index_capabilities import scoped_reads, vector_backfill
+    from ragstep.ports import SearchFilter
+
+    before = len(stack.invocations)
+    with function_environment(stack, "IngestIndexFunction", RAGSTEP_EMBED_BATCH_CHUNKS="2"):
+        ended = stack.upload(f"uploads/{KB_NAME}/guides/grinding.md", GRINDING.encode("utf-8"))
+    assert ended["status"] == "SUCCEEDED", ended
+    final = json.loads(ended["output"])
+    chunks, kid = final["counts"]["chunks"], final["source"]["knowledge_id"]
+    batches_listed = [{"start": i, "stop": min(i + 2, chunks)} for i in range(0, chunks, 2)]
+    assert chunks >= 3 and final["embed_batches"] == batches_listed
+    ran = [i for i in stack.invocations[before:] if i.ok]
+
+    def invoked(stage: str) -> list[Invocation]:
+        return [i for i in ran if i.function == stack.names(function_logical_id(stage))["Ref"]]
+
+    batches = invoked("ingest_embed_batch")
+    assert len(batches) == len(batches_listed) >= 2 and len(invoked("ingest_embed_merge")) == 1
+    assert sorted(json.loads(i.payload)["embed_batch"]["start"] for i in batches) == list(range(0, chunks, 2))
+    (index_run,) = invoked("ingest_index")
+    assert json.loads(index_run.payload)["trace"][-1]["counts"]["vectors_pending"] == chunks
+
+    ctx = api_clients(stack, monkeypatch, tmp_path).context()
+    backfill = vector_backfill(scoped_reads(ctx.index, [knowledge_base["id"]]))
+    assert backfill is not None and backfill.missing_vectors(kid) == []
+    record = ctx.catalog.get_knowledge(kid)
+    assert record is not None and record.vectors_pending == ""
+    # Every chunk is found by a vector search with its own vector (as written by the batches, read from S3).
+    model = knowledge_base["embedding_model"]
+    flt = SearchFilter(knowledge_base_ids=(knowledge_base["id"],), knowledge_ids=(kid,))
+    ids = [c.id for c in ctx.index.knowledge_chunks(kid, 100)]
+    vectors = ctx.index.vectors(ids, model)
+    assert len(ids) == len(vectors) == chunks
+    for chunk_id, vector in vectors.items():
+        assert ctx.index.vector_search(vector, model, flt, 1, 0.0)[0].chunk_id == chunk_id
+
+
 def test_mcp_lists_its_tools_and_searches_through_the_api_function(
     stack: Stack, knowledge_base: dict[str, Any]
 ) -> None:

@@ -36,6 +36,7 @@ from support.llm_server import (
     LLMServer,
     Reply,
     completion,
+    echo_prompt,
     hang,
     quote_credentials,
     sse,
@@ -326,6 +327,46 @@ def test_a_follow_up_retrieves_what_the_conversation_is_about_without_a_model(
     assert any("follow-up" in note or "追问" in note for note in chat_response(then)["notes"])
 
 
+def test_the_rag_pipeline_reads_the_sessions_history_for_a_follow_up(tmp_path: Path) -> None:
+    # rag has no load_history stage (its state machine reads the rounds its input carries): the session's are read
+    # ahead, or the follow-up is searched alone (and 太湖's page, which holds the question's own words, comes first).
+    ctx, kb = make_ctx(tmp_path, LAKES)
+    opened = run_chat(ChatRequest(query="青海湖在哪里？", knowledge_base_ids=[kb.id], pipeline="rag"), ctx)
+    request = ChatRequest(
+        query="它的面积有多大？", knowledge_base_ids=[kb.id], session_id=opened.request.session_id, pipeline="rag"
+    )
+    then = run_chat(request, ctx)
+    assert [r.query for r in then.chat.history] == ["青海湖在哪里？"]
+    assert then.chat.references[0].knowledge_filename == "qinghai.md"
+    assert chat_response(then)["notes"] == ["按上一个问题的追问检索，补充了：青海湖"]
+
+
+def test_a_model_that_echoes_its_rewrite_prompt_costs_the_follow_up_nothing(tmp_path: Path) -> None:
+    # The rewrite is a plain completion, the answer a stream: the model echoes the one and answers the other.
+    def reply(received: Any) -> Reply:
+        if received.json.get("stream"):
+            return Reply(chunks=streamed("About 4435 square kilometres."))
+        return echo_prompt().render(received)  # type: ignore[misc]
+
+    with LLMServer(responder=reply) as server:
+        ctx, kb = make_ctx(tmp_path, LAKES, **model_settings(server))
+        opened = run_chat(ChatRequest(query="青海湖在哪里？", knowledge_base_ids=[kb.id]), ctx)
+        request = ChatRequest(
+            query="它的面积有多大？", knowledge_base_ids=[kb.id], session_id=opened.request.session_id
+        )
+        then = run_chat(request, ctx)
+    rewrites = [(t.action, t.reason, t.detail.get("fallback")) for t in then.trace if t.stage == "rewrite_query"]
+    assert rewrites[0] == ("degrade", "rewrite_too_long", "history_terms")
+    # Searched with the lake the conversation is about, as without a model (the echoed prompt was 'accepted' or
+    # left the question alone before: 太湖's page, which holds the question's own words, came first).
+    assert then.rewritten_query == "它的面积有多大？ 青海湖"
+    assert then.chat.references[0].knowledge_filename == "qinghai.md"
+    assert chat_response(then)["notes"] == [
+        "模型对追问的改写未被采用（rewrite_too_long）",
+        "按上一个问题的追问检索，补充了：青海湖",
+    ]
+
+
 def test_skipped_stages_are_in_the_answers_notes(tmp_path: Path) -> None:
     docs = {"sales.csv": "region,amount\nnorth,120\nsouth,80\n", **DOCS}
     ctx, kb = make_ctx(
@@ -341,6 +382,17 @@ def test_skipped_stages_are_in_the_answers_notes(tmp_path: Path) -> None:
     assert any(n.startswith("web search was skipped") for n in notes), notes
     for note in notes:
         assert f"(note: {note})" in out.getvalue()
+
+
+def test_an_answer_cut_at_the_length_limit_says_so_after_it(tmp_path: Path) -> None:
+    with LLMServer(Reply(chunks=streamed("Cold starts happen", finish="length"))) as server:
+        ctx, kb = make_ctx(tmp_path, **model_settings(server))
+        out = io.StringIO()
+        state = ask(cli_args(kb), ctx, "When do cold starts happen?", None, out, io.StringIO())
+        report(cli_args(kb), state, out)
+    note = "the answer was cut at the length limit (max_tokens; RAGSTEP_CHAT_MAX_TOKENS by default)"
+    assert out.getvalue().startswith(f"Cold starts happen\n(note: {note})\n")
+    assert chat_response(state)["notes"] == [note]
 
 
 def test_a_client_that_leaves_a_heartbeating_stream_closes_it_cleanly(

@@ -218,6 +218,10 @@ def test_the_console_scenario(browser: Any, tmp_path: Path) -> None:
             "en": {"first_token_ms": turn.get_attribute("data-ttft"), "total_ms": turn.get_attribute("data-total")}
         }
 
+        # An elliptical follow-up: searched with the previous question's words, and the answer's note says so.
+        turn = _ask(page, "And how are they avoided?")
+        expect(turn.locator(".note")).to_contain_text("(note: searched as a follow-up of the previous question, with:")
+
         # A follow-up in Chinese, in the same session, with the interface in Chinese.
         page.click("#lang")
         expect(page.locator("#nav-chat")).to_have_text("对话")
@@ -234,7 +238,7 @@ def test_the_console_scenario(browser: Any, tmp_path: Path) -> None:
         expect(page.locator("#passage-text")).to_contain_text("故宫位于北京市中心")
         page.keyboard.press("Escape")
         expect(page.locator("#sessions li")).to_have_count(1)
-        expect(page.locator("#sessions li").first).to_contain_text("2 轮")
+        expect(page.locator("#sessions li").first).to_contain_text("3 轮")
         tab.shot("answer-zh")
         page.emulate_media(color_scheme="dark")
         assert page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(21, 22, 26)"
@@ -242,11 +246,11 @@ def test_the_console_scenario(browser: Any, tmp_path: Path) -> None:
         page.emulate_media(color_scheme="light")
         page.click("#lang")
 
-        # The session, opened again from the list, shows both turns with their sources.
+        # The session, opened again from the list, shows its turns with their sources.
         page.click("#new-chat")
         expect(page.locator(".turn")).to_have_count(0)
         page.locator("#sessions .session").first.click()
-        expect(page.locator(".turn")).to_have_count(2)
+        expect(page.locator(".turn")).to_have_count(3)
         expect(page.locator(".turn").first.locator(".cite").first).to_be_visible()
 
         # A document deleted, after saying yes; then the knowledge base.

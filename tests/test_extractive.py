@@ -107,6 +107,15 @@ def test_a_depth_is_not_answered_by_an_area(
     assert expected in answer and "[1]" in answer, answer
 
 
+def test_a_measured_attribute_the_passage_never_states_is_declined(encoder: LocalEmbedder) -> None:
+    """The passage is about the lake and states numbers (a depth), not the area the question names."""
+    depth_only = "青海湖是中国最大的湖泊。湖水平均深度约21米，湖中的鸟岛是候鸟的栖息地。"
+    assert ask(encoder, "青海湖的面积有多大？", [depth_only]) == NO_ANSWER["zh"]
+    answer = ask(encoder, "青海湖的面积有多大？", [LAKE_ZH])
+    assert "4583平方公里" in answer and "[1]" in answer, answer
+    assert ask(encoder, "What is the population of Qinghai Lake's region?", [LAKE]) == NO_ANSWER["en"]
+
+
 def test_a_name_no_passage_holds_is_declined(encoder: LocalEmbedder) -> None:
     """Close in meaning is not enough: the question names something the passages never mention."""
     assert ask(encoder, "When do cold starts happen on Azure Functions?", LAMBDA) == NO_ANSWER["en"]

@@ -264,6 +264,9 @@ def test_the_ingest_progress_hears_each_scanned_page(tmp_path: Path) -> None:
     heard: list[tuple[int, int]] = []
 
     class Listener:
+        def chunking(self, done: int, total: int) -> None:
+            pass
+
         def chunked(self, count: int) -> None:
             heard.append((-1, count))
 

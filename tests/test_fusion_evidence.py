@@ -1,11 +1,12 @@
-"""Issue 32: each list read as its hits' share of the best score its retriever could give the query (a cosine from
-the query's background to 1, BM25 up to the query's ceiling), from the corpus's own statistics; the bench's new
+"""Issue 32: each hit read as how unlikely its cosine and its BM25 would be for a chunk unrelated to the query, in
+nats, from the corpus's own statistics (the query's cosine mean and spread; idf), the two added; the bench's new
 public sets; the bench embeds a query as the API accepts it."""
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -15,65 +16,85 @@ from ragstep.bench.public_sets import build_covid_faq, build_korquad
 from ragstep.bench.quality import load_beir, run_quality
 from ragstep.models.scale import ScoreScale
 from ragstep.ports import Hit
-from ragstep.retrieval.bm25 import Bm25Stats, idf, query_ceiling
-from ragstep.retrieval.fusion import fuse_absolute, fuse_evidence
+from ragstep.retrieval.background import QueryBackground
+from ragstep.retrieval.bm25 import idf
+from ragstep.retrieval.fusion import fuse_absolute, fuse_evidence, tail_surprise
 from ragstep.stages.search.chunk_rerank import mmr
 
 E5 = ScoreScale(zero=0.77, span=0.2)
-
-
-def test_the_ceiling_counts_every_query_term_and_a_term_no_chunk_holds_at_its_most() -> None:
-    stats = Bm25Stats(docs=1000, tokens=50_000, df={"tesla": 2, "culture": 300})
-    ceiling = query_ceiling(stats, ["tesla", "reputation", "popular", "culture", "tesla"])
-    # Distinct terms, each at idf x (k1 + 1); "reputation" and "popular" (no chunk holds them) at df 0.
-    assert ceiling == pytest.approx(2.5 * (idf(2, 1000) + 2 * idf(0, 1000) + idf(300, 1000)))
-    assert query_ceiling(Bm25Stats(), ["x"]) == 0.0
 
 
 def _keyword(best_raw: float, relative: list[tuple[str, float]]) -> list[Hit]:
     return [Hit(cid, rel, rel * best_raw) for cid, rel in relative]
 
 
-def test_a_keyword_hit_that_shares_names_with_a_foreign_language_question_does_not_outvote_the_vectors() -> None:
-    # An English question of eight words over Russian passages: BM25 matches only a name and a year (each in one or
-    # two of 1,000 chunks, three times in the best chunk: 21 points, two rare-word matches' worth on the previous
-    # fixed unit of 44 points); its six other words no chunk holds. The vectors rank the answer "v1" first, a third
-    # of the way from the query's background (0.70) to 1, and do not find the keyword hit "k1" at all.
-    stats = Bm25Stats(docs=1000, tokens=50_000, df={"tesla": 2, "1891": 1})
-    terms = ["tesla", "1891", "reputation", "popular", "culture", "inventor", "famous", "later"]
-    saturated = 3 * 2.5 / (3 + 1.5)  # tf 3 at the average length: (k1 + 1) tf / (tf + k1)
-    best_raw = (idf(2, 1000) + idf(1, 1000)) * saturated
-    background = ScoreScale(zero=0.70, span=0.2)  # the query's own: its mean cosine over the corpus
-    vector = [Hit("v1", 0.80), Hit("v2", 0.79), Hit("v3", 0.75)]
-    keyword = _keyword(best_raw, [("k1", 1.0)])
-    ceiling = query_ceiling(stats, terms)
-    assert best_raw / ceiling < 0.2
-    fused = [f.chunk_id for f in fuse_evidence(vector, keyword, vector_scale=background, keyword_ceiling=ceiling)]
-    assert fused[0] == "v1"
-    # The fixed unit read the same 21 points as strong evidence: the name's passage first.
-    assert fuse_absolute(vector, keyword, vector_scale=background)[0].chunk_id == "k1"
-    # A query all of whose words the best keyword hit holds many times weighs fully: that hit comes first.
-    full = fuse_evidence(vector, keyword, vector_scale=background, keyword_ceiling=best_raw)
-    assert full[0].chunk_id == "k1"
+def test_tail_surprise_is_the_normal_tails_minus_log() -> None:
+    assert tail_surprise(0.0) == pytest.approx(math.log(2.0))
+    assert tail_surprise(3.0) == pytest.approx(-math.log(0.0013498980316301), rel=1e-9)
+    # Past 8 the asymptotic form takes over without a step, and far below the mean a cosine is no evidence.
+    assert tail_surprise(8.0 - 1e-9) == pytest.approx(tail_surprise(8.0), rel=1e-4)
+    assert tail_surprise(40.0) == pytest.approx(800.0 + math.log(40.0 * math.sqrt(2 * math.pi)), rel=1e-6)
+    assert 0.0 < tail_surprise(-10.0) < 1e-20
+    zs = [-3.0, -1.0, 0.0, 1.5, 4.0, 7.9, 8.0, 12.0]
+    assert [tail_surprise(z) for z in zs] == sorted(tail_surprise(z) for z in zs)
 
 
-def test_fusion_reads_shares_of_the_background_to_one_and_of_the_ceiling() -> None:
-    background = ScoreScale(zero=0.75, span=0.2)
-    vector = [Hit("a", 0.95), Hit("b", 0.90), Hit("c", 0.80)]  # shares 0.8, 0.6, 0.2 of the way to 1
-    keyword = _keyword(12.0, [("c", 1.0), ("d", 0.5)])  # 12 of a 30-point ceiling: shares 0.4, 0.2
-    fused = fuse_evidence(vector, keyword, vector_scale=background, keyword_ceiling=30.0)
-    wv, wk = 0.7 * 0.8, 0.3 * 0.4  # each weight times its list's best share
-    total = wv + wk
-    expected = {"a": wv * 0.8 / total, "b": wv * 0.6 / total, "c": (wv * 0.2 + wk) / total, "d": wk * 0.5 / total}
+def test_fusion_adds_each_hits_surprise_in_nats() -> None:
+    background = QueryBackground(mean=0.75, sd=0.02)
+    vector = [Hit("a", 0.85), Hit("b", 0.81), Hit("c", 0.77)]  # 5, 3 and 1 standard deviations out
+    keyword = _keyword(12.5, [("c", 1.0), ("d", 0.4)])  # BM25 12.5 and 5 points: 5 and 2 nats of idf
+    fused = fuse_evidence(vector, keyword, background=background)
+    d = {cid: tail_surprise(z) for cid, z in (("a", 5.0), ("b", 3.0), ("c", 1.0))}
+    k = {"c": 12.5 / 2.5, "d": 5.0 / 2.5}
+    total = d["a"] + k["c"]  # each list's best
+    expected = {"a": d["a"] / total, "b": d["b"] / total, "c": (d["c"] + k["c"]) / total, "d": k["d"] / total}
     assert {f.chunk_id: f.score for f in fused} == pytest.approx(expected)
     assert [f.chunk_id for f in fused] == sorted(expected, key=lambda c: -expected[c])
-    # The declared span plays no part: only the zero (the query's background) does.
-    other_span = fuse_evidence(vector, keyword, vector_scale=ScoreScale(0.75, 0.05), keyword_ceiling=30.0)
-    assert [(f.chunk_id, f.score) for f in other_span] == [(f.chunk_id, f.score) for f in fused]
-    # No ceiling (an index that keeps its BM25 statistics to itself): the fixed-unit rule.
-    assert [f.score for f in fuse_evidence(vector, keyword, vector_scale=background)] == [
-        f.score for f in fuse_absolute(vector, keyword, vector_scale=background)
+    # No constant of the model plays a part: a declared scale, or none, ranks the same and scores the same.
+    for scale in (E5, None):
+        again = fuse_evidence(vector, keyword, background=background, vector_scale=scale)
+        assert [(f.chunk_id, f.score) for f in again] == [(f.chunk_id, f.score) for f in fused]
+    # No background (an index that cannot describe its vectors): the previous fixed-unit rule, on the declared scale.
+    assert [f.score for f in fuse_evidence(vector, keyword, vector_scale=E5)] == [
+        f.score for f in fuse_absolute(vector, keyword, vector_scale=E5)
     ]
+
+
+def test_a_keyword_hit_that_shares_a_name_with_a_foreign_language_question_does_not_outvote_the_vectors() -> None:
+    # An English question over Russian passages: every cosine is low (mean 0.70, spread 0.02); the answer stands 5
+    # standard deviations out (0.80), the vectors do not find "k1", which holds the question's one name once
+    # (idf ln(1000 / 2): ~6.2 nats). The previous rule read the name's passage at 0.3 of the keyword weight against
+    # the answer's 0.5 share of the way to 1 times 0.7 x 0.5: the name won.
+    background = QueryBackground(mean=0.70, sd=0.02)
+    vector = [Hit("v1", 0.80), Hit("v2", 0.76), Hit("v3", 0.74)]
+    name = idf(2, 1000) * 2.5 * 1 / (1 + 1.5)  # one occurrence at the average length: exactly its idf
+    keyword = _keyword(name, [("k1", 1.0)])
+    assert fuse_evidence(vector, keyword, background=background)[0].chunk_id == "v1"
+    # A query that copies four of a passage's rare words, each a few times, is far less likely by chance: it leads.
+    copied = 4 * idf(1, 1000) * 2.5 * 3 / (3 + 1.5)
+    assert fuse_evidence(vector, _keyword(copied, [("k1", 1.0)]), background=background)[0].chunk_id == "k1"
+
+
+def test_an_faq_on_one_topic_reads_its_answers_cosine_against_its_own_crowd() -> None:
+    # Every entry of an FAQ on one subject sits at e5-like cosines ~0.84 to a question about it (spread 0.016); the
+    # entry that answers it at 0.89 (3 standard deviations out), holding none of its words. An entry that shares two
+    # of its common words ("vaccine", "dose": held by a third of the entries) is a coin flip's worth of evidence.
+    # Read as a share of the way from 0.84 to 1 (0.31), the answer lost to the shared words; read against the
+    # FAQ's own crowd it leads.
+    background = QueryBackground(mean=0.84, sd=0.016)
+    vector = [Hit("answer", 0.888), Hit("other", 0.86), Hit("shared", 0.845)]
+    common = 2 * idf(60, 180)
+    keyword = _keyword(common, [("shared", 1.0)])
+    assert fuse_evidence(vector, keyword, background=background)[0].chunk_id == "answer"
+
+
+def test_opensearch_bm25_without_the_k1_factor_reads_in_the_same_nats() -> None:
+    # Lucene's BM25 leaves out (k1 + 1): the same hit at a keyword gain of 1 ranks and scores as ours at 2.5.
+    background = QueryBackground(mean=0.75, sd=0.02)
+    vector = [Hit("a", 0.83), Hit("b", 0.80)]
+    ours = fuse_evidence(vector, _keyword(10.0, [("b", 1.0), ("c", 0.5)]), background=background)
+    lucene = fuse_evidence(vector, _keyword(4.0, [("b", 1.0), ("c", 0.5)]), background=background, keyword_gain=1.0)
+    assert [(f.chunk_id, f.score) for f in lucene] == [(f.chunk_id, pytest.approx(f.score)) for f in ours]
 
 
 # -- the bench ------------------------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from ragstep.models.wire import WIRE
 from ragstep.pipeline import (
     PIPELINES,
     STAGES,
+    Map,
     Parallel,
     Pipeline,
     get_pipeline,
@@ -351,7 +352,8 @@ def test_an_upload_under_tenants_is_ingested_for_that_tenant_only(data_dir: Path
     acme.blobs.put("uploads/docs/guides/hybrid-search.md", body)  # the tenant's store: tenants/acme/ in the bucket
 
     state: Any = upload_event("tenants/acme/uploads/docs/guides/hybrid-search.md", len(body))
-    for stage in get_pipeline("ingest").stage_names():
+    for step in get_pipeline("ingest").steps:  # a BM25-only knowledge base: the embed_batches Map has no items
+        stage = step.merge if isinstance(step, Map) else step.name
         state = invoke(stage, state)
         assert state["tenant_id"] == "acme", f"{stage} dropped the tenant"
     assert state["status"] == "indexed" and state["counts"]["chunks"] > 0

@@ -56,7 +56,8 @@ def test_non_streaming_with_references_through_extra_body(tmp_path: Path) -> Non
     assert message.role == "assistant" and completion.choices[0].finish_reason == "stop"
     assert message.content.startswith("Cold starts happen when a new execution environment starts. [1]")
     assert message.reference[0]["knowledge_filename"] == "lambda.md"
-    assert plain.choices[0].message.content == message.content
+    # A client that did not ask for `reference` sees only text, so by default the sources come in it.
+    assert plain.choices[0].message.content.startswith(message.content + "\n\n**Sources**")
     assert "reference" not in (plain.choices[0].message.model_extra or {})
     assert app.stored_turns() == []  # no session: stateless, nothing written
 
@@ -111,7 +112,7 @@ def test_streaming_frames_with_the_sdk_and_on_the_wire(tmp_path: Path, kind: str
 
 
 def test_a_pipeline_that_does_not_stream_streams_its_answer_in_one_chunk(tmp_path: Path) -> None:
-    with serve(tmp_path) as app:
+    with serve(tmp_path, openai_append_sources=False) as app:
         chunks = list(
             app.sdk().chat.completions.create(
                 model="rag", messages=[user(QUESTION)], stream=True, extra_body={"knowledge_base_ids": ["docs"]}
@@ -134,7 +135,7 @@ def test_models_lists_the_profiles(tmp_path: Path, kind: str) -> None:
 
 def test_history_from_the_messages_reaches_the_model_and_nothing_is_written(tmp_path: Path) -> None:
     usage = {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55}
-    with LLMServer() as llm, serve(tmp_path, **scripted(llm)) as app:
+    with LLMServer() as llm, serve(tmp_path, openai_append_sources=False, **scripted(llm)) as app:
         llm.add(
             Reply(body={"choices": [{"message": {"content": "When do AWS Lambda cold starts happen?"}}]}),
             Reply(chunks=streamed("When a new ", "environment starts [1].", usage=usage)),
@@ -188,7 +189,7 @@ def test_an_error_after_the_stream_started_raises_the_sdks_error(tmp_path: Path,
 
 
 def test_a_session_keeps_the_conversation(tmp_path: Path) -> None:
-    with LLMServer() as llm, serve(tmp_path, **scripted(llm)) as app:
+    with LLMServer() as llm, serve(tmp_path, openai_append_sources=False, **scripted(llm)) as app:
         session = app.post("/v1/sessions").json()["session_id"]
         llm.add(Reply(chunks=streamed("AWS Lambda runs code [1].")))
         first = app.sdk().chat.completions.create(

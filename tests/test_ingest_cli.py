@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -363,6 +364,45 @@ def test_progress_without_a_terminal_is_plain_lines_with_chunks_embedded_rate_an
     short.advance(1)
     short.close()
     assert quiet.getvalue() == ""
+
+
+def test_one_large_files_keyword_phase_moves_and_has_an_eta_while_it_is_cut(
+    ctx: Context, make_kb: Callable[..., Any], tmp_path: Path
+) -> None:
+    """The chunk stage tells how far the chunker is inside the file; the keyword phase's line turns that into a
+    fraction of the bytes and an ETA before the file ends, then says it is indexing."""
+    import io
+
+    from ragstep.app.ingest import ingest_file
+    from ragstep.entry.cli.ingest import Progress
+    from ragstep.stages.ingest.progress import listening
+
+    path = write(tmp_path / "docs", "big.md", long_markdown(700, 60))
+    kb = make_kb("docs", embedding_model="none")
+    stream = io.StringIO()
+    progress = Progress([path.stat().st_size], embeds=False, stream=stream, every_s=0.0, phase="keywords")
+    heard: list[tuple[int, int]] = []
+    listen = progress.chunking
+
+    def chunking(done: int, total: int) -> None:
+        heard.append((done, total))
+        listen(done, total)
+
+    progress.chunking = chunking  # type: ignore[method-assign]
+    progress.start(path.name)
+    with listening(progress):
+        result = ingest_file(path, kb, ctx, keywords_first=True)
+    assert result.status == "indexed" and result.chunks > 100
+    # Told after each chunk cut: positions rising, inside the text, the same total every time.
+    assert len(heard) == result.chunks and len({total for _, total in heard}) == 1
+    positions = [done for done, _ in heard]
+    assert positions == sorted(positions) and 0 < positions[0] < positions[-1] <= heard[0][1]
+    lines = stream.getvalue().splitlines()
+    cutting = [line for line in lines if ", ETA " in line]
+    assert cutting and all(line.startswith("ragstep: ingest: keywords: 0/1 files, 0 chunks") for line in cutting)
+    assert lines[-1].startswith(f"ragstep: ingest: keywords: 0/1 files, {result.chunks} chunks")
+    assert ", indexing, " in lines[-1]
+    assert progress.fraction() == 1.0
 
 
 def test_the_summary_of_an_interrupted_run_counts_the_files_it_set_out_to_ingest() -> None:

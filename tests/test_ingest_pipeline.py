@@ -40,7 +40,15 @@ from ragstep.stages.ingest.products import get_chunks, source_blob_key
 from support.scripted_http import RecordedRequest, ScriptedHTTPServer, ScriptedResponse
 
 SHARED = Path(__file__).resolve().parents[1] / "shared"
-STAGE_NAMES = ["ingest_parse", "ingest_chunk", "ingest_embed", "ingest_index", "ingest_graph"]
+STAGE_NAMES = [
+    "ingest_parse",
+    "ingest_chunk",
+    "ingest_embed",
+    "ingest_index",
+    "ingest_graph",
+    "ingest_embed_batch",  # the embed_batches Map (vectors after the index, on the ingest state machine)
+    "ingest_embed_merge",
+]
 DIM = 16
 MODEL = "test-embed"
 SPACE = f"openai:{MODEL}"
@@ -235,7 +243,7 @@ def test_stages_one_by_one_through_json(ctx: Context, make_kb: Callable[..., Kno
     marker = f"hashes/{kb.id}/{digest}"
     assert blobs_under(ctx) == [marker, state.source.blob_key]
     assert ctx.blobs.get(marker).decode() == kid
-    assert [t.stage for t in state.trace if t.action == "run"] == STAGE_NAMES[:-1]  # up to ingest_index
+    assert [t.stage for t in state.trace if t.action == "run"] == STAGE_NAMES[:4]  # up to ingest_index
 
 
 def test_the_whole_pipeline_with_check_transport(ctx: Context, make_kb: Callable[..., KnowledgeBase]) -> None:
@@ -736,6 +744,9 @@ def test_ctrl_c_inside_one_documents_embedding_stops_between_batches(
     seen: list[int] = []
 
     class Listener:
+        def chunking(self, done: int, total: int) -> None:
+            pass
+
         def chunked(self, count: int) -> None:
             seen.append(-count)
 

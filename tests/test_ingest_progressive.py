@@ -281,3 +281,42 @@ def test_the_servers_worker_indexes_an_upload_for_keywords_then_adds_its_vectors
         gate.set()
         runner.shutdown()
     assert ctx.index.stats().vector_spaces == {SPACE: done.chunks} and len(recorder.texts) == done.chunks
+
+
+def test_the_http_document_rows_count_the_chunks_still_waiting_for_their_vectors(
+    tmp_path: Path, server: ScriptedHTTPServer, recorder: Recorder
+) -> None:
+    import httpx
+
+    from support.api_server import api_server
+
+    clients = Clients(settings_for(tmp_path / "data", server))
+    ctx = clients.context()
+    kb = new_kb(ctx)
+    chunks: dict[str, int] = {}
+    for name, text in NOTES.items():
+        chunks[name] = ingest_file(write(tmp_path / "docs", name, text), kb, ctx, keywords_first=True).chunks
+    gate = threading.Event()  # the server's worker resumes the vectors at start: held until the rows are read
+    recorder.gate = gate
+    try:
+        with api_server(clients) as base:
+
+            def rows() -> dict[str, dict[str, object]]:
+                page = httpx.get(f"{base}/v1/knowledge-bases/docs/documents", timeout=30)
+                assert page.status_code == 200, page.text
+                return {row["file"]: row for row in page.json()["items"]}
+
+            assert {name: row["vectors_pending"] for name, row in rows().items()} == chunks
+            assert all(n > 0 for n in chunks.values())
+            gate.set()
+            embed_pending(kb, ctx)  # what the worker has not done yet (it may hold a document: left to it)
+            deadline = time.monotonic() + 300
+            while pending_documents(kb, ctx):
+                assert time.monotonic() < deadline, "the vectors were never added"
+                time.sleep(0.02)
+            done = rows()
+            assert {name: row["vectors_pending"] for name, row in done.items()} == dict.fromkeys(NOTES, 0)
+            one = httpx.get(f"{base}/v1/documents/{done['glacier.md']['id']}", timeout=30).json()
+            assert one["vectors_pending"] == 0 and one["chunks"] == chunks["glacier.md"]
+    finally:
+        gate.set()

@@ -69,6 +69,10 @@ async def exercise(client: Client) -> dict[str, Any]:
     seen["answer"] = await client.call_tool(
         "answer", {"question": "When do cold starts happen?", "knowledge_bases": ["docs"]}
     )
+    session = seen["answer"].structured_content["session_id"]
+    seen["follow_up"] = await client.call_tool(
+        "answer", {"question": "And how are they avoided?", "knowledge_bases": ["docs"], "session_id": session}
+    )
     seen["ingest"] = await client.call_tool(
         "ingest", {"knowledge_base": "docs", "filename": "ledger.md", "text": "The keeper logs ships in a blue ledger."}
     )
@@ -93,6 +97,11 @@ def check_every_tool(seen: dict[str, Any]) -> None:
     assert not seen["find"].is_error
     answer = seen["answer"].structured_content
     assert answer["session_id"] and answer["references"][0]["knowledge_filename"] == "lambda.md"
+    # A follow-up searched with the previous question's words says so, to the agent as to a person.
+    (note,) = seen["follow_up"].structured_content["notes"]
+    assert note.startswith("searched as a follow-up of the previous question") and f"(note: {note})" in text_of(
+        seen["follow_up"]
+    )
     for tool in ("search", "answer"):  # each carries its cost receipt, its parts summing to the total
         cost = seen[tool].structured_content["usage"]["cost"]
         assert cost["estimate"] and cost["total_usd"] > 0

@@ -61,7 +61,7 @@ def add_kb(app: Served, name: str, tmp_path: Path, text: str) -> KnowledgeBase:
 
 def test_langchain_chat_openai_gets_an_answer_with_its_sources(tmp_path: Path) -> None:
     chat_openai = pytest.importorskip("langchain_openai").ChatOpenAI
-    with serve(tmp_path, openai_append_sources=True) as app:
+    with serve(tmp_path) as app:  # the server's defaults: nothing set for LangChain
         model_id = next(m.id for m in app.sdk().models.list() if m.id.endswith("/docs"))
         llm = chat_openai(base_url=f"{app.base}/v1", model=model_id, api_key=app.key, max_retries=0, timeout=20)
         said = llm.invoke(QUESTION)
@@ -103,9 +103,45 @@ def test_append_sources_per_request_lists_only_what_the_answer_cites(tmp_path: P
         )
         llm.add(Reply(chunks=streamed("When a new environment starts [1].")))
         plain = app.sdk().chat.completions.create(**asked)
+        llm.add(Reply(chunks=streamed("When a new environment starts [1].")))
+        referenced = app.sdk().chat.completions.create(**asked, extra_body={"reference": True})
     assert cited.choices[0].message.content.startswith("When a new environment starts [1].\n\n**Sources**\n\n- [1] ")
     assert "**Sources**" not in declined.choices[0].message.content  # a declined answer has no sources
-    assert plain.choices[0].message.content == "When a new environment starts [1]."  # the server's default: off
+    # the server's default: on for a client that did not ask for `reference`
+    assert plain.choices[0].message.content == cited.choices[0].message.content
+    # ... and off for one that reads the sources as data
+    assert referenced.choices[0].message.content == "When a new environment starts [1]."
+
+
+def test_the_answers_notes_reach_clients_that_show_only_text(tmp_path: Path) -> None:
+    chat_openai = pytest.importorskip("langchain_openai").ChatOpenAI
+    skipped = "the data files among the sources were not analysed: data analysis needs a generative chat model"
+    question = "What is the total amount by region?"
+    with serve(tmp_path, openai_append_sources=True) as app:
+        kb = KnowledgeBase(id=uuid.uuid4().hex, name="sales", embedding_model="none", created_at=time.time())
+        app.ctx.catalog.create_kb(kb)
+        (tmp_path / "sales.csv").write_text("region,amount\nnorth,120\nsouth,80\n", encoding="utf-8")
+        assert ingest_file(tmp_path / "sales.csv", kb, app.ctx).status == "indexed"
+        sales, docs = (
+            chat_openai(base_url=f"{app.base}/v1", model=f"ragstep/{name}", api_key=app.key, max_retries=0, timeout=20)
+            for name in ("sales", "docs")
+        )
+        said = str(sales.invoke(question).content)
+        streamed_text = "".join(str(chunk.content) for chunk in sales.stream(question))
+        # A follow-up searched with the previous question's words says so.
+        first = str(docs.invoke("What is AWS Lambda?").content)
+        history = [("user", "What is AWS Lambda?"), ("assistant", first), ("user", "And its cold starts?")]
+        then = str(docs.invoke(history).content)
+        fields = app.sdk().chat.completions.create(
+            model="ragstep/sales", messages=[user(question)], extra_body={"reference": True, "append_sources": False}
+        )
+    assert f"\n\n*(note: {skipped} (set RAGSTEP_CHAT_PROVIDER))*" in said and streamed_text == said
+    assert "*(note: searched as a follow-up of the previous question, with: " in then
+    # Sent back as history, the notes are taken off with the sources.
+    assert without_sources(said) == said.split("\n\n*(note: ")[0] and "note:" not in without_sources(then)
+    # A client that reads ragstep's fields gets the notes as a list, and the text without them.
+    notes = (fields.choices[0].message.model_extra or {}).get("notes")
+    assert notes and notes[0].startswith(skipped) and "note:" not in fields.choices[0].message.content
 
 
 # -- litellm: streaming, with the sources in the text ---------------------------------------------------------------
@@ -287,7 +323,7 @@ def test_an_answer_cut_at_max_tokens_finishes_with_length(tmp_path: Path, stream
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_the_extractive_answerer_honours_max_tokens_and_estimates_its_usage(tmp_path: Path, stream: bool) -> None:
-    with serve(tmp_path) as app:
+    with serve(tmp_path, openai_append_sources=False) as app:
         asked = {"model": "ragstep/docs", "messages": [user(QUESTION)]}
         whole = app.sdk().chat.completions.create(**asked)
         if stream:

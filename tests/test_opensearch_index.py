@@ -1549,6 +1549,25 @@ def test_live_rankings_match_the_local_index(live_pair: tuple[OSIndex, LocalSear
 
 @live
 @pytest.mark.live
+def test_live_fusion_statistics(live_pair: tuple[OSIndex, LocalSearchIndex, np.ndarray]) -> None:
+    """The vector sample request is one the cluster accepts, and the keyword gain it reads from ``GET /`` puts the
+    cluster's raw BM25 on ragstep's scale (both score the same six chunks with the same statistics; tf 1 scores
+    alike at k1 1.2 and 1.5 once each is multiplied by its k1 + 1)."""
+    from ragstep.adapters.index.opensearch.statistics import build_sample_query
+
+    remote, local, _vectors = live_pair
+    sample = remote._search(build_sample_query(space_field(SPACE), ALL, 100, tenant_id=remote.tenant_id))
+    rows = [h.source.get(space_field(SPACE)) for h in parse_search_response(sample)]
+    assert len(rows) == 6 and all(r and len(r) == DIM for r in rows)
+    assert remote.vector_background(SPACE, ALL) is None  # six chunks are no background (MIN_ROWS), as locally
+    terms = query_terms("keyword BM25")
+    got, want = remote.keyword_search(terms, ALL, 3, 0.0), local.keyword_search(terms, ALL, 3, 0.0)
+    assert got[0].chunk_id == want[0].chunk_id
+    assert got[0].raw_score * 2.5 / remote.keyword_gain() == pytest.approx(want[0].raw_score, rel=0.2)
+
+
+@live
+@pytest.mark.live
 def test_live_replace_disable_and_delete(live_pair: tuple[OSIndex, LocalSearchIndex, np.ndarray]) -> None:
     remote, _local, _vectors = live_pair
     settle = 5.0 if remote.flavour == "es" else 120.0

@@ -4,6 +4,7 @@ container, so what one writes another must find through S3 alone."""
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
 import uuid
@@ -405,3 +406,119 @@ def test_cold_rerank_and_merge_stages_load_only_their_results_knowledge_bases(tm
         assert sorted(p.name for p in loaded.iterdir()) == sorted(read) if loaded.exists() else not read
         if stage == "chunk_merge":  # the short result was expanded with its neighbours from kb2's index
             assert "kb2 first" in out.merge_results[0].content and "kb2 third" in out.merge_results[0].content
+
+
+# -- fusion ranks as on the local index -----------------------------------------------------------------------------
+
+FUSION_SPACE = "precomputed:fusion"
+FUSION_SPACE_UNDECLARED = "precomputed:fusion-undeclared"
+
+
+def fusion_corpus() -> tuple[dict[str, list[Chunk]], np.ndarray, dict[str, np.ndarray]]:
+    """Two knowledge bases (80 and 70 chunks: each under the background's 100 rows, together over them) of words
+    from a small vocabulary, e5-like vectors (every cosine high), and questions that share words with one chunk and
+    point at another: the fusion's reading of both lists decides their order."""
+    rng = np.random.default_rng(32)
+    vocab = [f"w{i}" for i in range(60)]
+    vectors = rng.normal(size=(150, 16)) + 2.0
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    texts = [" ".join(rng.choice(vocab, size=8)) for _ in range(150)]
+    docs = {
+        kb: [
+            Chunk(id=f"{kb}-{i}", knowledge_id=f"{kb}-k", knowledge_base_id=kb, content=texts[row], chunk_index=i)
+            for i, row in enumerate(rows)
+        ]
+        for kb, rows in (("fa", range(80)), ("fb", range(80, 150)))
+    }
+    questions: dict[str, np.ndarray] = {}
+    for _ in range(8):
+        words, near = texts[int(rng.integers(150))].split()[:3], vectors[int(rng.integers(150))]
+        question = " ".join([*words, vocab[int(rng.integers(60))]])
+        questions[question] = near + rng.normal(scale=0.3, size=16)
+    return docs, vectors.astype(np.float32), questions
+
+
+def fusion_context(settings: Settings, questions: dict[str, np.ndarray]) -> Context:
+    from ragstep.adapters.embedders import PrecomputedEmbedder
+    from ragstep.bench.quality import ScaledPrecomputedEmbedder
+    from ragstep.models import Knowledge
+    from ragstep.models.scale import ScoreScale
+
+    ctx = Clients(settings).context()
+    ctx.register_embedder(ScaledPrecomputedEmbedder(FUSION_SPACE, questions, ScoreScale(zero=0.77, span=0.2)))
+    ctx.register_embedder(PrecomputedEmbedder(FUSION_SPACE_UNDECLARED, questions))
+    for kb in ("fa", "fb", "ga", "gb"):
+        model = FUSION_SPACE if kb.startswith("f") else FUSION_SPACE_UNDECLARED
+        ctx.catalog.create_kb(KnowledgeBase(id=kb, name=kb, created_at=time.time(), embedding_model=model))
+        ctx.catalog.put_knowledge(Knowledge(id=f"{kb}-k", knowledge_base_id=kb, filename="x.md", status="completed"))
+    return ctx
+
+
+def renamed(chunk: Chunk, prefix: str) -> Chunk:
+    """The chunk in the knowledge base of the same name but its first letter (the other embedding model's copy)."""
+    ids = {"id": chunk.id, "knowledge_base_id": chunk.knowledge_base_id, "knowledge_id": chunk.knowledge_id}
+    return chunk.model_copy(update={name: prefix + value[1:] for name, value in ids.items()})
+
+
+def ranked(ctx: Context, question: str, kbs: list[str]) -> list[tuple[str, float]]:
+    from ragstep.app.search import new_state
+    from ragstep.stages.search import chunk_search
+
+    state = chunk_search.run(new_state(SearchRequest(query=question, knowledge_base_ids=kbs), ctx), ctx)
+    return [(r.id, r.score) for r in state.search_results]
+
+
+def test_fusion_ranks_as_the_local_index_whatever_the_snapshot_format(tmp_path: Path, bucket: str) -> None:
+    """The S3-snapshot index gives fusion the joint BM25 statistics and the centroid of the searched knowledge bases
+    (each generation ships its centroids), so a search ranks and scores as on the local index: one knowledge base
+    or two, a model that declares its score scale or not, a generation written before the statistics were shipped
+    (they are computed when it loads)."""
+    docs, vectors, questions = fusion_corpus()
+    local = fusion_context(Settings(data_dir=tmp_path / "local"), questions)
+    remote = fusion_context(
+        Settings(data_dir=tmp_path / "s3", index_backend="s3snapshot", index_s3_bucket=bucket), questions
+    )
+    for ctx in (local, remote):
+        for kb, chunks in docs.items():
+            rows = vectors[[int(c.id.split("-")[1]) + (80 if kb == "fb" else 0) for c in chunks]]
+            for prefix, space in (("f", FUSION_SPACE), ("g", FUSION_SPACE_UNDECLARED)):
+                named = [renamed(c, prefix) for c in chunks]
+                ctx.index.replace_knowledge(named[0].knowledge_id, named, rows, space)
+
+    def compare(ctx: Context) -> None:
+        for question in questions:
+            for kbs in (["fa"], ["fa", "fb"], ["ga", "gb"]):
+                want, got = ranked(local, question, kbs), ranked(ctx, question, kbs)
+                assert [c for c, _ in got] == [c for c, _ in want], (question, kbs)
+                assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-5, abs=1e-6)
+
+    compare(remote)
+    # A generation from before the statistics were shipped: its pointer lists no fusion-stats.json.
+    for kb in ("fa", "fb", "ga", "gb"):
+        key = f"tenants/default/index/{kb}/current.json"
+        pointer = json.loads(s3().get_object(Bucket=bucket, Key=key)["Body"].read())
+        assert pointer["files"].pop("fusion-stats.json") > 0
+        s3().put_object(Bucket=bucket, Key=key, Body=json.dumps(pointer).encode())
+    old = fusion_context(
+        Settings(data_dir=tmp_path / "old", index_backend="s3snapshot", index_s3_bucket=bucket), questions
+    )
+    compare(old)
+    assert not list((tmp_path / "old").rglob("fusion-stats.json"))
+
+
+def test_a_statistics_file_of_another_format_or_damaged_is_recomputed_not_trusted() -> None:
+    from ragstep.adapters.index._s3fusion import FUSION_STATS_FORMAT, Centroid, GenerationStats
+
+    stats = GenerationStats({SPACE: Centroid(3, np.array([0.5, 0.25, 0.0]))})
+    again = GenerationStats.parse(stats.body())
+    assert again is not None and again.centroids[SPACE].rows == 3
+    assert again.centroids[SPACE].mean.tolist() == [0.5, 0.25, 0.0]
+    doc = json.loads(stats.body())
+    for damaged in (
+        {**doc, "format": FUSION_STATS_FORMAT + 1},  # a newer writer's format: computed from the generation instead
+        {**doc, "spaces": {SPACE: {"rows": 3, "mean": [0.5, None, 0.0]}}},
+        {**doc, "spaces": {SPACE: {"rows": 3, "mean": [0.5, float("nan"), 0.0]}}},
+        {"spaces": {}},
+    ):
+        assert GenerationStats.parse(json.dumps(damaged).encode()) is None, damaged
+    assert GenerationStats.parse(b"not json") is None

@@ -13,6 +13,7 @@ from ragstep.models.blob_keys import (
     HASHES_PREFIX,
     IMAGES_PREFIX,
     INGEST_PREFIX,
+    PENDING_PREFIX,
     SOURCES_PREFIX,
     TENANTS_PREFIX,
     UPLOADS_PREFIX,
@@ -70,7 +71,9 @@ def test_stage_functions_reach_only_the_bucket_prefixes_they_use() -> None:
     state = object_prefixes(policy_statements("StateBlobsPolicy"))
     assert state == {f"{OFFLOAD_PREFIX}*", f"{TENANTS_PREFIX}*/{OFFLOAD_PREFIX}*"}
     ingest = object_prefixes(policy_statements("IngestBlobsPolicy"))
-    ours = (UPLOADS_PREFIX, SOURCES_PREFIX, INGEST_PREFIX, DATA_PREFIX, HASHES_PREFIX, IMAGES_PREFIX, OFFLOAD_PREFIX)
+    # pending/: the chunks indexed before their vectors (progressive indexing: ingest_index, ingest_embed_batch).
+    ours = (UPLOADS_PREFIX, SOURCES_PREFIX, INGEST_PREFIX, DATA_PREFIX, HASHES_PREFIX, IMAGES_PREFIX, PENDING_PREFIX)
+    ours += (OFFLOAD_PREFIX,)
     assert ingest == {f"{p}*" for p in ours} | {f"{TENANTS_PREFIX}*/{p}*" for p in ours}
     (listing,) = [s for s in policy_statements("IngestBlobsPolicy") if s["Action"] == "s3:ListBucket"]
     assert set(listing["Condition"]["StringLike"]["s3:prefix"]) <= ingest
@@ -104,7 +107,8 @@ def test_bedrock_is_granted_on_the_configured_models_only() -> None:
     # The API, the streaming chat function, the Slack worker and event-driven retrieval run stages in-process.
     in_process = {"ApiFunction", "ChatStreamFunction", "SlackWorkerFunction", "RetrievalEventsFunction"}
     # viking_query embeds each typed query for its search of the trees.
-    assert embedders == {"ChunkSearchFunction", "IngestEmbedFunction", "VikingQueryFunction", *in_process}
+    stages = {"ChunkSearchFunction", "IngestEmbedFunction", "IngestEmbedBatchFunction", "VikingQueryFunction"}
+    assert embedders == {*stages, *in_process}
 
 
 # -- logs -----------------------------------------------------------------------------------------------------------

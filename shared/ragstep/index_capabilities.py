@@ -94,3 +94,40 @@ class CapacityWarning(Protocol):
 
 def capacity_warning(index: SearchIndex, knowledge_base_id: str) -> str | None:
     return index.capacity_warning(knowledge_base_id) if isinstance(index, CapacityWarning) else None
+
+
+@runtime_checkable
+class KeywordGain(Protocol):
+    """An index whose raw BM25 is not on ragstep's scale (OpenSearch: Lucene's ``BM25Similarity`` from 3.0 drops
+    Okapi's ``k1 + 1`` factor): the points a saturated term scores per nat of idf there."""
+
+    def keyword_gain(self) -> float: ...
+
+
+def keyword_gain(index: SearchIndex) -> float:
+    """BM25 points per nat of idf in ``index``'s raw keyword scores: its own where it declares one, else ragstep's
+    ``k1 + 1`` (the local and S3-snapshot indexes score with :mod:`ragstep.retrieval.bm25`)."""
+    from ragstep.retrieval.bm25 import BM25_K1
+
+    return index.keyword_gain() if isinstance(index, KeywordGain) else BM25_K1 + 1.0
+
+
+@runtime_checkable
+class CandidateScores(Protocol):
+    """An index that scores named chunks exactly for a query: their cosine to the query vector and their BM25 for
+    the query terms, on the statistics its own keyword search uses. Fusion reads the cosine of every chunk only the
+    keyword list holds (one the similarity threshold or the pool cut from the vector list) instead of reading it as
+    0 (:func:`ragstep.stages.search.retrievers.keyword_only_cosines`, which says why the BM25 of a vector-only chunk
+    is not read); an index without it keeps the vector floor of
+    :func:`~ragstep.retrieval.fusion.fuse_evidence`."""
+
+    def cosines(self, vector: np.ndarray, space: str, chunk_ids: Sequence[str]) -> dict[str, float]:
+        """The cosine of the unit ``vector`` to each of ``chunk_ids`` that has a vector in ``space``."""
+
+    def bm25_scores(self, tokens: Sequence[str], flt: SearchFilter, chunk_ids: Sequence[str]) -> dict[str, float]:
+        """The raw BM25 of each of ``chunk_ids`` for ``tokens``, with the statistics :meth:`keyword_search` uses for
+        ``flt`` (a chunk that holds none of them is left out: 0)."""
+
+
+def candidate_scores(index: SearchIndex) -> CandidateScores | None:
+    return index if isinstance(index, CandidateScores) else None

@@ -155,8 +155,7 @@ class Settings(RetrievalSettings, DocumentSourceSettings, RequestControlSettings
         # this too (pydantic validates a model with its own __init__ through it).
         super().__init__(**{**environment_values(type(self).model_fields), **values})
 
-    # Where the embedded backends keep their files.
-    data_dir: Path = Path(".ragstep")
+    data_dir: Path = Path(".ragstep")  # Where the embedded backends keep their files.
 
     # Adapters. "local" are the embedded defaults; the AWS adapters are chosen on Lambda by the template.
     index_backend: Literal["local", "opensearch", "s3snapshot"] = "local"
@@ -260,9 +259,11 @@ class Settings(RetrievalSettings, DocumentSourceSettings, RequestControlSettings
     # Ingestion: files above this size are refused (per file, with a clear error; the batch goes on).
     max_file_bytes: Annotated[int, Field(ge=1)] = 50 * 1024 * 1024
     # Progressive indexing (ragstep.app.ingest_vectors): a file is searchable by keyword as soon as it is chunked and
-    # its vectors are added by a second phase (`ragstep ingest`, `ragstep kb embed`, the server's background worker).
+    # its vectors are added by a second phase (`ragstep ingest`, `ragstep kb embed`, the server's background worker);
     # False: each file is embedded before it is indexed (one phase; a document appears with all its vectors).
     ingest_progressive: bool = True
+    embed_batch_chunks: Annotated[int, Field(ge=1, le=20_000)] = 1000  # the ingest machine's: docs/aws.md, template
+    embed_batch_concurrency: Annotated[int, Field(ge=1, le=40)] = 2  # EmbedBatchSize/Concurrency (stages.ingest.index)
     # Small files (up to 1 MiB) `ragstep ingest` takes at once where no embedding waits (the keyword phase, or a
     # knowledge base without a model): their durable writes wait on the disk, not the CPU (BENCHMARKS.md).
     ingest_files_at_once: Annotated[int, Field(ge=1, le=32)] = 4
@@ -301,9 +302,10 @@ class Settings(RetrievalSettings, DocumentSourceSettings, RequestControlSettings
     # a response; empty (the default): the API that serves the page, which streams (`ragstep serve`).
     console_chat_url: str = ""
     # OpenAI-compatible chat (README: Chat over HTTP): what a `model` naming no knowledge base answers from ("a,b";
-    # "*": all the key may use); whether answers end with their sources as Markdown (a request's append_sources wins).
+    # "*": all the key may use); whether answers end with their sources as Markdown (a request's append_sources wins;
+    # unset: yes unless it asks for `reference`, as plain clients such as LangChain keep only the text).
     openai_default_knowledge_bases: str = ""
-    openai_append_sources: bool = False
+    openai_append_sources: bool | None = None
 
     # Transport limit of the state between stages (Step Functions allows 256 KiB per payload).
     state_limit_bytes: Annotated[int, Field(ge=4096)] = 256 * 1024

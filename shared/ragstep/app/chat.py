@@ -34,8 +34,8 @@ from ragstep.models import (
     Usage,
     language_of,
 )
-from ragstep.pipeline.definitions import CHAT_PIPELINES
-from ragstep.pipeline.executor import drain, stream_pipeline
+from ragstep.pipeline.definitions import CHAT_PIPELINES, get_pipeline
+from ragstep.pipeline.executor import drain, run_stage, stream_pipeline
 from ragstep.stages.chat.common import strip_think
 from ragstep.stages.chat.into_chat_message import validate_query
 
@@ -115,7 +115,7 @@ def stream_chat(request: ChatRequest, ctx: Context) -> Generator[StreamEvent, No
     Closing this generator early (the client went away), or a KeyboardInterrupt while it runs, closes the pipeline's
     stream -- and with it the model's -- and saves the answer shown so far, marked interrupted.
     """
-    state = new_chat_state(request, ctx)
+    state = _with_session_history(new_chat_state(request, ctx), ctx)
     events = stream_pipeline(request.pipeline, state, ctx)
     shown: list[str] = []
     references: list[SearchResult] = []
@@ -168,6 +168,16 @@ def _remember(ctx: Context, turn: Turn, user: str | None) -> None:
         remember(ctx, turn.session_id, user=user, turns=[turn])
     except RagstepError as exc:
         logging.getLogger(__name__).warning("memories of session %s not saved: %s", turn.session_id, exc.message)
+
+
+def _with_session_history(state: PipelineState, ctx: Context) -> PipelineState:
+    """The session's rounds read ahead for a pipeline that rewrites follow-ups but loads no history itself (``rag``:
+    its state machine reads only the rounds its input carries), as its ``load_history`` stage would; without them a
+    follow-up in a session would be searched as if asked alone."""
+    names = get_pipeline(state.pipeline).stage_names()
+    if state.request.session_id is None or "rewrite_query" not in names or "load_history" in names:
+        return state
+    return run_stage("load_history", state, ctx)
 
 
 def run_chat(request: ChatRequest, ctx: Context) -> PipelineState:

@@ -13,6 +13,7 @@ from ragstep.app.jobs import queue_ingestion
 from ragstep.app.knowledge_bases import Page, paginate
 from ragstep.context import Context
 from ragstep.errors import ConflictError, InputError, NotFoundError
+from ragstep.index_capabilities import vector_backfill
 from ragstep.models import Knowledge
 from ragstep.models.base import _Model
 from ragstep.models.blob_keys import owned_prefixes
@@ -35,12 +36,24 @@ class DocumentInfo(_Model):
     enabled: bool = True
     #: The latest ingestion job of this document ("" for one ingested otherwise, e.g. by the CLI).
     job_id: str = ""
+    #: Chunks indexed without their vector yet (progressive indexing): found by keyword search only until the
+    #: background worker (or ``ragstep kb embed``) adds it; 0 once every chunk has its vector.
+    vectors_pending: int = 0
     created_at: float
     updated_at: float
 
 
-def document_info(item: Knowledge | None, job: IngestionJob | None) -> DocumentInfo:
-    """One listing row from the knowledge item and/or its latest job (at least one of them)."""
+def vectors_pending(ctx: Context, item: Knowledge | None) -> int:
+    """How many chunks of ``item`` the index holds without a vector (0 unless its record says some are waiting)."""
+    if item is None or not item.vectors_pending:
+        return 0
+    backfill = vector_backfill(ctx.index)
+    return len(backfill.missing_vectors(item.id)) if backfill is not None else 0
+
+
+def document_info(item: Knowledge | None, job: IngestionJob | None, pending: int = 0) -> DocumentInfo:
+    """One listing row from the knowledge item and/or its latest job (at least one of them); ``pending``: its
+    chunks without a vector (:func:`vectors_pending`)."""
     if item is None and job is None:
         raise ValueError("a document row needs its knowledge item or a job")
     if job is not None and (item is None or job.status != "indexed" or job.finished_at is None):
@@ -59,6 +72,7 @@ def document_info(item: Knowledge | None, job: IngestionJob | None) -> DocumentI
         tag=item.tag_id if item is not None else job.tag_id if job is not None else "",
         enabled=item.enabled if item is not None else True,
         job_id=job.id if job is not None else "",
+        vectors_pending=pending,
         created_at=created,
         updated_at=max(stamps, default=created),
     )
@@ -75,7 +89,10 @@ def list_documents(ctx: Context, kb_ref: str, limit: int, cursor: str | None = N
     kb = ctx.require_kb(kb_ref)
     items = {item.id: item for item in ctx.catalog.list_knowledge(kb.id)}
     latest = _latest_jobs(ctx.catalog.list_jobs(kb.id))
-    rows = [document_info(items.get(kid), latest.get(kid)) for kid in {*items, *latest}]
+    rows = [
+        document_info(items.get(kid), latest.get(kid), vectors_pending(ctx, items.get(kid)))
+        for kid in {*items, *latest}
+    ]
     return paginate(rows, lambda row: (row.created_at, row.id), limit, cursor)
 
 
@@ -94,7 +111,7 @@ def _find(ctx: Context, document_id: str) -> tuple[Knowledge | None, list[Ingest
 
 def get_document(ctx: Context, document_id: str) -> DocumentInfo:
     item, jobs = _find(ctx, document_id)
-    return document_info(item, _latest_jobs(jobs).get(document_id))
+    return document_info(item, _latest_jobs(jobs).get(document_id), vectors_pending(ctx, item))
 
 
 def update_document(
@@ -132,7 +149,7 @@ def update_document(
 
             refresh_after_change(item.knowledge_base_id, ctx)
     all_jobs = [*jobs, job] if job is not None else jobs
-    return document_info(item, _latest_jobs(all_jobs).get(document_id)), job
+    return document_info(item, _latest_jobs(all_jobs).get(document_id), vectors_pending(ctx, item)), job
 
 
 def delete_document(ctx: Context, document_id: str) -> int:

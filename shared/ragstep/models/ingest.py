@@ -116,6 +116,20 @@ class IngestProducts(_Model):
     format: str = ""
 
 
+class EmbedBatch(_Model):
+    """One batch of the embedding phase on AWS (the ingest machine's ``embed_batches`` Map state): the chunks at
+    positions ``start`` to ``stop`` (excluded) of the document's pending chunks."""
+
+    start: Annotated[int, Field(ge=0)]
+    stop: Annotated[int, Field(ge=1)]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> EmbedBatch:
+        if self.stop <= self.start:
+            raise ValueError(f"an embed batch ends after it starts, got {self.start}..{self.stop}")
+        return self
+
+
 class IngestState(_Model):
     """The JSON the ingest stages pass along (``ingest_parse -> ingest_chunk -> ingest_embed -> ingest_index``).
 
@@ -141,6 +155,14 @@ class IngestState(_Model):
     products: IngestProducts = Field(default_factory=IngestProducts)
     trace: list[TraceEvent] = Field(default_factory=empty_list)
     error: ErrorInfo | None = None
+    # Progressive indexing on the ingest state machine: True (set where an upload starts it) lets ``ingest_embed``
+    # leave the vectors to the batches that follow ``ingest_index`` (when the index takes vectors later).
+    vectors_later: bool = False
+    # The batches ``ingest_index`` lists for them (the Map state's items), one per iteration at ``embed_batch``, and
+    # how many run at once (the Map's MaxConcurrencyPath: the EmbedBatchConcurrency template parameter).
+    embed_batches: list[EmbedBatch] = Field(default_factory=empty_list)
+    embed_batch: EmbedBatch | None = None
+    embed_concurrency: Annotated[int, Field(ge=1, le=1000)] = 1
 
     @field_validator("tenant_id")
     @classmethod

@@ -40,7 +40,11 @@ Shape of a definition:
   (``ragstep.pipeline.mapping.item_state``); the last task of an iteration keeps only the item's result
   (``OutputPath``), and the Map's ``ResultPath`` puts the results, in the items' order, into its input. So the
   merge's input is one state plus at most ``max_items`` results, each cut from a state of one share of the quota:
-  :func:`ragstep.pipeline.definitions.payload_limit` counts a Map as ``max_items`` branches. Tasks inside keep the
+  :func:`ragstep.pipeline.definitions.payload_limit` counts a Map as ``max_items`` branches. A Map that keeps
+  nothing of its items (no ``result``: the ingest machine's ``embed_batches``, whose items write to the index) has
+  ``ResultPath: null``, its output its input; its iterations output their item (Step Functions gathers the outputs
+  under the quota before it drops them). ``MaxConcurrencyPath`` replaces ``MaxConcurrency`` where the step
+  reads its concurrency from the state (a template parameter a stage put there). Tasks inside keep the
   retrier and catch of every task; a failing iteration fails the Map, caught into ``"<name> failed"``.
 """
 
@@ -163,17 +167,25 @@ def _machine(steps: Sequence[Step], kind: str) -> dict[str, Any]:
 def _map(step: Map, after: str | None, kind: str) -> dict[str, Any]:
     """The Map state of ``step``, its merge task, and their Fail states."""
     processor = _machine(step.steps, kind)
-    # The iteration's output is the item's result alone: the Map's output is its input plus these.
-    processor["States"][step.steps[-1].name]["OutputPath"] = f"$.{step.result}"
+    # The iteration's output is the item's result alone: the Map's output is its input plus these. A Map that keeps
+    # nothing still gathers its iterations' outputs under the payload quota before dropping them: each is its item.
+    last = processor["States"][step.steps[-1].name]
+    last["OutputPath"] = f"$.{step.result or step.item}"
+    kept = f"the results go to {step.results}" if step.results else "nothing is kept of them"
+    concurrency = (
+        {"MaxConcurrencyPath": f"$.{step.concurrency_path}"}
+        if step.concurrency_path
+        else {"MaxConcurrency": step.max_concurrency}
+    )
     return {
         step.name: {
             "Type": "Map",
-            "Comment": f"Each item of {step.items} with the whole state; the results go to {step.results}",
+            "Comment": f"Each item of {step.items} with the whole state; {kept}",
             "ItemsPath": f"$.{step.items}",
             "ItemSelector": {"state.$": "$", "item.$": "$$.Map.Item.Value"},
-            "MaxConcurrency": step.max_concurrency,
+            **concurrency,
             "ItemProcessor": {"ProcessorConfig": {"Mode": "INLINE"}, **processor},
-            "ResultPath": f"$.{step.results}",
+            "ResultPath": f"$.{step.results}" if step.results else None,
             "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$", "Next": failed_state(step.name)}],
             "Next": step.merge,
         },

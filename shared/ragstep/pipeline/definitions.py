@@ -21,6 +21,8 @@ STAGES: dict[str, str] = {
     "ingest_chunk": "ragstep.stages.ingest.chunk:run",
     "ingest_embed": "ragstep.stages.ingest.embed:run",
     "ingest_index": "ragstep.stages.ingest.index:run",
+    "ingest_embed_batch": "ragstep.stages.ingest.embed_batch:run",
+    "ingest_embed_merge": "ragstep.stages.ingest.embed_merge:run",
     "ingest_graph": "ragstep.stages.ingest.graph:run",
     "load_history": "ragstep.stages.chat.load_history:run",
     "rewrite_query": "ragstep.stages.chat.rewrite_query:run",
@@ -65,21 +67,28 @@ class Map:
     ``results`` of the state it started from, which ``merge`` then reads (on Step Functions: a ``Map`` state whose
     iterations return ``result`` alone, then the merge's task; see ``ragstep.pipeline.asl``). ``max_items``: the
     most items the list may hold (what the payload quota is shared by).
+
+    ``result`` and ``results`` empty: the Map keeps nothing of its items (on Step Functions ``ResultPath: null``):
+    their steps write elsewhere (the index), the merge reads that, and the quota is not shared. ``concurrency_path``:
+    the items that run at once are read from the state there (``MaxConcurrencyPath``), not ``max_concurrency``.
     """
 
     name: str
     items: str
     item: str
-    result: str
-    results: str
     steps: tuple[Stage, ...]
     merge: str
+    result: str = ""
+    results: str = ""
     max_items: int = 5
     max_concurrency: int = 5
+    concurrency_path: str = ""
 
     def __post_init__(self) -> None:
         if not self.steps or not all(type(s) is Stage for s in self.steps):
             raise ValueError(f"map {self.name!r}: its steps are one or more stages")
+        if bool(self.result) != bool(self.results):
+            raise ValueError(f"map {self.name!r}: result and results are both set or both empty")
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,15 +149,37 @@ KNOWLEDGE_SEARCH = Pipeline(
     (Stage("chunk_search"), Stage("chunk_rerank"), Stage("chunk_merge"), Stage("filter_top_k")),
 )
 
-# One file: S3 upload (or the CLI) -> parse -> chunk -> embed -> index. Products pass through the blob store.
+#: The embedding phase of progressive indexing on the ingest state machine (ragstep.stages.ingest.embed_batch): the
+#: chunks ``ingest_index`` indexed without vectors, in the batches it listed, then the document marked complete. At
+#: most 1,000 iterations (about 7,000 of a STANDARD execution's 25,000 history events); nothing is kept of them: each
+#: writes its vectors to the index, which the merge then asks.
+EMBED_BATCHES = Map(
+    "embed_batches",
+    items="embed_batches",
+    item="embed_batch",
+    steps=(Stage("ingest_embed_batch"),),
+    merge="ingest_embed_merge",
+    max_items=1000,
+    concurrency_path="embed_concurrency",
+)
+# One file: S3 upload (or the CLI) -> parse -> chunk -> embed -> index. Products pass through the blob store. A state
+# with ``vectors_later`` (the upload's on AWS) embeds after the index instead: ingest_embed passes it on, ingest_index
+# makes it keyword-searchable and lists the batches, embed_batches adds the vectors. Otherwise that Map has no items.
 INGEST = Pipeline(
     "ingest",
-    (Stage("ingest_parse"), Stage("ingest_chunk"), Stage("ingest_embed"), Stage("ingest_index"), Stage("ingest_graph")),
+    (
+        Stage("ingest_parse"),
+        Stage("ingest_chunk"),
+        Stage("ingest_embed"),
+        Stage("ingest_index"),
+        Stage("ingest_graph"),
+        EMBED_BATCHES,
+    ),
     kind="STANDARD",
     state="IngestState",
 )
 # Progressive indexing (ragstep.app.ingest_vectors): the file keyword-searchable as soon as it is chunked; its vectors
-# are added by a second phase. In-process only: on AWS the ingest state machine embeds before it indexes.
+# are added by a second phase (the CLI's and the server's). In-process only: the ingest state machine has its own.
 INGEST_KEYWORDS = Pipeline(
     "ingest_keywords",
     (Stage("ingest_parse"), Stage("ingest_chunk"), Stage("ingest_index"), Stage("ingest_graph")),
@@ -259,8 +290,8 @@ def payload_limit(pipeline: str, limit: int) -> int:
     of it, for the widest step (the brackets and commas of the array set aside); states entering and leaving a
     branch then always fit, and the claim check offloads the rest (``ragstep.pipeline.transport``). A Map state's
     output is its input with each item's result in it: up to ``max_items`` results, each cut from a state of one
-    share, so it counts as that many branches. Other pipelines, and names that are no pipeline, keep the whole
-    ``limit``.
+    share, so it counts as that many branches; one that keeps nothing of its items counts as none. Other pipelines,
+    and names that are no pipeline, keep the whole ``limit``.
     """
     declared = PIPELINES.get(pipeline)
     if declared is None:
@@ -268,7 +299,7 @@ def payload_limit(pipeline: str, limit: int) -> int:
     widths = [
         len(step.branches) if isinstance(step, Parallel) else step.max_items
         for step in declared.steps
-        if isinstance(step, Parallel | Map)
+        if isinstance(step, Parallel) or (isinstance(step, Map) and step.results)
     ]
     items = 1 + max(widths, default=0)
     return limit if items == 1 else (limit - 2 * items) // items

@@ -230,7 +230,8 @@ def _run_map(step: Map, state: State, ctx: Context, check: bool) -> State:
         wait(others)  # no item outlives the step that failed
         raise
     results = [*first, *(f.result() for f in others)]
-    return _run_step(Stage(step.merge), mapping.with_results(step, state, results), ctx, check)
+    merged = mapping.with_results(step, state, results) if step.results else state
+    return _run_step(Stage(step.merge), merged, ctx, check)
 
 
 __all__ = [

@@ -55,18 +55,6 @@ def idf(df: float, docs: float) -> float:
     return math.log1p((docs - df + 0.5) / (df + 0.5))
 
 
-def query_ceiling(stats: Bm25Stats, tokens: Iterable[str]) -> float:
-    """The most BM25 points any chunk could score for the query: ``(k1 + 1) x`` the sum of its distinct terms' idf
-    (a term's score tends to ``idf x (k1 + 1)`` as its frequency grows, whatever the chunk's length). A term no chunk
-    holds counts at ``df`` 0, the most a term can weigh: the query asked for it and no chunk can match it (a
-    question in another language than the corpus, most of whose words no chunk holds). A chunk's BM25 over this is
-    its share of the score the query could reach, 0 to 1, the keyword list's counterpart of a cosine's share of the
-    way from its background to 1 (:func:`ragstep.retrieval.fusion.fuse_evidence`). 0 for an empty collection."""
-    if not stats.docs:
-        return 0.0
-    return (BM25_K1 + 1.0) * sum(idf(stats.df.get(term, 0), stats.docs) for term in dict.fromkeys(tokens))
-
-
 def length_norms(lengths: np.ndarray, avgdl: float) -> np.ndarray:
     """Each chunk's length norm ``k1 * (1 - b + b * len / avgdl)`` (the denominator's second term), float32."""
     return (BM25_K1 * (1.0 - BM25_B + BM25_B * np.asarray(lengths, dtype=np.float64) / avgdl)).astype(np.float32)
@@ -77,4 +65,4 @@ def term_scores(tf: np.ndarray, norms: np.ndarray, weight: float) -> np.ndarray:
     return weight * tf * (BM25_K1 + 1.0) / (tf + norms)
 
 
-__all__ = ["BM25_B", "BM25_K1", "Bm25Stats", "idf", "joint", "length_norms", "query_ceiling", "term_scores"]
+__all__ = ["BM25_B", "BM25_K1", "Bm25Stats", "idf", "joint", "length_norms", "term_scores"]

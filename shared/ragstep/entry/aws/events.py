@@ -87,8 +87,9 @@ def ingest_input_state(stage_name: str, event: Any, clients: Clients) -> IngestS
     an upload's S3 event there becomes the state it starts, with the upload's ingestion job taken and ``running``
     (:func:`ragstep.app.s3_jobs.start_for_execution`: every upload is followed by a job, presigned by the API or
     not). A web page request (``{"ragstep_url": ...}``, started by the API: :mod:`ragstep.app.url_jobs`) is fetched
-    there and becomes the state it starts. Any other event is a state, decoded as the stage handler decodes every
-    state."""
+    there and becomes the state it starts. Both start with ``vectors_later`` as ``RAGSTEP_INGEST_PROGRESSIVE`` says
+    (the vectors added after the index, by the machine's ``embed_batches``). Any other event is a state, decoded as
+    the stage handler decodes every state."""
     from ragstep.errors import InputError
     from ragstep.models import IngestState
     from ragstep.pipeline import transport
@@ -102,7 +103,8 @@ def ingest_input_state(stage_name: str, event: Any, clients: Clients) -> IngestS
             raise InputError(f"{stage_name} takes an ingest state; a web page request starts the first stage")
         from ragstep.app.url_jobs import state_from_url_request
 
-        return state_from_url_request(event, clients, execution_arn)
+        started = state_from_url_request(event, clients, execution_arn)
+        return started.model_copy(update={"vectors_later": clients.settings.ingest_progressive})
     if not is_s3_object_created(event):
         return transport.decode_event(event, clients.blobs, IngestState)
     if stage_name != get_pipeline("ingest").stage_names()[0]:
@@ -110,4 +112,6 @@ def ingest_input_state(stage_name: str, event: Any, clients: Clients) -> IngestS
     from ragstep.app.s3_jobs import start_for_execution
 
     state = ingest_state_from_s3_event(event, clients)
+    # Progressive indexing (RAGSTEP_INGEST_PROGRESSIVE): keyword-searchable once indexed, vectors in batches after.
+    state = state.model_copy(update={"vectors_later": clients.settings.ingest_progressive})
     return start_for_execution(clients.context(state.tenant_id), state, execution_arn)

@@ -13,8 +13,9 @@
   ``{"input": <event>, "execution_arn": ...}``. It records the upload's ingestion job as running; the last stage
   records its outcome, and a stage that raises records it failed (:mod:`ragstep.app.s3_jobs`).
 * :data:`join_handler` -- the task after a ``Parallel`` state: joins the branch states (see ``pipeline/asl.py``).
-* The first stage of a ``Map`` state's iterations (``viking_query``) takes ``{"state": ..., "item": ...}`` as the
-  Map's ``ItemSelector`` builds it, or a state that already holds its item (a sample event, a test).
+* The first stage of a ``Map`` state's iterations (``viking_query``, ``ingest_embed_batch``) takes
+  ``{"state": ..., "item": ...}`` as the Map's ``ItemSelector`` builds it, or a state that already holds its item
+  (a sample event, a test).
 
 Observability (Powertools, :mod:`ragstep.entry.aws.runtime`): every invocation logs as JSON with the Lambda context
 and the pipeline request id as correlation id; it is traced (a ``## <stage>`` X-Ray subsegment per stage, annotated
@@ -129,18 +130,17 @@ def _input_state(stage_name: str, event: Any, clients: Clients) -> Any:
     from ragstep.models import IngestState
     from ragstep.pipeline import transport
     from ragstep.pipeline.definitions import state_model
-
-    model = state_model(stage_name)
-    if model is IngestState:
-        from ragstep.entry.aws.events import ingest_input_state
-
-        return ingest_input_state(stage_name, event, clients)
     from ragstep.pipeline.mapping import item_state, map_starting_with
 
+    model = state_model(stage_name)
     mapped = map_starting_with(stage_name)
     if mapped is not None and isinstance(event, dict) and set(event) == {"state", "item"}:
         # An iteration of a Map state: its ItemSelector hands over the Map's input and one item (pipeline/asl.py).
         return item_state(mapped, transport.decode_event(event["state"], clients.blobs, model), event["item"])
+    if model is IngestState:
+        from ragstep.entry.aws.events import ingest_input_state
+
+        return ingest_input_state(stage_name, event, clients)
     return transport.decode_event(event, clients.blobs, model)
 
 

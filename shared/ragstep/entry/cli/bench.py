@@ -71,7 +71,7 @@ def cmd_bench_profiles(args: argparse.Namespace) -> int:
 def cmd_bench_answer(args: argparse.Namespace) -> int:
     from ragstep.bench.answer import render, run_answer
 
-    result = run_answer(Path(args.set_dir), questions=args.questions, progress=_say(args))
+    result = run_answer(Path(args.set_dir), questions=args.questions, progress=_say(args), curve=args.curve)
     return _bench_output(args, result, render)
 
 
@@ -184,6 +184,7 @@ def cmd_bench_ingest(args: argparse.Namespace) -> int:
             corpus=corpus,
             corpus_limit=args.corpus_limit,
             vectors_later=args.vectors_later,
+            engine_passages=args.engine_passages,
             progress=_say(args),
         )
         return _bench_output(args, figures, ingest_e2e.render)
@@ -298,11 +299,9 @@ def add_bench_arguments(bench: argparse.ArgumentParser, common: argparse.Argumen
         "answer, one a line)",
     )
     p.add_argument(
-        "--questions",
-        type=positive_int,
-        metavar="N",
-        help="only the first N answerable questions (all; every unanswerable one is asked)",
+        "--questions", type=positive_int, metavar="N", help="only the first N answerable questions (all unanswerable)"
     )
+    p.add_argument("--curve", action="store_true", help="also the answerer's trade-off curve over its threshold")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=cmd_bench_answer)
 
@@ -435,6 +434,7 @@ def add_bench_arguments(bench: argparse.ArgumentParser, common: argparse.Argumen
     p.add_argument("--small-files", type=int, default=1000, metavar="N", help="end to end: small Markdown files")
     p.add_argument("--large-mb", type=float, default=20.0, metavar="MB", help="end to end: one text file (0 skips)")
     p.add_argument("--corpus-limit", type=positive_int, metavar="N", help="end to end: first N documents of --corpus")
+    p.add_argument("--engine-passages", type=int, default=32, metavar="N", help="end to end: old vs new engine (0: no)")
     p.add_argument(
         "--vectors-later",
         action="store_true",

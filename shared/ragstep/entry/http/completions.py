@@ -8,7 +8,7 @@ pipeline profile and, for clients that can send nothing else, the knowledge base
 of ``chat.completion.chunk`` frames or one ``chat.completion`` body. ``finish_reason`` is the model's (``length``
 when it was cut at ``max_tokens``, ``stop`` otherwise); ``usage`` is the model's count, or ragstep's estimate marked
 ``"estimated": true`` (the extractive answerer). Errors, before the stream and inside it, are OpenAI's shape
-(:mod:`ragstep.entry.http.errors`). ``append_sources`` ends the answer's text with its sources as Markdown
+(:mod:`ragstep.entry.http.errors`). ``append_sources`` ends the answer's text with its notes and sources as Markdown
 (:mod:`ragstep.entry.http.sources`).
 
 The ragstep options (:class:`RagstepOptions`) are read both at the top level and under ``extra_body``: the ``openai``
@@ -20,10 +20,10 @@ without one the request is stateless -- the earlier user/assistant messages are 
 
 A stream is: a chunk with ``delta.role``; one chunk per ``delta.content`` delta (``delta.reasoning_content`` for a
 reasoning model's thoughts), sent as soon as the model gives it; a last chunk with ``finish_reason`` and, when asked
-(``reference: true``), ``delta.reference`` and ``delta.final_content``; the usage chunk when asked; ``[DONE]``. The
-finish reason rides on a chunk of its own, as OpenAI's own streams do: holding each delta back until the next one
-arrives, only to mark the last, would delay every delta by one. A stopped answer ends the same way, with
-``delta.interrupted: true``.
+(``reference: true``), ``delta.reference``, ``delta.final_content`` and ``delta.notes`` (the answer's notes, as
+``message.notes`` of a whole answer); the usage chunk when asked; ``[DONE]``. The finish reason rides on a chunk
+of its own, as OpenAI's own streams do: holding each delta back until the next one arrives, only to mark the last,
+would delay every delta by one. A stopped answer ends the same way, with ``delta.interrupted: true``.
 """
 
 from __future__ import annotations
@@ -38,13 +38,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import JSONResponse, Response
 
-from ragstep.app.answers import grounding_results
+from ragstep.app.answers import answer_notes, grounding_results
 from ragstep.app.chat_runs import Relayed, Run, run_to_end, start
 from ragstep.context import Context
 from ragstep.entry.http.auth import Meter
 from ragstep.entry.http.errors import openai_error
 from ragstep.entry.http.model_ids import MODEL_PROFILES, choice_of, knowledge_bases, no_knowledge_base, retrieves
-from ragstep.entry.http.sources import sources_markdown, without_sources
+from ragstep.entry.http.sources import notes_markdown, sources_markdown, without_sources
 from ragstep.entry.http.sse import DONE, SSEResponse, data_frame
 from ragstep.errors import InputError, RagstepError
 from ragstep.models import ChatRequest, HistoryRound, PipelineState, RetrievalOverrides, Usage
@@ -76,7 +76,9 @@ class RagstepOptions(BaseModel):
     chat: dict[str, Any] | None = Field(None, description="chat settings for this request (ChatSettings fields)")
     reference: bool | None = Field(None, description="return the references (and the answer with its citations)")
     append_sources: bool | None = Field(
-        None, description="end the answer's text with its sources as Markdown (default: RAGSTEP_OPENAI_APPEND_SOURCES)"
+        None,
+        description="end the answer's text with its sources as Markdown (default: RAGSTEP_OPENAI_APPEND_SOURCES; "
+        "unset: yes unless `reference` is asked for)",
     )
 
 
@@ -228,10 +230,20 @@ def plan_of(body: ChatCompletionRequest, ctx: Context) -> Plan:
         chat=chat,
     )
     history = None if options.session_id is not None else rounds
-    sources = ctx.settings.openai_append_sources if options.append_sources is None else options.append_sources
+    sources = _append_sources(options, ctx.settings.openai_append_sources)
     return Plan(
         request=request, history=history, reference=bool(options.reference), profile=body.model, sources=sources
     )
+
+
+def _append_sources(options: RagstepOptions, server_default: bool | None) -> bool:
+    """The request's choice, else the server's, else: a client that asked for ``reference`` reads the sources as
+    data; any other sees only the text, so the sources go there (LangChain and litellm drop unknown fields)."""
+    if options.append_sources is not None:
+        return options.append_sources
+    if server_default is not None:
+        return server_default
+    return not options.reference
 
 
 # -- formatting a run ------------------------------------------------------------------------------------------------
@@ -277,8 +289,10 @@ def usage_body(usage: Usage, receipt: CostReceipt | None = None) -> dict[str, An
 
 
 def appended_sources(plan: Plan, state: PipelineState) -> str:
-    """The sources block the answer's text ends with (empty unless the plan asks for it)."""
-    return sources_markdown(state, grounding_results(state)) if plan.sources else ""
+    """The notes and sources the answer's text ends with (empty unless the plan asks for it)."""
+    if not plan.sources:
+        return ""
+    return notes_markdown(answer_notes(state)) + sources_markdown(state, grounding_results(state))
 
 
 def completion_frames(plan: Plan, run: Run, include_usage: bool, usage_meter: Meter) -> Generator[bytes, None, None]:
@@ -330,7 +344,7 @@ def completion_frames(plan: Plan, run: Run, include_usage: bool, usage_meter: Me
             answer, usage = "".join(shown), usage_body(Usage())
         last: dict[str, Any] = {}
         if plan.reference:
-            last.update(reference=references, final_content=answer)
+            last.update(reference=references, final_content=answer, notes=answer_notes(final) if final else [])
         if final is None:
             last["interrupted"] = True
         yield chunk(last, finish=finish)
@@ -347,6 +361,7 @@ def completion_body(plan: Plan, state: PipelineState, receipt: CostReceipt | Non
     message: dict[str, Any] = {"role": "assistant", "content": state.chat.answer + appended_sources(plan, state)}
     if plan.reference:
         message["reference"] = [r.model_dump(mode="json") for r in grounding_results(state)]
+        message["notes"] = answer_notes(state)
     choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason(state)}
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex}",

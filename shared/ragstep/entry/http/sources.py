@@ -9,9 +9,12 @@ does not know, and Open WebUI renders the text: for them the references travel i
     - [1] lambda.md: "Cold starts happen when a new execution environment starts. ..."
 
 one line per source the answer cites, under the number its ``[n]`` markers use (every passage it was given when
-citations are off). An answer that cites nothing -- declined, or supported by no passage -- lists none. Only the
-response carries the list: a session stores the answer without it, and the block is taken off again when a client
-sends the answer back as history, so neither the model nor the rewrite ever reads it.
+citations are off). An answer that cites nothing -- declined, or supported by no passage -- lists none. The answer's
+notes (a stage the question needed that did not run, a follow-up searched with the previous question's words: what
+the command line prints after an answer) come first, one ``*(note: ...)*`` line each, declined answers included:
+for these clients the text is the only place a user can read them. Only the response carries the block: a session
+stores the answer without it, and it is taken off again when a client sends the answer back as history, so neither
+the model nor the rewrite ever reads it.
 """
 
 from __future__ import annotations
@@ -25,10 +28,13 @@ from ragstep.models.chat import Reference
 HEADINGS = {"en": "Sources", "zh": "参考来源"}
 #: The characters of a passage quoted after its name.
 QUOTE_CHARS = 120
-# The block as sources_markdown writes it (a heading, then "- [n] " lines), at the very end of a message.
-_BLOCK = re.compile(
-    r"\n\n\*\*(?:" + "|".join(map(re.escape, HEADINGS.values())) + r")\*\*\n\n(?:- \[\d+\] [^\n]*(?:\n|\Z))+\Z"
+# The block as notes_markdown and sources_markdown write it (notes, then a heading and "- [n] " lines), at the very
+# end of a message.
+_NOTES = r"(?:\n\n\*\(note: [^\n]*\)\*)*"
+_SOURCES = (
+    r"(?:\n\n\*\*(?:" + "|".join(map(re.escape, HEADINGS.values())) + r")\*\*\n\n(?:- \[\d+\] [^\n]*(?:\n|\Z))+)?"
 )
+_BLOCK = re.compile(_NOTES + _SOURCES + r"\Z")
 
 
 def _name(result: SearchResult) -> str:
@@ -65,6 +71,11 @@ def sources_markdown(state: PipelineState, results: Sequence[SearchResult]) -> s
     return f"\n\n**{heading}**\n\n" + "\n".join(lines)
 
 
+def notes_markdown(notes: Sequence[str]) -> str:
+    """The answer's notes as the block's first lines (empty when there are none)."""
+    return "".join(f"\n\n*(note: {' '.join(note.split())})*" for note in notes)
+
+
 def without_sources(text: str) -> str:
-    """``text`` without a sources block :func:`sources_markdown` appended to it."""
-    return _BLOCK.sub("", text)
+    """``text`` without the notes and sources :func:`notes_markdown` and :func:`sources_markdown` appended to it."""
+    return _BLOCK.sub("", text, count=1)

@@ -180,10 +180,16 @@ def _answer(caller: Caller, args: Mapping[str, Any]) -> ToolOutput:
         if not isinstance(session, str):
             raise InputError("session_id must be a string (the session_id of an earlier answer)")
         require_session(ctx, session)
-    request = ChatRequest(query=_text(args, "question"), knowledge_base_ids=kb_ids, session_id=session, pipeline="rag")
+    # rag_stream, run to its end: it loads the session's history, so a follow-up is resolved against it (rag has no
+    # load_history stage: it reads only the rounds a stateless caller sends).
+    question = _text(args, "question")
+    request = ChatRequest(query=question, knowledge_base_ids=kb_ids, session_id=session, pipeline="rag_stream")
     body = chat_response(run_chat(request, ctx), ctx)
     references = body.get("references") or []
-    lines = [str(body.get("answer", "")).strip()]
+    # The notes say what the answer could not use (a stage the question needed that did not run, a follow-up searched
+    # with the previous question's words): an agent reads them where a person reads them after the answer.
+    notes = [str(note) for note in body.get("notes") or []]
+    lines = [str(body.get("answer", "")).strip(), *(f"(note: {note})" for note in notes)]
     if references:
         lines.append("\nSources:")
         for n, ref in enumerate(references, start=1):
@@ -197,6 +203,7 @@ def _answer(caller: Caller, args: Mapping[str, Any]) -> ToolOutput:
         "cost_usd": body["usage"]["cost"]["total_usd"],
         "usage": body["usage"],
         "references": [{k: r.get(k) for k in _REFERENCE_FIELDS} for r in references],
+        "notes": notes,
     }
     return ToolOutput("\n".join(lines), data)
 
@@ -364,7 +371,8 @@ TOOLS: tuple[Tool, ...] = (
         "answer",
         "Answer from knowledge bases",
         "Answer a question from the user's documents, grounded in retrieved passages, with numbered sources [n]. "
-        "Returns the answer, its sources and a session_id; pass session_id back to ask a follow-up in context.",
+        "Returns the answer, its sources, notes on what it could not use and a session_id; pass session_id back "
+        "to ask a follow-up in context.",
         "chat",
         _object(
             {

@@ -1,7 +1,8 @@
 """What the user should know about how an answer was made, beyond the answer: a stage the question needed that did
-not run (a data file not analysed without a generative model, web search that could not be reached), or a follow-up
-that was searched differently than asked. Read from the trace, so every pipeline and every route says the same; the
-CLI prints them after the answer, the ``done`` event and ``--json`` carry them as ``notes``.
+not run (a data file not analysed without a generative model, web search that could not be reached), a follow-up
+that was searched differently than asked, or an answer cut at the length limit. Read from the trace (and the
+model's finish reason), so every pipeline and every route says the same; the CLI prints them after the answer, the
+``done`` event and ``--json`` carry them as ``notes``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ _TEXT: dict[Language, dict[str, str]] = {
         "web": "web search was skipped ({reason}); the answer uses the knowledge bases only",
         "follow_up": "searched as a follow-up of the previous question, with: {terms}",
         "rewrite_rejected": "the follow-up could not be rewritten ({reason}); it was searched as asked",
+        "rewrite_unused": "the model's rewrite of the follow-up was not used ({reason})",
+        "cut": "the answer was cut at the length limit (max_tokens; RAGSTEP_CHAT_MAX_TOKENS by default)",
     },
     "zh": {
         "analysis_no_model": "来源中的数据文件未被分析：数据分析需要生成式对话模型（设置 RAGSTEP_CHAT_PROVIDER）",
@@ -25,6 +28,8 @@ _TEXT: dict[Language, dict[str, str]] = {
         "web": "未进行网络搜索（{reason}），回答只依据知识库",
         "follow_up": "按上一个问题的追问检索，补充了：{terms}",
         "rewrite_rejected": "追问未能改写（{reason}），按原问题检索",
+        "rewrite_unused": "模型对追问的改写未被采用（{reason}）",
+        "cut": "回答在长度上限处被截断（max_tokens；默认 RAGSTEP_CHAT_MAX_TOKENS）",
     },
 }
 
@@ -44,7 +49,9 @@ def _note(event: TraceEvent, text: dict[str, str]) -> str | None:
         if event.action == "run" and event.detail.get("method") == "history_terms":
             return text["follow_up"].format(terms=" ".join(str(t) for t in event.detail.get("added_terms", [])))
         if event.action == "degrade":
-            return text["rewrite_rejected"].format(reason=event.reason or "error")
+            # Resolved from the conversation's words instead: the follow-up note that comes next says with which.
+            unused = event.detail.get("fallback") == "history_terms"
+            return text["rewrite_unused" if unused else "rewrite_rejected"].format(reason=event.reason or "error")
     return None
 
 
@@ -56,4 +63,8 @@ def notes(state: PipelineState) -> list[str]:
         note = _note(event, text)
         if note is not None and note not in out:
             out.append(note)
+    # A model that stopped at max_tokens (Bedrock says max_tokens): the answer ends mid-way, which the text alone
+    # does not tell.
+    if state.chat.finish_reason in ("length", "max_tokens"):
+        out.append(text["cut"])
     return out

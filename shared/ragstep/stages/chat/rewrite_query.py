@@ -7,7 +7,9 @@ the trace use it); the rewrite goes to ``rewritten_query``, which retrieval read
 A model's rewrite is checked before retrieval trusts it (:func:`check_rewrite`): it must share a content word with
 the question or the conversation, must not be the prompt given back (small models echo their instructions), and must
 stay within a length the question and its subject can need. A rewrite that fails, comes back empty or fails a check
-keeps the original question, traced as ``degrade`` with the reason.
+is traced as ``degrade`` with the reason and not used: the question is then resolved as without a model (below), so
+a small model that echoes its prompt costs the follow-up no more than having no model at all (the degrade row's
+``fallback`` says which: ``history_terms`` or ``as_asked``).
 
 Without a generative model (the extractive answerer) an elliptical follow-up is still resolved: the question is
 searched with the content words of the question it leans on (:mod:`ragstep.retrieval.followup`), traced as ``run``
@@ -89,10 +91,16 @@ def check_rewrite(
     return None
 
 
-def _without_model(state: PipelineState) -> PipelineState:
-    """The follow-up resolved from the conversation's questions, when it leans on them (no model to rewrite it)."""
+def _without_model(state: PipelineState, degraded: TraceEvent | None = None) -> PipelineState:
+    """The follow-up resolved from the conversation's questions, when it leans on them (no model to rewrite it, or
+    ``degraded``: the model's rewrite was not usable, traced first with the fallback taken)."""
     earlier = [r.query for r in state.chat.history]
     found = resolve(state.request.query, earlier)
+    if degraded is not None:
+        fallback = "as_asked" if found is None else "history_terms"
+        state = state.with_trace(degraded.model_copy(update={"detail": {**degraded.detail, "fallback": fallback}}))
+        if found is None:
+            return state
     if found is None:
         return state.with_trace(TraceEvent(stage=STAGE, action="skip", reason="standalone_question"))
     try:
@@ -114,6 +122,11 @@ def _without_model(state: PipelineState) -> PipelineState:
 
 def _degrade(state: PipelineState, reason: str, **detail: object) -> PipelineState:
     return state.with_trace(TraceEvent(stage=STAGE, action="degrade", reason=reason, detail=dict(detail)))
+
+
+def _fall_back(state: PipelineState, reason: str, **detail: object) -> PipelineState:
+    """The model's rewrite is not used (``reason``): the follow-up is resolved as without a model."""
+    return _without_model(state, TraceEvent(stage=STAGE, action="degrade", reason=reason, detail=dict(detail)))
 
 
 def run(state: PipelineState, ctx: Context) -> PipelineState:
@@ -148,20 +161,20 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
             ChatOptions(temperature=settings.temperature, max_tokens=REWRITE_MAX_TOKENS),
         )
     except ProviderError as exc:
-        return _degrade(state, "rewrite_failed", error=exc.message, model=model.name)
+        return _fall_back(state, "rewrite_failed", error=exc.message, model=model.name)
     rewritten = clean_rewrite(response.content)
     if not rewritten:
-        return _degrade(state, "empty_rewrite", model=model.name)
+        return _fall_back(state, "empty_rewrite", model=model.name)
     talk = conversation(state)
     instructions = system + "\n" + user.replace(talk, "").replace(state.request.query, "")
     earlier = [r.query for r in state.chat.history]
     rejected = check_rewrite(rewritten, state.request.query, earlier, talk, instructions, language)
     if rejected is not None:
-        return _degrade(state, rejected, rewrite=rewritten[:200], model=model.name)
+        return _fall_back(state, rejected, rewrite=rewritten[:200], model=model.name)
     try:
         rewritten = check_query(rewritten)
     except ValueError as exc:
-        return _degrade(state, "invalid_rewrite", error=str(exc), model=model.name)
+        return _fall_back(state, "invalid_rewrite", error=str(exc), model=model.name)
     event = TraceEvent(
         stage=STAGE,
         detail={

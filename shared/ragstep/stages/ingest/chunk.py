@@ -26,7 +26,7 @@ from ragstep.stages.ingest.products import (
     put_chunks,
     summaries_from_json,
 )
-from ragstep.stages.ingest.progress import note_chunked
+from ragstep.stages.ingest.progress import note_chunked, note_chunking
 
 if TYPE_CHECKING:
     from ragstep.context import Context
@@ -57,7 +57,8 @@ def run(state: IngestState, ctx: Context) -> IngestState:
             chunks = parent_child_chunks(kb, knowledge, text, options)
             detail.update(mode="parent_child", parent_size=options.effective_parent_size)
         else:
-            chunks = text_chunks(kb, knowledge, text, ChunkerConfig(options.chunk_size, options.chunk_overlap))
+            config = ChunkerConfig(options.chunk_size, options.chunk_overlap)
+            chunks = text_chunks(kb, knowledge, text, config, progress=note_chunking)
             detail["mode"] = "text"
         chunks = mark_ocr(chunks, text)
         if state.counts.get("images"):  # pictures inside the document (ragstep.stages.ingest.figures)

@@ -13,19 +13,26 @@ Every row carries the knowledge item's tag (a FAQ entry's own tag wins), title a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ragstep.models import Chunk, ChunkType, IngestOptions, Knowledge, KnowledgeBase
 from ragstep.parsers import DataFileSummary
 from ragstep.parsers.faq import FaqEntry
-from ragstep.retrieval.chunking import ChunkerConfig, TextChunk, split_parent_child, split_text
+from ragstep.retrieval.chunking import DEFAULT_CONFIG, ChunkerConfig, TextChunk, split_parent_child, split_text
 from ragstep.stages.ingest.products import data_blob_key
 
 
-def text_chunks(kb: KnowledgeBase, knowledge: Knowledge, text: str, config: ChunkerConfig | None = None) -> list[Chunk]:
-    """Structure-preserving chunks with exact offsets; heading breadcrumbs go to the embedder only."""
-    pieces = split_text(text, config) if config else split_text(text)
+def text_chunks(
+    kb: KnowledgeBase,
+    knowledge: Knowledge,
+    text: str,
+    config: ChunkerConfig | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[Chunk]:
+    """Structure-preserving chunks with exact offsets; heading breadcrumbs go to the embedder only. ``progress``:
+    how far the cutting is (``split_text``'s)."""
+    pieces = split_text(text, config or DEFAULT_CONFIG, progress)
     return [_piece_chunk(kb, knowledge, p, {}) for p in pieces]
 
 

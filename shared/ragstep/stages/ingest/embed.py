@@ -3,7 +3,9 @@
 Batches of ``embedding_batch_size`` (64) texts, :data:`EMBED_CONCURRENCY` requests in flight at once; the embedders
 retry transient failures themselves. A batch that still fails fails the stage, so the document is never
 half-indexed: nothing has been written to the index yet, and the previous version stays searchable. A BM25-only
-knowledge base (embedding model "none") skips the stage.
+knowledge base (embedding model "none") skips the stage, and so does a state with ``vectors_later`` (the ingest
+state machine's uploads) when the index takes vectors after the chunks: its vectors come in batches after
+``ingest_index`` (:mod:`.embed_batch`).
 
 A model that computes in this process (:class:`~ragstep.ports.InProcessEmbedder`) gets small batches one after
 another instead, on a worker thread the caller waits on: progress is noted after each batch (:mod:`.progress`) and
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ragstep.deadline import ContextThreadPool
 from ragstep.errors import InputError
+from ragstep.index_capabilities import vector_backfill
 from ragstep.models import IngestState, TraceEvent
 from ragstep.ports import InProcessEmbedder
 from ragstep.stages.ingest.common import require_kb
@@ -91,6 +94,11 @@ def run(state: IngestState, ctx: Context) -> IngestState:
     if state.status != "chunked" or not state.products.chunks:
         raise InputError(f"{STAGE} needs a chunked state (status 'chunked'), got status {state.status!r}")
     kb = require_kb(ctx, state.source.knowledge_base_id)
+    if state.vectors_later and kb.embedding_model != "none" and vector_backfill(ctx.index) is not None:
+        # Progressive indexing on the ingest machine: ingest_index indexes the chunks for keyword search, and the
+        # embed_batches Map adds their vectors (ragstep.stages.ingest.embed_batch).
+        reason = "vectors later: embedded in batches after the chunks are indexed"
+        return state.with_trace(TraceEvent(stage=STAGE, action="skip", reason=reason))
     embedder = ctx.embedder(kb.embedding_model)
     if embedder is None:
         event = TraceEvent(stage=STAGE, action="skip", reason="no embedding model: keyword (BM25) search only")

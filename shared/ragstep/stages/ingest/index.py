@@ -11,7 +11,9 @@
 
 A ``chunked`` state (the ``ingest_keywords`` pipeline: no embed stage) is indexed for keyword search first: its chunks
 go in without vectors and, when the knowledge base has an embedding model, are kept under ``pending/`` and named by
-the record's ``vectors_pending``, for :mod:`ragstep.app.ingest_vectors` to add the vectors later.
+the record's ``vectors_pending``, for :mod:`ragstep.app.ingest_vectors` to add the vectors later. The ingest state
+machine's uploads (``vectors_later``) take that path too, and here get the batches its ``embed_batches`` Map embeds
+(:mod:`.embed_batch`).
 
 ``duplicate``: nothing is indexed; an older version of this knowledge item (the path used to hold other content) is
 removed with its blobs. ``unchanged`` passes through.
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from ragstep.errors import InputError, RagstepError
 from ragstep.index_capabilities import capacity_warning, vector_backfill
-from ragstep.models import IngestState, Knowledge, TraceEvent
+from ragstep.models import EmbedBatch, IngestState, Knowledge, TraceEvent
 from ragstep.stages.ingest.common import require_kb, state_knowledge
 from ragstep.stages.ingest.dedupe import mark_hash, unmark_hash
 from ragstep.stages.ingest.products import (
@@ -113,8 +115,24 @@ def run(state: IngestState, ctx: Context) -> IngestState:
         found["vectors_pending"] = len(chunks)
     # An index with a size limit (S3 snapshots) says when this knowledge base should move to OpenSearch.
     warning = capacity_warning(ctx.index, kb.id)
+    batches = embed_batches(len(chunks), ctx) if done.vectors_pending and state.vectors_later else []
+    if batches:
+        found["embed_batches"] = len(batches)
     events.insert(0, TraceEvent(stage=STAGE, counts=found, reason=warning, detail={"space": state.products.space}))
-    return state.advanced("indexed", *events, counts={"chunks": len(chunks)})
+    indexed = state.advanced("indexed", *events, counts={"chunks": len(chunks)})
+    if not batches:
+        return indexed
+    update = {"embed_batches": batches, "embed_concurrency": ctx.settings.embed_batch_concurrency}
+    return indexed.model_copy(update=update)
+
+
+def embed_batches(chunks: int, ctx: Context) -> list[EmbedBatch]:
+    """The ingest machine's embedding batches of a document of ``chunks`` pending chunks: ranges of
+    ``embed_batch_chunks`` (RAGSTEP_EMBED_BATCH_CHUNKS), larger when that would pass the Map's ``max_items``."""
+    from ragstep.pipeline.definitions import EMBED_BATCHES
+
+    size = max(ctx.settings.embed_batch_chunks, -(-chunks // EMBED_BATCHES.max_items))
+    return [EmbedBatch(start=start, stop=min(start + size, chunks)) for start in range(0, chunks, size)]
 
 
 def _drop_duplicate(state: IngestState, ctx: Context, previous: Knowledge | None) -> IngestState:

@@ -17,6 +17,10 @@ from typing import Protocol
 class IngestListener(Protocol):
     """Told, in the thread that runs the stages, what the stages have done."""
 
+    def chunking(self, done: int, total: int) -> None:
+        """The document in flight is being cut into chunks: ``done`` of its ``total`` characters so far (told after
+        each chunk: a large text takes seconds)."""
+
     def chunked(self, count: int) -> None:
         """The document in flight was cut into ``count`` chunks (all of which will be embedded)."""
 
@@ -41,6 +45,12 @@ def listening(listener: IngestListener) -> Iterator[None]:
         yield
     finally:
         _listener.reset(token)
+
+
+def note_chunking(done: int, total: int) -> None:
+    listener = _listener.get()
+    if listener is not None:
+        listener.chunking(done, total)
 
 
 def note_chunked(count: int) -> None:

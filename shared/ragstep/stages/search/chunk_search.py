@@ -14,13 +14,12 @@ WeKnora's search stage (v0.7) plus RAGFlow's zero-result fallback:
   fewer than ``embedding_top_k`` distinct entries, the search is repeated with a larger k (up to 5 rounds, starting at
   ``min(3 x embedding_top_k, 500)`` and doubling). A hit whose negative question equals the query is dropped; with FAQ
   priority on, FAQ scores are boosted and near-certain hits are flagged as direct answers.
-* Fusion (absolute by default, for a model that declares its scale; one that declares none, a provider's model, is
-  fused relative, adaptive's way, since its cosines cannot be read on the common scale: cosines on the common scale
-  of the query's embedding model plus raw BM25, neither
-  list normalised per query, the vector weight scaled by the list's best calibrated cosine^1.5 and the keyword weight
-  by its best raw BM25, a chunk only BM25 found counted at the vector list's lowest cosine where the pool cut that
-  list; or adaptive, fixed min-max, DBSF, weighted RRF: :mod:`ragstep.retrieval.fusion`), then
-  deduplication by chunk id and by a hash of the normalised content.
+* Fusion (absolute by default: each hit's cosine and BM25 read as how unlikely they would be for a chunk unrelated to
+  the query, in nats, from the query's cosine mean and spread over the searched chunks and each term's idf, and the
+  two added, a chunk only BM25 found read at its exact cosine where the index can score named chunks (else at the
+  vector list's lowest where the pool cut that list); where the index cannot describe its vectors, the previous
+  rule on the model's declared scale; or adaptive, fixed min-max, DBSF, weighted RRF: :mod:`ragstep.retrieval.fusion`),
+  then deduplication by chunk id and by a hash of the normalised content.
 * Server-side fusion (an OpenSearch index with ``RAGSTEP_OPENSEARCH_SERVER_HYBRID``): a non-FAQ target with a query
   vector runs one ``hybrid`` query instead of the keyword + vector pair. Its hits come back fused by the search
   pipeline (min-max per clause, then the mean weighted by the request's ``rrf_keyword_weight`` /
@@ -45,13 +44,14 @@ WeKnora's search stage (v0.7) plus RAGFlow's zero-result fallback:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ragstep.errors import InputError
+from ragstep.index_capabilities import keyword_gain as index_keyword_gain
 from ragstep.index_capabilities import vector_backfill
 from ragstep.models import (
     ChunkType,
@@ -65,6 +65,8 @@ from ragstep.models import (
 )
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
 from ragstep.ports import Hit, SearchFilter, score_scale
+from ragstep.retrieval.background import QueryBackground
+from ragstep.retrieval.bm25 import BM25_K1
 from ragstep.retrieval.expansion import expansion_variants
 from ragstep.retrieval.fusion import Fused, fuse_adaptive, fuse_dbsf, fuse_evidence, fuse_minmax, fuse_rrf
 from ragstep.retrieval.text import query_terms
@@ -76,8 +78,9 @@ from ragstep.stages.search.retrievers import (
     Task,
     best_per_chunk,
     embed_query,
+    fusion_background,
     fusion_scale,
-    keyword_ceiling,
+    keyword_only_cosines,
     run_concurrently,
     search_pass,
     start_keyword,
@@ -131,18 +134,25 @@ def fuse(
     cfg: RetrievalSettings,
     scale: ScoreScale | None = COMMON_SCALE,
     pool: int | None = None,
-    ceiling: float | None = None,
+    background: QueryBackground | None = None,
+    keyword_gain: float = BM25_K1 + 1.0,
+    cosines: Mapping[str, float] | None = None,
 ) -> list[Fused]:
-    """The configured fusion of one vector and one keyword list; ``scale``: the vector list's query scale (its zero
-    the query's background, :func:`~.retrievers.fusion_scale`), ``pool``: how many hits the vector search asked
-    for, ``ceiling``: the most BM25 points a chunk could score for the query (:func:`~.retrievers.keyword_ceiling`),
-    all three read by ``absolute`` fusion only (:func:`~ragstep.retrieval.fusion.fuse_evidence`): each list as its
-    hits' share of the best score its retriever could give; a list that holds the whole pool was cut by it, not by
-    the similarity threshold, and a chunk it left out counts at its lowest cosine (``vector_floor``)."""
+    """The configured fusion of one vector and one keyword list; ``background``: the query's cosine mean and spread
+    over the searched chunks (:func:`~.retrievers.fusion_background`), ``scale``: the vector list's query scale
+    (for the fallback where there is no background, :func:`~.retrievers.fusion_scale`), ``pool``: how many hits the
+    vector search asked for, all three read by ``absolute`` fusion only
+    (:func:`~ragstep.retrieval.fusion.fuse_evidence`: each hit scored by how unlikely its cosine and its BM25 would
+    be for an unrelated chunk); a list that holds the whole pool was cut by it, not by the similarity threshold,
+    and a chunk it left out counts at its lowest cosine (``vector_floor``) unless ``cosines`` holds its exact one
+    (:func:`~.retrievers.keyword_only_cosines`)."""
     weights = {"w_vector": cfg.rrf_vector_weight, "w_keyword": cfg.rrf_keyword_weight}
     if cfg.fusion == "absolute":
         full = pool is not None and len(vector) >= pool
-        return fuse_evidence(vector, keyword, vector_scale=scale, vector_floor=full, keyword_ceiling=ceiling, **weights)
+        return fuse_evidence(
+            vector, keyword, background=background, keyword_gain=keyword_gain, vector_scale=scale, vector_floor=full,
+            cosines=cosines, **weights,
+        )  # fmt: skip
     if cfg.fusion == "adaptive":
         return fuse_adaptive(vector, keyword, **weights)
     if cfg.fusion == "minmax":
@@ -211,10 +221,15 @@ def rank(
     cfg: RetrievalSettings,
     scale: ScoreScale | None = COMMON_SCALE,
     pool: int | None = None,
-    ceiling: float | None = None,
+    background: QueryBackground | None = None,
+    keyword_gain: float = BM25_K1 + 1.0,
+    cosines: Callable[[Sequence[Hit], Sequence[Hit]], dict[str, float]] | None = None,
 ) -> list[Fused]:
-    """The stage's ranking: the client-fused vector and keyword lists merged with the server-fused candidates."""
-    return merge_fused(fuse(vector, keyword, cfg, scale, pool, ceiling), server)
+    """The stage's ranking: the client-fused vector and keyword lists merged with the server-fused candidates;
+    ``keyword_gain``: the index's BM25 points per nat of idf (:func:`ragstep.index_capabilities.keyword_gain`);
+    ``cosines``: the exact cosines of the candidates only the keyword list holds, given both lists (:func:`fuse`)."""
+    exact = cosines(vector, keyword) if cosines is not None and background is not None else None
+    return merge_fused(fuse(vector, keyword, cfg, scale, pool, background, keyword_gain, exact), server)
 
 
 def server_fusion_detail(ctx: Context, cfg: RetrievalSettings, targets: int) -> dict[str, object]:
@@ -335,9 +350,13 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
     events += first.events
     vector_hits, keyword_hits, hybrid_hits = first.vector, first.keyword, first.hybrid
     server = server_fused(hybrid_hits)
-    scale = fusion_scale(ctx, targets, vectors)
-    ceiling = keyword_ceiling(ctx, targets, terms) if cfg.fusion == "absolute" else None
-    ranked = partial(rank, cfg=cfg, scale=scale, pool=pool, ceiling=ceiling)
+    # What client-side fusion reads of the index: the targets fused on the server need none of it.
+    fused_here = [t for i, t in enumerate(targets) if i not in first.hybrid_targets]
+    scale = fusion_scale(ctx, fused_here, vectors)
+    background = fusion_background(ctx, fused_here, vectors) if cfg.fusion == "absolute" else None
+    gain = index_keyword_gain(ctx.index) if fused_here and cfg.fusion == "absolute" else BM25_K1 + 1.0
+    cosines = partial(keyword_only_cosines, ctx, fused_here, vectors) if background is not None else None
+    ranked = partial(rank, cfg=cfg, scale=scale, pool=pool, background=background, keyword_gain=gain, cosines=cosines)
     results = hydrate(ranked(vector_hits, keyword_hits, server), ctx, cfg.embedding_top_k)
     detail: dict[str, object] = {}
 

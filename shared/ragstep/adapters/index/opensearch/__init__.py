@@ -30,7 +30,8 @@ mapping lacks the field gets it added before the first write. On ``es`` another 
 not per tenant (Lucene has no per-filter statistics); the local index, which has a folder per tenant, has none of this.
 
 Layout: :mod:`.queries` (request bodies) and :mod:`.responses` (parsing) are pure; :mod:`.connection` holds the client,
-retries and mapping; :mod:`.index` the :class:`OpenSearchIndex` itself.
+retries and mapping; :mod:`.index` the :class:`OpenSearchIndex` itself; :mod:`.statistics` what client-side fusion
+reads of the index (the query's vector background from a cached sample, the scale of the cluster's raw BM25).
 
 Scores
 ------
@@ -51,7 +52,8 @@ Scores
   allowed documents, so ``k`` results come back whenever ``k`` documents pass the filter). For ``cosinesimil``
   OpenSearch's ``_score`` is ``(2 - d) / 2`` with ``d = 1 - cos``, i.e. ``(1 + cos) / 2``; it is converted back to
   the cosine (``2 * score - 1``) before the threshold, so ``vector_threshold`` means what it means locally.
-* Fusion of the two lists happens client-side in the search stage by default, for every backend.
+* Fusion of the two lists happens client-side in the search stage by default, for every backend, with the same
+  inputs (:mod:`.statistics`).
   :meth:`hybrid_search` is the optional server-side alternative (``RAGSTEP_OPENSEARCH_SERVER_HYBRID``; AOSS lacks
   it): one ``hybrid`` query (keyword clause, then k-NN clause) run through a ``normalization-processor`` search
   pipeline that min-max normalises each clause's scores and takes their weighted arithmetic mean. The weights are

@@ -15,7 +15,7 @@ import numpy as np
 
 from ragstep.adapters._http import display_url
 from ragstep.adapters.index._replace import checked_replacement
-from ragstep.adapters.index.opensearch.connection import Auth, Flavour, IndexMissing, OpenSearchConnection, log
+from ragstep.adapters.index.opensearch.connection import Auth, Flavour, IndexMissing, log
 from ragstep.adapters.index.opensearch.queries import (
     CHUNK_EXCLUDES,
     FULL_SOURCE_INCLUDES,
@@ -53,6 +53,7 @@ from ragstep.adapters.index.opensearch.responses import (
     parse_stats_response,
     vector_hits,
 )
+from ragstep.adapters.index.opensearch.statistics import FusionInputs
 from ragstep.errors import ConflictError, InputError, StorageError
 from ragstep.models import DEFAULT_TENANT, Chunk, check_tenant
 from ragstep.ports import Hit, IndexStats, SearchFilter
@@ -62,7 +63,7 @@ if TYPE_CHECKING:
     from ragstep.settings import Settings
 
 
-class OpenSearchIndex(OpenSearchConnection):
+class OpenSearchIndex(FusionInputs):  # fusion's statistics: .statistics
     """The :class:`ragstep.ports.SearchIndex` on OpenSearch, scoped to ``tenant_id`` (see the package docstring)."""
 
     def __init__(

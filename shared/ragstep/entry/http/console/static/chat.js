@@ -62,10 +62,13 @@ export function createChat(shared) {
     );
   }
 
-  function noteFor(model, fallback) {
-    if (model === "extractive") return `(${t("chat.extractive")})`;
-    if (fallback) return `(${t("chat.fallback", { fallback })})`;
-    return "";
+  /** What the reader should know about the answer: who answered, and the answer's notes (a stage the question
+   *  needed that did not run, a follow-up searched with the previous question's words), in the server's words. */
+  function noteFor(model, fallback, notes = []) {
+    const lines = notes.map((note) => `(${t("chat.note", { note })})`);
+    if (model === "extractive") lines.unshift(`(${t("chat.extractive")})`);
+    else if (fallback) lines.unshift(`(${t("chat.fallback", { fallback })})`);
+    return lines.join(" ");
   }
 
   /** The DOM of one turn; returns handles the stream fills in. */
@@ -99,10 +102,10 @@ export function createChat(shared) {
     return view;
   }
 
-  function finishView(view, { model, fallback, trace, interrupted }, outcome = "done") {
+  function finishView(view, { model, fallback, trace, interrupted, notes }, outcome = "done") {
     view.node.dataset.state = interrupted ? "stopped" : outcome;
     renderAnswer(view.answer, view.text + (interrupted ? ` ${t("chat.interrupted")}` : ""), view.refs);
-    const note = noteFor(model, fallback);
+    const note = noteFor(model, fallback, notes || []);
     view.note.textContent = note;
     view.note.hidden = !note;
     view.details.hidden = false;
