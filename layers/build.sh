@@ -98,10 +98,25 @@ PRUNE
 # Prune what the functions never load.
 #   tests, type stubs, console scripts, bytecode compiled for the build machine's Python (not the runtime's);
 #   jieba's part-of-speech tagger, keyword extraction and paddle model: ragstep only calls
-#   Tokenizer.cut_for_search (which needs dict.txt as a fallback and finalseg for unknown words, both kept).
+#   Tokenizer.cut_for_search (which needs finalseg for unknown words, kept; dict.txt goes after the smoke test below).
 #   duckdb's ADBC driver (adbc_driver_duckdb: needs adbc_driver_manager, which ragstep never installs nor uses).
 rm -rf "$TARGET/bin" "$TARGET/jieba/posseg" "$TARGET/jieba/analyse" "$TARGET/jieba/lac_small" "$TARGET/jieba/__main__.py"
 rm -rf "$TARGET/adbc_driver_duckdb"
+#   jieba's model pickles (finalseg/prob_*.p): read on Jython only; CPython imports the same tables from prob_*.py.
+rm -f "$TARGET"/jieba/finalseg/prob_*.p
+#   numpy's build and test kit: f2py (Fortran wrapper generator), the C headers, static libraries and Cython
+#   declarations for compiling against numpy, PyInstaller hooks, the Cython/numba examples, and the extension modules
+#   only its own tests load (_simd, _*_tests); and its polynomial classes (numpy.polynomial), which `import numpy`
+#   loads only on first use and nothing in numpy or any layer uses. (numpy.ma stays: np.unique calls np.ma.)
+rm -rf "$TARGET/numpy/f2py" "$TARGET/numpy/_core/include" "$TARGET/numpy/_core/lib" "$TARGET/numpy/random/lib" \
+  "$TARGET/numpy/random/_examples" "$TARGET/numpy/_pyinstaller" "$TARGET/numpy/doc" "$TARGET/numpy/conftest.py" \
+  "$TARGET/numpy/polynomial"
+rm -f "$TARGET"/numpy/_core/_simd.*.so "$TARGET"/numpy/_core/_*_tests.*.so
+[ ! -d "$TARGET/numpy" ] || find "$TARGET/numpy" -type f -name '*.pxd' -delete
+#   Powertools' bundled Swagger UI (for its own event handler's enable_swagger; the API is FastAPI, whose /docs
+#   page loads Swagger UI from a CDN), and pydantic.v1 (the Pydantic 1 API: ragstep's models are Pydantic 2, and
+#   FastAPI only tries `from pydantic import v1` to recognise v1 models, and takes an ImportError as "none").
+rm -rf "$TARGET/aws_lambda_powertools/event_handler/openapi/swagger_ui" "$TARGET/pydantic/v1"
 find "$TARGET" -depth -type d \( -name __pycache__ -o -name tests \) -exec rm -rf {} +
 find "$TARGET" -type f -name '*.pyi' -delete
 
@@ -153,6 +168,10 @@ tokens = tokenize("混合检索 combines BM25 and vectors")
 assert "检索" in tokens and "bm25" in tokens, tokens
 '
   rm -rf "$SMOKE_CACHE"
+  # jieba's dict.txt (5 MB) only serves to build the prefix table, which the SharedLayer ships prebuilt for this
+  # very jieba version (shared/Makefile): no function reads it, so it goes once the smoke test above has used it.
+  # tests/test_aws_layer.py tokenizes Chinese with nothing but the built layers.
+  rm -f "$TARGET/jieba/dict.txt"
 fi
 
 echo "layer of $(basename "$(dirname "$REQS")") for python$PYVER/$ARCH in $TARGET"

@@ -161,13 +161,14 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
         yield env
 
 
-def run_ingest(event: dict[str, Any]) -> list[dict[str, Any]]:
+def run_ingest(event: dict[str, Any], *, after_first: bool = False) -> list[dict[str, Any]]:
     """The state machine's work for one event: each step's Lambda handler on the previous step's output. A Map step
     (embed_batches) invokes its first stage once per item, with ``{"state", "item"}`` as its ItemSelector builds
-    it, keeps nothing of them (``ResultPath: null``) and hands its input to the merge, whose output is the step's."""
+    it, keeps nothing of them (``ResultPath: null``) and hands its input to the merge, whose output is the step's.
+    ``after_first``: ``event`` is the first step's output, and the steps after it run."""
     states = []
     payload: Any = event
-    for step in get_pipeline("ingest").steps:
+    for step in get_pipeline("ingest").steps[1 if after_first else 0 :]:
         if isinstance(step, Map):
             for item in payload[step.items]:
                 invoke(step.steps[0].name, {"state": payload, "item": item})
@@ -494,6 +495,47 @@ def test_a_stale_batch_does_not_land(progressive: Stack) -> None:
     knowledge = ctx.catalog.get_knowledge(kid)
     assert knowledge is not None and knowledge.vectors_pending == ""
     assert "reciprocal rank fusion" in " ".join(c.content for c in ctx.index.fetch(pending).values()).lower()
+
+
+def test_on_an_opensearch_domain_the_map_adds_the_vectors_after_the_index(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same machine on OpenSearch (a scripted domain on 127.0.0.1 that runs the guarded update as documented,
+    tests/test_opensearch_backfill.py): chunks indexed without vectors, each batch one guarded ``_bulk`` update, a
+    re-run batch a no-op, the merge done once no chunk lacks its vector."""
+    from support.scripted_http import ScriptedHTTPServer
+    from test_opensearch_backfill import Cluster
+
+    cluster = Cluster()
+    with ScriptedHTTPServer(fallback=cluster) as server:
+        for name, value in {
+            "RAGSTEP_INDEX_BACKEND": "opensearch",
+            "RAGSTEP_OPENSEARCH_URL": server.url,
+            "RAGSTEP_OPENSEARCH_INDEX": "t",
+            "RAGSTEP_OPENSEARCH_AUTH": "none",
+            "RAGSTEP_EMBED_BATCH_CHUNKS": "1",
+        }.items():
+            monkeypatch.setenv(name, value)
+        runtime.reset()
+        embedding_kb()
+        state = index_upload(stack, SAMPLE_KEY, demo_doc(SAMPLE_DOC))
+        chunks = state["counts"]["chunks"]
+        assert chunks >= 2 and len(state["embed_batches"]) == chunks
+        assert next(t["reason"] for t in state["trace"] if t["stage"] == "ingest_embed").startswith("vectors later")
+        assert len(cluster.docs) == chunks and all("space" not in d for d in cluster.docs.values())
+
+        first, *others = state["embed_batches"]
+        assert run_batch(state, first).counts == {"embedded": 1, "had_vectors": 0, "not_landed": 0}
+        assert run_batch(state, first).counts == {"embedded": 0, "had_vectors": 1, "not_landed": 0}
+        for item in others:
+            run_batch(state, item)
+        final = IngestState.model_validate(invoke("ingest_embed_merge", state))
+        assert final.trace[-1].counts == {"vectors_pending": 0, "batches": chunks}
+        field = next(iter(cluster.fields.keys() - {"tenant_id"}))
+        assert len(cluster.docs) == chunks and all(len(d[field]) == 384 for d in cluster.docs.values())
+        # One guarded update per chunk: the re-run found its chunk done and sent none (the guard's own re-run and
+        # stale cases: tests/test_opensearch_backfill.py).
+        assert [u[1]["script"]["params"]["space"] for u in cluster.updates] == [LOCAL_MODEL] * chunks
 
 
 def test_a_long_document_gets_at_most_the_maps_items_in_batches(stack: Stack) -> None:

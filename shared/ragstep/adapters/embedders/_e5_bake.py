@@ -10,10 +10,10 @@ one running this; numpy is all it imports), and writes the default model's ONNX 
 under ``LAYER_PYTHON_DIR/ragstep-embedder-cache/`` (``_e5_cache.LAYER_FOLDER``), beside the
 package, where ``_e5_cache.cache_dir`` finds them on Lambda. Called by ``layers/embedder/Makefile``.
 
-The saving is the graph's (the index alone measured nothing: ``python -m ragstep.bench.coldstart_embedder``), and
-the two are 22.5 MB: with the template's layers as built today (DependencyLayer with bytecode, SharedLayer,
-EmbedderLayer) a function that embeds would be 257 MiB unzipped, over Lambda's 250 MB (``tests/test_aws_layer.py``),
-so the Makefile bakes them only when asked (``RAGSTEP_EMBEDDER_BAKE_CACHE=1``, for layers with room: docs/aws.md).
+The saving is mostly the graph's, and the index adds to it once the graph is read (the index alone measured
+nothing: ``python -m ragstep.bench.coldstart_embedder``). The two are 22.5 MB, which fit because ``layers/build.sh``
+prunes what no function loads: a function that embeds is 244.6 MiB unzipped with them, under Lambda's 250 MB
+(``tests/test_aws_layer.py``). The Makefile bakes them by default; ``RAGSTEP_EMBEDDER_BAKE_CACHE=0`` leaves them out.
 """
 
 from __future__ import annotations

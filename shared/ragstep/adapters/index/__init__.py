@@ -31,9 +31,10 @@ def make_index(settings: Settings, tenant_id: str, tenant_dir: Path) -> SearchIn
             ivf_min_rows=settings.vector_ivf_min_rows,
         )
     if backend == "opensearch":
-        from ragstep.adapters.index.opensearch import OpenSearchIndex
+        from ragstep.adapters.index.opensearch import index_class
 
-        return OpenSearchIndex.from_settings(settings, tenant_id=tenant_id)
+        # A domain takes vectors after the chunks (progressive indexing); a Serverless collection cannot.
+        return index_class(settings.opensearch_flavour).from_settings(settings, tenant_id=tenant_id)
     if backend == "s3snapshot":
         from ragstep.adapters.index.s3snapshot import S3SnapshotIndex
 

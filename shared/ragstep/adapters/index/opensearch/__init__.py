@@ -30,8 +30,9 @@ mapping lacks the field gets it added before the first write. On ``es`` another 
 not per tenant (Lucene has no per-filter statistics); the local index, which has a folder per tenant, has none of this.
 
 Layout: :mod:`.queries` (request bodies) and :mod:`.responses` (parsing) are pure; :mod:`.connection` holds the client,
-retries and mapping; :mod:`.index` the :class:`OpenSearchIndex` itself; :mod:`.statistics` what client-side fusion
-reads of the index (the query's vector background from a cached sample, the scale of the cluster's raw BM25).
+retries and mapping; :mod:`.index` the :class:`OpenSearchIndex` itself; :mod:`.backfill` its subclass for domains,
+which takes vectors after the chunks (progressive indexing, a guarded update); :mod:`.statistics` what client-side
+fusion reads of the index (the query's vector background from a cached sample, the scale of the cluster's raw BM25).
 
 Scores
 ------
@@ -118,6 +119,7 @@ Documentation followed (request and response shapes):
   https://docs.aws.amazon.com/solutions/latest/migration-assistant-for-amazon-opensearch-service/mts-collection-types.html
 """
 
+from ragstep.adapters.index.opensearch.backfill import OpenSearchBackfillIndex, index_class
 from ragstep.adapters.index.opensearch.connection import IndexMissing, OpenSearchConnection
 from ragstep.adapters.index.opensearch.index import OpenSearchIndex
 from ragstep.adapters.index.opensearch.queries import (
@@ -163,6 +165,7 @@ __all__ = [
     "TENANT_FIELD",
     "BulkItem",
     "IndexMissing",
+    "OpenSearchBackfillIndex",
     "OpenSearchConnection",
     "OpenSearchIndex",
     "SearchHit",
@@ -185,6 +188,7 @@ __all__ = [
     "document_id",
     "enable_action",
     "index_action",
+    "index_class",
     "keyword_hits",
     "knowledge_base_query",
     "knowledge_query",
