@@ -208,6 +208,23 @@ def test_sentence_vectors_are_cached_between_answers(encoder: LocalEmbedder) -> 
     assert first and again
 
 
+def test_a_full_sentence_cache_still_answers(encoder: LocalEmbedder) -> None:
+    """A long-running server's cache fills: caching one new sentence evicts the oldest, which may be a sentence of
+    the same question found in the cache a moment before (it raised KeyError on the full cmrc2018 set)."""
+    cold = answer_span.choose("How often is a starter fed?", [SOURDOUGH, LIGHTHOUSE], encoder=encoder)
+    vectors: dict[str, np.ndarray] = {}
+    answer_span.choose("How often is a starter fed?", [SOURDOUGH], encoder=encoder, vectors=vectors)
+    oldest = dict(vectors)  # the sourdough sentences, first in line to be evicted
+    vectors.update(
+        {f"filler {i}": np.zeros(384, dtype=np.float32) for i in range(answer_span.CACHE_SIZE - len(oldest))}
+    )
+    assert len(vectors) == answer_span.CACHE_SIZE
+    warm = answer_span.choose("How often is a starter fed?", [SOURDOUGH, LIGHTHOUSE], encoder=encoder, vectors=vectors)
+    assert [q.text for q in warm] == [q.text for q in cold] and cold
+    assert [q.score for q in warm] == pytest.approx([q.score for q in cold], abs=1e-4)
+    assert len(vectors) == answer_span.CACHE_SIZE
+
+
 def test_at_most_max_sentences_are_embedded_per_question(encoder: LocalEmbedder) -> None:
     passages = [f"Fact number {i} is about topic {i}. It has a second sentence." for i in range(60)]
     found = answer_span.fits("What is fact number 3?", passages, encoder=encoder, scale=encoder.score_scale)

@@ -194,15 +194,20 @@ def _is_title(sentence: str, units: list[tuple[str, int, str]]) -> bool:
 def _sentence_vectors(
     encoder: SentenceEncoder, texts: list[str], vectors: MutableMapping[str, np.ndarray] | None
 ) -> np.ndarray:
-    """The passage-side vectors of ``texts``, the uncached ones embedded in one batch (and cached)."""
+    """The passage-side vectors of ``texts``, the uncached ones embedded in one batch (and cached). The answer is
+    read from what this call found and embedded, not from the cache after it: caching a new vector into a full
+    cache evicts its oldest, which may be one of ``texts`` found there a moment before."""
     cache = vectors if vectors is not None else {}
-    missing = list(dict.fromkeys(t for t in texts if t not in cache))
+    found = {t: cache[t] for t in texts if t in cache}
+    missing = [t for t in dict.fromkeys(texts) if t not in found]
     if missing:
         for text, vector in zip(missing, encoder.embed(missing), strict=True):
-            if vectors is not None and len(cache) >= CACHE_SIZE:
-                cache.pop(next(iter(cache)), None)
-            cache[text] = vector
-    return np.vstack([cache[t] for t in texts])
+            found[text] = vector
+            if vectors is not None:
+                if len(vectors) >= CACHE_SIZE:
+                    vectors.pop(next(iter(vectors)), None)
+                vectors[text] = vector
+    return np.vstack([found[t] for t in texts])
 
 
 @dataclass(frozen=True, slots=True)
