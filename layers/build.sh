@@ -11,7 +11,8 @@
 # gets its bytecode, which roughly halves the first invocation after a cold start.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+# Run through a layer folder's link to it too (layers/dependencies/build.sh: what `sam build --cached` sees).
+ROOT="$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)"
 ARCH="${RAGSTEP_LAYER_ARCH:-x86_64}"
 PYVER="3.12"
 OUT="$ROOT/layers/build"

@@ -178,8 +178,8 @@ def _body(query: Any = "espresso", **fields: Any) -> bytes:
         ),
         (json.dumps({"knowledge_base_ids": ["docs"]}).encode(), "query: Field required"),
         (b'{"query": "espresso", "knowledge_base_ids": ["docs"]', "request body is not valid JSON"),
-        (b"", "Field required"),
-        (b'["espresso"]', "Input should be a valid dictionary or object to extract fields from"),
+        (b"", "request body is empty; send a JSON object with Content-Type: application/json"),
+        (b'["espresso"]', "request body is not a JSON object; send one with Content-Type: application/json"),
         # Raw bytes that are not UTF-8, and a JSON-escaped lone surrogate (what such bytes become when decoded loosely).
         (
             b'{"query": "caf\xff", "knowledge_base_ids": ["docs"]}',

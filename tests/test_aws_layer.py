@@ -179,6 +179,23 @@ def test_packages_in_two_layers_are_pinned_alike() -> None:
     assert {name: dependency[name] for name in common} == {name: parser[name] for name in common}
 
 
+def test_a_cached_build_sees_the_scripts_that_build_the_dependency_layers() -> None:
+    """``sam build --cached`` rebuilds a layer only when the files of its ContentUri folder change (a hash of their
+    names and contents, links followed): the scripts the two dependency layers' builds run are in their folders, as
+    links to layers/build.sh and layers/runtime-python.sh, and the Makefiles run build.sh through the link (layers/
+    README.md, "Cached builds"). Otherwise an edit to build.sh would leave the cached layers in place."""
+    layers = template_layers()
+    for name in ("DependencyLayer", "ParserLayer"):
+        folder = layers[name]
+        for script in ("build.sh", "runtime-python.sh"):
+            link = folder / script
+            assert link.is_symlink() and link.resolve() == (ROOT / "layers" / script).resolve(), link
+        recipe = (folder / "Makefile").read_text(encoding="utf-8").split(f"build-{name}:", 1)[1]
+        assert recipe.lstrip().startswith('"$(HERE)/build.sh" '), recipe
+        # Nothing else the recipe names lies outside the folder.
+        assert "$(HERE)/.." not in recipe and "$(LAYERS)" not in recipe
+
+
 # Runs in the runtime's Python with nothing on sys.path but the function's layers (boto3 is not needed on the
 # embedded backends): what ingest_parse imports for each format must be in its layers.
 PARSE_CHILD = r"""

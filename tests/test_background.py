@@ -44,7 +44,9 @@ def test_the_background_is_the_querys_mean_and_spread_over_the_corpus() -> None:
     cosines = vectors @ (query / np.linalg.norm(query))
     assert mu == pytest.approx(cosines.mean(), abs=1e-9)
     assert sigma == pytest.approx(cosines.std(ddof=1), rel=1e-6)
-    assert moments(vectors[: MIN_ROWS - 1]) is None  # a few chunks are no background
+    assert moments(vectors[:1]) is None  # one chunk has no spread
+    few = moments(vectors[: MIN_ROWS - 1])  # a background for fusion, not for the threshold's scale
+    assert few is not None and query_scale(E5, few, query) == E5
     assert sample_rows(np.arange(10), 4).tolist() == [0, 3, 6, 9] and sample_rows(np.arange(3), 4).size == 3
 
 

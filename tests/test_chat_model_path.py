@@ -384,6 +384,21 @@ def test_skipped_stages_are_in_the_answers_notes(tmp_path: Path) -> None:
         assert f"(note: {note})" in out.getvalue()
 
 
+def test_a_data_file_the_answer_did_not_need_gets_no_note(tmp_path: Path) -> None:
+    # The price list is among the results (every chunk of a small knowledge base is), but the answer quotes the
+    # text: saying the data file was not analysed would only puzzle the reader. Declined, the note stays.
+    docs = {"sales.csv": "region,amount\nnorth,120\nsouth,80\n", **DOCS}
+    ctx, kb = make_ctx(tmp_path, docs)
+    answered = ask(cli_args(kb), ctx, "When do cold starts happen, by region?", None, io.StringIO(), io.StringIO())
+    skipped = next(t for t in answered.trace if t.stage == "data_analysis")
+    assert (skipped.action, skipped.reason) == ("skip", "model_not_generative")
+    assert [r.knowledge_filename for r in answered.chat.references if r.cited] == ["lambda.md"]
+    assert chat_response(answered)["notes"] == []
+    declined = ask(cli_args(kb), ctx, "What is the total amount by region?", None, io.StringIO(), io.StringIO())
+    assert not any(r.cited for r in declined.chat.references)
+    assert any("data analysis needs a generative chat model" in n for n in chat_response(declined)["notes"])
+
+
 def test_an_answer_cut_at_the_length_limit_says_so_after_it(tmp_path: Path) -> None:
     with LLMServer(Reply(chunks=streamed("Cold starts happen", finish="length"))) as server:
         ctx, kb = make_ctx(tmp_path, **model_settings(server))

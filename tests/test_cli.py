@@ -349,7 +349,7 @@ def test_failing_files_do_not_stop_the_batch(cli: Cli, tmp_path: Path) -> None:
     assert by_name["empty.md"]["error"] == "empty.md: the document is empty"
     assert by_name["binary.txt"]["status"] == "failed"
     assert by_name["binary.txt"]["error"] == (
-        "binary.txt: cannot decode the text as UTF-8 or GB18030; convert it to UTF-8"
+        "binary.txt: cannot decode the text as UTF-8, UTF-16 (with its byte order mark) or GB18030; convert it to UTF-8"
     )
     assert all("\n" not in r["error"] for r in by_name.values())
     assert cli.filenames("sourdough bread") == ["good.md"]
@@ -409,7 +409,7 @@ def test_reingest_unchanged_and_changed(cli: Cli, docs: Path, indexed: dict[str,
 
 
 def test_failed_reingest_keeps_the_previous_version(cli: Cli, docs: Path, indexed: dict[str, str]) -> None:
-    (docs / "coffee.md").write_bytes(b"\xff\xfe\xff broken")
+    (docs / "coffee.md").write_bytes(b"broken \xff\xfe\xff")  # no UTF-8, no GB18030, no UTF-16 byte order mark
     run = cli("ingest", str(docs / "coffee.md"), "--kb", "docs", "--json")
     assert run.code == 2
     assert json.loads(run.out)[0]["status"] == "failed"

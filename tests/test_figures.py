@@ -259,7 +259,7 @@ def test_a_web_page_takes_its_same_site_pictures_along(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("tesseract") is None or not LATIN_FONT.is_file(), reason="needs tesseract + fonts")
 def test_the_ingest_progress_hears_each_scanned_page(tmp_path: Path) -> None:
-    from ragstep.stages.ingest.progress import listening
+    from ragstep.ingest_notes import listening
 
     heard: list[tuple[int, int]] = []
 
@@ -271,6 +271,9 @@ def test_the_ingest_progress_hears_each_scanned_page(tmp_path: Path) -> None:
             heard.append((-1, count))
 
         def embedded(self, count: int) -> None:
+            pass
+
+        def indexing(self, done: int, total: int) -> None:
             pass
 
         def ocr_page(self, done: int, total: int) -> None:

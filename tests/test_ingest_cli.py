@@ -370,12 +370,12 @@ def test_one_large_files_keyword_phase_moves_and_has_an_eta_while_it_is_cut(
     ctx: Context, make_kb: Callable[..., Any], tmp_path: Path
 ) -> None:
     """The chunk stage tells how far the chunker is inside the file; the keyword phase's line turns that into a
-    fraction of the bytes and an ETA before the file ends, then says it is indexing."""
+    fraction of the bytes and an ETA before the file ends, then says how many chunks the index has taken."""
     import io
 
     from ragstep.app.ingest import ingest_file
     from ragstep.entry.cli.ingest import Progress
-    from ragstep.stages.ingest.progress import listening
+    from ragstep.ingest_notes import listening
 
     path = write(tmp_path / "docs", "big.md", long_markdown(700, 60))
     kb = make_kb("docs", embedding_model="none")
@@ -401,8 +401,51 @@ def test_one_large_files_keyword_phase_moves_and_has_an_eta_while_it_is_cut(
     cutting = [line for line in lines if ", ETA " in line]
     assert cutting and all(line.startswith("ragstep: ingest: keywords: 0/1 files, 0 chunks") for line in cutting)
     assert lines[-1].startswith(f"ragstep: ingest: keywords: 0/1 files, {result.chunks} chunks")
-    assert ", indexing, " in lines[-1]
+    assert f", indexing {result.chunks}/{result.chunks}, " in lines[-1]
+    indexing = [line for line in lines if ", indexing " in line]  # read back (0 taken), then as the index takes them
+    assert f", indexing 0/{result.chunks}, " in indexing[0] and len(indexing) > result.chunks
     assert progress.fraction() == 1.0
+
+
+def test_a_large_files_index_stage_reaches_the_plain_progress_lines(tmp_path: Path) -> None:
+    """After the cutting, the index stage of one large file tells how many of its chunks the index has taken, and
+    with stderr not a terminal the plain lines say so (a line for every note here: RAGSTEP_INGEST_PROGRESS_EVERY_S=0;
+    counted, never timed). Before, the index stage, half of a large text's keyword phase, was silent."""
+    import re
+
+    from ragstep.entry.cli.ingest import SIDE_BY_SIDE_MAX_BYTES
+
+    docs = tmp_path / "docs"
+    # Large enough to run in the command's own thread (the notes of small files run side by side are not shown).
+    assert write(docs, "large.txt", big_text(3000)).stat().st_size > SIDE_BY_SIDE_MAX_BYTES
+    data_dir = tmp_path / "data"
+    assert ragstep("kb", "create", "docs", data_dir=data_dir).wait(timeout=300) == 0
+    command = ["ingest", str(docs), "--kb", "docs", "--vectors-later", "--json"]
+    run = subprocess.run(
+        [sys.executable, "-m", "ragstep", "--data-dir", str(data_dir), *command],
+        env={**subprocess_env(), "RAGSTEP_INGEST_PROGRESS_EVERY_S": "0"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    [row] = json.loads(run.stdout)  # stdout is the JSON summary, as without progress lines
+    chunks = row["chunks"]
+    assert row["status"] == "indexed" and chunks > 1000
+    lines = run.stderr.splitlines()
+    assert "Traceback" not in run.stderr
+    indexing = [line for line in lines if ", indexing " in line]
+    taken = [re.search(r", indexing (\d+)/(\d+), ", line) for line in indexing]
+    assert all(m is not None and int(m[2]) == chunks for m in taken), indexing[:3]
+    counts = [int(m[1]) for m in taken if m is not None]
+    # Read back (0 taken), then one chunk after another into the index, all of them.
+    assert counts[0] == 0 and counts == sorted(counts) and counts[-1] == chunks and len(set(counts)) == chunks + 1
+    assert all(
+        line.startswith(f"ragstep: ingest: keywords: 0/1 files, {chunks} chunks, ") and line.endswith("(at large.txt)")
+        for line in indexing
+    )
+    # After the lines of the cutting (ETA by the bytes cut), before the end of the file.
+    assert lines.index(indexing[0]) > max(i for i, line in enumerate(lines) if ", ETA " in line)
 
 
 def test_the_summary_of_an_interrupted_run_counts_the_files_it_set_out_to_ingest() -> None:

@@ -575,9 +575,9 @@ def test_a_failed_reingest_keeps_the_previous_version(
     assert hits and hits[0].chunk_id == before[0].id
 
     # A file that no longer parses does not cost the indexed version either.
-    write(tmp_path, "moon.md", b"\xff\xfe\xff not text")
-    assert (
-        ingest_file(path, kb, ctx).error == "moon.md: cannot decode the text as UTF-8 or GB18030; convert it to UTF-8"
+    write(tmp_path, "moon.md", b"not text \xff\xfe\xff")
+    assert ingest_file(path, kb, ctx).error == (
+        "moon.md: cannot decode the text as UTF-8, UTF-16 (with its byte order mark) or GB18030; convert it to UTF-8"
     )
     assert stored(ctx, first.knowledge_id) == before
     assert blobs_under(ctx) == blobs_before
@@ -657,7 +657,8 @@ def test_bad_files_fail_alone_and_the_summary_says_why(
         "broken.pdf": "broken.pdf: not a readable PDF (",
         "locked.pdf": "locked.pdf: the PDF is encrypted with a password; remove the password and retry",
         "empty.md": "empty.md: the document is empty",
-        "binary.txt": "binary.txt: cannot decode the text as UTF-8 or GB18030; convert it to UTF-8",
+        "binary.txt": "binary.txt: cannot decode the text as UTF-8, UTF-16 (with its byte order mark) or GB18030; "
+        "convert it to UTF-8",
         "huge.md": "huge.md: 6008 bytes is over the 2000-byte limit (RAGSTEP_MAX_FILE_BYTES)",
         "slides.pptx": "slides.pptx: unsupported file type .pptx; supported: .txt, .md, .markdown, .html, .htm, "
         ".pdf, .docx, .png, .jpg, .jpeg, .webp, .tif, .tiff, .csv, .xlsx",
@@ -737,7 +738,7 @@ def test_ctrl_c_inside_one_documents_embedding_stops_between_batches(
 ) -> None:
     import _thread
 
-    from ragstep.stages.ingest.progress import listening
+    from ragstep.ingest_notes import listening
 
     kb = make_kb("docs", embedding_model="local:multilingual-e5-small")
     path = write(tmp_path / "docs", "big.md", long_markdown(150, 40))

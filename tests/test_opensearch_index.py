@@ -1565,7 +1565,8 @@ def test_live_fusion_statistics(live_pair: tuple[OSIndex, LocalSearchIndex, np.n
     sample = remote._search(build_sample_query(space_field(SPACE), ALL, 100, tenant_id=remote.tenant_id))
     rows = [h.source.get(space_field(SPACE)) for h in parse_search_response(sample)]
     assert len(rows) == 6 and all(r and len(r) == DIM for r in rows)
-    assert remote.vector_background(SPACE, ALL) is None  # six chunks are no background (MIN_ROWS), as locally
+    remote_bg, local_bg = remote.vector_background(SPACE, ALL), local.vector_background(SPACE, ALL)
+    assert remote_bg is not None and local_bg is not None  # six chunks are a background (MIN_ROWS), as locally
     terms = query_terms("keyword BM25")
     got, want = remote.keyword_search(terms, ALL, 3, 0.0), local.keyword_search(terms, ALL, 3, 0.0)
     assert got[0].chunk_id == want[0].chunk_id

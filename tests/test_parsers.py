@@ -6,6 +6,7 @@ and openpyxl: all development dependencies, so the parsers are checked against f
 
 from __future__ import annotations
 
+import codecs
 import importlib.util
 import io
 import struct
@@ -80,10 +81,23 @@ def test_text_encodings() -> None:
     assert decode_text("汉字".encode("gbk"), "x.txt") == "汉字"  # GBK is read as GB18030
     with pytest.raises(InputError) as exc:
         parse(b"hello \xff world", "binary.txt")
-    assert message(exc) == "binary.txt: cannot decode the text as UTF-8 or GB18030; convert it to UTF-8"
+    assert message(exc) == (
+        "binary.txt: cannot decode the text as UTF-8, UTF-16 (with its byte order mark) or GB18030; convert it to UTF-8"
+    )
     with pytest.raises(InputError) as exc:
         parse(b" \n\t\n", "blank.md")
     assert message(exc) == "blank.md: the document is empty"
+
+
+def test_utf16_text_with_its_byte_order_mark_is_decoded() -> None:
+    # As Windows tools write "Unicode" text: the mark first, little- or big-endian.
+    text = "Notes from Windows: 长城 and résumé.\r\n"
+    assert parse(text.encode("utf-16"), "notes.txt").text == text
+    assert parse(codecs.BOM_UTF16_BE + text.encode("utf-16-be"), "notes.md").text == text
+    # An odd number of bytes after the mark is no UTF-16: refused with what to do, never guessed.
+    with pytest.raises(InputError) as exc:
+        parse(codecs.BOM_UTF16_LE + b"a\x00b", "odd.txt")
+    assert message(exc) == "odd.txt: starts with a UTF-16 byte order mark but is not UTF-16; convert it to UTF-8"
 
 
 # -- HTML ------------------------------------------------------------------------------------------------------

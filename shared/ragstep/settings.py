@@ -23,7 +23,7 @@ from pydantic import ConfigDict, Field, SecretStr, ValidationInfo, field_validat
 from ragstep.errors import InputError, StorageError
 from ragstep.models.base import empty_list
 from ragstep.models.search import RetrievalSettings
-from ragstep.settings_sources import DocumentSourceSettings, RequestControlSettings
+from ragstep.settings_sources import DocumentSourceSettings, IngestProgressSettings, RequestControlSettings
 
 if TYPE_CHECKING:
     from pydantic.fields import FieldInfo
@@ -146,7 +146,7 @@ def environment_values(fields: "dict[str, FieldInfo]", environ: dict[str, str] |
     return out
 
 
-class Settings(RetrievalSettings, DocumentSourceSettings, RequestControlSettings):
+class Settings(RetrievalSettings, DocumentSourceSettings, RequestControlSettings, IngestProgressSettings):
     # validate_default as pydantic-settings did (defaults pass the same checks and coercions as given values).
     model_config = ConfigDict(extra="ignore", validate_default=True)
 

@@ -1,6 +1,7 @@
-"""Settings of two newer concerns, kept beside :mod:`ragstep.settings` (whose :class:`~ragstep.settings.Settings`
+"""Settings of newer concerns, kept beside :mod:`ragstep.settings` (whose :class:`~ragstep.settings.Settings`
 inherits them, so they are read from ``RAGSTEP_*`` like every other): where documents come from besides files (web
-pages, OCR), and what a request may cost and how it is kept (profiles, records, prices)."""
+pages, OCR), what a request may cost and how it is kept (profiles, records, prices), and how ``ragstep ingest``
+shows its progress."""
 
 from __future__ import annotations
 
@@ -45,6 +46,12 @@ class DocumentSourceSettings(BaseModel):
     # with a warning in the ingest trace, never an error.
     vision_timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
     vision_max_s: Annotated[float, Field(gt=0, le=3600)] = 120.0
+
+
+class IngestProgressSettings(BaseModel):
+    # `ragstep ingest`'s progress on a stderr that is not a terminal (a log, CI): a plain line at most every this
+    # many seconds, none for a shorter run; 0: a line for every note the stages send (many: one per chunk cut).
+    ingest_progress_every_s: Annotated[float, Field(ge=0, le=3600)] = 10.0
 
 
 class RequestControlSettings(BaseModel):

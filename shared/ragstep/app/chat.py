@@ -18,7 +18,7 @@ from ragstep.app.answers import answer_notes, answer_references
 from ragstep.app.cost import observe
 from ragstep.app.profiles import resolve as resolve_profile
 from ragstep.app.search import new_state
-from ragstep.app.session_access import require_session
+from ragstep.app.session_access import LIST_HINT, require_session
 from ragstep.context import Context
 from ragstep.errors import InputError, InvalidFieldError
 from ragstep.models import (
@@ -213,7 +213,7 @@ def chat_response(state: PipelineState, ctx: Context | None = None) -> dict[str,
 
 
 def delete_session(ctx: Context, session_id: str) -> int:
-    require_session(ctx, session_id)
+    require_session(ctx, session_id, hint=LIST_HINT)
     from ragstep.stages.search.web_search import forget_session
 
     forget_session(ctx, session_id)  # its temporary web knowledge base goes with it

@@ -28,6 +28,10 @@ from typing import Literal
 from ragstep.app.local_files import LINK_LEAVES, link_leaves, read_local_file
 from ragstep.context import Context
 from ragstep.errors import InputError, RagstepError
+
+# `listening` (the progress of the file in flight) and `allowed_suffixes` are explicit re-exports: the command line
+# shows them while it ingests, and entry points reach ingestion through this module only.
+from ragstep.ingest_notes import listening as listening
 from ragstep.models import (
     DEFAULT_TENANT,
     IngestOptions,
@@ -38,9 +42,6 @@ from ragstep.models import (
     check_identifier,
 )
 from ragstep.parsers import unsupported
-
-# `allowed_suffixes` and `listening` (the progress of the files in flight) are explicit re-exports: the command line
-# shows them while it ingests, and entry points reach ingestion through this module only.
 from ragstep.stages.ingest.common import allowed_suffixes as allowed_suffixes
 from ragstep.stages.ingest.dedupe import unmark_hash
 from ragstep.stages.ingest.products import (
@@ -51,7 +52,6 @@ from ragstep.stages.ingest.products import (
     run_products_prefix,
     source_blob_key,
 )
-from ragstep.stages.ingest.progress import listening as listening
 
 _NAMESPACE = uuid.UUID("6b1d3c1e-6a53-4c5c-9d0e-3f7f2a1b9c10")
 

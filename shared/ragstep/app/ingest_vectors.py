@@ -92,7 +92,7 @@ def pending_chunks(kb: KnowledgeBase, ctx: Context) -> int:
 def embed_pending(kb: KnowledgeBase, ctx: Context, *, should_stop: Callable[[], bool] | None = None) -> EmbedOutcome:
     """Add the missing vectors of every pending document of ``kb``, one document after another.
 
-    Progress is noted as chunks are embedded (:mod:`ragstep.stages.ingest.progress`). ``should_stop`` is asked
+    Progress is noted as chunks are embedded (:mod:`ragstep.ingest_notes`). ``should_stop`` is asked
     between writes (a server shutting down): the pass then ends early, what was written stays. A document whose
     embedding fails is a row of :attr:`EmbedOutcome.failed` and stays pending; the others go on. Ctrl-C writes the
     vectors already computed, then propagates.

@@ -42,9 +42,15 @@ def may_see(ctx: Context, turns: Iterable[Turn]) -> bool:
     return all(catalog.get_kb(kb) is not None for kb in session_knowledge_bases(turns))
 
 
-def require_session(ctx: Context, session_id: str) -> None:
+#: What to do about an unknown session when a request continues one (a chat, a search with its history).
+CONTINUE_HINT = "omit the session to start a new one"
+#: ... and when a request reads, deletes or stops one: starting a new session is no help there.
+LIST_HINT = "`ragstep sessions list` or GET /v1/sessions lists the sessions there are"
+
+
+def require_session(ctx: Context, session_id: str, *, hint: str = CONTINUE_HINT) -> None:
     """Refuse a session id ``ctx`` may not see: malformed (400), or not a live session of its tenant, or one whose
-    answers used a knowledge base outside the key's limit (both 404, the same words)."""
+    answers used a knowledge base outside the key's limit (both 404, the same words, ending with ``hint``)."""
     try:
         check_identifier(session_id)
     except ValueError as exc:
@@ -52,4 +58,4 @@ def require_session(ctx: Context, session_id: str) -> None:
     limit = 1 if ctx.allowed_kbs is None else MAX_CHECKED_TURNS
     turns = ctx.history.recent(session_id, limit=limit)
     if not turns or not may_see(ctx, turns):
-        raise NotFoundError(f"unknown session {session_id!r}; omit the session to start a new one")
+        raise NotFoundError(f"unknown session {session_id!r}; {hint}")

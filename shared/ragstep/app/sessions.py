@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from ragstep.app.session_access import may_see, require_session
+from ragstep.app.session_access import LIST_HINT, may_see, require_session
 from ragstep.context import Context
 from ragstep.errors import ConflictError, InputError
 from ragstep.models import SessionSummary, Turn
@@ -55,7 +55,7 @@ def _summary(session_id: str, turns: list[Turn]) -> SessionSummary:
 
 
 def get_session(ctx: Context, session_id: str) -> SessionSummary:
-    require_session(ctx, session_id)
+    require_session(ctx, session_id, hint=LIST_HINT)
     return _summary(session_id, ctx.history.recent(session_id, limit=MAX_SESSION_TURNS))
 
 
@@ -113,7 +113,7 @@ def list_sessions(ctx: Context, limit: int = MAX_PAGE) -> list[SessionSummary]:
 
 def session_turns(ctx: Context, session_id: str, limit: int = 1000) -> list[Turn]:
     """A session's turns, oldest first, the opening record of an empty session left out."""
-    require_session(ctx, session_id)
+    require_session(ctx, session_id, hint=LIST_HINT)
     turns = [t for t in ctx.history.recent(session_id, limit=limit + 1) if not is_opening(t)]
     return turns[-limit:]
 
@@ -122,7 +122,7 @@ def turns_page(ctx: Context, session_id: str, *, before: float | None, limit: in
     """The session's turns created before ``before`` (all when None), newest first, at most ``limit``; and the
     ``before`` that reads the next (older) page, None when this page reaches the first turn."""
     _check_page(limit)
-    require_session(ctx, session_id)
+    require_session(ctx, session_id, hint=LIST_HINT)
     turns = [t for t in ctx.history.recent(session_id, limit=MAX_SESSION_TURNS) if not is_opening(t)]
     older = [t for t in reversed(turns) if before is None or t.created_at < before]
     page = older[:limit]
@@ -171,7 +171,7 @@ RUNNING = RunningAnswers()
 
 def stop_answer(ctx: Context, session_id: str) -> int:
     """Stop the session's running answers (the part streamed so far is saved, marked interrupted)."""
-    require_session(ctx, session_id)
+    require_session(ctx, session_id, hint=LIST_HINT)
     stopped = RUNNING.stop(ctx.tenant_id, session_id)
     if not stopped:
         raise ConflictError(f"no answer of session {session_id!r} is running on this server; nothing to stop")

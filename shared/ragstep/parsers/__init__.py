@@ -10,8 +10,8 @@ and caption. Data files (``.csv``, ``.xlsx``) become
 
 Conventions shared by every parser:
 
-* ``.txt`` / ``.md`` text is returned exactly as decoded (UTF-8, UTF-8 with BOM, else GB18030); the other parsers
-  emit ``\\n`` line ends, blocks separated by one blank line and no trailing whitespace.
+* ``.txt`` / ``.md`` text is returned exactly as decoded (UTF-16 with its BOM, UTF-8, UTF-8 with BOM, else
+  GB18030); the other parsers emit ``\\n`` line ends, blocks separated by one blank line and no trailing whitespace.
 * PDF pages are separated by :data:`ragstep.parsers.pdf.PAGE_MARKER` (``\\n\\n<!-- page N -->\\n\\n`` before page
   N >= 2); an HTML comment, so renderers hide it and the chunker treats it as plain text.
 * Table cells: ``|`` is escaped as ``\\|`` and a line break inside a cell becomes ``<br>``.

@@ -47,9 +47,15 @@ SAMPLE_ROWS = 2048
 #: standard deviation of 0.104 about their mean: one unit of the common scale is 1 / 0.104 standard deviations of
 #: the background. Used only for a model that declares no span, to put its cosines in those units.
 COMMON_SD = 0.104
-#: Fewer chunks than this are no background: their mean is the query's few candidates themselves (a knowledge base
-#: of a dozen chunks, a narrow tag), and the declared scale is read instead.
+#: Fewer chunks than this are no background for a similarity threshold or the rerank stage's cosine scale: their
+#: mean is the query's few candidates themselves (a knowledge base of a dozen chunks, a narrow tag), and the declared
+#: scale is read instead (:func:`query_scale`).
 MIN_ROWS = 100
+#: Fusion reads a background from this many chunks on (one row has no spread). Below :data:`MIN_ROWS` it fell back
+#: to the declared-scale rule issue 32 replaced: cut into knowledge bases of 50-80 chunks, the cross-lingual set's
+#: hybrid nDCG@10 fell to 0.59 where its vectors alone reach 0.94; read against their own chunks, 0.94
+#: (BENCHMARKS.md, "Small knowledge bases, passage-level answer sets ...").
+MIN_FUSION_ROWS = 2
 _MAX_FILTERS = 64
 
 
@@ -59,6 +65,11 @@ class Background:
 
     mean: np.ndarray
     centred: np.ndarray
+
+    def size(self) -> int:
+        """How many chunks the background stands for: its sample's rows (a sample is every row below
+        :data:`SAMPLE_ROWS`, so this is below :data:`MIN_ROWS` exactly when the chunks are)."""
+        return int(self.centred.shape[0])
 
     def variance(self, q: np.ndarray) -> float:
         """``q' C q``: the variance of the unit query's cosine to the sample's vectors, as ``|X q|^2 / (n - 1)`` of
@@ -78,8 +89,8 @@ class BackgroundIndex(Protocol):
 
 
 def moments(vectors: np.ndarray) -> Background | None:
-    """The background of a sample of unit vectors (rows); None for fewer than :data:`MIN_ROWS` rows."""
-    if vectors.shape[0] < MIN_ROWS:
+    """The background of a sample of unit vectors (rows); None for fewer than :data:`MIN_FUSION_ROWS` rows."""
+    if vectors.shape[0] < MIN_FUSION_ROWS:
         return None
     x = np.asarray(vectors, dtype=np.float32)
     mean = x.mean(axis=0, dtype=np.float64)
@@ -146,9 +157,10 @@ def query_scale(
     declared: ScoreScale | None, background: Background | None, query: np.ndarray | Sequence[float]
 ) -> ScoreScale | None:
     """The query's cosine scale: zero at its background mean, the declared span (or, declared none, its background
-    standard deviation in the common scale's units). Without a background, the declared scale (None: none)."""
+    standard deviation in the common scale's units). Without a background, or one of fewer than :data:`MIN_ROWS`
+    chunks, the declared scale (None: none)."""
     q = _unit(query) if background is not None else None
-    if background is None or q is None:
+    if background is None or q is None or background.size() < MIN_ROWS:
         return declared
     if declared is not None:  # the mean alone: one dot product
         return ScoreScale(zero=float(q @ background.mean), span=declared.span)

@@ -386,7 +386,7 @@ def fuse_evidence(
     list still weighs its cosine (covid-faq with e5 read as a model of undeclared scale, whose threshold cuts deeper:
     hybrid nDCG@10 0.607 -> 0.661, above the vectors alone). Without one, ``vector_floor``: the pool cut the vector
     list, so a chunk only BM25 found counts at the list's lowest ``D`` (its bound), not 0. Without a background (an
-    index that cannot describe its vectors, several models' cosines in one list, a filter of fewer than ~100 chunks)
+    index that cannot describe its vectors, several models' cosines in one list, a filter of a single chunk)
     or without raw BM25, :func:`fuse_absolute` ranks instead, with ``vector_scale`` and the weights."""
     if not vector or not keyword:
         return _single(vector, MatchType.VECTOR, True) if vector else _single(keyword, MatchType.KEYWORD, False)

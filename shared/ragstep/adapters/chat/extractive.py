@@ -6,7 +6,9 @@ by :mod:`ragstep.retrieval.answer_span` (the method and why: its docstring): the
 (the question and each sentence embedded by the configured embedding model, which the grounding carries), the
 question's rare words a sentence shares, the passage's retrieval score and the question's type; the decision to
 answer is taken apart, and also asks that the sentence hold the kind of value the question asks for (a depth, a
-duration, a year) and that its passage hold the names the question asks about. The question is read up to
+duration, a year) and that its passage hold the names the question asks about. A quoted sentence that cannot be read
+alone comes with its neighbour in the paragraph ("However, ..." with the sentence before; an option's or a
+function's first sentence with the detail after: :mod:`ragstep.retrieval.answer_window`). The question is read up to
 :data:`~ragstep.retrieval.answer_span.MAX_QUESTION_CHARS` characters. Its name,
 ``extractive``, travels in every response and trace, so a quoted answer is never mistaken for a generated one.
 
@@ -71,12 +73,16 @@ def extract_answer(
 
 
 def render_quotes(quotes: Sequence[Quote], max_chars: int, language: Language) -> list[str]:
-    """The quotes as the answer's pieces: best first as many as fit in ``max_chars``, then back into context order
-    to read naturally, each followed by its passage's ``[n]``."""
+    """The quotes as the answer's pieces: best first as many as fit in ``max_chars`` (a quote whose neighbour does
+    not fit is quoted as its sentence alone), then back into context order to read naturally, each followed by its
+    passage's ``[n]``."""
     chosen: list[Quote] = []
     used = 0
     for q in quotes:
         cost = len(q.text) + len(f" [{q.passage}]") + 1
+        if q.sentence and used + cost > max_chars:
+            q = Quote(q.passage, q.position, q.sentence, q.score)
+            cost = len(q.text) + len(f" [{q.passage}]") + 1
         if chosen and used + cost > max_chars:
             continue
         chosen.append(q)

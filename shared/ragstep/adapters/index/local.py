@@ -60,7 +60,7 @@ from ragstep.adapters.index._backfill import RowVectorBackfill
 from ragstep.adapters.index._build import stream_snapshot
 from ragstep.adapters.index._candidates import CandidateScoring
 from ragstep.adapters.index._ids import ids_at
-from ragstep.adapters.index._replace import checked_replacement
+from ragstep.adapters.index._replace import checked_replacement, noting_indexed
 from ragstep.adapters.index._snapshot import (
     Snapshot,
     Space,
@@ -188,7 +188,7 @@ class LocalSearchIndex(RowVectorBackfill, CandidateScoring):
                 blobs[i],
                 c.model_dump_json(exclude={"embed_text"}),
             )
-            for i, c in enumerate(chunks)
+            for i, c in enumerate(noting_indexed(chunks))  # a large document's tokenizing takes seconds: told
         ]
         with self._write() as conn:
             conn.execute("DELETE FROM chunks WHERE knowledge_id = ?", (knowledge_id,))

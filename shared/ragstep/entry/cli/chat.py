@@ -13,14 +13,18 @@ answered on an error goes to the log, not the terminal (``RAGSTEP_DEBUG=1`` show
 from __future__ import annotations
 
 import argparse
-import logging
-import os
 import sys
 import threading
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from ragstep.entry.cli.common import add_profile_arguments, context_of, print_json, profile_fields
+from ragstep.entry.cli.common import (
+    add_profile_arguments,
+    context_of,
+    keep_logs_off_the_terminal,
+    print_json,
+    profile_fields,
+)
 
 PIPELINE_CHOICES = ("rag_stream", "rag", "chat_stream", "chat_history_stream", "chat", "viking_stream", "viking")
 EXTRACTIVE_NOTE = "answered by the extractive answerer: sentences quoted from the sources, no language model"
@@ -199,10 +203,8 @@ def report(args: argparse.Namespace, state: Any, out: TextIO) -> None:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    providers = logging.getLogger("ragstep.providers")
-    if not os.environ.get("RAGSTEP_DEBUG") and not providers.handlers:
-        # A provider's error details are logged for a server's operator; in a terminal the error's line says it all.
-        providers.addHandler(logging.NullHandler())
+    # A provider's error details are logged for a server's operator; in a terminal the error's line says it all.
+    keep_logs_off_the_terminal("ragstep.providers")
     ctx = context_of(args)
     if args.question is None:
         for kb in args.kb:  # a wrong name fails now, not at every question of the session

@@ -64,6 +64,22 @@ def collector_paused(*, until_exit: bool = False) -> Iterator[None]:
             gc.enable()
 
 
+def keep_logs_off_the_terminal(*loggers: str) -> None:
+    """What ``loggers`` log goes nowhere (unless ``RAGSTEP_DEBUG=1``, or a handler is already set): without a
+    handler Python prints a warning as a bare line on stderr, in the middle of the progress and the table, with no
+    ``ragstep:`` to say whose it is. The command's own line says what failed (a PDF pypdf cannot read is its file's
+    ``failed`` row; a provider's error, its fixed description); the details are for a server's log."""
+    import logging
+    import os
+
+    if os.environ.get("RAGSTEP_DEBUG"):
+        return
+    for name in loggers:
+        logger = logging.getLogger(name)
+        if not logger.handlers:
+            logger.addHandler(logging.NullHandler())
+
+
 def print_json(data: Any) -> None:
     print(json.dumps(data, ensure_ascii=False, indent=2))
 

@@ -5,11 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ragstep.entry.cli.common import EXIT_USER_ERROR, context_of, print_json, validation_message
+from ragstep.entry.cli.common import (
+    EXIT_USER_ERROR,
+    context_of,
+    keep_logs_off_the_terminal,
+    print_json,
+    validation_message,
+)
 from ragstep.entry.cli.ingest_progress import EmbedProgress, Progress, clock
 from ragstep.errors import InputError
 
@@ -63,6 +69,23 @@ def ingest_summary(results: Sequence[IngestResult], kb_name: str, *, files: int 
     return line
 
 
+def once_each(found: Iterable[Path | IngestResult]) -> list[Path | IngestResult]:
+    """``found`` with each path once: a file named twice, or named and inside a folder named too, is one document,
+    so ingesting it again in the same run would only add an ``unchanged`` row and count its chunks twice in the
+    summary. A link inside the folder to another file of it keeps its own row (the user sees both names; the second
+    says ``unchanged``): only the same path is dropped, not the same target."""
+    seen: set[Path] = set()
+    kept: list[Path | IngestResult] = []
+    for item in found:
+        if isinstance(item, Path):
+            real = item.absolute()
+            if real in seen:
+                continue
+            seen.add(real)
+        kept.append(item)
+    return kept
+
+
 def cmd_ingest(args: argparse.Namespace) -> int:
     from ragstep.app.ingest import (
         IngestResult,
@@ -73,6 +96,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         scan_paths,
     )
 
+    # pypdf logs what it repairs or cannot read in a PDF ("EOF marker not found"); the file's row says what failed.
+    keep_logs_off_the_terminal("pypdf", "ragstep.providers")
     options = ingest_options(args)  # before anything is read or written
     tag_id = check_tag(args.tag) if args.tag is not None else ""
     ctx = context_of(args)
@@ -82,7 +107,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     urls = [p for p in args.paths if p.startswith(("http://", "https://"))]
     paths = [p for p in args.paths if p not in urls]
     check_named_paths(paths)
-    found = list(scan_paths(paths, suffixes))
+    found = once_each(scan_paths(paths, suffixes))
     files = [f for f in found if isinstance(f, Path)]
     if not urls and not files and not any(r.status == "failed" for r in found if isinstance(r, IngestResult)):
         raise InputError(f"no supported files under {' '.join(args.paths)} (supported: {', '.join(suffixes)})")
@@ -91,6 +116,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     progress = Progress(
         [_size(f) for f in files],
         embeds=kb.embedding_model != "none" and not keywords_first,
+        every_s=ctx.settings.ingest_progress_every_s,
         phase="keywords" if keywords_first else "",
     )
     results: list[IngestResult] = []
@@ -109,7 +135,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         refresh_hierarchy(kb, ctx, roots=paths)
     vectors = VectorsPhase(kb, ctx)
     if keywords_first and not interrupted:
-        vectors.run(progress, later=args.vectors_later)
+        searchable = sum(r.status in SEARCHABLE for r in results)
+        vectors.run(progress, later=args.vectors_later, searchable=searchable)
     report(results, kb.name, as_json=args.json, files=len(files) if interrupted else None)
     if vectors.run_ended(args.vectors_later):
         return EXIT_INTERRUPTED
@@ -125,6 +152,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return EXIT_USER_ERROR if failed else 0
 
 
+#: The results whose file is searchable once the first phase is over (a duplicate's content is, under its twin).
+SEARCHABLE = frozenset({"indexed", "unchanged", "duplicate"})
+
+
 class VectorsPhase:
     """The second phase of ``ragstep ingest`` (:mod:`ragstep.app.ingest_vectors`): the vectors of every chunk of the
     knowledge base still searchable by keyword only (this run's, and any an earlier run left), with its own progress
@@ -136,7 +167,9 @@ class VectorsPhase:
         self.interrupted = False
         self.outcome: EmbedOutcome | None = None
 
-    def run(self, first: Progress, *, later: bool) -> None:
+    def run(self, first: Progress, *, later: bool, searchable: int) -> None:
+        """Embed what waits; ``searchable``: the files of the first phase that are searchable now (those that
+        failed or were skipped are not)."""
         from ragstep.app.ingest import listening
         from ragstep.app.ingest_vectors import embed_pending, pending_chunks
 
@@ -146,9 +179,10 @@ class VectorsPhase:
             if not self.waiting or later:
                 return
             elapsed = clock(time.monotonic() - first.started)
-            progress = EmbedProgress(self.waiting)
+            progress = EmbedProgress(self.waiting, every_s=self.ctx.settings.ingest_progress_every_s)
             print(
-                f"ragstep: ingest: {first.done} files searchable by keyword after {elapsed}; "
+                f"ragstep: ingest: {searchable} {'file' if searchable == 1 else 'files'} searchable by keyword "
+                f"after {elapsed}; "
                 f"adding the vectors of {self.waiting} chunks",
                 file=sys.stderr,
                 flush=True,
@@ -204,7 +238,7 @@ def cmd_kb_embed(args: argparse.Namespace) -> int:
     require_backfill(ctx)
     documents = len(pending_documents(kb, ctx))
     waiting = pending_chunks(kb, ctx)
-    progress = EmbedProgress(waiting)
+    progress = EmbedProgress(waiting, every_s=ctx.settings.ingest_progress_every_s)
     interrupted = False
     outcome = None
     try:

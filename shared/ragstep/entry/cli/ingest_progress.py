@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
@@ -17,35 +17,81 @@ def clock(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
+class StatusLine:
+    """Where both phases' progress goes: on a terminal, ``[#####-----] figures  name`` redrawn in place (at most
+    every :attr:`REDRAW_S`); otherwise ``ragstep: ingest: figures, 0:42 elapsed (at name)``, a plain line every
+    ``every_s`` seconds (a log, a CI job, a redirected run), nothing for a run shorter than that."""
+
+    WIDTH = 30
+    REDRAW_S = 0.1
+
+    def __init__(self, stream: Any, every_s: float) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.every_s = every_s
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.started = time.monotonic()
+        self._shown = float("-inf")
+
+    def show(
+        self,
+        fraction: Callable[[], float],
+        figures: Callable[[], str],
+        *,
+        at: str = "",
+        redraw: bool = False,
+        final: bool = False,
+    ) -> None:
+        """Write the line if it is due: ``redraw`` makes it due on a terminal (a file begins or ends), ``final``
+        either way (the last figures of a phase). The figures are worked out only when the line is written."""
+        now = time.monotonic()
+        if self.tty:
+            if not (redraw or final) and now - self._shown < self.REDRAW_S:
+                return
+            filled = int(self.WIDTH * fraction())
+            text = f"[{'#' * filled}{'-' * (self.WIDTH - filled)}] {figures()}"
+            if at:
+                text += f"  {clip_name(at, 40)}"
+            # \r back to the start, \x1b[K clears what a longer previous line left behind.
+            self.stream.write(f"\r{text}\x1b[K")
+        else:
+            if not final and (now - self.started < self.every_s or now - self._shown < self.every_s):
+                return
+            where = f" (at {at})" if at else ""
+            self.stream.write(f"ragstep: ingest: {figures()}, {clock(now - self.started)} elapsed{where}\n")
+        self._shown = now
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
 class Progress:
     """Files, chunks, embedded chunks, the embedding rate and an ETA, on stderr.
 
     On a terminal, ``[#####-----] 3/10 files, 420 chunks, 380 embedded, 14.2 chunks/s, ETA 1:05  name`` redrawn in
-    place (at most every :attr:`REDRAW_S`); otherwise a plain line every ``every_s`` seconds (a log, a CI job, a
-    redirected run), nothing for a run shorter than that. The stages report chunks and embedded chunks while one
-    file is in flight (:mod:`ragstep.stages.ingest.progress`), so a single large file moves too.
+    place; otherwise a plain line every ``every_s`` seconds (:class:`StatusLine`). The stages and the index report
+    chunks cut, indexed and embedded while one file is in flight (:mod:`ragstep.ingest_notes`), so a single large
+    file moves too.
 
     The bar and the ETA follow the work left: with an embedding model, the chunks of the file in flight not yet
     embedded plus the chunks the files not yet read will make (their bytes at the chunks per byte seen so far),
     at the embedding rate seen so far; without one (or in the keyword phase), the bytes not yet read at the rate
     seen so far, the file in flight counted by how much of it the chunker has cut, then shown as ``indexing``
-    (a 20 MB text file: ~1 s of cutting in a ~15 s keyword phase; its parse and its indexing send no notes yet).
+    with the chunks the index has taken (``indexing 0/61485`` while the index stage reads them back: a 20 MB text
+    file spends ~8 s of a ~16 s keyword phase in its index stage, :mod:`ragstep.stages.ingest.index`).
     """
-
-    WIDTH = 30
-    REDRAW_S = 0.1
 
     def __init__(
         self, sizes: Sequence[int], *, embeds: bool, stream: Any = None, every_s: float = 10.0, phase: str = ""
     ) -> None:
-        self.stream = stream if stream is not None else sys.stderr
+        self.out = StatusLine(stream, every_s)
+        self.started = self.out.started
         self.phase = phase  # "keywords": the first of two phases (``--vectors-later`` or the vectors after it)
         self.sizes = list(sizes)
         self.total = len(self.sizes)
         self.embeds = embeds
-        self.every_s = every_s
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.started = time.monotonic()
         self.done = 0
         self.chunks = 0  # chunks of the files done, as indexed
         self.embedded_chunks = 0  # every chunk embedded in this run
@@ -54,20 +100,18 @@ class Progress:
         self._file_embedded = 0
         self._file_pages = (0, 0)  # scanned pages of the file in flight OCR'd, of how many
         self._file_cut = 0.0  # the part of the file in flight's text cut into chunks
+        self._file_indexed = (0, 0)  # chunks of the file in flight the index has taken, of how many
         self._bytes_done = 0
         self._bytes_chunked = 0  # bytes of the files cut into chunks (chunks per byte, for the ETA)
         self._chunks_cut = 0
         self._embed_s = 0.0  # time spent embedding: from the first chunks of a file to its end
         self._embed_from: float | None = None
-        self._shown = float("-inf")
 
     # -- events (the ingest stages' notes come through chunked / embedded) --
 
     def start(self, name: str) -> None:
         self.current = name
-        self._file_chunks = self._file_embedded = 0
-        self._file_pages = (0, 0)
-        self._file_cut = 0.0
+        self._forget_file()
         self.draw(force=True)
 
     def chunking(self, done: int, total: int) -> None:
@@ -76,6 +120,10 @@ class Progress:
 
     def ocr_page(self, done: int, total: int) -> None:
         self._file_pages = (done, total)
+        self.draw()
+
+    def indexing(self, done: int, total: int) -> None:
+        self._file_indexed = (done, total)
         self.draw()
 
     def chunked(self, count: int) -> None:
@@ -101,10 +149,13 @@ class Progress:
         self.done += 1
         self.chunks += chunks
         self.current = ""
-        self._file_chunks = self._file_embedded = 0
-        self._file_pages = (0, 0)
-        self._file_cut = 0.0
+        self._forget_file()
         self.draw(force=True)
+
+    def _forget_file(self) -> None:
+        self._file_chunks = self._file_embedded = 0
+        self._file_pages = self._file_indexed = (0, 0)
+        self._file_cut = 0.0
 
     # -- figures --
 
@@ -154,7 +205,10 @@ class Progress:
         indexing = not self.embeds and bool(self._file_chunks) and bool(self.current)
         if eta is not None and self.done < self.total and not (indexing and self.done == self.total - 1):
             text += f", ETA {clock(eta)}"
-        if indexing:
+        taken, among = self._file_indexed
+        if among and self.current:  # the index's notes (with a model too: a file is indexed once it is embedded)
+            text += f", indexing {taken}/{among}"
+        elif indexing:
             text += ", indexing"
         pages, of = self._file_pages
         if of and not self._file_chunks:  # a scanned PDF being read: its pages are what moves
@@ -164,29 +218,11 @@ class Progress:
     # -- output --
 
     def draw(self, *, force: bool = False) -> None:
-        now = time.monotonic()
-        if self.tty:
-            if not force and now - self._shown < self.REDRAW_S:
-                return
-            filled = int(self.WIDTH * self.fraction())
-            bar = "#" * filled + "-" * (self.WIDTH - filled)
-            text = f"[{bar}] {self.line()}"
-            if self.current:
-                text += f"  {clip_name(self.current, 40)}"
-            # \r back to the start, \x1b[K clears what a longer previous line left behind.
-            self.stream.write(f"\r{text}\x1b[K")
-        else:
-            if now - self.started < self.every_s or now - self._shown < self.every_s:
-                return
-            at = f" (at {self.current})" if self.current else ""
-            self.stream.write(f"ragstep: ingest: {self.line()}, {clock(now - self.started)} elapsed{at}\n")
-        self._shown = now
-        self.stream.flush()
+        """``force``: redraw the bar now (a file begins or ends); the plain lines keep their period."""
+        self.out.show(self.fraction, self.line, at=self.current, redraw=force)
 
     def close(self) -> None:
-        if self.tty:
-            self.stream.write("\n")
-            self.stream.flush()
+        self.out.close()
 
 
 class EmbedProgress:
@@ -195,16 +231,10 @@ class EmbedProgress:
     terminal, a plain line every ``every_s`` seconds otherwise). The total is known before the first chunk is
     embedded, so the ETA is the chunks left at the rate seen so far."""
 
-    WIDTH = Progress.WIDTH
-
     def __init__(self, total: int, *, stream: Any = None, every_s: float = 10.0) -> None:
-        self.stream = stream if stream is not None else sys.stderr
+        self.out = StatusLine(stream, every_s)
         self.total = total
-        self.every_s = every_s
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.started = time.monotonic()
         self.done = 0
-        self._shown = float("-inf")
 
     def chunking(self, done: int, total: int) -> None:
         """Nothing is chunked in this phase."""
@@ -215,13 +245,19 @@ class EmbedProgress:
     def ocr_page(self, done: int, total: int) -> None:
         """Nothing is parsed in this phase."""
 
+    def indexing(self, done: int, total: int) -> None:
+        """The vectors are added to chunks already indexed."""
+
     def embedded(self, count: int) -> None:
         self.done += count
         self.draw()
 
     def rate(self) -> float:
-        elapsed = time.monotonic() - self.started
+        elapsed = time.monotonic() - self.out.started
         return self.done / elapsed if elapsed > 0 and self.done else 0.0
+
+    def fraction(self) -> float:
+        return min(1.0, self.done / self.total) if self.total else 1.0
 
     def line(self) -> str:
         text = f"vectors: {self.done}/{self.total} chunks embedded"
@@ -231,23 +267,11 @@ class EmbedProgress:
         return text
 
     def draw(self, *, force: bool = False) -> None:
-        now = time.monotonic()
-        if self.tty:
-            if not force and now - self._shown < Progress.REDRAW_S:
-                return
-            filled = int(self.WIDTH * min(1.0, self.done / self.total)) if self.total else self.WIDTH
-            self.stream.write(f"\r[{'#' * filled}{'-' * (self.WIDTH - filled)}] {self.line()}\x1b[K")
-        else:
-            if not force and (now - self.started < self.every_s or now - self._shown < self.every_s):
-                return
-            self.stream.write(f"ragstep: ingest: {self.line()}, {clock(now - self.started)} elapsed\n")
-        self._shown = now
-        self.stream.flush()
+        """``force``: the phase's last figures, written now on a terminal or not."""
+        self.out.show(self.fraction, self.line, final=force)
 
     def close(self) -> None:
-        if self.tty:
-            self.stream.write("\n")
-            self.stream.flush()
+        self.out.close()
 
 
 def clip_name(name: str, width: int) -> str:

@@ -79,7 +79,8 @@ def add_kb_arguments(kb: argparse.ArgumentParser, common: argparse.ArgumentParse
     p.add_argument("--type", choices=("document", "faq"), default="document")
     p.add_argument(
         "--embedding-model",
-        help="local:multilingual-e5-small-int8 (in the process; local:multilingual-e5-small, the one before), "
+        help="local:multilingual-e5-small-int8-v2 (in the process; local:multilingual-e5-small-int8 and "
+        "local:multilingual-e5-small, the ones before), "
         "openai:..., bedrock:..., or none (BM25 only); default: RAGSTEP_EMBEDDER's (local)",
     )
     p.add_argument(

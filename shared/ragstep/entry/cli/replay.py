@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -101,8 +102,18 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"removed {recording.prune(ctx)} expired records")
         return 0
     if args.list:
-        for request_id in recent(ctx, 1000):
-            print(request_id)
+        kept = recent(ctx, 1000)
+        if args.json:
+            print_json(kept)
+        else:
+            for request_id in kept:
+                print(request_id)
+        if not kept:  # silence would read as "it did not work"
+            print(
+                "ragstep: replay: no recorded requests; RAGSTEP_RECORD_RATE (0 by default: none) decides which "
+                "requests are recorded",
+                file=sys.stderr,
+            )
         return 0
     retrieval, chat = split_overrides(args.set or [])
     if args.set_dir:

@@ -8,7 +8,14 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ragstep.entry.cli.common import collector_paused, context_of, print_json, profile_fields, validation_message
+from ragstep.entry.cli.common import (
+    collector_paused,
+    context_of,
+    keep_logs_off_the_terminal,
+    print_json,
+    profile_fields,
+    validation_message,
+)
 from ragstep.errors import InputError
 
 if TYPE_CHECKING:
@@ -75,6 +82,8 @@ def _search(args: argparse.Namespace) -> int:
     from ragstep.entry.cli.render import render_results
     from ragstep.models import SearchRequest
 
+    # A provider's failure (web search offline, an embedding service down) is a trace row or the error's line here.
+    keep_logs_off_the_terminal("ragstep.providers")
     overrides = parse_overrides(args.set or [])
     if args.top_k is not None:
         # --top-k wins over --set rerank_top_k; an explicit --set embedding_top_k is kept.

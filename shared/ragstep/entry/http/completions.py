@@ -42,7 +42,7 @@ from ragstep.app.answers import answer_notes, grounding_results
 from ragstep.app.chat_runs import Relayed, Run, run_to_end, start
 from ragstep.context import Context
 from ragstep.entry.http.auth import Meter
-from ragstep.entry.http.errors import openai_error
+from ragstep.entry.http.errors import FieldError, openai_error
 from ragstep.entry.http.model_ids import MODEL_PROFILES, choice_of, knowledge_bases, no_knowledge_base, retrieves
 from ragstep.entry.http.sources import notes_markdown, sources_markdown, without_sources
 from ragstep.entry.http.sse import DONE, SSEResponse, data_frame
@@ -115,10 +115,11 @@ class ChatCompletionRequest(RagstepOptions):
     messages: list[Message] = Field(min_length=1, description="the conversation; the last is the user's question")
     stream: bool = False
     stream_options: StreamOptions | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    max_tokens: int | None = None
-    max_completion_tokens: int | None = None
+    # OpenAI's ranges, checked here so that the error names the field (``param``) as OpenAI's would.
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, gt=0, le=1)
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
     stop: str | list[str] | None = None
     n: int | None = None
     tools: list[Any] | None = None
@@ -144,7 +145,9 @@ def _text(message: Message, position: int) -> str:
     parts = []
     for part in message.content:
         if part.type != "text" or part.text is None:
-            raise InputError(f"messages[{position}]: only text content is supported, not {part.type!r} parts")
+            raise FieldError(
+                f"messages[{position}]: only text content is supported, not {part.type!r} parts", "messages"
+            )
         parts.append(part.text)
     return "".join(parts)
 
@@ -179,8 +182,9 @@ def history_of(messages: list[Message]) -> tuple[list[HistoryRound], str | None]
                 rounds.append(HistoryRound(query=pending, answer=without_sources(text)))
             pending = None
         else:
-            raise InputError(
-                f"messages[{position}]: role {message.role!r} is not supported; use system, user or assistant"
+            raise FieldError(
+                f"messages[{position}]: role {message.role!r} is not supported; use system, user or assistant",
+                "messages",
             )
     return rounds, "\n\n".join(system) if system else None
 
@@ -193,14 +197,16 @@ def web_search(options: RagstepOptions) -> bool:
 def plan_of(body: ChatCompletionRequest, ctx: Context) -> Plan:
     choice = choice_of(body.model, ctx)
     if body.n not in (None, 1):
-        raise InputError(f"n={body.n} is not supported; ask for one choice (n=1)")
+        raise FieldError(f"n={body.n} is not supported; ask for one choice (n=1)", "n")
     if body.tools:
-        raise InputError("tools are not supported by this server; send the request without tools")
+        raise FieldError("tools are not supported by this server; send the request without tools", "tools")
     options = merged_options(body)
     last = body.messages[-1]
     if last.role != "user":
-        raise InputError(f"the last message must be the user's question (role 'user'), not {last.role!r}")
+        raise FieldError(f"the last message must be the user's question (role 'user'), not {last.role!r}", "messages")
     query = _text(last, len(body.messages) - 1)
+    if not query.strip():
+        raise FieldError("query is empty: the last message has no text; send the question as its content", "messages")
     rounds, system_prompt = history_of(body.messages[:-1])
     if options.session_id is not None and rounds:
         raise InputError(

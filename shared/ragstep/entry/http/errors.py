@@ -81,13 +81,26 @@ class InvalidRequest(Exception):
         self.errors = list(errors)
 
 
+#: pydantic's error types for a body that is not an object at all (a JSON array or string, or bytes sent without a
+#: JSON content type), which its own message ("Input should be a valid dictionary or object ...") does not say.
+_NOT_AN_OBJECT = frozenset({"model_attributes_type", "model_type", "dict_type"})
+
+
 def first_error(errors: Sequence[Mapping[str, Any]]) -> str:
-    """The 422 message for validation errors: the first one, as ``field.path: rule``."""
+    """The 422 message for validation errors: the first one, as ``field.path: rule``; a body that is missing or not
+    a JSON object is said as such (pydantic's words name no field, so they would not say which part is wrong)."""
     err = errors[0] if errors else {}
-    where = ".".join(str(p) for p in err.get("loc", ()) if p not in ("body", "__root__"))
+    loc = tuple(err.get("loc", ()))
+    where = ".".join(str(p) for p in loc if p not in ("body", "__root__"))
     msg = str(err.get("msg", "invalid request")).removeprefix("Value error, ")
     if err.get("type") == "json_invalid":
         return "request body is not valid JSON"
+    if loc == ("body",) and err.get("type") == "missing":
+        return "request body is empty; send a JSON object with Content-Type: application/json"
+    if loc == ("body",) and err.get("type") in _NOT_AN_OBJECT:
+        return "request body is not a JSON object; send one with Content-Type: application/json"
+    if msg.startswith("Expected UploadFile"):  # FastAPI's words name a Python class: a text field where a file goes
+        return f"{where}: not a file; send each file as a form part with a file name (curl -F 'files=@report.pdf')"
     return f"{where}: {msg}" if where else msg
 
 
@@ -112,7 +125,10 @@ async def _ragstep_error(request: Request, exc: RagstepError) -> JSONResponse:
 
 def error_param(request: Request, errors: Sequence[Mapping[str, Any]]) -> None:
     """Keep the field the first validation error names on the request, for OpenAI's ``param``."""
-    where = [str(p) for p in (errors[0].get("loc", ()) if errors else ()) if p not in ("body", "query", "__root__")]
+    err = errors[0] if errors else {}
+    # A JSON syntax error's location is the character it stopped at, not a field.
+    loc = () if err.get("type") == "json_invalid" else err.get("loc", ())
+    where = [str(p) for p in loc if p not in ("body", "query", "__root__")]
     request.state.error_param = ".".join(where) or None
 
 

@@ -19,6 +19,7 @@ import anyio.to_thread
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from ragstep.entry.http.errors import error_response
 from ragstep.entry.mcp.tools import Caller
 
 _CALLER = "ragstep_mcp_caller"
@@ -58,6 +59,20 @@ class McpEndpoint:
         return self._server
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("method") != "POST":
+            # Stateless: no event stream for the server to speak first on (GET) and no session to end (DELETE). The
+            # transport's spec has the server answer 405 then; left to the SDK, a GET stayed open with nothing sent,
+            # holding a connection (on Lambda, an invocation) until the client gave up.
+            method = scope.get("method", "")
+            refused = error_response(
+                405,
+                "method_not_allowed",
+                f"{method} {self.path}: MCP messages are sent by POST here (a stateless server: no event stream to "
+                "open, no session to end)",
+                headers={"Allow": "POST"},
+            )
+            await refused(scope, receive, send)
+            return
         from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
         # Raised errors (401, 429, 503) reach the app's error handlers: the answer is the API's own error body.

@@ -256,7 +256,13 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
         return state.with_trace(TraceEvent(stage=STAGE, action="skip", reason="no_data_files"))
     if not ctx.chat_model.generative:
         return state.with_trace(
-            TraceEvent(stage=STAGE, action="skip", reason="model_not_generative", detail={"model": ctx.chat_model.name})
+            TraceEvent(
+                stage=STAGE,
+                action="skip",
+                reason="model_not_generative",
+                # The files, so the answer's note can tell whether the answer needed them (stages/chat/notes.py).
+                detail={"model": ctx.chat_model.name, "knowledge_ids": [f.knowledge_id for f in files]},
+            )
         )
     try:
         session = ctx.data_analysis.session()

@@ -34,9 +34,21 @@ _TEXT: dict[Language, dict[str, str]] = {
 }
 
 
-def _note(event: TraceEvent, text: dict[str, str]) -> str | None:
+def _answered_without(state: PipelineState, knowledge_ids: object) -> bool:
+    """The answer cites sources, none of them one of these data files: it did not need their analysis."""
+    files = set(knowledge_ids) if isinstance(knowledge_ids, list) else set()
+    cited = {r.knowledge_id for r in state.chat.references if r.cited}
+    return bool(files) and bool(cited) and not cited & files
+
+
+def _note(event: TraceEvent, text: dict[str, str], state: PipelineState) -> str | None:
     if event.stage == "data_analysis":
         if event.action == "skip" and event.reason == "model_not_generative":
+            # A data file among the results that the answer did not need ("how should pu-erh be stored?" answered
+            # from a text, a price list ranked below it) is not worth a note; one that a declined answer or a
+            # cited summary row may have needed is.
+            if _answered_without(state, event.detail.get("knowledge_ids")):
+                return None
             return text["analysis_no_model"]
         if event.action == "skip" and event.reason == "no_sql_engine":
             return text["analysis_no_engine"]
@@ -60,7 +72,7 @@ def notes(state: PipelineState) -> list[str]:
     text = _TEXT[state.chat.language]
     out: list[str] = []
     for event in state.trace:
-        note = _note(event, text)
+        note = _note(event, text, state)
         if note is not None and note not in out:
             out.append(note)
     # A model that stopped at max_tokens (Bedrock says max_tokens): the answer ends mid-way, which the text alone

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ragstep.errors import InputError
+from ragstep.ingest_notes import note_chunked, note_chunking
 from ragstep.models import IngestState, KnowledgeBaseType, TraceEvent
 from ragstep.retrieval.chunking import ChunkerConfig
 from ragstep.stages.ingest.chunkers import data_chunks, faq_entry_chunks, mark_ocr, parent_child_chunks, text_chunks
@@ -26,7 +27,6 @@ from ragstep.stages.ingest.products import (
     put_chunks,
     summaries_from_json,
 )
-from ragstep.stages.ingest.progress import note_chunked, note_chunking
 
 if TYPE_CHECKING:
     from ragstep.context import Context

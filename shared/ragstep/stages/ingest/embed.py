@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING
 from ragstep.deadline import ContextThreadPool
 from ragstep.errors import InputError
 from ragstep.index_capabilities import vector_backfill
+from ragstep.ingest_notes import note_embedded
 from ragstep.models import IngestState, TraceEvent
 from ragstep.ports import InProcessEmbedder
 from ragstep.stages.ingest.common import require_kb
 from ragstep.stages.ingest.products import get_chunks, product_key, put_vectors
-from ragstep.stages.ingest.progress import note_embedded
 
 if TYPE_CHECKING:
     import numpy as np

@@ -9,6 +9,9 @@
    originals of earlier versions (``sources/...``) and stale data files. A failure here is logged on the trace, not
    raised: the document is indexed.
 
+Progress (:mod:`ragstep.ingest_notes`): the chunks are noted as the index takes them (its keyword statistics are
+most of a large document's keyword phase), and with ``done`` 0 while they are read back before (seconds too).
+
 A ``chunked`` state (the ``ingest_keywords`` pipeline: no embed stage) is indexed for keyword search first: its chunks
 go in without vectors and, when the knowledge base has an embedding model, are kept under ``pending/`` and named by
 the record's ``vectors_pending``, for :mod:`ragstep.app.ingest_vectors` to add the vectors later. The ingest state
@@ -26,20 +29,21 @@ from typing import TYPE_CHECKING
 
 from ragstep.errors import InputError, RagstepError
 from ragstep.index_capabilities import capacity_warning, vector_backfill
+from ragstep.ingest_notes import note_indexing
 from ragstep.models import EmbedBatch, IngestState, Knowledge, TraceEvent
 from ragstep.stages.ingest.common import require_kb, state_knowledge
 from ragstep.stages.ingest.dedupe import mark_hash, unmark_hash
 from ragstep.stages.ingest.products import (
+    CHUNKS_TYPE,
+    chunks_of,
     content_type,
     data_blob_key,
     delete_blobs,
-    get_chunks,
     get_vectors,
     is_owned_key,
     kept_prefixes,
     pending_chunks_key,
     pending_prefix,
-    put_chunks,
     run_products_prefix,
 )
 
@@ -60,7 +64,8 @@ def run(state: IngestState, ctx: Context) -> IngestState:
     if state.status not in ("embedded", "chunked") or not state.products.chunks:
         raise InputError(f"{STAGE} needs an embedded or chunked state, got status {state.status!r}")
 
-    chunks = get_chunks(ctx.blobs, state.products.chunks)
+    body = ctx.blobs.get(state.products.chunks)
+    chunks = chunks_of(body, reading=lambda _, total: note_indexing(0, total))
     vectors = get_vectors(ctx.blobs, state.products.vectors) if state.products.vectors else None
     if vectors is not None and vectors.shape[0] != len(chunks):
         raise InputError(f"{src.filename}: {vectors.shape[0]} vectors for {len(chunks)} chunks; ingest it again")
@@ -71,7 +76,7 @@ def run(state: IngestState, ctx: Context) -> IngestState:
             raise InputError(f"{STAGE}: this index takes no vectors after the chunks; run the ingest pipeline")
         # Written before the swap: a record naming it always finds it.
         pending = pending_chunks_key(kb.id, src.knowledge_id, src.content_hash)
-        put_chunks(ctx.blobs, pending, chunks)
+        ctx.blobs.put(pending, body, CHUNKS_TYPE)  # the chunks file as read: no second serialisation
         knowledge = knowledge.model_copy(update={"vectors_pending": pending})
         keep.add(pending)
     if state.products.tables:

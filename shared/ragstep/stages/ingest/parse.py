@@ -22,6 +22,7 @@ import hashlib
 from typing import TYPE_CHECKING
 
 from ragstep.errors import InputError
+from ragstep.ingest_notes import note_ocr_page
 from ragstep.models import IngestState, KnowledgeBaseType, TraceEvent
 from ragstep.parsers import OcrOptions, ParseLimits, extension_of, parse, unsupported
 from ragstep.parsers.faq import parse_faq
@@ -29,7 +30,6 @@ from ragstep.stages.ingest.common import allowed_suffixes, check_size, require_k
 from ragstep.stages.ingest.dedupe import find_twin, is_unchanged
 from ragstep.stages.ingest.figures import FIGURES_JSON, figures_to_json, read_figures
 from ragstep.stages.ingest.products import faq_entries_to_json, product_key, put_json, summaries_to_json
-from ragstep.stages.ingest.progress import note_ocr_page
 
 if TYPE_CHECKING:
     from ragstep.context import Context

@@ -1,0 +1,61 @@
+"""How much around a chosen sentence the model-free answerer quotes: the sentence, and the sentence of the same
+unit (paragraph, list item, option with its description) it cannot be read without.
+
+:mod:`ragstep.retrieval.answer_span` chooses sentences; a sentence is the smallest span that answers only when it
+can be read alone. Two kinds cannot, and both are read from the text's own grammar and layout, not from any set:
+
+* A sentence that **leans back** -- it opens with a connective or a pronoun that points at the sentence before
+  ("However, for each symbolic link listed ...", "Otherwise, all such characters are escaped", "It is ...",
+  "但是……", "它……") -- is quoted with the sentence before it in its unit: that is what "however" contrasts and
+  "it" names.
+* A sentence that **leads in** is quoted with the sentence after it in its unit: one that announces what follows
+  (it ends with a colon), or the head of a definition entry -- the first sentence of an option's or a function's
+  description ("-E, --conflict-exit-code number The exit status used when ... The default value is 1.",
+  "close(self, /) Close the database connection. Any pending transaction is not committed implicitly."), which
+  names the thing and says what it is while the details the question asks about follow.
+
+One sentence each way at most: a window, not the paragraph (the answer stays the smallest span that reads on its
+own, and within ``max_chars``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+# Openings that point at the sentence before: connectives (contrast, consequence, alternative) and pronouns or
+# determiners whose referent is there. English and Chinese grammar words, not words of any document.
+_LEANS_BACK = re.compile(
+    r"^(?:however|otherwise|but|instead|also|then|thus|therefore|hence|nevertheless|conversely|likewise|"
+    r"this|that|these|those|it|its|they|them|their|such|in\s+(?:that|this|either|both)\s+cases?|if\s+(?:so|not))\b"
+    r"|^(?:但是|但|然而|否则|因此|所以|因而|此外|另外|同时|这|那|它|其|该|此)",
+    re.IGNORECASE,
+)
+# The head of a definition entry: a command-line option ("-E, --conflict-exit-code ...") or a call signature
+# ("close(self, /) ...", "json.dumps(obj, ...) ...").
+_ENTRY_HEAD = re.compile(r"^(?:--?[A-Za-z0-9]|[A-Za-z_][\w.]*\([^)]*\)\s)")
+
+
+def leans_back(sentence: str) -> bool:
+    """``sentence`` opens with a word that points at the sentence before it."""
+    return bool(_LEANS_BACK.match(sentence.lstrip("\"'“‘(（ ")))
+
+
+def leads_in(sentence: str, *, first: bool) -> bool:
+    """``sentence`` announces the sentence after it: it ends with a colon, or it heads a definition entry (``first``:
+    it opens its unit)."""
+    return sentence.rstrip().endswith((":", "：")) or (first and bool(_ENTRY_HEAD.match(sentence)))
+
+
+def window(units: Sequence[tuple[str, int, str]], position: int) -> tuple[int, int]:
+    """The first and last position (inclusive) quoted for the sentence at ``position`` of ``units`` (the passage's
+    ``sentences_in_units``): with the sentence before it in its unit when it leans back, the one after when it leads
+    in."""
+    _, unit, sentence = units[position]
+    start = end = position
+    same_before = position > 0 and units[position - 1][1] == unit
+    if same_before and leans_back(sentence):
+        start = position - 1
+    if position + 1 < len(units) and units[position + 1][1] == unit and leads_in(sentence, first=not same_before):
+        end = position + 1
+    return start, end

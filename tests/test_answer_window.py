@@ -1,0 +1,94 @@
+"""The span the model-free answerer quotes around a chosen sentence (:mod:`ragstep.retrieval.answer_window`): a
+sentence that leans back on the one before is quoted with it, one that leads in with the one after; never across a
+paragraph, never the whole paragraph."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ragstep.adapters.chat.extractive import render_quotes
+from ragstep.retrieval import answer_span
+from ragstep.retrieval.answer_span import Quote
+from ragstep.retrieval.answer_window import leads_in, leans_back, window
+from ragstep.retrieval.sentences import sentences_in_units
+
+CHMOD = (
+    "chmod never changes the permissions of symbolic links; the chmod system call cannot change their permissions. "
+    "However, for each symbolic link listed on the command line, chmod changes the permissions of the pointed-to "
+    "file.\n\nIn contrast, chmod ignores symbolic links encountered during recursive directory traversals."
+)
+FLOCK = (
+    "OPTIONS\n-E, --conflict-exit-code number\nThe exit status used when the -n option is in use and the lock "
+    "exists. The default value is 1.\n\n-n, --nonblock\nFail rather than wait if the lock cannot be acquired."
+)
+SQLITE = "close(self, /) Close the database connection. Any pending transaction is not committed implicitly."
+
+
+@pytest.mark.parametrize(
+    ("sentence", "expected"),
+    [
+        ("However, for each symbolic link listed, chmod changes the pointed-to file.", True),
+        ("Otherwise, all such characters are escaped.", True),
+        ("It is stored in the blue ledger.", True),
+        ("但是这条线路更慢。", True),
+        ("The keeper logs every ship in a blue ledger.", False),
+        ("Items are dropped from the other end.", False),
+        ("Thereafter the file is closed.", False),  # a word that only starts like a connective
+    ],
+)
+def test_what_leans_back(sentence: str, expected: bool) -> None:
+    assert leans_back(sentence) is expected
+
+
+def test_what_leads_in() -> None:
+    assert leads_in("The exit status is one of:", first=False)
+    assert leads_in("-E, --conflict-exit-code number The exit status used when the lock exists.", first=True)
+    assert leads_in("close(self, /) Close the database connection.", first=True)
+    assert not leads_in("close(self, /) Close the database connection.", first=False)  # not the entry's head
+    assert not leads_in("The lighthouse keeper lights the lamp at dusk.", first=True)
+
+
+def test_a_sentence_that_leans_back_is_quoted_with_the_one_before_in_its_paragraph() -> None:
+    units = sentences_in_units(CHMOD)
+    however = next(i for i, (_, _, s) in enumerate(units) if s.startswith("However"))
+    assert window(units, however) == (however - 1, however)
+    # "In contrast, ..." opens a new paragraph: nothing before it in its unit to quote.
+    assert window(units, len(units) - 1) == (len(units) - 1, len(units) - 1)
+
+
+def test_a_definition_head_is_quoted_with_the_detail_after_it() -> None:
+    units = sentences_in_units(FLOCK)
+    assert units[1][2] == "The default value is 1."
+    assert window(units, 0) == (0, 1)
+    assert window(units, 1) == (1, 1)  # the detail alone reads on its own
+    assert window(units, 2) == (2, 2)  # the last sentence of its entry: nothing follows in its unit
+    assert window(sentences_in_units(SQLITE), 0) == (0, 1)
+
+
+def test_the_quote_reads_on_its_own() -> None:
+    """Chosen by words alone (no model), the sentence that leans back comes with the one it leans on, cited once."""
+    quotes = answer_span.choose("Does chmod change the permissions of each symbolic link listed?", [CHMOD])
+    assert quotes and quotes[0].text.startswith("the chmod system call") and "However, for each" in quotes[0].text
+    assert quotes[0].passage == 1 and quotes[0].position == 1
+
+
+def test_a_quoted_window_is_not_quoted_twice() -> None:
+    f = answer_span.features("What exit status does flock use?", [FLOCK])
+    assert f is not None
+    fit = np.array([1.0, 0.99, 0.1], dtype=np.float32)[: len(f.candidates)]
+    quotes = answer_span._quotes(f, fit, 0, [FLOCK])
+    texts = [q.text for q in quotes]
+    assert texts[0].endswith("The default value is 1.")
+    assert not any(t == "The default value is 1." for t in texts[1:])
+
+
+def test_a_neighbour_that_does_not_fit_leaves_the_sentence_alone() -> None:
+    """Within ``max_chars`` the window is quoted; over it, the chosen sentence alone (never cut off mid-answer by a
+    neighbour taking its room), and a second quote still fits."""
+    lead = "x" * 300 + "."
+    window_quote = Quote(1, 0, f"{lead} However, the answer is 42.", 1.0, "However, the answer is 42.")
+    other = Quote(2, 0, "Another passage says 42 too.", 0.9)
+    assert "".join(render_quotes([window_quote, other], 600, "en")).startswith(lead)
+    short = "".join(render_quotes([window_quote, other], 100, "en"))
+    assert short == "However, the answer is 42. [1] Another passage says 42 too. [2]"
