@@ -186,11 +186,10 @@ class RetrievalSettings(_Model):
     candidate_pool_multiplier: Annotated[int, Field(ge=1, le=50)] = 5
     candidate_pool_min: Annotated[int, Field(ge=1, le=5000)] = 50
     candidate_pool_max: Annotated[int, Field(ge=1, le=5000)] = 500
-    # Fusion: absolute (each hit as its share of the best score its retriever could give the query: a cosine from
-    # the query's mean cosine over the corpus to 1, BM25 over the most any chunk could score for the query; each list
-    # weighted by its best hit: 0.7 x best share x share + 0.3 x BM25 share; a chunk only BM25 found counts at a full
-    # vector list's last share; issue 32, BENCHMARKS.md "Retrieval quality on every set"); adaptive (min-max, weights
-    # scaled by how much of each list's head the other confirms); minmax, dbsf, rrf: fixed.
+    # Fusion: absolute (each hit's cosine and BM25 read as how unlikely they would be for a chunk unrelated to the
+    # query, in nats, under this corpus's statistics -- the query's cosine mean and spread over the searched chunks,
+    # each term's idf -- and added with no weights; issue 32, BENCHMARKS.md "Retrieval quality on every set");
+    # adaptive (min-max, weights scaled by how much of each list's head the other confirms); minmax, dbsf, rrf: fixed.
     fusion: Fusion = "absolute"
     rrf_k: Annotated[int, Field(ge=1, le=1000)] = 60
     rrf_vector_weight: Annotated[float, Field(ge=0.0, le=10.0)] = 0.7
