@@ -91,6 +91,22 @@ def test_each_model_has_its_own_cache_file(tmp_path: Path) -> None:
     assert key != _e5_cache.cache_key("0.3.1", "e5-small-q4.bin", 1, "int8", "1.32.0")
 
 
+def test_a_graph_built_by_other_code_is_not_read_as_this_codes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A checkout under development (or an upgrade) shares ~/.cache/ragstep: the graph an earlier revision of the
+    # builder cached under the same model name must not be loaded as this revision's.
+    from ragstep.adapters.embedders import _e5_graph
+    from ragstep.adapters.embedders._e5_engine import CacheNames
+
+    names = CacheNames(_weights_file(), "0.3.0", "1.32.0")
+    earlier = tmp_path / "earlier" / "_e5_graph.py"
+    earlier.parent.mkdir()
+    earlier.write_bytes(Path(_e5_graph.__file__).read_bytes() + b"\n# an earlier revision\n")
+    monkeypatch.setattr(_e5_graph, "__file__", str(earlier))
+    edited = CacheNames(_weights_file(), "0.3.0", "1.32.0")
+    assert edited.graph("int8-v2") != names.graph("int8-v2")
+    assert edited.vocab == names.vocab  # the vocabulary's index does not come from the graph's code
+
+
 def test_an_index_of_another_vocabulary_is_refused() -> None:
     from ragstep.adapters.embedders._e5_tokenizer import VocabIndex
 

