@@ -47,6 +47,15 @@ def test_what_leads_in() -> None:
     assert leads_in("close(self, /) Close the database connection.", first=True)
     assert not leads_in("close(self, /) Close the database connection.", first=False)  # not the entry's head
     assert not leads_in("The lighthouse keeper lights the lamp at dusk.", first=True)
+    # A clause the splitter cut at a semicolon: the rest of its sentence follows.
+    assert leads_in("Lambda creates a new environment and creates its clients once;", first=False)
+    assert leads_in("全程最快约4小时18分钟；", first=False)
+
+
+def test_a_clause_cut_at_a_semicolon_is_quoted_to_the_end_of_its_sentence() -> None:
+    units = sentences_in_units(CHMOD)
+    assert units[0][2].endswith("symbolic links;")
+    assert window(units, 0) == (0, 1)
 
 
 def test_a_sentence_that_leans_back_is_quoted_with_the_one_before_in_its_paragraph() -> None:

@@ -9,10 +9,12 @@ can be read alone. Two kinds cannot, and both are read from the text's own gramm
   "但是……", "它……") -- is quoted with the sentence before it in its unit: that is what "however" contrasts and
   "it" names.
 * A sentence that **leads in** is quoted with the sentence after it in its unit: one that announces what follows
-  (it ends with a colon), or the head of a definition entry -- the first sentence of an option's or a function's
-  description ("-E, --conflict-exit-code number The exit status used when ... The default value is 1.",
-  "close(self, /) Close the database connection. Any pending transaction is not committed implicitly."), which
-  names the thing and says what it is while the details the question asks about follow.
+  (it ends with a colon); a clause that a semicolon joins to the rest of its sentence (the splitter cuts at ";" and
+  "；", so "... creates its clients once;" would end a quote mid-sentence); or the head of a definition entry, the
+  first sentence of an option's or a function's description ("-E, --conflict-exit-code number The exit status used
+  when ... The default value is 1.", "close(self, /) Close the database connection. Any pending transaction is not
+  committed implicitly."), which names the thing and says what it is while the details the question asks about
+  follow.
 
 One sentence each way at most: a window, not the paragraph (the answer stays the smallest span that reads on its
 own, and within ``max_chars``).
@@ -42,9 +44,9 @@ def leans_back(sentence: str) -> bool:
 
 
 def leads_in(sentence: str, *, first: bool) -> bool:
-    """``sentence`` announces the sentence after it: it ends with a colon, or it heads a definition entry (``first``:
-    it opens its unit)."""
-    return sentence.rstrip().endswith((":", "：")) or (first and bool(_ENTRY_HEAD.match(sentence)))
+    """``sentence`` announces the sentence after it: it ends with a colon, or a semicolon continues it, or it heads a
+    definition entry (``first``: it opens its unit)."""
+    return sentence.rstrip().endswith((":", "：", ";", "；")) or (first and bool(_ENTRY_HEAD.match(sentence)))
 
 
 def window(units: Sequence[tuple[str, int, str]], position: int) -> tuple[int, int]:
