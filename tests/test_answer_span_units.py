@@ -9,7 +9,7 @@ import pytest
 from ragstep.bench.answer_curve import Sample, curve, operating_point
 from ragstep.retrieval import answer_span
 from ragstep.retrieval.answer_span import Assessment, Quote
-from ragstep.retrieval.answer_types import expected_answer, stated_attributes
+from ragstep.retrieval.answer_types import definition_of, expected_answer, stated_attributes
 from ragstep.retrieval.sentences import is_option_term, sentences_in_units, split_sentences
 
 MANUAL = """OPTIONS
@@ -99,6 +99,41 @@ def test_how_much_faster_asks_for_a_ratio() -> None:
     ratio = expected_answer("How much smaller does gzip make source code?")
     assert ratio is not None and ratio.search("reduced by 60-70%") and ratio.search("about twice as fast")
     assert not ratio.search("md5(), sha1(), sha256()") and ratio.search("快两倍")
+
+
+def test_a_time_of_year_or_day_answers_when() -> None:
+    when = expected_answer("龙井茶什么时候采摘最好？")
+    assert when is not None and when.search("采摘时间以清明节前为最佳") and when.search("春季采摘")
+    assert expected_answer("When was the lighthouse built?") is not None
+    assert when.search("The keeper lights the lamp at dusk") and not when.search("冲泡龙井茶宜用80℃左右的水")
+
+
+def test_who_wrote_it_asks_for_by_whom() -> None:
+    who = expected_answer("who wrote GNU ed?")
+    assert who is not None and who.search("Since 2006 GNU ed is maintained by Antonio Diaz Diaz.")
+    assert not who.search("GNU ed is a line-oriented text editor.") and not who.search("It is enabled by default.")
+    for question in (
+        "Qui a écrit ce programme ?",
+        "Wer hat cp geschrieben?",
+        "¿Quién lo escribió?",
+        "这个软件是谁开发的？",
+    ):
+        asked = expected_answer(question)
+        assert asked is not None and asked.search("Écrit par Paul Rubin et David MacKenzie."), question
+    assert expected_answer("who uses ed today?") is None
+
+
+def test_what_is_x_asks_for_its_definition() -> None:
+    bc = definition_of("what is GNU bc?")
+    assert bc is not None and bc.search("bc - An arbitrary precision calculator language")
+    assert bc.search("bc  is a language that supports arbitrary precision numbers")
+    assert not bc.search("bc starts by processing code from all the files") and not bc.search("GNU bc can be compiled")
+    tea = definition_of("龙井茶是什么？")
+    assert tea is not None and tea.search("龙井茶是中国十大名茶之一")
+    assert (
+        definition_of("what is the default scale in bc?") is None
+        and definition_of("漠河机场的三字代码是什么？") is None
+    )
 
 
 def test_which_option_asks_for_an_option() -> None:

@@ -10,7 +10,7 @@ import pytest
 from ragstep.adapters.chat.extractive import render_quotes
 from ragstep.retrieval import answer_span
 from ragstep.retrieval.answer_span import Quote
-from ragstep.retrieval.answer_window import leads_in, leans_back, window
+from ragstep.retrieval.answer_window import joined, leads_in, leans_back, window
 from ragstep.retrieval.sentences import sentences_in_units
 
 CHMOD = (
@@ -56,6 +56,16 @@ def test_a_clause_cut_at_a_semicolon_is_quoted_to_the_end_of_its_sentence() -> N
     units = sentences_in_units(CHMOD)
     assert units[0][2].endswith("symbolic links;")
     assert window(units, 0) == (0, 1)
+
+
+def test_chinese_sentences_are_quoted_together_without_a_space() -> None:
+    units = sentences_in_units("采摘时间以清明节前为最佳，品质最好；谷雨前采制的称为雨前茶。冲泡宜用80℃的水。")
+    start, end = window(units, 0)
+    assert (start, end) == (0, 1)
+    assert (
+        joined([u[2] for u in units[start : end + 1]]) == "采摘时间以清明节前为最佳，品质最好；谷雨前采制的称为雨前茶。"
+    )
+    assert joined(["It ends here;", "the rest follows."]) == "It ends here; the rest follows."
 
 
 def test_a_sentence_that_leans_back_is_quoted_with_the_one_before_in_its_paragraph() -> None:

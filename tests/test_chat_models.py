@@ -297,6 +297,15 @@ def test_sentence_split_keeps_urls_and_decimals() -> None:
     ]
 
 
+def test_a_names_initials_and_e_g_do_not_end_a_sentence() -> None:
+    text = "GNU ed was written by Andrew L. Moore. See P. J. Plauger's book, e.g. its second part. It ends here."
+    assert split_sentences(text) == [
+        "GNU ed was written by Andrew L. Moore.",
+        "See P. J. Plauger's book, e.g. its second part.",
+        "It ends here.",
+    ]
+
+
 # -- the factory -------------------------------------------------------------------------------------------------
 
 

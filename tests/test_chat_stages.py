@@ -130,6 +130,19 @@ def test_rewrite_is_skipped_when_disabled_or_without_history(ctx: Context) -> No
             "What about its area?",
             "titicaca",
         ),
+        # French, German and Spanish follow-ups: openers, pronouns, and function words shared that name nothing.
+        ([{"query": "À quoi sert l'option -f de rm ?", "answer": "..."}], "et -r ?", "rm"),
+        (
+            [{"query": "Où est la crontab de chaque utilisateur ?", "answer": "..."}],
+            "Quelle est sa taille ?",
+            "crontab",
+        ),
+        ([{"query": "Wie kopiere ich ein Verzeichnis rekursiv?", "answer": "..."}], "und mit ln?", "verzeichnis"),
+        ([{"query": "Wie erstelle ich einen symbolischen Link?", "answer": "..."}], "Was macht diese Option?", "link"),
+        ([{"query": "¿Cómo se comprime un archivo con tar?", "answer": "..."}], "¿y para descomprimir?", "tar"),
+        ([{"query": "¿Cómo envío la señal KILL a un proceso?", "answer": "..."}], "¿Qué hace esta opción?", "kill"),
+        ([{"query": "¿Qué señal envía kill por defecto?", "answer": "..."}], "¿Quién lo escribió?", "kill"),
+        ([{"query": "How do I compress a file with gzip?", "answer": "..."}], "How do I undo that?", "gzip"),
     ],
 )
 def test_a_follow_up_is_resolved_without_a_model(
@@ -151,6 +164,12 @@ def test_a_follow_up_is_resolved_without_a_model(
         ("How does bzip2 compress files?", "gzip 的压缩率是多少？"),
         ("青海湖在哪里？", "那曲在哪里？"),  # 那 starts a place name here, not a follow-up
         ("青海湖在哪里？", "再生纸怎么做？"),
+        ("Comment supprimer un répertoire ?", "Combien de temps faut-il pour compiler ?"),  # an impersonal "il"
+        ("Wie kopiere ich ein Verzeichnis rekursiv?", "Gibt es eine Option für Sicherungskopien?"),  # "gibt es"
+        ("¿Cómo envío la señal KILL a un proceso?", "¿Qué es cron?"),  # "es": a verb
+        ("What does the MIT license allow?", "How do I read a man page?"),  # man, mit: English words here
+        ("How does bzip2 compress files?", "Is there a flag that keeps the original file?"),  # a relative "that"
+        ("¿Qué señal envía kill por defecto?", "¿Qué es lo que hace tar?"),  # "lo que": not "it"
     ],
 )
 def test_a_question_that_stands_alone_is_searched_as_asked_without_a_model(

@@ -164,8 +164,9 @@ def run_process(*args: str | bytes, cwd: Path) -> subprocess.CompletedProcess[by
 
 
 def test_kb_create_list_delete(cli: Cli) -> None:
-    assert "no knowledge bases yet" in cli.ok("kb", "list")
-    assert cli.json("kb", "list") == []
+    # Nothing here yet: said so, and the folder is not created by a command that only reads.
+    assert cli.fails("kb", "list").startswith(f"no ragstep data in {cli.data_dir}; create some there with `ragstep")
+    assert not cli.data_dir.exists()
 
     out = cli.ok("kb", "create", "docs")
     assert out.startswith("created knowledge base docs (document, embedding: none, id ")
@@ -200,6 +201,7 @@ def test_kb_create_list_delete(cli: Cli) -> None:
     # by id as well as by name
     assert cli.ok("kb", "delete", listed[0]["id"]) == "deleted knowledge base docs (0 chunks)\n"
     assert cli.json("kb", "list") == []
+    assert "no knowledge bases yet" in cli.ok("kb", "list")
 
 
 def test_kb_create_duplicate_name_is_refused(cli: Cli) -> None:
@@ -252,7 +254,7 @@ def test_kb_delete_unknown_and_kb_delete_removes_its_chunks(cli: Cli, indexed: d
 )
 def test_kb_create_unknown_embedding_model_fails_at_once(cli: Cli, model: str, problem: str) -> None:
     assert cli.fails("kb", "create", "docs", "--embedding-model", model).startswith(problem)
-    assert cli.json("kb", "list") == []
+    assert cli.fails("kb", "list").startswith(f"no ragstep data in {cli.data_dir};")  # nothing stored, not a catalog
 
 
 def test_kb_create_embedding_model_is_stored_canonically(cli: Cli) -> None:
@@ -435,7 +437,10 @@ def test_unreadable_path_is_refused_before_anything_is_ingested(
 
 
 def test_ingest_into_unknown_kb(cli: Cli, indexed: dict[str, str], docs: Path) -> None:
-    assert cli.fails("ingest", str(docs), "--kb", "nope") == "unknown knowledge base 'nope'"
+    assert cli.fails("ingest", str(docs), "--kb", "nope") == (
+        "unknown knowledge base 'nope'; create it with `ragstep kb create nope` "
+        "(`ragstep kb list` shows those there are)"
+    )
     assert_index_intact(cli)
 
 
@@ -926,6 +931,7 @@ def test_process_user_error_has_no_traceback(tmp_path: Path) -> None:
 
 def test_a_reader_that_goes_away_is_not_an_error(tmp_path: Path) -> None:
     # `ragstep search ... | head -1`: the pipe closes before ragstep has written; it exits quietly, status 0.
+    assert main(["--data-dir", str(tmp_path), "kb", "create", "docs"]) == 0
     cmd = [sys.executable, "-m", "ragstep.entry.cli.main", "--data-dir", str(tmp_path), "kb", "list"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None

@@ -124,6 +124,25 @@ def test_a_name_no_passage_holds_is_declined(encoder: LocalEmbedder) -> None:
     assert answer_span.names("I wonder: is it safe?") == []
 
 
+BC = (
+    "bc(1) General Commands Manual\n\nNAME\n       bc - An arbitrary precision calculator language\n\nDESCRIPTION\n"
+    "       bc  is a language that supports arbitrary precision numbers with inter\u2010\n       active execution "
+    "of statements.  bc starts by processing code from all the files listed on the command line in the order "
+    "listed.  After all files have been processed, bc reads from the standard input."
+)
+
+
+def test_what_is_x_is_answered_with_what_x_is(encoder: LocalEmbedder) -> None:
+    """ "What is bc?" over a manual page: its definition, not the sentences that most resemble the question; and "who
+    wrote it?" with the sentence that says by whom, not one that describes it."""
+    answer = ask(encoder, "what is bc?", [BC])
+    assert "bc is a language that supports arbitrary precision numbers with interactive" in " ".join(answer.split())
+    assert "starts by processing" not in answer, answer
+    authors = "GNU ed is a line-oriented text editor.\n\nSince 2006 GNU ed is maintained by Antonio Diaz Diaz."
+    answer = ask(encoder, "Who maintains GNU ed?", [authors])
+    assert "Antonio Diaz Diaz" in answer and "line-oriented" not in answer, answer
+
+
 FAQ = (
     "Q: How do I reset my password?\nA: Open Settings and choose Reset password; a link arrives by e-mail within "
     "five minutes.\n\nQ: Can I change my user name?\nA: No. User names are permanent once chosen."

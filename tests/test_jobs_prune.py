@@ -121,6 +121,21 @@ def test_only_the_writer_holding_the_current_version_replaces_a_job(catalog: Cat
     assert catalog.get_job(queued.id) is None
 
 
+def test_a_documents_jobs_go_but_those_of_a_status_it_keeps(catalog: CatalogStore) -> None:
+    """Deleting a document keeps its cancelled jobs (their poller reads why) and removes the others."""
+    kb = kb_in(catalog, "handbook")
+    done = job(kb, "indexed", 1)
+    cancelled = job(kb, "cancelled", 0).model_copy(update={"knowledge_id": done.knowledge_id})
+    other = job(kb, "indexed", 1)
+    for one in (done, cancelled, other):
+        catalog.put_job(one)
+    assert catalog.delete_jobs(kb.id, done.knowledge_id, keep=("cancelled",)) == 1
+    assert {j.id for j in catalog.list_jobs(kb.id)} == {cancelled.id, other.id}
+    assert catalog.get_job(cancelled.id) == cancelled and catalog.get_job(done.id) is None
+    assert catalog.delete_jobs(kb.id, done.knowledge_id) == 1
+    assert [j.id for j in catalog.list_jobs(kb.id)] == [other.id]
+
+
 def test_a_job_cannot_be_replaced_by_another_job(catalog: CatalogStore) -> None:
     kb = kb_in(catalog, "handbook")
     one, two = job(kb, "queued", None), job(kb, "queued", None)

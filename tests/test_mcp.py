@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -264,6 +265,69 @@ def test_http_speaks_the_initialize_handshake_of_older_clients(keyed: tuple[str,
     assert answered.status_code == 200, answered.text
     content = answered.json()["result"]
     assert content["isError"] is False and "北京.md" in json.dumps(content, ensure_ascii=False)
+
+
+def test_http_names_the_field_of_a_message_the_sdk_refuses(keyed: tuple[str, dict[str, str]]) -> None:
+    """The SDK's own answers were a multi-line pydantic report of a four-way union (a bad envelope) and a bare
+    "Invalid request parameters" (bad params): one line naming the field instead."""
+    base, keys = keyed
+    headers = {
+        "Authorization": f"Bearer {keys['search']}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+
+    def error_of(body: object) -> tuple[int, dict[str, Any]]:
+        response = httpx.post(f"{base}/mcp", json=body, headers=headers, timeout=30)
+        return response.status_code, response.json()["error"]
+
+    status, error = error_of({"jsonrpc": "2.0"})
+    assert (status, error) == (400, {"code": -32600, "message": "invalid JSON-RPC message: method: Field required"})
+    status, error = error_of({"jsonrpc": "1.0", "id": 1, "method": "tools/list"})
+    assert status == 400 and error["message"] == "invalid JSON-RPC message: jsonrpc: Input should be '2.0'"
+    status, error = error_of([{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}])
+    assert status == 400 and error["message"] == "a JSON-RPC message is a JSON object, not list"
+    status, error = error_of({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"arguments": {}}})
+    assert error["code"] == -32602 and error["message"] == "invalid params of tools/call: params.name: Field required"
+    init = {"jsonrpc": "2.0", "id": 4, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}
+    status, error = error_of(init)
+    assert error["message"] == "invalid params of initialize: params.capabilities: Field required"
+
+
+def test_stdio_says_what_is_wrong_with_a_request_before_initialize(clients: Clients) -> None:
+    """A hand-written stdio client that skips the 2025 handshake got "Invalid request parameters" for a request
+    with no params at all."""
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"arguments": {}}},
+    ]
+    server = subprocess.Popen(
+        [RAGSTEP, "--data-dir", str(clients.settings.data_dir), "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    watchdog = threading.Timer(120, server.kill)  # a server that never answers fails the test, not the suite
+    watchdog.start()
+    assert server.stdin is not None and server.stdout is not None
+    answers = {}
+    try:
+        # One at a time, stdin kept open until each is answered: at end of input the server stops, answered or not.
+        for line in lines:
+            server.stdin.write(json.dumps(line) + "\n")
+            server.stdin.flush()
+            answer = json.loads(server.stdout.readline())
+            answers[answer["id"]] = answer["error"]
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+        watchdog.cancel()
+    assert answers == {
+        1: {"code": -32602, "message": "tools/list before initialize: open the connection with initialize first"},
+        2: {"code": -32602, "message": "invalid params of tools/call: params.name: Field required"},
+    }
 
 
 def test_bench_mcp_times_the_same_search_over_http_and_mcp() -> None:

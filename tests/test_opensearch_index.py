@@ -54,10 +54,12 @@ from ragstep.adapters.index.opensearch import (
     space_field,
     vector_hits,
 )
+from ragstep.adapters.index.opensearch.queries import BULK_MAX_ACTIONS
 from ragstep.app.search import new_state
 from ragstep.bench.quality import ScaledPrecomputedEmbedder
 from ragstep.context import Clients, Context
 from ragstep.errors import ConflictError, InputError, StorageError
+from ragstep.ingest_notes import listening
 from ragstep.models import Chunk, ChunkType, Knowledge, KnowledgeBase, KnowledgeBaseType, MatchType, SearchRequest
 from ragstep.models.scale import COMMON_SCALE
 from ragstep.ports import SearchFilter, SearchIndex
@@ -600,6 +602,36 @@ def test_replace_over_http_creates_the_index_retries_429_and_drops_the_old_versi
     # Then everything of k1 that is not the new version goes (delete by query; refresh=true, not wait_for).
     assert reqs[5].query == {"refresh": ["true"], "conflicts": ["proceed"]}
     assert reqs[5].json == build_delete_by_query(knowledge_query(["k1"], keep_version=version))
+
+
+def test_a_large_documents_bulk_requests_are_told_to_the_ingest_progress(
+    server: ScriptedHTTPServer, make_index: Callable[..., OSIndex]
+) -> None:
+    """A document of more chunks than one bulk request holds goes in over several requests; each one is told to
+    whoever shows ingest progress, so a large file's write to a cluster is not minutes of silence."""
+
+    class Notes:
+        def __init__(self) -> None:
+            self.told: list[tuple[int, int]] = []
+
+        def chunking(self, done: int, total: int) -> None: ...
+
+        def chunked(self, count: int) -> None: ...
+
+        def indexing(self, done: int, total: int) -> None:
+            self.told.append((done, total))
+
+        def embedded(self, count: int) -> None: ...
+
+        def ocr_page(self, done: int, total: int) -> None: ...
+
+    notes = Notes()
+    total = BULK_MAX_ACTIONS + 7
+    server.add(mapping_of({}), NO_HITS, bulk_ok, bulk_ok, ok({"took": 1, "deleted": 0, "failures": []}))
+    with listening(notes):
+        make_index().replace_knowledge("k1", [chunk(f"c{i}", f"chunk number {i}", chunk_index=i) for i in range(total)])
+    assert [r.path for r in server.requests].count("/t/_bulk") == 2
+    assert notes.told == [(BULK_MAX_ACTIONS, total), (total, total)]
 
 
 def test_bulk_item_failures_name_the_chunks_and_rejected_items_are_resent(

@@ -5,7 +5,7 @@ Stages depend on these Protocols only; :mod:`ragstep.context` decides which impl
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeAlias, runtime_checkable
 
@@ -183,8 +183,8 @@ class CatalogStore(Protocol):
     def list_jobs(self, kb_id: str | None = None) -> list[IngestionJob]:
         """The jobs of one knowledge base (every knowledge base's when None), oldest first (ties by id)."""
 
-    def delete_jobs(self, kb_id: str, knowledge_id: str) -> int:
-        """Remove the jobs of one document; returns how many went."""
+    def delete_jobs(self, kb_id: str, knowledge_id: str, *, keep: Collection[str] = ()) -> int:
+        """Remove the jobs of one document, but those whose status is in ``keep``; returns how many went."""
 
     def prune_jobs(self, finished_before: float, kb_id: str | None = None) -> int:
         """Remove jobs finished (not queued/running) before this instant, of ``kb_id`` or all; returns how many."""

@@ -8,6 +8,8 @@ the listing without a word.
 
 from __future__ import annotations
 
+import time
+
 from ragstep.app.ingest import check_tag, delete_knowledge, set_document_enabled
 from ragstep.app.jobs import queue_ingestion
 from ragstep.app.knowledge_bases import Page, paginate
@@ -19,6 +21,9 @@ from ragstep.models.base import _Model
 from ragstep.models.blob_keys import owned_prefixes
 from ragstep.models.catalog import IngestionJob, JobStatus
 from ragstep.stages.ingest.products import delete_blobs
+
+#: The error of a job whose document was deleted before it ran (its status: ``cancelled``).
+CANCELLED_BY_DELETE = "the document was deleted before this job ran"
 
 _ITEM_STATUS: dict[str, JobStatus] = {"completed": "indexed", "failed": "failed", "processing": "running"}
 
@@ -78,6 +83,11 @@ def document_info(item: Knowledge | None, job: IngestionJob | None, pending: int
     )
 
 
+def _live(jobs: list[IngestionJob]) -> list[IngestionJob]:
+    """``jobs`` without the cancelled ones: what is left of a deleted document, which is gone from the listing."""
+    return [job for job in jobs if job.status != "cancelled"]
+
+
 def _latest_jobs(jobs: list[IngestionJob]) -> dict[str, IngestionJob]:
     latest: dict[str, IngestionJob] = {}
     for job in sorted(jobs, key=lambda j: (j.created_at, j.id)):
@@ -88,7 +98,7 @@ def _latest_jobs(jobs: list[IngestionJob]) -> dict[str, IngestionJob]:
 def list_documents(ctx: Context, kb_ref: str, limit: int, cursor: str | None = None) -> Page[DocumentInfo]:
     kb = ctx.require_kb(kb_ref)
     items = {item.id: item for item in ctx.catalog.list_knowledge(kb.id)}
-    latest = _latest_jobs(ctx.catalog.list_jobs(kb.id))
+    latest = _latest_jobs(_live(ctx.catalog.list_jobs(kb.id)))
     rows = [
         document_info(items.get(kid), latest.get(kid), vectors_pending(ctx, items.get(kid)))
         for kid in {*items, *latest}
@@ -97,13 +107,14 @@ def list_documents(ctx: Context, kb_ref: str, limit: int, cursor: str | None = N
 
 
 def _find(ctx: Context, document_id: str) -> tuple[Knowledge | None, list[IngestionJob]]:
-    """The document's knowledge item and its jobs; :class:`NotFoundError` (the same for another tenant's id) when
-    it has neither."""
+    """The document's knowledge item and its jobs (not the cancelled ones); :class:`NotFoundError` (the same for
+    another tenant's id) when it has neither."""
     item = ctx.catalog.get_knowledge(document_id)
     if item is not None:
         jobs = [job for job in ctx.catalog.list_jobs(item.knowledge_base_id) if job.knowledge_id == document_id]
     else:
         jobs = [job for job in ctx.catalog.list_jobs() if job.knowledge_id == document_id]
+    jobs = _live(jobs)
     if item is None and not jobs:
         raise NotFoundError(f"unknown document {document_id!r}")
     return item, jobs
@@ -153,14 +164,22 @@ def update_document(
 
 
 def delete_document(ctx: Context, document_id: str) -> int:
-    """Remove a document everywhere (chunks, blobs, record) with its jobs; returns the chunks removed. Refused
-    while one of its jobs is running (it would index the document again right after)."""
+    """Remove a document everywhere (chunks, blobs, record) with its finished jobs; returns the chunks removed.
+    A job still queued is kept, ``cancelled`` with :data:`CANCELLED_BY_DELETE` as its error, so whoever polls it
+    (the uploader) learns what became of it instead of a 404. Refused while one of its jobs is running (it would
+    index the document again right after)."""
     item, jobs = _find(ctx, document_id)
     if any(job.status == "running" for job in jobs):
         raise ConflictError(f"document {document_id!r} is being ingested; delete it once its job is done")
     kb_id = item.knowledge_base_id if item is not None else jobs[0].knowledge_base_id
-    # Jobs first: a queued one then finds nothing to run.
-    ctx.catalog.delete_jobs(kb_id, document_id)
+    # Jobs first: a worker claims a queued job by compare-and-set, so once cancelled it is never run.
+    now = time.time()
+    for job in jobs:
+        if job.status == "queued":
+            cancelled = job.model_copy(update={"status": "cancelled", "error": CANCELLED_BY_DELETE, "finished_at": now})
+            if not ctx.catalog.replace_job(job, cancelled):  # a worker claimed it meanwhile
+                raise ConflictError(f"document {document_id!r} is being ingested; delete it once its job is done")
+    ctx.catalog.delete_jobs(kb_id, document_id, keep=("cancelled",))
     if item is not None:
         removed = delete_knowledge(item, ctx)
         from ragstep.app.viking import refresh_after_change

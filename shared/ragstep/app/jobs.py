@@ -89,8 +89,10 @@ def run_job(ctx: Context, job_id: str, *, keywords_first: bool = False) -> Inges
         return None
     before = ctx.catalog.get_knowledge(job.knowledge_id)
     running = job.model_copy(update={"status": "running", "started_at": time.time()})
-    if not _save(ctx, running):
-        return None
+    # Claimed by compare-and-set: a job cancelled meanwhile (its document deleted) or claimed by another worker is
+    # returned as it now is, not run again.
+    if not ctx.catalog.replace_job(job, running):
+        return ctx.catalog.get_job(job_id)
     result = ingest_blob(
         kb,
         ctx,

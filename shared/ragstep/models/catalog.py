@@ -61,8 +61,9 @@ class Knowledge(_DeferredModel):
     vectors_pending: str = ""
 
 
-#: Where an ingestion job is: waiting for a worker, being ingested, or its outcome (as ``ragstep ingest`` reports it).
-JobStatus = Literal["queued", "running", "indexed", "unchanged", "duplicate", "failed"]
+#: Where an ingestion job is: waiting for a worker, being ingested, or its outcome (as ``ragstep ingest`` reports it);
+#: ``cancelled``: its document was deleted before the job ran (the job stays, so whoever polls it learns why).
+JobStatus = Literal["queued", "running", "indexed", "unchanged", "duplicate", "failed", "cancelled"]
 #: The statuses a job leaves only by running: a restarted server picks these up again.
 PENDING_JOB_STATUSES: tuple[JobStatus, ...] = ("queued", "running")
 

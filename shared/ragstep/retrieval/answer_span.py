@@ -29,6 +29,9 @@ answers best) and the *decision* (does it answer at all).
   question names -- its area / 面积, population / 人口, price / 票价 ... -- must be stated by the sentence or its
   paragraph (the word, or a unit only that attribute is measured in: :func:`~ragstep.retrieval.answer_types
   .stated_attributes`). When any sentence holds what is asked, the best of those is selected.
+  "What is X?" / "X是什么？" asks for what X is (:func:`~ragstep.retrieval.answer_types.definition_of`): the
+  best sentence that defines X ("bc is a language that ...", a manual page's "bc - An arbitrary precision
+  calculator language") is selected when one was retrieved, but none is required to answer.
 
 **Decision.** The selected sentence answers only when (1) it holds the kind of value the question asks for (and the
 measured attribute it names: "西宁市的面积是多少？" over a passage that states the city's population is
@@ -60,7 +63,9 @@ once the choice was made; BENCHMARKS.md). Tried and left out: the cosine centred
 (meant to cancel the shared topic; it ranked the answering sentence first less often), a minimum share of the
 question's terms in the passage (it declined paraphrased questions: 高铁 / 高速铁路), and checking that a question word
 no passage holds matters to the chosen sentence (the question's similarity with and without the word: no
-separation between answerable and unanswerable questions).
+separation between answerable and unanswerable questions), and a token-by-token match of question and sentence
+(ColBERT-style, over e5's last-layer token states: the answering sentence ranked first more often on the dev sets,
+but with the threshold re-read the held-out sets declined fewer unanswerable questions; BENCHMARKS.md).
 
 Without an embedding model (``RAGSTEP_EMBEDDING_PROVIDER=none``) there is no meaning to compare: the decision falls
 back to words alone (the type and names checks, and the best sentence must hold :data:`MIN_SENTENCE_COVERAGE` of the
@@ -82,8 +87,15 @@ import numpy as np
 
 from ragstep.models.llm import SentenceEncoder
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
-from ragstep.retrieval.answer_types import MAX_QUESTION_CHARS, expected_answer, names, stated_attributes, stems
-from ragstep.retrieval.answer_window import window
+from ragstep.retrieval.answer_types import (
+    MAX_QUESTION_CHARS,
+    definition_of,
+    expected_answer,
+    names,
+    stated_attributes,
+    stems,
+)
+from ragstep.retrieval.answer_window import joined, window
 from ragstep.retrieval.sentences import is_option_term, sentences_in_units
 from ragstep.retrieval.text import query_terms, token_set
 
@@ -233,6 +245,9 @@ class Features:
     #: Whether each candidate's passage holds every name of the question (:func:`names`).
     named: np.ndarray
     expects: bool
+    #: "What is X?" and some candidates define X: ``typed`` says which, and the selection takes the best of those;
+    #: the decision does not ask for one (a definition may be phrased in ways no pattern knows).
+    defines: bool = False
 
 
 def features(
@@ -268,12 +283,18 @@ def features(
         dtype=bool,
     )
     expects = expected is not None or bool(attributes)
+    defining = None if expects else definition_of(question)
+    if defining is not None:
+        defining_ones = np.array([bool(defining.search(c[2])) for c in candidates], dtype=bool)
+        if defining_ones.any():
+            typed = defining_ones
     wanted = names(question)
     held = [all(name in passage.casefold() for name in wanted) for passage in passages]
     named = np.array([held[n - 1] for n, _, _, _ in candidates], dtype=bool)
     zeros = np.zeros(len(candidates), dtype=np.float32)
     if encoder is None:
-        return Features(candidates, zeros, lexical, prior, typed, passage_coverage, named, expects)
+        defines = defining is not None and not bool(typed.all())
+        return Features(candidates, zeros, lexical, prior, typed, passage_coverage, named, expects, defines=defines)
     # Embedding is the cost: over MAX_SENTENCES, the sentences that share the most of the question's weighted terms
     # in the best-ranked passages are embedded (a long grounding's other sentences are unlikely answers).
     # A sentence's lead counts here (its option's name, its paragraph's subject), not in its fit: the quote is the
@@ -289,15 +310,20 @@ def features(
     cosines = matrix @ query
     semantic = np.array([scale.calibrate(float(c)) for c in cosines], dtype=np.float32)
     index = np.array(kept)
+    kept_typed = typed[index]
+    defines = defining is not None and bool(kept_typed.any()) and not bool(kept_typed.all())
+    if defining is not None and not kept_typed.any():
+        kept_typed = np.ones(len(index), dtype=bool)  # the definitions were not among the sentences embedded
     return Features(
         [candidates[k] for k in kept],
         semantic,
         lexical[index],
         prior[index],
-        typed[index],
+        kept_typed,
         passage_coverage[index],
         named[index],
         expects,
+        defines,
     )
 
 
@@ -341,7 +367,7 @@ def fits(
 def best_candidate(f: Features, fit: np.ndarray) -> int:
     """The selection: the candidate of the highest fit among those holding the kind of value the question asks for,
     when any does (how deep: the sentence with a length, however close in meaning the one with the area reads)."""
-    if f.expects and f.typed.any():
+    if (f.expects or f.defines) and f.typed.any():
         typed = np.flatnonzero(f.typed)
         return int(typed[int(np.argmax(fit[typed]))])
     return int(np.argmax(fit))
@@ -431,6 +457,6 @@ def _quotes(f: Features, fit: np.ndarray, best: int, passages: Sequence[str] = (
             start = end = i
             span = range(i, i + 1)
         quoted.update((n, j) for j in span)
-        window_text = " ".join(units[n][j][2] for j in span) if start != end else text
+        window_text = joined([units[n][j][2] for j in span]) if start != end else text
         chosen.append(Quote(n, start, window_text, float(fit[k]), "" if start == end else text))
     return chosen

@@ -43,6 +43,9 @@ _DATE = (
     _YEAR + r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b|\b\d{1,2}[/-]\d{1,2}\b"
     r"|[0-9一二三四五六七八九十]+\s*[月日号]"
     r"|\b(?:ago|since|yesterday|today|tomorrow)\b|时期|期间|之前|之后|以前|以后|时候"
+    # A time of year or of day answers "when" as a date does ("before the Qingming festival", "in spring", "at dusk").
+    r"|\b(?:spring|summer|autumn|winter|season|morning|afternoon|evening|night|dusk|dawn|noon|midnight)s?\b"
+    r"|节前|节后|节气|季节|[春夏秋冬][季天]|早晨|清晨|上午|中午|下午|傍晚|晚上|夜间|凌晨|月初|月中|月底|[上中下]旬"
 )
 _KINDS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = tuple(
     (re.compile(question, re.IGNORECASE), re.compile(answer, re.IGNORECASE))
@@ -51,6 +54,21 @@ _KINDS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = tuple(
         (
             r"\b(?:which|what)\s+(?:(?:command[- ]line|cli)\s+)?(?:option|flag|switch)s?\b|哪个选项|什么选项|哪个参数",
             r"(?:^|[\s\[(`'\"])(?:--?[A-Za-z]|-\d\b)",
+        ),
+        # Who wrote / maintains / created it: a sentence that says by whom ("maintained by Antonio Diaz Diaz",
+        # "written by ...", an author line, a copyright holder, an address), not one that only describes the thing.
+        (
+            r"\bwho\s+(?:wrote|writes|created|creates|develop(?:s|ed)|maintain(?:s|ed)|invent(?:s|ed)|found(?:s|ed)|"
+            r"design(?:s|ed)|made|makes|built|builds|authored|started)\b"
+            r"|\bwho\s+(?:is|was|are|were)\s+(?:the\s+)?(?:authors?|maintainers?|developers?|creators?|founders?|"
+            r"inventors?|designers?)\b|(?:谁|什么人)(?:写|开发|编写|创|发明|维护|设计|提出)|作者是谁|作者是"
+            r"|\bqui\s+(?:a|ont)\s+(?:écrit|développé|créé|conçu)|\bqui\s+(?:maintient|développe)\b"
+            r"|\bwer\s+hat\b.*\b(?:geschrieben|entwickelt|erstellt)\b|\bwer\s+(?:pflegt|entwickelt)\b"
+            r"|\bqui[eé]n(?:es)?\s+(?:\w+\s+)?(?:escribi[oó]|desarroll[oó]|cre[oó]|mantiene)\b",
+            r"\bby\s+(?:(?-i:[A-Z])[\w.'-]*\s*){1,4}|\b(?:authors?|maintainers?|copyright)\b|©|\([cC]\)|<[^<>@\s]+@[^<>\s]+>"
+            r"|作者|编写|开发者|创始人|创立|创建|发明|设计者|维护者|由\S{1,16}(?:开发|编写|创建|创立|发明|设计|维护|提出)"
+            r"|\b(?:auteurs?|autor(?:es|en)?|écrit\s+par|geschrieben\s+von|escrito\s+por|par\s+(?-i:[A-Z])|von\s+(?-i:[A-Z])"
+            r"|por\s+(?-i:[A-Z]))",
         ),
         # How much faster / smaller / better: a ratio or a difference ("60-70%", "twice", "3 times", "2x", "两倍").
         (
@@ -91,6 +109,46 @@ def expected_answer(question: str) -> re.Pattern[str] | None:
         if asks.search(question):
             return holds
     return None
+
+
+# "What is X?" / "What does X do?" / "X是什么？" asks for a definition: the sentence that says what X is ("bc is a
+# language that supports arbitrary precision numbers ..."), or a manual page's or a glossary's line "X - what it is".
+# Grammar of a definition, English and Chinese; the subject comes from the question. Up to four words of it are
+# read and its last word is the head ("GNU bc" defines "bc").
+_ASKS_DEFINITION = re.compile(
+    r"^\s*(?:so\s+|and\s+)?what(?:'s|\s+is|\s+are)\s+(?:an?\s+|the\s+)?(?P<en>[\w.+#-]+(?:\s+[\w.+#-]+){0,3}?)"
+    r"(?:\s+(?:for|used\s+for))?\s*[?？.]?\s*$"
+    r"|^\s*what\s+does\s+(?P<does>[\w.+#-]+(?:\s+[\w.+#-]+){0,3}?)\s+do\s*[?？.]?\s*$"
+    r"|^\s*(?:什么是|何为|何谓)(?P<zh1>[^\s？?，,。]{1,16}?)[？?。]?\s*$"
+    r"|^\s*(?P<zh2>[^\s？?，,。]{1,16}?)(?:是什么|是啥|指什么|是干什么的|有什么用)(?:东西|意思)?[？?。]?\s*$",
+    re.IGNORECASE,
+)
+
+
+# Words that make "what is ..." ask about something of the subject (a value, a relation), not the subject itself.
+_NOT_A_TERM = frozenset(
+    "in of on for with by to from at about between when where if after before than my your its their our this "  # noqa: SIM905
+    "that these those default best difference".split()
+)
+
+
+def definition_of(question: str) -> re.Pattern[str] | None:
+    """What a sentence defining the subject of a "what is X?" question holds, else None: "X is a / an / the ...",
+    "X (1) - ...", "X: ..." (English), "X是 / 为 / 指 ..." (Chinese)."""
+    match = _ASKS_DEFINITION.match(question[:MAX_QUESTION_CHARS])
+    if match is None:
+        return None
+    subject = next(g for g in match.groups() if g)
+    if _NOT_A_TERM.intersection(subject.casefold().split()) or "的" in subject:
+        return None  # "what is the default scale in bc?", "漠河机场的三字代码是什么？" ask for a value of a thing
+    if subject.isascii():
+        head = re.escape(subject.split()[-1])
+        return re.compile(
+            rf"(?<![\w-]){head}(?![\w-])(?:\s*\([0-9a-z]+\))?\s*(?:,[^,]{{1,60}},\s*)?"
+            r"(?:(?:is|are|was|were)\s+(?:a|an|the|one)\b|\s-{1,2}\s|[-–—:]\s+\S|means\b|refers\s+to\b|stands\s+for\b)",
+            re.IGNORECASE,
+        )
+    return re.compile(re.escape(subject) + r"(?:是|为|指|即)")
 
 
 # Measured attributes a question may name, and what a sentence stating one holds: the attribute's own word or a unit

@@ -49,6 +49,21 @@ def leads_in(sentence: str, *, first: bool) -> bool:
     return sentence.rstrip().endswith((":", "：", ";", "；")) or (first and bool(_ENTRY_HEAD.match(sentence)))
 
 
+# Text written without spaces between sentences: CJK characters and their full-width punctuation.
+_UNSPACED = re.compile(r"[\u3000-\u303f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uff00-\uffef]")
+
+
+def joined(sentences: Sequence[str]) -> str:
+    """``sentences`` as one quote: a space between two only where the text puts one (none after "；" or before
+    "谷雨前...": Chinese and Japanese write sentences together)."""
+    text = ""
+    for sentence in sentences:
+        if text and not (_UNSPACED.match(text[-1]) and _UNSPACED.match(sentence[:1])):
+            text += " "
+        text += sentence
+    return text
+
+
 def window(units: Sequence[tuple[str, int, str]], position: int) -> tuple[int, int]:
     """The first and last position (inclusive) quoted for the sentence at ``position`` of ``units`` (the passage's
     ``sentences_in_units``): with the sentence before it in its unit when it leans back, the one after when it leads

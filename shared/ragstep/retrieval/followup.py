@@ -5,12 +5,18 @@ decompress?", "时间呢？"); searched alone it finds whatever matches its few 
 rewrite it, the question is searched together with the subject it leaves out: the content words of the previous
 question(s) of the conversation.
 
-When is a question a follow-up? Signals from grammar, not from any topic, in English and Chinese:
+When is a question a follow-up? Signals from grammar, not from any topic, in English and Chinese, and in French,
+German and Spanish (questions are asked in them over documents in any language):
 
-* it refers back -- a third-person or demonstrative pronoun / determiner (it, its, they, this, 它, 其, 这, 该 ...);
-* it continues -- it opens with a conjunction or "what about" (and, also, 那, 还有 ...) or ends with the Chinese
-  elliptical particle 呢 ("时间呢？");
-* it has no content word of its own ("What about them?", "为什么？").
+* it refers back -- a third-person or demonstrative pronoun / determiner (it, its, they, this, 它, 其, 这, 该, cette,
+  son, diese, seine, esto, su ...);
+* it continues -- it opens with a conjunction or "what about" (and, also, 那, 还有, et, und, y, qu'en est-il ...) or
+  ends with the Chinese elliptical particle 呢 ("时间呢？");
+* it has no content word of its own ("What about them?", "为什么？", "Et -r ?" has "r").
+
+Pronouns that also open ordinary questions are left out: "that" (a relative pronoun: "files that changed"; it counts
+only ending the question, "how do I undo that?"), French "il" ("faut-il", "y a-t-il"), German "es" / "sie" ("gibt
+es", the polite "Sie"), Spanish "es" (a verb) and "lo" before que/mismo/más ("lo que": "¿quién lo escribió?" counts).
 
 A question that already names the previous question's subject (shares a content word with it) is self-contained, and
 a question with history but none of these signals is a new topic: both are searched as asked.
@@ -36,12 +42,52 @@ _ANAPHORS_EN = frozenset(
 _ANAPHORS_ZH = frozenset(
     ("它们", "它", "他们", "她们", "他", "她", "其", "这个", "那个", "这些", "那些", "这", "该", "此")
 )
-# Openers that continue the previous question rather than ask a new one.
+_ANAPHORS_FR = frozenset(
+    {"cela", "ça", "ceci", "celui", "celle", "ceux", "celles", "cette", "cet", "ces", "son", "sa", "ses", "leur"}
+    | {"leurs", "lui", "elle", "elles", "ils", "eux"}
+)
+_ANAPHORS_DE = frozenset(
+    {"dies", "diese", "dieser", "dieses", "diesem", "diesen", "dessen", "deren", "er", "ihn", "ihm", "ihnen"}
+    | {"seine", "seinen", "seinem", "seiner", "seines", "ihre", "ihren", "ihrem", "ihrer", "ihres"}
+    | {"dafür", "dazu", "davon", "darauf", "dabei", "dagegen", "daran"}
+)
+_ANAPHORS_ES = frozenset(
+    {"esto", "eso", "ello", "este", "esta", "estos", "estas", "ese", "esa", "esos", "esas", "su", "sus"}
+    | {"él", "ella", "ellos", "ellas", "aquel", "aquella"}
+)
+_ANAPHORS = _ANAPHORS_EN | _ANAPHORS_ZH | _ANAPHORS_FR | _ANAPHORS_DE | _ANAPHORS_ES
+# After these, Spanish "lo" is not a pronoun: "lo que", "lo mismo", "lo más".
+_LO_NOT_IT = frozenset({"que", "qué", "mismo", "más", "cual", "cuál"})
+# Openers that continue the previous question rather than ask a new one (one to three words).
 _OPENERS_EN = ("and", "also", "but", "so", "then", "what about", "how about", "what else", "anything else")
+_OPENERS_FR = ("et", "aussi", "mais", "alors", "donc", "puis", "ensuite", "quant à", "qu'en est il", "qu'en est")
+_OPENERS_DE = ("und", "auch", "aber", "dann", "sowie", "was ist mit", "wie ist es mit", "wie steht es mit")
+_OPENERS_ES = ("y", "también", "pero", "entonces", "además", "qué hay de", "qué pasa con")
+_OPENERS = frozenset(_OPENERS_EN + _OPENERS_FR + _OPENERS_DE + _OPENERS_ES)
+# Words of closed classes (articles, prepositions, auxiliaries, question words) in French, German and Spanish, which
+# the tokenizer's English stopwords let through: sharing one ("de", "der") does not make a question name the previous
+# one's subject, and they are not the subject to add. Not dropped from the index: this module's own reading. Words that
+# are English content words too (die, man, mit, con, sin, son) are not in it.
+_FUNCTION_WORDS_FR = (
+    "le la les l un une des du de d au aux à en et ou est sont que qu qui quoi quel quelle quels quelles comment "
+    "pourquoi où combien je tu il on nous vous ce se sur dans par pour avec sans pas ne faut fait peut"
+)
+_FUNCTION_WORDS_DE = (
+    "der das den dem des ein eine einen einem einer und oder ist sind wie was wer wo warum wann welche welcher "
+    "welches ich du wir ihr von zu zum zur im in auf für aus bei nicht kann muss wird werden es sie"
+)
+_FUNCTION_WORDS_ES = (
+    "el los las lo una unos unas del y o es qué que cómo como por para se su en no cuál cuáles dónde cuándo cuánto "
+    "puedo yo tú"
+)
+_FUNCTION_WORDS = frozenset(
+    word for words in (_FUNCTION_WORDS_FR, _FUNCTION_WORDS_DE, _FUNCTION_WORDS_ES) for word in words.split()
+)
 # Whole first words (jieba's): 那曲 (a place) or 再生纸 start with these characters without continuing anything.
 _OPENERS_ZH = frozenset(("那么", "那", "还有", "另外", "而且", "并且", "以及", "那它"))
 _ZH_ELLIPSIS = re.compile(r"呢\s*[?？!！。.]*\s*$")
-_EN_WORD = re.compile(r"[a-z']+")  # an opener is read from the raw words: "and", "so" are stopwords
+# An opener is read from the raw words ("and", "so" are stopwords), apostrophes kept: "qu'en est-il".
+_RAW_WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)*")
 #: At most this many words of the previous questions are added (the subject, not a second question).
 MAX_ADDED_TERMS = 8
 
@@ -55,16 +101,30 @@ class FollowUp:
     added: tuple[str, ...]
 
 
+def _content(text: str) -> list[str]:
+    """The content words retrieval would search for ``text``, without French, German and Spanish function words."""
+    return [t for t in tokenize(text) if t not in _FUNCTION_WORDS]
+
+
+def _raw_words(question: str) -> list[str]:
+    return _RAW_WORD.findall(question.strip().lower().replace("\u2019", "'"))  # ’: the typographic apostrophe
+
+
 def _refers_back(question: str) -> bool:
     # Whole words only: jieba keeps 这里 ("here") or 其他 ("other") whole, so only a pronoun standing alone counts.
-    return any(word in _ANAPHORS_EN or word in _ANAPHORS_ZH for word in tokenize(question, keep_stopwords=True))
+    if any(word in _ANAPHORS for word in tokenize(question, keep_stopwords=True)):
+        return True
+    words = _raw_words(question)
+    # "that" ending the question is the demonstrative ("how do I undo that?"); a relative "that" has its clause
+    # after it. Spanish "lo" before a verb is "it" ("¿quién lo escribió?"), before que/mismo/más it is not.
+    if words[-1:] == ["that"]:
+        return True
+    return any(w == "lo" and (i + 1 == len(words) or words[i + 1] not in _LO_NOT_IT) for i, w in enumerate(words))
 
 
 def _continues(question: str) -> bool:
-    lowered = question.strip().lower()
-    words = _EN_WORD.findall(lowered)
-    opener = " ".join(words[:2])
-    if words and (words[0] in _OPENERS_EN or opener in _OPENERS_EN):
+    words = _raw_words(question)
+    if any(" ".join(words[:n]) in _OPENERS for n in (1, 2, 3) if len(words) >= n):
         return True
     stripped = question.strip()
     first = tokenize(stripped, keep_stopwords=True)[:1]
@@ -74,8 +134,8 @@ def _continues(question: str) -> bool:
 def follow_up_reason(question: str, previous: str) -> str | None:
     """Why ``question`` needs ``previous`` to be understood (``refers_back``, ``continues``, ``too_short``), or None
     when it stands alone (it names the previous question's subject, or shows no sign of leaning on it)."""
-    terms = set(tokenize(question))
-    before = set(tokenize(previous))
+    terms = set(_content(question))
+    before = set(_content(previous))
     if not before or terms & before:
         return None
     if _refers_back(question):
@@ -105,7 +165,7 @@ def resolve(question: str, earlier: Sequence[str]) -> FollowUp | None:
             break
         subject = earlier[i - 1]
     have = set(tokenize(question))
-    added = _longest_first_unique([t for t in dict.fromkeys(tokenize(subject)) if t not in have])[:MAX_ADDED_TERMS]
+    added = _longest_first_unique([t for t in dict.fromkeys(_content(subject)) if t not in have])[:MAX_ADDED_TERMS]
     if not added:
         return None
     return FollowUp(reason=reason, query=f"{question.strip()} {' '.join(added)}", added=tuple(added))

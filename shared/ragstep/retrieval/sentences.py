@@ -1,7 +1,7 @@
 """Sentences of Markdown-ish text, each with the heading it is under: the units the model-free answerer
 (:mod:`ragstep.retrieval.answer_span`) chooses from and quotes. Headings, table rows and code fences are not
 sentences; hard-wrapped lines are joined back (without a space between CJK characters); a "." inside a word or a
-number and the "!" of a Markdown image link do not end a sentence.
+number, after an initial or "e.g.", and the "!" of a Markdown image link do not end a sentence.
 """
 
 from __future__ import annotations
@@ -9,8 +9,12 @@ from __future__ import annotations
 import re
 
 # A sentence ends at CJK or Latin terminal punctuation (kept) or at a line break. A "." inside a word or number
-# (2.5, a URL) and the "!" of a Markdown image link do not end one.
-_SENTENCE = re.compile(r"(?:[^。！？!?；;.\n]|\.(?!\s|$)|!(?=\[))+(?:[。！？!?；;]+|\.+(?=\s|$))?")
+# (2.5, a URL), after a name's initial ("Andrew L. Moore", "P. J. Plauger": a capital letter alone, a capitalised
+# word next), after "e.g." / "i.e." / "vs." / "cf.", and the "!" of a Markdown image link do not end one.
+_SENTENCE = re.compile(
+    r"(?:\b[A-Z]\.(?=[ \t]+[A-Z])|\b(?:e\.g|i\.e|vs|cf)\.(?=[ \t])|[^。！？!?；;.\n]|\.(?!\s|$)|!(?=\[))+"
+    r"(?:[。！？!?；;]+|\.+(?=\s|$))?"
+)
 _ITEM = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
 # A command-line option's term on a line of its own ("-k, --keep", "--max-depth=N", "-s, --signal=SIGNAL"): manual
 # pages and --help texts put the option's description on the next line or after a blank line.
@@ -85,6 +89,11 @@ def _is_plain_heading(line: str) -> bool:
 def _join(lines: list[str]) -> str:
     out = lines[0]
     for line in lines[1:]:
+        if out.endswith("\u2010") and line[:1].islower():
+            # A word the formatter hyphenated at the line's end (groff's U+2010 in a rendered manual page: "inter‐
+            # / active"): one word again.
+            out = out[:-1] + line
+            continue
         # Chinese wraps without a space (either side of the break in CJK); other scripts had one there.
         out += line if _is_han(out[-1:]) or _is_han(line[:1]) else " " + line
     return out

@@ -6,6 +6,7 @@ apart to keep each module short; it uses the store's table, keys and tenant chec
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from ragstep.adapters._dynamodb import TENANT_ATTRIBUTE, key_size_error, tenant_key
@@ -113,8 +114,8 @@ class DynamoJobItems:
         jobs.sort(key=lambda j: (j.created_at, j.id))
         return jobs
 
-    def delete_jobs(self, kb_id: str, knowledge_id: str) -> int:
-        jobs = [job for job in self.list_jobs(kb_id) if job.knowledge_id == knowledge_id]
+    def delete_jobs(self, kb_id: str, knowledge_id: str, *, keep: Collection[str] = ()) -> int:
+        jobs = [job for job in self.list_jobs(kb_id) if job.knowledge_id == knowledge_id and job.status not in keep]
         self._delete_job_items(jobs)
         return len(jobs)
 

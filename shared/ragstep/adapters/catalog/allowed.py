@@ -10,7 +10,7 @@ that a deleted and re-created name could outlive).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from ragstep.errors import ForbiddenError, NotFoundError
 from ragstep.models import Knowledge, KnowledgeBase
@@ -94,8 +94,8 @@ class AllowedCatalog:
         allowed = {kb.id for kb in self.list_kbs()}
         return [job for job in self._inner.list_jobs() if job.knowledge_base_id in allowed]
 
-    def delete_jobs(self, kb_id: str, knowledge_id: str) -> int:
-        return self._inner.delete_jobs(kb_id, knowledge_id) if self._kb_ok(kb_id) else 0
+    def delete_jobs(self, kb_id: str, knowledge_id: str, *, keep: Collection[str] = ()) -> int:
+        return self._inner.delete_jobs(kb_id, knowledge_id, keep=keep) if self._kb_ok(kb_id) else 0
 
     def prune_jobs(self, finished_before: float, kb_id: str | None = None) -> int:
         if kb_id is not None:

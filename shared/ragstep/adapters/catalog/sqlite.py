@@ -6,6 +6,7 @@ new model field needs no migration.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -217,11 +218,18 @@ class SqliteCatalogStore:
 
         return [IngestionJob.model_validate_json(doc) for (doc,) in rows]
 
-    def delete_jobs(self, kb_id: str, knowledge_id: str) -> int:
+    def delete_jobs(self, kb_id: str, knowledge_id: str, *, keep: Collection[str] = ()) -> int:
+        from ragstep.models.catalog import IngestionJob
+
         with self._db.write() as conn:
-            return conn.execute(
-                "DELETE FROM ingestion_jobs WHERE knowledge_base_id = ? AND knowledge_id = ?", (kb_id, knowledge_id)
-            ).rowcount
+            rows = conn.execute(
+                "SELECT id, doc FROM ingestion_jobs WHERE knowledge_base_id = ? AND knowledge_id = ?",
+                (kb_id, knowledge_id),
+            ).fetchall()
+            # The status lives in the job's JSON; a document has few jobs.
+            gone = [(job_id,) for job_id, doc in rows if IngestionJob.model_validate_json(doc).status not in keep]
+            conn.executemany("DELETE FROM ingestion_jobs WHERE id = ?", gone)
+            return len(gone)
 
     def prune_jobs(self, finished_before: float, kb_id: str | None = None) -> int:
         from ragstep.models.catalog import IngestionJob

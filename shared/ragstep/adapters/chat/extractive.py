@@ -24,6 +24,7 @@ import numpy as np
 
 from ragstep.models import Language, language_of
 from ragstep.models.llm import SentenceEncoder
+from ragstep.models.message_language import MessageLanguage, message_language_of
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
 from ragstep.ports import ChatDelta, ChatGrounding, ChatMessage, ChatOptions, ChatResponse, ChatUsage
 from ragstep.retrieval.answer_span import MAX_QUESTION_CHARS, Quote, choose
@@ -42,13 +43,20 @@ __all__ = [
 
 NAME = "extractive"
 
-NO_ANSWER: dict[Language, str] = {
+#: The decline, in the question's language (:func:`~ragstep.models.message_language.message_language_of`).
+NO_ANSWER: dict[MessageLanguage, str] = {
     "en": "The retrieved passages do not answer this question.",
     "zh": "检索到的资料中没有能回答这个问题的内容。",
+    "fr": "Les passages trouvés ne répondent pas à cette question.",
+    "de": "Die gefundenen Textstellen beantworten diese Frage nicht.",
+    "es": "Los pasajes recuperados no responden a esta pregunta.",
 }
-NO_CONTEXT: dict[Language, str] = {
+NO_CONTEXT: dict[MessageLanguage, str] = {
     "en": "There are no retrieved passages to answer from.",
     "zh": "没有检索到可用于回答的资料。",
+    "fr": "Aucun passage n'a été trouvé sur lequel fonder une réponse.",
+    "de": "Es wurden keine Textstellen gefunden, auf die sich eine Antwort stützen könnte.",
+    "es": "No se ha recuperado ningún pasaje en el que basar una respuesta.",
 }
 
 
@@ -65,20 +73,26 @@ def extract_answer(
     """The answer's pieces (each a quoted sentence and its citation), or one sentence saying there is none."""
     language = language_of(question[:MAX_QUESTION_CHARS])
     if not any(p.strip() for p in passages):
-        return [NO_CONTEXT[language]]
+        return [NO_CONTEXT[message_language_of(question[:MAX_QUESTION_CHARS])]]
     quotes = choose(question, passages, scores=scores, encoder=encoder, scale=scale, vectors=vectors)
     if not quotes:
-        return [NO_ANSWER[language]]
+        return [NO_ANSWER[message_language_of(question[:MAX_QUESTION_CHARS])]]
     return render_quotes(quotes, max_chars, language)
 
 
 def render_quotes(quotes: Sequence[Quote], max_chars: int, language: Language) -> list[str]:
     """The quotes as the answer's pieces: best first as many as fit in ``max_chars`` (a quote whose neighbour does
     not fit is quoted as its sentence alone), then back into context order to read naturally, each followed by its
-    passage's ``[n]``."""
+    passage's ``[n]``. A sentence two passages both hold (the licence paragraph of two manual pages, an overlap)
+    is quoted once, from the best: said twice it reads as a glitch."""
     chosen: list[Quote] = []
+    seen: set[str] = set()
     used = 0
     for q in quotes:
+        said = " ".join(q.text.split())
+        if said in seen:
+            continue
+        seen.add(said)
         cost = len(q.text) + len(f" [{q.passage}]") + 1
         if q.sentence and used + cost > max_chars:
             q = Quote(q.passage, q.position, q.sentence, q.score)

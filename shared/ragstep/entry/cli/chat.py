@@ -24,6 +24,7 @@ from ragstep.entry.cli.common import (
     keep_logs_off_the_terminal,
     print_json,
     profile_fields,
+    require_data,
 )
 
 PIPELINE_CHOICES = ("rag_stream", "rag", "chat_stream", "chat_history_stream", "chat", "viking_stream", "viking")
@@ -205,6 +206,7 @@ def report(args: argparse.Namespace, state: Any, out: TextIO) -> None:
 def cmd_chat(args: argparse.Namespace) -> int:
     # A provider's error details are logged for a server's operator; in a terminal the error's line says it all.
     keep_logs_off_the_terminal("ragstep.providers")
+    require_data(args)  # it answers from knowledge bases (--kb is required): a data dir without any is a typo
     ctx = context_of(args)
     if args.question is None:
         for kb in args.kb:  # a wrong name fails now, not at every question of the session
@@ -269,6 +271,7 @@ def cmd_sessions_list(args: argparse.Namespace) -> int:
     from ragstep.app.sessions import list_sessions
     from ragstep.entry.cli.console import clip, table
 
+    require_data(args, "history")
     sessions = list_sessions(context_of(args))
     if args.json:
         print_json([s.model_dump(mode="json") for s in sessions])
@@ -288,6 +291,7 @@ def cmd_sessions_list(args: argparse.Namespace) -> int:
 def cmd_sessions_show(args: argparse.Namespace) -> int:
     from ragstep.app.sessions import session_turns
 
+    require_data(args, "history")
     turns = session_turns(context_of(args), args.session_id)
     if args.json:
         print_json([t.model_dump(mode="json") for t in turns])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,6 +35,18 @@ def context_of(args: argparse.Namespace) -> Context:
     data_dir = getattr(args, "data_dir", None)
     settings = Settings(data_dir=Path(data_dir)) if data_dir else Settings()
     return Clients(settings).context()
+
+
+def require_data(args: argparse.Namespace, store: str = "catalog") -> None:
+    """For a command that only reads (search, chat, ``kb list``, ``sessions list``, ``usage`` ...): stop with a line
+    naming the data dir when it holds no ragstep data -- a mistyped ``--data-dir`` -- before anything would create
+    it there. ``store``: the store the command reads (its backend may keep it outside the data dir)."""
+    from ragstep.data_dir import existing_data_dir
+    from ragstep.entry.cli.plain import embedded_data_dir
+
+    path = embedded_data_dir(getattr(args, "data_dir", None), os.environ, store)
+    if path is not None:
+        existing_data_dir(path)
 
 
 @contextmanager

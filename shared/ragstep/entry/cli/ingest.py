@@ -17,7 +17,7 @@ from ragstep.entry.cli.common import (
     validation_message,
 )
 from ragstep.entry.cli.ingest_progress import EmbedProgress, Progress, clock
-from ragstep.errors import InputError
+from ragstep.errors import InputError, NotFoundError
 
 if TYPE_CHECKING:
     from ragstep.app.ingest import IngestResult
@@ -101,7 +101,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     options = ingest_options(args)  # before anything is read or written
     tag_id = check_tag(args.tag) if args.tag is not None else ""
     ctx = context_of(args)
-    kb = ctx.require_kb(args.kb)
+    try:
+        kb = ctx.require_kb(args.kb)
+    except NotFoundError as exc:  # a first ingest into a name not created yet: say how to create it
+        raise NotFoundError(
+            f"{exc.message}; create it with `ragstep kb create {args.kb}` (`ragstep kb list` shows those there are)"
+        ) from None
     suffixes = allowed_suffixes(kb)
     # Web pages (http/https) mix with files and folders on the command line: the files first, then the pages.
     urls = [p for p in args.paths if p.startswith(("http://", "https://"))]

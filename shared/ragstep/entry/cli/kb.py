@@ -7,7 +7,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
-from ragstep.entry.cli.common import context_of, print_json
+from ragstep.entry.cli.common import context_of, print_json, require_data
 from ragstep.entry.cli.console import clip, table
 from ragstep.entry.cli.plain import plain_catalog
 
@@ -40,6 +40,7 @@ def cmd_kb_create(args: argparse.Namespace) -> int:
 
 
 def cmd_kb_list(args: argparse.Namespace) -> int:
+    require_data(args)
     kbs = plain_listing(args)
     if kbs is None:
         ctx = context_of(args)
@@ -80,6 +81,7 @@ def plain_listing(args: argparse.Namespace) -> list[dict[str, Any]] | None:
 def cmd_kb_show(args: argparse.Namespace) -> int:
     from ragstep.app.knowledge_bases import show_knowledge_base
 
+    require_data(args)
     contents = show_knowledge_base(context_of(args), args.name)
     if args.json:
         print_json(contents.model_dump(mode="json"))

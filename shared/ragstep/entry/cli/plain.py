@@ -50,3 +50,15 @@ def plain_catalog(data_dir: str | None, environ: os._Environ[str] | dict[str, st
     usable_data_dir(path)
 
     return SqliteCatalogStore(path / "catalog.sqlite")
+
+
+def embedded_data_dir(
+    data_dir: str | None, environ: os._Environ[str] | dict[str, str], store: str = "catalog"
+) -> Path | None:
+    """The data dir ``--data-dir`` (``data_dir``) or ``RAGSTEP_DATA_DIR`` names, as ``Settings`` reads it, when the
+    ``store`` (catalog, history, keys, usage) is the embedded (SQLite) one kept there; None when its
+    ``RAGSTEP_<STORE>_BACKEND`` puts it elsewhere (then the data dir need not hold anything)."""
+    values = {key[8:].lower(): text for key, text in environ.items() if text and key[:8].upper() == "RAGSTEP_"}
+    if values.get(f"{store}_backend", "sqlite") != "sqlite":
+        return None
+    return Path(data_dir) if data_dir else Path(values.get("data_dir") or ".ragstep")

@@ -14,6 +14,7 @@ from ragstep.entry.cli.common import (
     keep_logs_off_the_terminal,
     print_json,
     profile_fields,
+    require_data,
     validation_message,
 )
 from ragstep.errors import InputError
@@ -73,6 +74,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def _search(args: argparse.Namespace) -> int:
+    require_data(args)
     if getattr(args, "hierarchical", False):
         from ragstep.entry.cli.viking import cmd_hierarchical_search
 

@@ -13,7 +13,7 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ragstep.entry.cli.common import context_of, positive_int, print_json
+from ragstep.entry.cli.common import context_of, positive_int, print_json, require_data
 from ragstep.entry.cli.console import table
 from ragstep.scopes import SCOPE_MEANING, SCOPES
 
@@ -57,6 +57,7 @@ def cmd_tenants_create(args: argparse.Namespace) -> int:
 def cmd_tenants_list(args: argparse.Namespace) -> int:
     from ragstep.app.tenants import list_tenants
 
+    require_data(args, "keys")
     clients = context_of(args).clients
     tenants = list_tenants(clients.keys)
     if args.json:
@@ -119,6 +120,7 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
 
 
 def cmd_keys_list(args: argparse.Namespace) -> int:
+    require_data(args, "keys")
     keys = context_of(args).clients.keys.list_keys(args.tenant)
     if args.json:
         print_json([_key_json(k) for k in keys])
@@ -157,6 +159,7 @@ def cmd_usage(args: argparse.Namespace) -> int:
 
     start = parse_instant(args.start) if args.start else None
     end = parse_instant(args.end) if args.end else None
+    require_data(args, "usage")
     store = context_of(args).clients.usage
     if args.month or args.daily:
         if args.group_by is not None:

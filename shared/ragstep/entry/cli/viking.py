@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from ragstep.entry.cli.common import context_of, print_json
+from ragstep.entry.cli.common import context_of, print_json, require_data
 
 if TYPE_CHECKING:
     from ragstep.app.memories import RememberReport
@@ -65,6 +65,7 @@ def add_shared_options(p: argparse.ArgumentParser) -> None:
 def cmd_find(args: argparse.Namespace) -> int:
     from ragstep.app.viking import find
 
+    require_data(args)
     result = find(args.query, args.kb, context_of(args), limit=args.limit, budget=args.budget)
     show(result, as_json=args.json)
     return 0

@@ -323,12 +323,14 @@ def update_doc(document_id: str, body: DocumentUpdate, ctx: RequestContext) -> D
 
 @router.delete("/v1/documents/{document_id}", responses=_errors(409, *_COMMON))
 def delete_doc(document_id: str, ctx: RequestContext) -> DocumentDeleted:
-    """A document everywhere: chunks, stored files, record and jobs."""
+    """A document everywhere: chunks, stored files, record and finished jobs. A job of it still queued ends
+    ``cancelled`` (kept, so its poller learns why); refused (409) while one is running."""
     return DocumentDeleted(id=document_id, chunks=delete_document(ctx, document_id))
 
 
 @router.get("/v1/ingestion-jobs/{job_id}", responses=_errors(*_COMMON))
 def show_job(job_id: str, ctx: SearchContext) -> IngestionJob:
-    """One ingestion job: queued, running, or its outcome (indexed, unchanged, duplicate, failed) and error line.
+    """One ingestion job: queued, running, or its outcome (indexed, unchanged, duplicate, failed, or cancelled: its
+    document was deleted before it ran) and error line.
     On AWS a job that says running while its state machine execution has ended is brought up to date from it."""
     return reconcile(ctx, require_job(ctx, job_id))

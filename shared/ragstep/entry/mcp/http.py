@@ -13,11 +13,13 @@ and quotas included), and the request gets one usage record like any other. A mi
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anyio.to_thread
 from starlette.requests import Request
-from starlette.types import Receive, Scope, Send
+from starlette.responses import JSONResponse
+from starlette.types import Message, Receive, Scope, Send
 
 from ragstep.entry.http.errors import error_response
 from ragstep.entry.mcp.tools import Caller
@@ -74,11 +76,46 @@ class McpEndpoint:
             await refused(scope, receive, send)
             return
         from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+        from mcp_types import INVALID_REQUEST
 
         # Raised errors (401, 429, 503) reach the app's error handlers: the answer is the API's own error body.
         caller = await anyio.to_thread.run_sync(_authorise, Request(scope, receive))
         scope.setdefault("state", {})[_CALLER] = caller
         scope.setdefault("route", self)
+        body = await Request(scope, receive).body()
+        problem = _envelope_problem(body)
+        if problem is not None:  # the SDK would answer this with its multi-line pydantic report
+            refused = JSONResponse(
+                {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": problem}}, status_code=400
+            )
+            await refused(scope, receive, send)
+            return
         manager = StreamableHTTPSessionManager(self._mcp_server(), stateless=True, json_response=True)
         async with manager.run():
-            await manager.handle_request(scope, receive, send)
+            await manager.handle_request(scope, _replay(body, receive), send)
+
+
+def _envelope_problem(body: bytes) -> str | None:
+    """One line naming the field when ``body`` is JSON but not a JSON-RPC message; None otherwise (a body that is
+    not JSON is the SDK's to refuse: its parse error is one line already)."""
+    from ragstep.entry.mcp.errors import envelope_problem
+
+    try:
+        raw = json.loads(body)
+    except ValueError:
+        return None
+    return envelope_problem(raw)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """``receive`` for the SDK once the body was read here: the body, then whatever the client sends next."""
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed

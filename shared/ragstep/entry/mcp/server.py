@@ -17,6 +17,7 @@ import mcp_types as types
 from mcp.server.lowlevel.server import Server
 
 from ragstep import __version__
+from ragstep.entry.mcp.errors import one_line_params_errors
 from ragstep.entry.mcp.tools import Caller, ToolOutput, available_kbs, call_tool, tools_for
 
 log = logging.getLogger("ragstep.mcp")
@@ -135,7 +136,7 @@ def build_server(resolve: Resolver) -> Server[Any]:
             messages=[types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))],
         )
 
-    return Server(
+    server: Server[Any] = Server(
         "ragstep",
         version=__version__,
         title="ragstep knowledge bases",
@@ -147,3 +148,5 @@ def build_server(resolve: Resolver) -> Server[Any]:
         on_list_prompts=list_prompts,
         on_get_prompt=get_prompt,
     )
+    server.middleware.append(one_line_params_errors)
+    return server

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ragstep.models import PipelineState, TraceEvent, Usage
+from ragstep.models.message_language import message_language_of
 from ragstep.ports import ChatResponse
 from ragstep.stages.chat import budget, citing, prompts, stream_filter
 from ragstep.stages.chat.common import answer_key, complete_cached, empty_retrieval, grounding, messages, options
@@ -55,7 +56,10 @@ def empty_answer(state: PipelineState, model: ChatModel) -> PipelineState | None
     (else None)."""
     if not empty_retrieval(state):
         return None
-    text = state.chat.settings.empty_response or prompts.EMPTY_RESPONSE[state.chat.language]
+    text = (
+        state.chat.settings.empty_response
+        or prompts.EMPTY_RESPONSE[message_language_of(state.request.query, state.chat.language)]
+    )
     chat = state.chat.model_copy()
     chat.answer, chat.model, chat.usage = text, model.name, Usage()
     event = TraceEvent(stage=STAGE, action="skip", reason="empty_retrieval", detail={"empty_response": True})

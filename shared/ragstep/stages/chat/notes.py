@@ -7,9 +7,10 @@ model's finish reason), so every pipeline and every route says the same; the CLI
 
 from __future__ import annotations
 
-from ragstep.models import Language, PipelineState, TraceEvent
+from ragstep.models import PipelineState, TraceEvent
+from ragstep.models.message_language import MessageLanguage, message_language_of
 
-_TEXT: dict[Language, dict[str, str]] = {
+_TEXT: dict[MessageLanguage, dict[str, str]] = {
     "en": {
         "analysis_no_model": "the data files among the sources were not analysed: data analysis needs a generative "
         "chat model (set RAGSTEP_CHAT_PROVIDER)",
@@ -30,6 +31,45 @@ _TEXT: dict[Language, dict[str, str]] = {
         "rewrite_rejected": "追问未能改写（{reason}），按原问题检索",
         "rewrite_unused": "模型对追问的改写未被采用（{reason}）",
         "cut": "回答在长度上限处被截断（max_tokens；默认 RAGSTEP_CHAT_MAX_TOKENS）",
+    },
+    "fr": {
+        "analysis_no_model": "les fichiers de données parmi les sources n'ont pas été analysés : l'analyse de "
+        "données demande un modèle de conversation génératif (définissez RAGSTEP_CHAT_PROVIDER)",
+        "analysis_no_engine": "les fichiers de données parmi les sources n'ont pas été analysés : ce déploiement n'a "
+        "pas de moteur SQL",
+        "analysis_failed": "l'analyse de données de {file} a échoué ({reason}) ; la réponse ne l'utilise pas",
+        "web": "la recherche web n'a pas été faite ({reason}) ; la réponse n'utilise que les bases de connaissances",
+        "follow_up": "recherché comme la suite de la question précédente, avec : {terms}",
+        "rewrite_rejected": "la question de suite n'a pas pu être reformulée ({reason}) ; elle a été recherchée "
+        "telle quelle",
+        "rewrite_unused": "la reformulation de la question de suite par le modèle n'a pas été utilisée ({reason})",
+        "cut": "la réponse a été coupée à la longueur maximale (max_tokens ; RAGSTEP_CHAT_MAX_TOKENS par défaut)",
+    },
+    "de": {
+        "analysis_no_model": "die Datendateien unter den Quellen wurden nicht analysiert: die Datenanalyse braucht "
+        "ein generatives Chat-Modell (RAGSTEP_CHAT_PROVIDER setzen)",
+        "analysis_no_engine": "die Datendateien unter den Quellen wurden nicht analysiert: diese Installation hat "
+        "keine SQL-Engine",
+        "analysis_failed": "die Datenanalyse von {file} ist fehlgeschlagen ({reason}); die Antwort verwendet sie nicht",
+        "web": "die Websuche wurde übersprungen ({reason}); die Antwort stützt sich nur auf die Wissensdatenbanken",
+        "follow_up": "als Anschlussfrage an die vorige Frage gesucht, mit: {terms}",
+        "rewrite_rejected": "die Anschlussfrage konnte nicht umformuliert werden ({reason}); sie wurde wie gestellt "
+        "gesucht",
+        "rewrite_unused": "die Umformulierung der Anschlussfrage durch das Modell wurde nicht verwendet ({reason})",
+        "cut": "die Antwort wurde an der Längengrenze abgeschnitten (max_tokens; standardmäßig "
+        "RAGSTEP_CHAT_MAX_TOKENS)",
+    },
+    "es": {
+        "analysis_no_model": "los archivos de datos entre las fuentes no se analizaron: el análisis de datos necesita "
+        "un modelo de chat generativo (defina RAGSTEP_CHAT_PROVIDER)",
+        "analysis_no_engine": "los archivos de datos entre las fuentes no se analizaron: este despliegue no tiene "
+        "motor SQL",
+        "analysis_failed": "el análisis de datos de {file} falló ({reason}); la respuesta no lo usa",
+        "web": "se omitió la búsqueda web ({reason}); la respuesta usa solo las bases de conocimiento",
+        "follow_up": "buscado como continuación de la pregunta anterior, con: {terms}",
+        "rewrite_rejected": "no se pudo reformular la pregunta de seguimiento ({reason}); se buscó tal como se hizo",
+        "rewrite_unused": "no se usó la reformulación de la pregunta de seguimiento hecha por el modelo ({reason})",
+        "cut": "la respuesta se cortó en el límite de longitud (max_tokens; RAGSTEP_CHAT_MAX_TOKENS por defecto)",
     },
 }
 
@@ -69,7 +109,7 @@ def _note(event: TraceEvent, text: dict[str, str], state: PipelineState) -> str 
 
 def notes(state: PipelineState) -> list[str]:
     """The notes of an answer, in the question's language, each once, in the order the stages ran."""
-    text = _TEXT[state.chat.language]
+    text = _TEXT[message_language_of(state.request.query, state.chat.language)]
     out: list[str] = []
     for event in state.trace:
         note = _note(event, text, state)

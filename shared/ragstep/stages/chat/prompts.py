@@ -14,6 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from ragstep.models import Language
+from ragstep.models.message_language import MessageLanguage
 
 # -- the grounded answer ----------------------------------------------------------------------------------------
 
@@ -271,17 +272,27 @@ REWRITE_MAX_WORDS = 30
 # -- nothing retrieved ------------------------------------------------------------------------------------------
 
 #: The answer when retrieval found no passage (the model is not called); ``RAGSTEP_CHAT_EMPTY_RESPONSE`` replaces it.
-EMPTY_RESPONSE: dict[Language, str] = {
+#: In the question's language (:func:`ragstep.models.message_language.message_language_of`): no model translates it.
+EMPTY_RESPONSE: dict[MessageLanguage, str] = {
     "zh": "知识库中没有找到与这个问题相关的内容，无法据此回答。可以换个说法再问，或确认选择了正确的知识库。",
     "en": "Nothing in the knowledge base matches this question, so there is nothing to answer from. Try other words, "
     "or check that the right knowledge base is selected.",
+    "fr": "Rien dans la base de connaissances ne correspond à cette question : il n'y a rien sur quoi fonder une "
+    "réponse. Essayez d'autres mots, ou vérifiez que la bonne base de connaissances est sélectionnée.",
+    "de": "Nichts in der Wissensdatenbank passt zu dieser Frage, daher gibt es nichts, worauf sich eine Antwort "
+    "stützen könnte. Versuchen Sie andere Wörter oder prüfen Sie, ob die richtige Wissensdatenbank ausgewählt ist.",
+    "es": "Nada en la base de conocimiento coincide con esta pregunta, así que no hay nada en lo que basar una "
+    "respuesta. Pruebe con otras palabras o compruebe que ha elegido la base de conocimiento correcta.",
 }
 
 # -- the fallback -----------------------------------------------------------------------------------------------
 
-FALLBACK_RESPONSE: dict[Language, str] = {
+FALLBACK_RESPONSE: dict[MessageLanguage, str] = {
     "zh": "抱歉，我无法回答这个问题。",
     "en": "Sorry, I cannot answer this question.",
+    "fr": "Désolé, je ne peux pas répondre à cette question.",
+    "de": "Entschuldigung, diese Frage kann ich nicht beantworten.",
+    "es": "Lo siento, no puedo responder a esta pregunta.",
 }
 
 FALLBACK_PROMPT: dict[Language, str] = {

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ragstep.models import FallbackStrategy, PipelineState, TraceEvent
+from ragstep.models.message_language import message_language_of
 from ragstep.ports import ChatDelta, ChatMessage
 from ragstep.stages.chat import prompts
 from ragstep.stages.chat.common import options
@@ -128,7 +129,10 @@ def strategy(state: PipelineState, model: ChatModel) -> FallbackStrategy:
 
 
 def fixed_response(state: PipelineState) -> str:
-    return state.chat.settings.fallback_response or prompts.FALLBACK_RESPONSE[state.chat.language]
+    return (
+        state.chat.settings.fallback_response
+        or prompts.FALLBACK_RESPONSE[message_language_of(state.request.query, state.chat.language)]
+    )
 
 
 def fallback_messages(state: PipelineState) -> list[ChatMessage]:

@@ -48,6 +48,7 @@ from ragstep.adapters.index.opensearch.responses import (
     parse_search_response,
 )
 from ragstep.errors import InputError, StorageError
+from ragstep.ingest_notes import note_indexing
 
 log = logging.getLogger("ragstep.adapters.index.opensearch")
 
@@ -270,10 +271,12 @@ class OpenSearchConnection:
         *,
         what: str,
         params: Mapping[str, str] | None = None,
+        noted: bool = False,
     ) -> list[BulkItem]:
         """Send ``actions`` in size-bounded requests; items rejected with 429 are sent again on their own.
 
-        Returns one item per action, in order; the caller decides which failures matter.
+        Returns one item per action, in order; the caller decides which failures matter. ``noted``: each request
+        done is told to whoever shows ingest progress (a large file's chunks take many: minutes of silence).
         """
         results: list[BulkItem | None] = [None] * len(actions)
         for batch in self._batches(actions):
@@ -299,12 +302,13 @@ class OpenSearchConnection:
                     if item.status == 429:
                         retry.append(pos)
                 delay = self._delay_s(attempt)
-                # Items still rejected once the deadline leaves no time for another round stay failed (the caller
-                # reports them), as after the last attempt.
+                # Rejected items stay failed when the deadline leaves no time for another round (caller reports).
                 if not retry or attempt == self._max_retries or not deadline.may_retry(delay):
                     break
                 pending = retry
                 self._sleep(delay)
+            if noted:  # batches are runs of consecutive actions
+                note_indexing(batch[-1] + 1, len(actions))
         return [r for r in results if r is not None]
 
     @staticmethod
@@ -324,8 +328,7 @@ class OpenSearchConnection:
         return batches
 
     def _write_params(self) -> dict[str, str]:
-        # wait_for: the bulk returns once its documents are searchable, so the old version can go next. AOSS has
-        # no refresh parameter (see _await_visible).
+        # wait_for: the bulk returns once its documents are searchable, so the old version can go next (not AOSS).
         return {"refresh": "wait_for"} if self.flavour == "es" else {}
 
     def _delete_matching(self, query: Mapping[str, Any], *, what: str) -> int:

@@ -184,6 +184,7 @@ class OpenSearchIndex(FusionInputs):  # fusion's statistics: .statistics
             [index_action(s, with_id=self.flavour == "es") for s in sources],
             what=f"indexing of knowledge {knowledge_id}",
             params=self._write_params(),
+            noted=True,
         )
         failed = [(c.id, i) for c, i in zip(chunks, items, strict=True) if not i.ok]
         if failed:
