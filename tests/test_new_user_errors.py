@@ -144,6 +144,8 @@ def test_sessions_show_of_an_unknown_session_points_at_sessions_list(
 ) -> None:
     from ragstep.entry.cli.main import main
 
+    assert main(["--data-dir", str(tmp_path / "data"), "kb", "create", "docs"]) == 0  # a data dir with data in it
+    capsys.readouterr()
     for action in ("show", "delete"):
         assert main(["--data-dir", str(tmp_path / "data"), "sessions", action, "nope"]) == 2
         err = capsys.readouterr().err

@@ -102,7 +102,7 @@ def _envelope_problem(body: bytes) -> str | None:
 
     try:
         raw = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past Python's parser (the SDK's parser refuses it)
         return None
     return envelope_problem(raw)
 
