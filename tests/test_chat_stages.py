@@ -170,6 +170,11 @@ def test_a_follow_up_is_resolved_without_a_model(
         ("What does the MIT license allow?", "How do I read a man page?"),  # man, mit: English words here
         ("How does bzip2 compress files?", "Is there a flag that keeps the original file?"),  # a relative "that"
         ("¿Qué señal envía kill por defecto?", "¿Qué es lo que hace tar?"),  # "lo que": not "it"
+        (
+            "How do I compress a file with gzip?",
+            "Why does my daemon keep restarting when the parent dies?",
+        ),  # English "dies"
+        ("How do I compress a file with gzip?", "How can my son log in as root with su?"),  # English "son", "su"
     ],
 )
 def test_a_question_that_stands_alone_is_searched_as_asked_without_a_model(

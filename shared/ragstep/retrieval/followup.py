@@ -31,6 +31,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ragstep.models.message_language import message_language_of
 from ragstep.retrieval.text import tokenize
 
 # Third-person and demonstrative pronouns / determiners: words that point back to something said before.
@@ -56,6 +57,9 @@ _ANAPHORS_ES = frozenset(
     | {"él", "ella", "ellos", "ellas", "aquel", "aquella"}
 )
 _ANAPHORS = _ANAPHORS_EN | _ANAPHORS_ZH | _ANAPHORS_FR | _ANAPHORS_DE | _ANAPHORS_ES
+# Pronouns that are English words too ("my son", "ER diagrams", "su -", "the process dies"): they count only in a
+# question not read as English.
+_ENGLISH_TOO = frozenset({"son", "sa", "er", "su", "dies"})
 # After these, Spanish "lo" is not a pronoun: "lo que", "lo mismo", "lo más".
 _LO_NOT_IT = frozenset({"que", "qué", "mismo", "más", "cual", "cuál"})
 # Openers that continue the previous question rather than ask a new one (one to three words).
@@ -112,7 +116,10 @@ def _raw_words(question: str) -> list[str]:
 
 def _refers_back(question: str) -> bool:
     # Whole words only: jieba keeps 这里 ("here") or 其他 ("other") whole, so only a pronoun standing alone counts.
-    if any(word in _ANAPHORS for word in tokenize(question, keep_stopwords=True)):
+    english = message_language_of(question) == "en"
+    if any(
+        word in _ANAPHORS and not (english and word in _ENGLISH_TOO) for word in tokenize(question, keep_stopwords=True)
+    ):
         return True
     words = _raw_words(question)
     # "that" ending the question is the demonstrative ("how do I undo that?"); a relative "that" has its clause
