@@ -245,9 +245,10 @@ class Features:
     #: Whether each candidate's passage holds every name of the question (:func:`names`).
     named: np.ndarray
     expects: bool
-    #: "What is X?" and some candidates define X: ``typed`` says which, and the selection takes the best of those;
-    #: the decision does not ask for one (a definition may be phrased in ways no pattern knows).
-    defines: bool = False
+    #: "What is X?": which candidates define X (None when none does, or the question asks no such thing). The
+    #: selection and the quotes take those; the decision does not ask for one (a definition may be phrased in ways
+    #: no pattern knows).
+    defining: np.ndarray | None = None
 
 
 def features(
@@ -283,18 +284,14 @@ def features(
         dtype=bool,
     )
     expects = expected is not None or bool(attributes)
-    defining = None if expects else definition_of(question)
-    if defining is not None:
-        defining_ones = np.array([bool(defining.search(c[2])) for c in candidates], dtype=bool)
-        if defining_ones.any():
-            typed = defining_ones
+    definition = None if expects else definition_of(question)
+    defining = None if definition is None else np.array([bool(definition.search(c[2])) for c in candidates])
     wanted = names(question)
     held = [all(name in passage.casefold() for name in wanted) for passage in passages]
     named = np.array([held[n - 1] for n, _, _, _ in candidates], dtype=bool)
     zeros = np.zeros(len(candidates), dtype=np.float32)
     if encoder is None:
-        defines = defining is not None and not bool(typed.all())
-        return Features(candidates, zeros, lexical, prior, typed, passage_coverage, named, expects, defines=defines)
+        return Features(candidates, zeros, lexical, prior, typed, passage_coverage, named, expects, _any(defining))
     # Embedding is the cost: over MAX_SENTENCES, the sentences that share the most of the question's weighted terms
     # in the best-ranked passages are embedded (a long grounding's other sentences are unlikely answers).
     # A sentence's lead counts here (its option's name, its paragraph's subject), not in its fit: the quote is the
@@ -310,21 +307,22 @@ def features(
     cosines = matrix @ query
     semantic = np.array([scale.calibrate(float(c)) for c in cosines], dtype=np.float32)
     index = np.array(kept)
-    kept_typed = typed[index]
-    defines = defining is not None and bool(kept_typed.any()) and not bool(kept_typed.all())
-    if defining is not None and not kept_typed.any():
-        kept_typed = np.ones(len(index), dtype=bool)  # the definitions were not among the sentences embedded
     return Features(
         [candidates[k] for k in kept],
         semantic,
         lexical[index],
         prior[index],
-        kept_typed,
+        typed[index],
         passage_coverage[index],
         named[index],
         expects,
-        defines,
+        None if defining is None else _any(defining[index]),
     )
+
+
+def _any(mask: np.ndarray | None) -> np.ndarray | None:
+    """``mask`` when it marks any candidate, else None."""
+    return mask if mask is not None and mask.any() else None
 
 
 def fit_scores(f: Features, *, semantic: bool = True) -> np.ndarray:
@@ -367,9 +365,10 @@ def fits(
 def best_candidate(f: Features, fit: np.ndarray) -> int:
     """The selection: the candidate of the highest fit among those holding the kind of value the question asks for,
     when any does (how deep: the sentence with a length, however close in meaning the one with the area reads)."""
-    if (f.expects or f.defines) and f.typed.any():
-        typed = np.flatnonzero(f.typed)
-        return int(typed[int(np.argmax(fit[typed]))])
+    wanted = f.typed if f.expects else f.defining
+    if wanted is not None and wanted.any():
+        held = np.flatnonzero(wanted)
+        return int(held[int(np.argmax(fit[held]))])
     return int(np.argmax(fit))
 
 
@@ -449,7 +448,8 @@ def _quotes(f: Features, fit: np.ndarray, best: int, passages: Sequence[str] = (
         if len(chosen) == MAX_QUOTES or float(fit[best] - fit[k]) > margin:
             break
         n, i, text, _ = f.candidates[k]
-        if (k != best and not f.typed[k]) or (n, i) in quoted or any(text in c.text for c in chosen):
+        wanted = bool(f.typed[k]) and (f.defining is None or bool(f.defining[k]))
+        if (k != best and not wanted) or (n, i) in quoted or any(text in c.text for c in chosen):
             continue
         start, end = window(units[n], i) if n in units else (i, i)
         span = range(start, end + 1)
