@@ -33,6 +33,26 @@ def crowded(cosines: list[float]) -> tuple[np.ndarray, np.ndarray]:
     return query, vectors
 
 
+def asked_over(
+    ctx: Context,
+    kb: KnowledgeBase,
+    knowledge_id: str,
+    texts: list[str],
+    vectors: np.ndarray,
+    question: str,
+    query: np.ndarray,
+) -> None:
+    """``kb`` holds one document whose chunks (``{knowledge_id}-{i}``) are ``texts`` at ``vectors``, and ``question``
+    is embedded as ``query`` by ``kb``'s model, which declares e5's scale."""
+    ctx.catalog.put_knowledge(
+        Knowledge(id=knowledge_id, knowledge_base_id=kb.id, filename=f"{knowledge_id}.md", status="completed")
+    )
+    chunks = [Chunk(id=f"{knowledge_id}-{i}", knowledge_id=knowledge_id, knowledge_base_id=kb.id, content=t,
+                    chunk_index=i) for i, t in enumerate(texts)]  # fmt: skip
+    ctx.index.replace_knowledge(knowledge_id, chunks, vectors, kb.embedding_model)
+    ctx.register_embedder(ScaledPrecomputedEmbedder(kb.embedding_model, {question: query}, E5))
+
+
 def test_the_background_is_the_querys_mean_and_spread_over_the_corpus() -> None:
     rng = np.random.default_rng(7)
     vectors = rng.normal(size=(500, 16)) + 3.0  # anisotropic, as e5's: every cosine high
@@ -80,12 +100,8 @@ def test_a_cross_lingual_querys_best_passage_is_not_cut_as_unrelated(
         "an answer key for the filler",
     ]
     kb = make_kb("crowded", embedding_model="precomputed:crowded")
-    ctx.catalog.put_knowledge(Knowledge(id="x", knowledge_base_id=kb.id, filename="x.md", status="completed"))
-    chunks = [Chunk(id=f"x-{i}", knowledge_id="x", knowledge_base_id=kb.id, content=t, chunk_index=i)
-              for i, t in enumerate(texts)]  # fmt: skip
-    ctx.index.replace_knowledge("x", chunks, vectors, kb.embedding_model)
     question = "what is the answer to the sphinx riddle"
-    ctx.register_embedder(ScaledPrecomputedEmbedder("precomputed:crowded", {question: query}, E5))
+    asked_over(ctx, kb, "x", texts, vectors, question, query)
     background = ctx.index.vector_background(kb.embedding_model, SearchFilter(knowledge_base_ids=(kb.id,)))
     assert background is not None and query_background(background, query)[0] == pytest.approx(np.mean(cosines))
     request = SearchRequest(query=question, knowledge_base_ids=[kb.id])
@@ -103,12 +119,8 @@ def test_a_corpus_on_one_topic_does_not_raise_the_similarity_threshold(
     cosines = [0.83 + 0.002 * (i % 10) for i in range(120)] + [0.855]
     query, vectors = crowded(cosines)
     kb = make_kb("faq", embedding_model="precomputed:faq")
-    ctx.catalog.put_knowledge(Knowledge(id="f", knowledge_base_id=kb.id, filename="f.md", status="completed"))
-    chunks = [Chunk(id=f"f-{i}", knowledge_id="f", knowledge_base_id=kb.id, content=f"entry {i}", chunk_index=i)
-              for i in range(121)]  # fmt: skip
-    ctx.index.replace_knowledge("f", chunks, vectors, kb.embedding_model)
     question = "may I choose my vaccine"
-    ctx.register_embedder(ScaledPrecomputedEmbedder("precomputed:faq", {question: query}, E5))
+    asked_over(ctx, kb, "f", [f"entry {i}" for i in range(121)], vectors, question, query)
     state = chunk_search.run(new_state(SearchRequest(query=question, knowledge_base_ids=[kb.id]), ctx), ctx)
     assert state.search_results and state.search_results[0].id == "f-120"
 

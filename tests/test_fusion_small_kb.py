@@ -3,33 +3,18 @@ the similarity threshold's zero) instead of falling back to the declared scale."
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import numpy as np
 import pytest
 
 from ragstep.app.search import new_state
-from ragstep.bench.quality import ScaledPrecomputedEmbedder
 from ragstep.context import Context
-from ragstep.models import Chunk, Knowledge, KnowledgeBase, SearchRequest
-from ragstep.models.scale import ScoreScale
+from ragstep.models import KnowledgeBase, SearchRequest
 from ragstep.ports import SearchFilter
 from ragstep.retrieval.background import MIN_FUSION_ROWS, BackgroundIndex, moments, query_scale
 from ragstep.stages.search import chunk_search
-
-E5 = ScoreScale(zero=0.77, span=0.2)
-
-
-def crowded(cosines: list[float]) -> tuple[np.ndarray, np.ndarray]:
-    """A query (axis 0) and one unit vector per cosine, each on an axis of its own besides: exact cosines."""
-    n = len(cosines)
-    vectors = np.zeros((n, n + 1), dtype=np.float32)
-    for i, c in enumerate(cosines):
-        vectors[i, 0], vectors[i, i + 1] = c, math.sqrt(1 - c * c)
-    query = np.zeros(n + 1, dtype=np.float32)
-    query[0] = 1.0
-    return query, vectors
+from test_background import E5, asked_over, crowded
 
 
 def test_two_chunks_are_a_background_for_fusion_one_is_not() -> None:
@@ -58,12 +43,8 @@ def test_a_small_knowledge_base_is_read_against_its_own_chunks(
         "the sphinx riddle answer key of a crossword",
     ]
     kb = make_kb("small", embedding_model="precomputed:small")
-    ctx.catalog.put_knowledge(Knowledge(id="s", knowledge_base_id=kb.id, filename="s.md", status="completed"))
-    chunks = [Chunk(id=f"s-{i}", knowledge_id="s", knowledge_base_id=kb.id, content=t, chunk_index=i)
-              for i, t in enumerate(texts)]  # fmt: skip
-    ctx.index.replace_knowledge("s", chunks, vectors, kb.embedding_model)
     question = "what is the answer to the sphinx riddle"
-    ctx.register_embedder(ScaledPrecomputedEmbedder("precomputed:small", {question: query}, E5))
+    asked_over(ctx, kb, "s", texts, vectors, question, query)
     index = ctx.index
     assert isinstance(index, BackgroundIndex)
     assert index.vector_background(kb.embedding_model, SearchFilter(knowledge_base_ids=(kb.id,))) is not None
