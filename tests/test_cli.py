@@ -383,11 +383,30 @@ def test_unsupported_file_fails_only_when_named(cli: Cli, tmp_path: Path) -> Non
     assert run.code == 2
     (result,) = json.loads(run.out)
     assert result["status"] == "failed"
-    supported = ".txt, .md, .markdown, .html, .htm, .pdf, .docx, .png, .jpg, .jpeg, .webp, .tif, .tiff, .csv, .xlsx"
+    supported = (
+        ".txt, .md, .markdown, .html, .htm, .pdf, .docx, .png, .jpg, .jpeg, .webp, .tif, .tiff, .csv, .xlsx, "
+        "and text files without an extension"
+    )
     assert result["error"] == f"data.xyz: unsupported file type .xyz; supported: {supported}"
 
     message = cli.fails("ingest", str(folder), "--kb", "docs")
     assert message == f"no supported files under {folder} (supported: {supported})"
+
+
+def test_text_files_without_an_extension_are_ingested_and_binaries_skipped(cli: Cli, tmp_path: Path) -> None:
+    folder = tmp_path / "e2fsprogs"
+    folder.mkdir()
+    (folder / "README").write_text("This is the Ext2/3/4 Filesystem Utilities package, e2fsprogs.\n")
+    (folder / "mke2fs").write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(64))  # a program, not a document
+    cli.ok("kb", "create", "docs")
+    run = cli("ingest", str(folder), "--kb", "docs", "--json")
+    assert run.code == 0, run.err
+    rows = {Path(r["path"]).name: (r["status"], r["error"]) for r in json.loads(run.out)}
+    assert rows == {
+        "README": ("indexed", ""),
+        "mke2fs": ("skipped", "mke2fs: not a text file (binary content) and no extension to say what it is"),
+    }
+    assert cli.filenames("Ext2 filesystem utilities")[0] == "README"
 
 
 def test_reingest_unchanged_and_changed(cli: Cli, docs: Path, indexed: dict[str, str]) -> None:
@@ -434,6 +453,32 @@ def test_unreadable_path_is_refused_before_anything_is_ingested(
     assert message == f"{bad}: no such file or folder"
     assert cli.filenames("volcano lava") == []
     assert_index_intact(cli)
+
+
+def test_file_uris_name_local_paths(cli: Cli, tmp_path: Path) -> None:
+    """``file:///abs/path`` (what a file manager's "copy location" gives) was "no such file or folder": it names the
+    path, percent-escapes decoded, with an empty or ``localhost`` host; another host is a one-line error."""
+    from urllib.parse import quote
+
+    folder = write_docs(tmp_path / "my notes", {"café menu.md": "# Mango\n\nMangoes ripen in the summer heat.\n"})
+    other = write_docs(tmp_path / "more", {"tea.md": "# Tea\n\nGreen tea leaves are steamed.\n"})
+    cli.ok("kb", "create", "docs", "--embedding-model", "none")
+    file_uri = "file://" + quote(str(folder / "café menu.md"))
+    assert "%20" in file_uri and "%C3%A9" in file_uri
+    results = cli.json("ingest", file_uri, f"file://localhost{quote(str(other))}", "--kb", "docs")
+    assert isinstance(results, list)
+    assert [(r["path"], r["status"]) for r in results] == [
+        (str(folder / "café menu.md"), "indexed"),
+        (str(other / "tea.md"), "indexed"),
+    ]
+    assert cli.filenames("mango summer") == ["café menu.md"]
+
+    assert cli.fails("ingest", f"file://fileserver{quote(str(other))}", "--kb", "docs") == (
+        f"file://fileserver{quote(str(other))}: a file URI on another host (fileserver) names no local file; copy"
+        " the file here and name its path, or file:///absolute/path"
+    )
+    gone = tmp_path / "gone.md"
+    assert cli.fails("ingest", f"file://{gone}", "--kb", "docs") == f"{gone}: no such file or folder"
 
 
 def test_ingest_into_unknown_kb(cli: Cli, indexed: dict[str, str], docs: Path) -> None:
@@ -665,9 +710,10 @@ def test_query_at_the_limit_is_accepted(cli: Cli, indexed: dict[str, str]) -> No
 
 
 def test_search_needs_a_target_and_a_known_kb(cli: Cli, indexed: dict[str, str]) -> None:
+    # In the command's words, not the HTTP body's fields.
     assert cli.fails("search", "espresso") == (
-        "name at least one knowledge base (knowledge_base_ids) or knowledge item (knowledge_ids), "
-        "or turn web search on (overrides.web_search)"
+        "name what to search: --kb NAME (`ragstep kb list` shows them), --knowledge ID, or the web with "
+        "--set web_search=true"
     )
     assert cli.fails("search", "espresso", "--kb", "nope") == "unknown knowledge base 'nope'"
     assert_index_intact(cli)
@@ -835,6 +881,28 @@ def test_serve_on_a_port_in_use_is_one_line(cli: Cli) -> None:
         message = cli.fails("serve", "--port", str(port))
     assert message == f"cannot listen on 127.0.0.1:{port}: Address already in use; choose another --port"
     assert cli.fails("serve", "--host", "no-such-host.invalid").startswith("--host 'no-such-host.invalid': ")
+
+
+def test_serve_on_a_data_dir_without_data_says_so(tmp_path: Path) -> None:
+    """Started from another folder, or on a mistyped --data-dir, the console would just be empty."""
+    pytest.importorskip("uvicorn", reason="`ragstep serve` needs uvicorn (pip install 'ragstep[serve]')")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    typo = tmp_path / "ragstep-dta"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ragstep", "--data-dir", str(typo), "serve", "--port", str(port)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stderr is not None
+        first = server.stderr.readline()  # the server keeps running: its first line is what we wait for
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    assert first.startswith(f"ragstep: serve: no ragstep data in {typo}; create some there with `ragstep ingest")
+    assert first.rstrip().endswith("; serving it empty")
 
 
 # -- the README ----------------------------------------------------------------------------------------------------

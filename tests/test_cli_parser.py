@@ -176,3 +176,14 @@ def test_python_dash_m_and_the_console_script_entry_run_the_same_parser(tmp_path
     assert [r.returncode for r in runs] == [0, 0], runs[0].stderr + runs[1].stderr
     assert runs[0].stdout == runs[1].stdout
     assert runs[0].stdout.startswith("usage: ragstep keys create [-h] [--data-dir DATA_DIR]")
+
+
+def test_every_argument_says_what_it_is() -> None:
+    # `--help` and the generated reference (docs/reference/cli.md) show it; an empty cell there helps nobody.
+    silent = [
+        f"ragstep {' '.join(path)} {action.option_strings[0] if action.option_strings else action.dest}"
+        for path, parser in PATHS.items()
+        for action in parser._actions
+        if not isinstance(action, argparse._HelpAction | argparse._SubParsersAction) and not action.help
+    ]
+    assert silent == []

@@ -325,6 +325,57 @@ def test_a_server_with_keys_asks_for_one_and_shows_what_its_scopes_allow(browser
         tab.close()
 
 
+def test_each_dropped_file_is_ingested_or_refused_on_its_own(browser: Any, tmp_path: Path) -> None:
+    """A folder dropped with one file the API refuses: the others are ingested, and only that file's line says why."""
+    clients = _clients(tmp_path)
+    seed_docs(clients.context(), tmp_path / "docs")
+    with api_server(clients) as base:
+        tab = Page(browser, base, "drop-mixed")
+        page, expect = tab.page, sync_api.expect
+        page.click("#nav-kbs")
+        page.locator("#kb-rows tr[data-kb=docs] button.link").click()
+        dropped = {"orchard.md": "# Orchard\n\nThe queue timeout is 45 minutes.\n", "data.json": "{}", "plan.txt": "Q3"}
+        _drop(page, "#drop", {**dropped, "CHANGES": "Version 2.4: the queue timeout went to 45 minutes."})
+        expect(page.locator("#uploads li[data-status=indexed]")).to_have_count(3)  # CHANGES: text, no extension
+        refused = page.locator('#uploads li[data-file="data.json"]')
+        expect(refused).to_have_attribute("data-status", "failed")
+        expect(refused.locator(".error")).to_contain_text("data.json: unsupported file type .json")
+        for name in ("orchard.md", "plan.txt", "CHANGES"):
+            expect(page.locator(f'#uploads li[data-file="{name}"] .error')).to_be_hidden()
+        expect(page.locator('#doc-rows tr[data-doc="orchard.md"]')).to_have_attribute("data-status", "indexed")
+        tab.shot("dropped")
+        assert [e for e in tab.errors if "400" not in e] == [], tab.errors
+        tab.close()
+
+
+def test_a_cited_passage_is_shown_whole_with_dots_inside_its_words(browser: Any, tmp_path: Path) -> None:
+    """Versions, file names and addresses (ASN.1, 4.19.0, libtasn1.h) hold dots that end no sentence: the passage
+    dialog shows every character of the passage and marks the sentence cited; a PDF's page markers show as pages."""
+    passage = (
+        "Libtasn1\nAbstract Syntax Notation One (ASN.1) library, version 4.19.0 (help-libtasn1@gnu.org)\n\n"
+        "The header file of this library is libtasn1.h. Some functions need an errorDescription argument."
+    )
+    cited = "The header file of this library is libtasn1.h."
+    with api_server(_clients(tmp_path)) as base:
+        tab = Page(browser, base, "passage")
+        shown, marked = tab.page.evaluate(
+            """async ([passage, cited]) => {
+                const ui = await import("./console/ui.js");
+                const nodes = ui.markedPassage(passage, cited);
+                return [nodes.map((n) => n.textContent).join(""),
+                        nodes.filter((n) => n.nodeName === "MARK").map((n) => n.textContent)];
+            }""",
+            [passage, cited],
+        )
+        # A PDF's page markers (ragstep.parsers.pdf, .ocr) read as the page they open, in the page's language.
+        pdf = "Libtasn1 manual.\n\n<!-- page 2 -->\n\n<!-- ocr page 2 -->Scanned text.<!-- /ocr -->"
+        readable = tab.page.evaluate('async (text) => (await import("./console/ui.js")).readable(text)', pdf)
+        tab.close()
+    assert shown == passage
+    assert [m.strip() for m in marked] == [cited]
+    assert readable == "Libtasn1 manual.\n\n[page 2]\n\n[page 2]Scanned text."
+
+
 def test_a_streaming_model_can_be_stopped_and_a_failing_one_is_said(browser: Any, tmp_path: Path) -> None:
     words = [f"word{i} " for i in range(60)]
     slow = Reply(chunks=streamed(*words), chunk_delay_s=0.15)

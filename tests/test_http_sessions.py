@@ -170,8 +170,9 @@ def test_stateless_knowledge_chat_uses_the_given_history_and_writes_nothing(tmp_
 @pytest.mark.parametrize(
     ("body", "status", "message"),
     [
-        ({"query": "   "}, 400, "query is empty"),
-        ({"query": "x" * 5000}, 400, "the limit is"),
+        # The same status and words as search's (422 "query: ..."; chat said 400).
+        ({"query": "   "}, 422, "query: query is empty; pass the question to search for"),
+        ({"query": "x" * 5000}, 422, "query: query has 5000 characters; the limit is"),
         ({"query": "q?", "pipeline": "knowledge_search"}, 400, "unknown chat pipeline"),
         ({"query": "q?", "overrides": {"top_kk": 3}}, 422, "top_kk"),
         ({"query": "q?", "chat": {"temperature": 9}}, 422, "temperature"),
@@ -193,6 +194,28 @@ def test_bad_knowledge_chat_requests_are_4xx_and_write_nothing(
     assert found.status_code == status, found.text
     assert message in found.json()["message"]
     assert malformed.status_code == 422 and "not valid JSON" in malformed.json()["message"]
+    assert stored == []
+
+
+@pytest.mark.parametrize("kind", APPS)
+def test_an_empty_query_is_the_same_error_on_search_and_both_chats(tmp_path: Path, kind: str) -> None:
+    """``/v1/knowledge-search`` answered 422 "query: query is empty; ..." and ``/v1/knowledge-chat`` 400 "query is
+    empty; ...": one question, two statuses and two messages for a client to handle."""
+    body = {"query": " \t ", "knowledge_base_ids": ["docs"]}
+    with serve(tmp_path, app=kind) as app:
+        key = create_key(app.ctx.clients.keys, "default", ["search", "chat"]).secret
+        both = {"Authorization": f"Bearer {key}"}
+        sid = app.post("/v1/sessions").json()["session_id"]
+        answers = [
+            app.post("/v1/knowledge-search", json=body, headers=both),
+            app.post("/v1/knowledge-chat", json=body),
+            app.post(f"/v1/knowledge-chat/{sid}", json=body),
+        ]
+        stored = app.stored_turns()
+    assert [a.status_code for a in answers] == [422, 422, 422], [a.text for a in answers]
+    expected = {"error": "invalid_input", "message": "query: query is empty; pass the question to search for"}
+    assert [a.json() for a in answers] == [expected] * 3
+    assert all(a.headers["content-type"] == "application/json" for a in answers)
     assert stored == []
 
 

@@ -366,6 +366,50 @@ def test_progress_without_a_terminal_is_plain_lines_with_chunks_embedded_rate_an
     assert quiet.getvalue() == ""
 
 
+def test_the_vectors_rate_is_measured_from_the_first_chunks_embedded() -> None:
+    """The first call also loads and warms the model: counted in, it made the first ETAs several times too long."""
+    import io
+
+    from ragstep.entry.cli.ingest_progress import EmbedProgress
+
+    stream = io.StringIO()
+    progress = EmbedProgress(13183, stream=stream, every_s=0.0, command="kb embed")
+    progress.embedded(2)
+    assert stream.getvalue().splitlines()[-1].startswith("ragstep: kb embed: vectors: 2/13183 chunks embedded, 0:")
+    assert progress.rate() == 0.0  # one report: no rate yet, no ETA
+    progress.embedded(16)
+    line = stream.getvalue().splitlines()[-1]
+    assert line.startswith("ragstep: kb embed: vectors: 18/13183 chunks embedded, ") and ", ETA " in line
+    assert progress.rate() > 0
+
+
+def test_the_keyword_rate_is_measured_from_the_first_bytes_read() -> None:
+    """The first file's parse and the warm-up come before the first note: counted in, a 1 s phase's first lines said
+    "ETA 7:12". No ETA until a second note has read more, inside a file as after whole files."""
+    import io
+
+    from ragstep.entry.cli.ingest_progress import Progress
+
+    stream = io.StringIO()
+    progress = Progress([1000, 1000, 1000], embeds=False, stream=stream, every_s=0.0, phase="keywords")
+    progress.start("a.txt")
+    progress.chunking(100, 1000)
+    assert stream.getvalue().splitlines()[-1].startswith("ragstep: ingest: keywords: 0/3 files, 0 chunks, ")
+    assert progress.eta_s() is None and ", ETA " not in stream.getvalue()  # one note: no rate yet
+    progress.chunking(600, 1000)
+    eta = progress.eta_s()
+    assert eta is not None and eta >= 0 and ", ETA " in stream.getvalue().splitlines()[-1]
+
+    stream = io.StringIO()  # files read whole (small ones, unchanged ones): the first one sets where it counts from
+    progress = Progress([1000, 1000, 1000], embeds=False, stream=stream, every_s=0.0, phase="keywords")
+    progress.start("a.txt")
+    progress.advance(0)
+    assert progress.eta_s() is None and ", ETA " not in stream.getvalue()
+    progress.start("b.txt")
+    progress.advance(0)
+    assert progress.eta_s() is not None and ", ETA " in stream.getvalue().splitlines()[-1]
+
+
 def test_one_large_files_keyword_phase_moves_and_has_an_eta_while_it_is_cut(
     ctx: Context, make_kb: Callable[..., Any], tmp_path: Path
 ) -> None:

@@ -661,7 +661,7 @@ def test_bad_files_fail_alone_and_the_summary_says_why(
         "convert it to UTF-8",
         "huge.md": "huge.md: 6008 bytes is over the 2000-byte limit (RAGSTEP_MAX_FILE_BYTES)",
         "slides.pptx": "slides.pptx: unsupported file type .pptx; supported: .txt, .md, .markdown, .html, .htm, "
-        ".pdf, .docx, .png, .jpg, .jpeg, .webp, .tif, .tiff, .csv, .xlsx",
+        ".pdf, .docx, .png, .jpg, .jpeg, .webp, .tif, .tiff, .csv, .xlsx, and text files without an extension",
     }
     for name, message in expected.items():
         assert by_name[name].split()[1] == "failed", by_name[name]

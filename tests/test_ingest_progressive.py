@@ -209,6 +209,32 @@ def wait_for(condition: Callable[[], bool], run: subprocess.Popen[str], what: st
         time.sleep(0.02)
 
 
+def test_kb_embed_says_which_documents_it_left_to_another_process(
+    pctx: Context, server: ScriptedHTTPServer, tmp_path: Path
+) -> None:
+    import fcntl
+
+    kb = new_kb(pctx)
+    ingest_notes(pctx, kb, tmp_path / "docs")
+    bread = next(k for k in pending_documents(kb, pctx) if k.filename == "bread.md")
+    claim = pctx.data_dir / ingest_vectors.CLAIMS_DIR / f"{bread.id}.lock"
+    claim.parent.mkdir(parents=True, exist_ok=True)
+    with claim.open("wb") as held:  # what `ragstep serve`'s worker holds while it embeds bread.md
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        run = ragstep(pctx.data_dir, server, "kb", "embed", "docs")
+        out, err = run.communicate(timeout=300)
+    assert run.returncode == 0, err
+    left = pending_chunks(kb, pctx)
+    assert left == len(ingest_vectors.require_backfill(pctx).missing_vectors(bread.id)) > 0
+    assert out.strip().endswith("chunks of docs given their vectors (2 documents)")
+    progress, said = err.strip().splitlines()
+    assert progress.startswith("ragstep: kb embed: vectors: ")
+    assert said == (
+        "ragstep: kb embed: left to another process on this data dir (`ragstep serve`, another ingest or kb embed), "
+        "which is adding the vectors of bread.md; `ragstep kb show docs` lists it as `vectors pending` until it is done"
+    )
+
+
 def test_killed_between_the_phases_then_resumed_loses_nothing_and_embeds_nothing_twice(
     tmp_path: Path, server: ScriptedHTTPServer, recorder: Recorder
 ) -> None:

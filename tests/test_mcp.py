@@ -162,6 +162,23 @@ def test_stdio_rejects_an_unknown_scope(tmp_path: Path) -> None:
     assert done.returncode == 2 and "unknown scope 'everything'" in done.stderr and not done.stdout
 
 
+def test_stdio_on_a_data_dir_without_data_says_so(tmp_path: Path) -> None:
+    """A mistyped path in the desktop client's configuration: the agent would only see "no knowledge base"."""
+    typo = tmp_path / "ragstep-dta"
+    said = f"no ragstep data in {typo}; create some there with `ragstep ingest FILES --kb NAME`"
+    read_only = subprocess.run(
+        [RAGSTEP, "--data-dir", str(typo), "mcp", "--scope", "search"], capture_output=True, text=True, timeout=60
+    )
+    assert read_only.returncode == 2 and not read_only.stdout and not typo.exists()
+    assert read_only.stderr.startswith(f"ragstep: error: {said}") and len(read_only.stderr.splitlines()) == 1
+    # With the ingest tool the server starts (the agent may add documents), and its log says why it is empty.
+    full = subprocess.run(
+        [RAGSTEP, "--data-dir", str(typo), "mcp"], input="", capture_output=True, text=True, timeout=60
+    )
+    assert full.returncode == 0 and full.stderr.startswith(f"ragstep mcp: {said}")
+    assert full.stderr.rstrip().endswith("serving it empty: the ingest tool adds documents")
+
+
 @pytest.fixture
 def keyed(clients: Clients) -> Iterator[tuple[str, dict[str, str]]]:
     store = clients.keys

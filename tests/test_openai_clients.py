@@ -74,6 +74,16 @@ def test_langchain_chat_openai_gets_an_answer_with_its_sources(tmp_path: Path) -
     assert app.stored_turns() == []
 
 
+def test_the_sources_quote_a_pdf_passage_without_its_page_markers(tmp_path: Path) -> None:
+    # What a PDF's passage holds (ragstep.parsers.pdf.PAGE_MARKER): hidden in rendered Markdown, clutter in text.
+    chat_openai = pytest.importorskip("langchain_openai").ChatOpenAI
+    with serve(tmp_path) as app:
+        add_kb(app, "manual", tmp_path, "Libtasn1 manual.\n\n<!-- page 2 -->\n\nThe header file is libtasn1.h.\n")
+        llm = chat_openai(base_url=f"{app.base}/v1", model="ragstep/manual", api_key=app.key, max_retries=0)
+        text = str(llm.invoke("Which header file does libtasn1 use?").content)
+    assert '- [1] manual.md: "Libtasn1 manual. The header file is libtasn1.h."' in text, text
+
+
 def test_the_sources_sent_back_as_history_never_reach_the_model(tmp_path: Path) -> None:
     chat_openai = pytest.importorskip("langchain_openai").ChatOpenAI
     with LLMServer() as llm, serve(tmp_path, openai_append_sources=True, **scripted(llm)) as app:
@@ -165,6 +175,30 @@ def test_litellm_streaming_works_and_keeps_the_sources(tmp_path: Path, monkeypat
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert answers(text) and "**Sources**\n\n- [1] lambda.md" in text
     assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["stop"]
+
+
+def test_litellm_reads_the_cost_as_the_number_it_expects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """litellm types ``usage.cost`` as a float (OpenRouter's convention: what the request cost); a receipt there made
+    every call warn (pydantic's serializer) and left the figure unread."""
+    import warnings
+
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    litellm = pytest.importorskip("litellm")
+    with serve(tmp_path) as app, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        response = litellm.completion(
+            model="openai/ragstep/docs",
+            api_base=f"{app.base}/v1",
+            api_key=app.key,
+            messages=[user(QUESTION)],
+            max_retries=0,
+            timeout=20,
+        )
+        dumped = response.model_dump()
+    assert answers(response.choices[0].message.content)
+    assert [str(w.message) for w in caught if "serializ" in str(w.message)] == []
+    receipt = dumped["usage"]["cost_receipt"]
+    assert receipt["estimate"] is True and dumped["usage"]["cost"] == receipt["total_usd"] > 0
 
 
 # -- knowledge bases through model, and the server's default set ---------------------------------------------------

@@ -68,10 +68,22 @@ def test_supported_extensions_and_unsupported_message() -> None:
     assert (*documents, *images, ".csv", ".xlsx") == SUPPORTED_EXTENSIONS
     with pytest.raises(InputError) as exc:
         parse(b"x", "notes.rtf")
-    assert message(exc) == f"notes.rtf: unsupported file type .rtf; supported: {', '.join(SUPPORTED_EXTENSIONS)}"
-    with pytest.raises(InputError, match=r"^README: unsupported file type \(none\)"):
-        parse(b"x", "README")
+    listed = f"{', '.join(SUPPORTED_EXTENSIONS)}, and text files without an extension"
+    assert message(exc) == f"notes.rtf: unsupported file type .rtf; supported: {listed}"
     assert parse(b"# Upper case\n", "NOTES.MD").format == "markdown"
+
+
+def test_a_text_file_without_an_extension_is_read_as_text() -> None:
+    # How projects and /usr/share/doc name their documents: README, NEWS, LICENSE, INSTALL.
+    readme = parse(b"e2fsprogs README\n\nThis is the Ext2/3/4 Filesystem Utilities package.\n", "README")
+    assert (readme.format, readme.text) == (
+        "text",
+        "e2fsprogs README\n\nThis is the Ext2/3/4 Filesystem Utilities package.\n",
+    )
+    assert parse("NEWS\r\n".encode("utf-16"), "NEWS").text == "NEWS\r\n"  # UTF-16 with its mark holds NUL bytes
+    with pytest.raises(InputError) as exc:
+        parse(b"\x7fELF\x02\x01\x01\x00\x00\x00", "true")  # an executable
+    assert message(exc).startswith("true: not a text file (binary content) and no extension to say what it is; ")
 
 
 def test_text_encodings() -> None:
@@ -157,6 +169,29 @@ def test_html_prefers_main_and_reads_declared_charset() -> None:
     assert html_to_markdown(deep)[0] == "deep text"
     with pytest.raises(InputError, match=r"^empty\.html: the document is empty$"):
         parse(b"<html><script>x()</script><nav>menu</nav></html>", "empty.html")
+
+
+def test_html_drops_the_navigation_documentation_generators_write() -> None:
+    # Texinfo 6 (GNU manuals), DocBook (table navigation), Sphinx (permalink marks): the page's text only.
+    texinfo = (
+        '<div class="section" id="Thread-Safety"><div class="header"><p>Previous: <a href="a.html">Closure Example</a>,'
+        ' Up: <a href="u.html">Using libffi</a> [<a href="Index.html">Index</a>]</p></div><hr>'
+        '<h3 class="section">2.7 Thread Safety</h3><p>libffi is not completely thread-safe.</p>'
+        '<div class="nav-panel"><p>Next: <a href="n.html">Memory Usage</a></p></div></div>'
+    )
+    assert html_to_markdown(texinfo)[0] == "### 2.7 Thread Safety\n\nlibffi is not completely thread-safe."
+    docbook = (
+        '<div class="navheader"><table summary="Navigation header"><tr><td><a href="p.html">Prev</a></td>'
+        '<td>Up</td></tr></table></div><table class="nav" summary="Navigation header"><tr><td>Home</td></tr></table>'
+        '<div class="chapter"><h1>Quick Start</h1><p>Run valgrind.</p></div>'
+        '<div class="breadcrumbs"><a href="/">Docs</a> &raquo; Quick Start</div>'
+    )
+    assert html_to_markdown(docbook)[0] == "# Quick Start\n\nRun valgrind."
+    sphinx = '<h1>Abstract<a class="headerlink" href="#abstract" title="Permalink">¶</a></h1><p>Packaging.</p>'
+    assert html_to_markdown(sphinx)[0] == "# Abstract\n\nPackaging."
+    # A header class that holds the page's title is content, not chrome.
+    titled = '<div class="header"><h1>Orchard 2.4</h1><p>Release notes.</p></div><p>Body.</p>'
+    assert html_to_markdown(titled)[0] == "# Orchard 2.4\n\nRelease notes.\n\nBody."
 
 
 # -- PDF -------------------------------------------------------------------------------------------------------
@@ -644,7 +679,8 @@ def test_ingest_faq_csv_and_refusals(ctx: Context, make_kb: Callable[..., Knowle
     odd = tmp_path / "slides.pptx"
     odd.write_bytes(b"PK")
     assert ingest_file(odd, doc_kb, ctx).error == (
-        f"slides.pptx: unsupported file type .pptx; supported: {', '.join(SUPPORTED_EXTENSIONS)}"
+        f"slides.pptx: unsupported file type .pptx; supported: {', '.join(SUPPORTED_EXTENSIONS)}, and text files "
+        "without an extension"
     )
     md = tmp_path / "a.md"
     md.write_text("# A\n\ntext\n")

@@ -522,3 +522,35 @@ def test_a_statistics_file_of_another_format_or_damaged_is_recomputed_not_truste
     ):
         assert GenerationStats.parse(json.dumps(damaged).encode()) is None, damaged
     assert GenerationStats.parse(b"not json") is None
+
+
+def test_a_generation_written_before_accent_folding_is_upgraded_and_published(tmp_path: Path, bucket: str) -> None:
+    """A generation whose tokens an earlier tokenizer wrote (unfolded, no stamp): every container folds them as it
+    loads it, and ``upgrade_tokens`` publishes the upgraded generation so the next ones need not."""
+    import sqlite3
+
+    from ragstep.adapters.index.local import LocalSearchIndex
+
+    writer = container(tmp_path, bucket)
+    chunks, vectors = doc("kb1", "k1", "Les répertoires de données", "plain words")
+    writer.replace_knowledge("k1", chunks, vectors, SPACE)
+
+    def as_written_before_folding(index: LocalSearchIndex) -> bool:
+        with sqlite3.connect(index.root / "index.sqlite") as conn:
+            for row, doc_json in conn.execute("SELECT row, doc FROM chunks").fetchall():
+                old = " ".join(tokenize(Chunk.model_validate_json(doc_json).content, fold=False))
+                conn.execute("UPDATE chunks SET tokens = ? WHERE row = ?", (old, row))
+            conn.execute("DELETE FROM meta WHERE key = 'tokenizer'")
+            conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
+        return True
+
+    writer.apply_change("kb1", as_written_before_folding)
+    reader = container(tmp_path, bucket)
+    assert found(reader, "repertoires donnees", "kb1") == ["k1-0"]  # folded as it loaded
+    assert found(reader, "répertoires", "kb1") == ["k1-0"]
+    assert reader.upgrade_tokens("kb1") == (2, 1)
+    cold = container(tmp_path, bucket)
+    assert found(cold, "repertoires", "kb1") == ["k1-0"]
+    loaded = cold._current("kb1").index
+    assert loaded is not None and loaded.tokens_upgraded == 0  # the generation in S3 holds folded tokens now
+    assert cold.upgrade_tokens("kb1") == (2, 0)

@@ -83,7 +83,7 @@ def test_text_below_the_first_han_character_needs_no_split() -> None:
     from ragstep.retrieval.text import _han_runs
 
     _han_runs.cache_clear()
-    assert tokenize("“Naïve” café — résumé of 5 APIs") == ["naïve", "café", "résumé", "5", "apis"]
+    assert tokenize("“Naïve” café — résumé of 5 APIs") == ["naive", "cafe", "resume", "5", "apis"]
     assert _han_runs.cache_info().misses == 0
     han = _han_runs()
     assert [cp for cp in range(0x3400) if han.search(chr(cp))] == []

@@ -154,7 +154,7 @@ def test_records_carry_the_receipts_and_usage_sums_them(tmp_path: Path, capsys: 
         assert found.status_code == 200, found.text
         search_cost = found.json()["usage"]["cost"]["total_usd"]
         ask = {"model": "ragstep", "messages": [{"role": "user", "content": "when do cold starts happen?"}]}
-        import openai  # the official client keeps the receipt as an extra field of its usage
+        import openai  # the official client keeps the cost and its receipt as extra fields of its usage
 
         sdk = openai.OpenAI(base_url=f"{api.base}/v1", api_key=api.key, max_retries=0, timeout=30)
         answered = sdk.chat.completions.create(
@@ -163,7 +163,8 @@ def test_records_carry_the_receipts_and_usage_sums_them(tmp_path: Path, capsys: 
             extra_body={"knowledge_base_ids": ["docs"]},
         )
         assert answered.usage is not None and answered.usage.model_extra is not None
-        receipt = answered.usage.model_extra["cost"]
+        receipt = answered.usage.model_extra["cost_receipt"]  # usage.cost is its total, a number, on this route
+        assert answered.usage.model_extra["cost"] == receipt["total_usd"]
         assert receipt["estimate"] and math.isclose(receipt["total_usd"], sum(line["usd"] for line in receipt["lines"]))
         prompt = next(line for line in receipt["lines"] if line["item"] == "chat_prompt_tokens")
         assert prompt["quantity"] == 1000 and prompt["usd"] == pytest.approx(1000 * 0.15 / 1e6)
@@ -173,7 +174,8 @@ def test_records_carry_the_receipts_and_usage_sums_them(tmp_path: Path, capsys: 
         ) as streamed_answer:
             frames = [line.removeprefix("data: ") for line in streamed_answer.iter_lines() if line.startswith("data: ")]
         usage_chunk = json.loads(frames[-2])
-        streamed_cost = usage_chunk["usage"]["cost"]["total_usd"]
+        streamed_cost = usage_chunk["usage"]["cost"]
+        assert streamed_cost == usage_chunk["usage"]["cost_receipt"]["total_usd"]
         assert usage_chunk["usage"]["prompt_tokens"] == 1000 and streamed_cost > prompt["usd"]
 
         records = api.clients.usage.between("default", 0, time.time() + 1)

@@ -455,3 +455,14 @@ def test_a_copied_passage_is_evidence_for_one_document_only(
     assert len(copies) == 1
     assert set(passages) == {copies[0], "ragstep://props/manual/features.md"}
     assert own["ragstep://props/manual/features.md"] > 0 and own["ragstep://props/props/"] > 0
+
+
+def test_find_shows_both_ends_of_a_long_uri() -> None:
+    # Documents ingested from a deep folder share the uri's start and middle: their file name is what tells them apart.
+    from ragstep.entry.cli.console import clip_middle, display_width
+
+    shown = clip_middle("ragstep://mixed/work/notes/newuser6/docs/Thread-Safety.html", 48)
+    assert shown == "ragstep://mixed…newuser6/docs/Thread-Safety.html" and display_width(shown) == 48
+    assert clip_middle("ragstep://handbook/guide/configure.md", 48) == "ragstep://handbook/guide/configure.md"
+    wide = clip_middle("ragstep://知识库/文档/很长的中文路径名字/北京故宫博物院介绍资料.md", 30)
+    assert wide.endswith("介绍资料.md") and display_width(wide) <= 30

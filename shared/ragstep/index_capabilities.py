@@ -1,7 +1,8 @@
 """The optional capabilities of a :class:`~ragstep.ports.SearchIndex`, each declared as a Protocol an index
 implements or not, and the one function that says whether a given index has it (code asks that function, never the
 index's type): server-side hybrid fusion (OpenSearch), reads scoped to named knowledge bases (the S3-snapshot index),
-vectors added after the chunks (progressive indexing, the local index), and a per-knowledge-base size warning.
+vectors added after the chunks (progressive indexing, the local index), a per-knowledge-base size warning, and stored
+keyword tokens brought up to the current tokenizer on request (OpenSearch domains).
 
 Kept apart from :mod:`ragstep.ports` (the ports themselves) so each module stays one screenful of concepts.
 """
@@ -131,3 +132,18 @@ class CandidateScores(Protocol):
 
 def candidate_scores(index: SearchIndex) -> CandidateScores | None:
     return index if isinstance(index, CandidateScores) else None
+
+
+@runtime_checkable
+class TokenUpgrade(Protocol):
+    """An index whose documents keep the keyword tokens they were indexed with (an OpenSearch domain) and can bring
+    them up to the current tokenizer in place (:data:`ragstep.retrieval.text.TOKENIZER_VERSION`: Latin accents
+    folded since version 2). The local index does it itself when it opens (:mod:`ragstep.adapters.index._tokens`),
+    as the S3-snapshot index does for each knowledge base it loads."""
+
+    def upgrade_tokens(self, knowledge_base_id: str) -> tuple[int, int]:
+        """Fold the tokens of the knowledge base's documents indexed before: (documents read, documents changed)."""
+
+
+def token_upgrade(index: SearchIndex) -> TokenUpgrade | None:
+    return index if isinstance(index, TokenUpgrade) else None

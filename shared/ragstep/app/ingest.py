@@ -24,8 +24,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Literal
+from urllib.parse import unquote_to_bytes, urlsplit
 
-from ragstep.app.local_files import LINK_LEAVES, link_leaves, read_local_file
+from ragstep.app.local_files import LINK_LEAVES, link_leaves, read_local_file, read_local_head
 from ragstep.context import Context
 from ragstep.errors import InputError, RagstepError
 
@@ -41,7 +42,7 @@ from ragstep.models import (
     KnowledgeBase,
     check_identifier,
 )
-from ragstep.parsers import unsupported
+from ragstep.parsers import NOT_TEXT, SNIFF_BYTES, accepts, looks_like_text, unsupported
 from ragstep.stages.ingest.common import allowed_suffixes as allowed_suffixes
 from ragstep.stages.ingest.dedupe import unmark_hash
 from ragstep.stages.ingest.products import (
@@ -84,6 +85,27 @@ def check_tag(tag_id: str) -> str:
 
 
 # -- finding the files ---------------------------------------------------------------------------------------------
+
+
+def local_path(arg: str) -> str:
+    """A path named to ``ragstep ingest``: as given, or the local path a ``file:`` URI names, percent-escapes decoded
+    (``file:///home/me/My%20Notes.md`` -> ``/home/me/My Notes.md``: what a file manager's "copy location" and a
+    browser's address bar give). The URI's host must be empty or ``localhost`` (RFC 8089); a file on another host
+    is not read through its URI. A path that exists as written is taken as written, URI-like or not."""
+    if arg[:5].lower() != "file:" or os.path.lexists(arg):
+        return arg
+    parts = urlsplit(arg)
+    if parts.netloc.lower() not in ("", "localhost"):
+        raise InputError(
+            f"{arg}: a file URI on another host ({parts.netloc}) names no local file; copy the file here and name its"
+            " path, or file:///absolute/path"
+        )
+    if parts.query or parts.fragment:
+        raise InputError(f"{arg}: a file URI with '?' or '#' in it; write them as %3F and %23, or name the path")
+    path = unquote_to_bytes(parts.path)
+    if not path.startswith(b"/") or b"\0" in path:
+        raise InputError(f"{arg}: not a local file URI; use file:///absolute/path or the path itself")
+    return os.fsdecode(path)
 
 
 def check_named_paths(paths: Iterable[str | Path]) -> None:
@@ -144,10 +166,18 @@ def _walk(folder: Path, suffixes: tuple[str, ...], root: Path) -> Iterator[Path 
             continue
         if not is_file:
             continue  # a socket, a fifo, a dangling link: not a document
-        if path.suffix.lower() in suffixes:
-            yield path
-        else:
+        if not accepts(path.name, suffixes):
             yield IngestResult(str(path), "", "skipped", error=unsupported(path.name, suffixes).message)
+        elif not path.suffix and not _starts_as_text(path):
+            yield IngestResult(str(path), "", "skipped", error=f"{path.name}: {NOT_TEXT}")
+        else:
+            yield path
+
+
+def _starts_as_text(path: Path) -> bool:
+    """Whether a file without an extension found in a folder is text (a README), not a binary (an executable)."""
+    head = read_local_head(path, SNIFF_BYTES)
+    return head is None or looks_like_text(head)  # one that cannot be read is ingested, which says why
 
 
 def expand_paths(paths: Iterable[str | Path], suffixes: tuple[str, ...]) -> Iterator[Path]:
@@ -329,7 +359,7 @@ def _stage_file(
 ) -> IngestState:
     """Store the original (content-addressed) and build the state the pipeline starts from."""
     name = path.name
-    if path.suffix.lower() not in allowed_suffixes(kb):
+    if not accepts(name, allowed_suffixes(kb)):
         raise unsupported(name, allowed_suffixes(kb))
     data = read_local_file(path, ctx.settings.max_file_bytes, name)  # regular files only, never past the limit
     size = len(data)

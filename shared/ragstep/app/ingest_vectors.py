@@ -67,6 +67,8 @@ class EmbedOutcome:
     chunks: int = 0
     #: (file name, error line) of each document whose vectors could not be made; it stays pending.
     failed: list[tuple[str, str]] = field(default_factory=list)
+    #: File names of the documents another process was embedding (it held their claim): left to it, still pending.
+    elsewhere: list[str] = field(default_factory=list)
 
 
 def pending_documents(kb: KnowledgeBase, ctx: Context) -> list[Knowledge]:
@@ -107,8 +109,9 @@ def embed_pending(kb: KnowledgeBase, ctx: Context, *, should_stop: Callable[[], 
             break
         try:
             with _claim(ctx, knowledge.id) as mine:
-                if not mine:
-                    continue  # another process is embedding it
+                if not mine:  # another process is embedding it
+                    outcome.elsewhere.append(knowledge.filename or knowledge.id)
+                    continue
                 added, complete = embed_document(knowledge, kb.embedding_model, embedder, backfill, ctx, should_stop)
         except RagstepError as exc:
             outcome.failed.append((knowledge.filename or knowledge.id, exc.message))

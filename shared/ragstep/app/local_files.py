@@ -81,6 +81,24 @@ def read_local_file(path: Path, limit: int, shown: str) -> bytes:
     return data
 
 
+def read_local_head(path: Path, size: int) -> bytes | None:
+    """The first ``size`` bytes of the regular file at ``path``, read under rules 2 and 3 (a folder walk telling a
+    text file without an extension from a binary one); None when they may not or cannot be read (ingesting the file
+    then says why)."""
+    if any(is_within(path.resolve(), kernel) for kernel in KERNEL_FILESYSTEMS):
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        return os.read(fd, size) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def _kind(mode: int) -> str:
     if stat.S_ISFIFO(mode):
         return "a named pipe"

@@ -20,7 +20,6 @@ import hashlib
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 from typing import Any, BinaryIO
 
 from pydantic import Field, ValidationError
@@ -34,7 +33,7 @@ from ragstep.models import IngestOptions, KnowledgeBase
 from ragstep.models.base import _Model
 from ragstep.models.blob_keys import content_type, source_blob_key, upload_key, upload_uri
 from ragstep.models.catalog import IngestionJob
-from ragstep.parsers import unsupported
+from ragstep.parsers import accepts, unsupported
 from ragstep.stages.ingest.common import allowed_suffixes
 
 MAX_FILES = 100
@@ -97,7 +96,7 @@ def _check_name(name: str | None, kb: KnowledgeBase, not_utf8: bool = False) -> 
         raise InputError(f"file name {name!r} is not valid UTF-8; rename the file")
     checked = check_filename(name)
     suffixes = allowed_suffixes(kb)
-    if PurePosixPath(checked).suffix.lower() not in suffixes:
+    if not accepts(checked, suffixes):
         raise unsupported(checked, suffixes)
     return checked
 

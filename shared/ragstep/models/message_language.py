@@ -28,13 +28,14 @@ _WORD_LISTS: dict[MessageLanguage, str] = {
     "je il elle nous vous ce cette ces dans pour avec sans pas ne et ou sur faut peut mon ma mes d au aux c",
     "de": "der die das den dem des ein eine einen einem einer ist sind wie was wer wo warum wann welche welcher "
     "welches ich kann muss wird werden mit von zu zum zur im auf für aus bei nicht und oder es sie man mich mein "
-    "meine dass gibt",
+    "meine dass gibt in an als auch wenn",
     "es": "el la los las un una unos unas del al de es son qué cómo cuál cuáles dónde cuándo cuánto por para con "
     "sin se y o hay puedo mi mis está están como que lo le su en",
 }
 _WORDS = {lang: frozenset(words.split()) for lang, words in _WORD_LISTS.items()}
 _OTHERS: tuple[MessageLanguage, ...] = ("fr", "de", "es")
-_LETTERS: dict[MessageLanguage, str] = {"fr": "çœèêàùâîôûëï", "de": "ßäöü", "es": "ñ¿¡áíóú"}
+#: Letters only that language uses among the five (ñ, ¿, ß, ç ...): evidence of it as its closed-class words are.
+LETTERS: dict[MessageLanguage, str] = {"fr": "çœèêàùâîôûëï", "de": "ßäöü", "es": "ñ¿¡áíóú"}
 _WORD = re.compile(r"[^\W\d_]+")
 
 
@@ -48,7 +49,7 @@ def message_language_of(text: str, language: Language | None = None) -> MessageL
     lowered = text.lower().replace("\u2019", "'")
     words = _WORD.findall(lowered)
     scores = {lang: sum(w in vocabulary for w in words) for lang, vocabulary in _WORDS.items()}
-    for lang, letters in _LETTERS.items():
+    for lang, letters in LETTERS.items():
         scores[lang] += sum(lowered.count(ch) for ch in letters)
     best = max(_OTHERS, key=lambda lang: scores[lang])
     return best if scores[best] > scores["en"] else "en"

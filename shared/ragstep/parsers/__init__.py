@@ -12,6 +12,9 @@ Conventions shared by every parser:
 
 * ``.txt`` / ``.md`` text is returned exactly as decoded (UTF-16 with its BOM, UTF-8, UTF-8 with BOM, else
   GB18030); the other parsers emit ``\\n`` line ends, blocks separated by one blank line and no trailing whitespace.
+* A file without an extension (``README``, ``NEWS``, ``LICENSE``, ``INSTALL``: how projects and ``/usr/share/doc``
+  name their documents) is read as plain text when it is text: no NUL byte in its first 8 KiB (UTF-16 with its byte
+  order mark aside), :func:`looks_like_text`; a binary one (an executable) is refused.
 * PDF pages are separated by :data:`ragstep.parsers.pdf.PAGE_MARKER` (``\\n\\n<!-- page N -->\\n\\n`` before page
   N >= 2); an HTML comment, so renderers hide it and the chunker treats it as plain text.
 * Table cells: ``|`` is escaped as ``\\|`` and a line break inside a cell becomes ``<br>``.
@@ -23,6 +26,7 @@ Markdown never loads them.
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Callable
 from pathlib import PurePath
 
@@ -35,14 +39,19 @@ __all__ = [
     "DATA_EXTENSIONS",
     "DOCUMENT_EXTENSIONS",
     "FAQ_EXTENSIONS",
+    "NOT_TEXT",
+    "SNIFF_BYTES",
     "SUPPORTED_EXTENSIONS",
     "ColumnSummary",
     "DataFileSummary",
     "OcrOptions",
     "ParseLimits",
     "ParsedDocument",
+    "accepts",
     "decode_text",
     "extension_of",
+    "listed_types",
+    "looks_like_text",
     "parse",
     "unsupported",
 ]
@@ -50,7 +59,21 @@ __all__ = [
 
 def _parse_text(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocument:
     suffix = extension_of(filename)
-    return ParsedDocument(filename, "text" if suffix == ".txt" else "markdown", decode_text(data, filename))
+    return ParsedDocument(
+        filename, "markdown" if suffix in (".md", ".markdown") else "text", decode_text(data, filename)
+    )
+
+
+#: How much of a file without an extension :func:`looks_like_text` reads.
+SNIFF_BYTES = 8192
+#: Why a file without an extension is refused when it is not text.
+NOT_TEXT = "not a text file (binary content) and no extension to say what it is"
+
+
+def looks_like_text(head: bytes) -> bool:
+    """Whether the first bytes of a file without an extension are text: no NUL byte (which text encodings other than
+    UTF-16 never write; every executable and archive has them early), or a UTF-16 byte order mark."""
+    return head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or b"\0" not in head[:SNIFF_BYTES]
 
 
 def _parse_html(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocument:
@@ -122,15 +145,32 @@ def extension_of(filename: str) -> str:
     return PurePath(filename).suffix.lower()
 
 
+def accepts(filename: str, supported: tuple[str, ...]) -> bool:
+    """Whether a knowledge base that takes the extensions ``supported`` takes this file by its name: its extension is
+    one of them, or it has none and plain text is among them (read as text if it is: :func:`parse`)."""
+    suffix = extension_of(filename)
+    return suffix in supported or (not suffix and ".txt" in supported)
+
+
+def listed_types(supported: tuple[str, ...]) -> str:
+    """What a knowledge base taking the extensions ``supported`` takes, for messages."""
+    return ", ".join(supported) + (", and text files without an extension" if ".txt" in supported else "")
+
+
 def unsupported(filename: str, supported: tuple[str, ...]) -> InputError:
     suffix = extension_of(filename)
-    return InputError(f"{filename}: unsupported file type {suffix or '(none)'}; supported: {', '.join(supported)}")
+    return InputError(f"{filename}: unsupported file type {suffix or '(none)'}; supported: {listed_types(supported)}")
 
 
 def parse(data: bytes, filename: str, limits: ParseLimits | None = None) -> ParsedDocument:
     """Parse a file by its extension. Raises :class:`InputError` for an unsupported, unreadable or empty file, or
     one past ``limits`` (total inflated size, parse time: :mod:`ragstep.parsers.ooxml`)."""
-    parser = _PARSERS.get(extension_of(filename))
+    suffix = extension_of(filename)
+    parser = _PARSERS.get(suffix)
+    if parser is None and not suffix:
+        if not looks_like_text(data):
+            raise InputError(f"{filename}: {NOT_TEXT}; supported: {listed_types(SUPPORTED_EXTENSIONS)}")
+        parser = _parse_text
     if parser is None:
         raise unsupported(filename, SUPPORTED_EXTENSIONS)
     doc = parser(data, filename, limits or ParseLimits())

@@ -2,7 +2,11 @@
 
 The main text only: ``script``, ``style``, ``template``, ``nav``, ``aside``, forms' controls, hidden elements and
 page-level ``header`` / ``footer`` (not those inside an ``article``, ``main`` or ``section``, which hold an
-article's title and byline) are dropped. When the page has a ``<main>`` element, only its content is kept.
+article's title and byline) are dropped. When the page has a ``<main>`` element, only its content is kept. The
+navigation documentation generators write without those elements is dropped too, by its class: Texinfo's
+``div.header`` / ``div.nav-panel`` ("Previous: ..., Up: ... [Index]"), DocBook's ``navheader`` / ``navfooter`` /
+``nav``, breadcrumbs, and the permalink marks after headings (Sphinx's and MkDocs' ``a.headerlink``, a "¶"). A
+``header`` or ``footer`` class holding a heading is kept (a page's title block).
 
 Output: ``h1``..``h6`` as ``#`` headings, paragraphs and blocks separated by blank lines, ``ul``/``ol`` as ``-`` /
 ``1.`` lists (nested lists indented), ``table`` as a Markdown table (first row is the header; ``colspan`` repeats
@@ -34,6 +38,12 @@ _DROP = {
     "object", "embed", "select", "button", "input", "textarea", "option", "dialog", "map",
 }  # fmt: skip
 _DROP_ROLES = {"navigation", "banner", "contentinfo", "complementary", "search", "dialog"}
+# Classes of the navigation and permalink marks documentation generators write with plain elements.
+_DROP_CLASSES = {
+    "nav", "nav-panel", "navheader", "navfooter", "navbar", "navigation", "breadcrumb", "breadcrumbs", "headerlink",
+}  # fmt: skip
+# Classes that are page chrome unless they hold a heading (Texinfo's "Previous: ..., Up: ..." line is a div.header).
+_CHROME_CLASSES = {"header", "footer"}
 _VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track", "wbr"}
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 _BLOCK = {
@@ -141,6 +151,9 @@ def _dropped(node: _Node) -> bool:
         return True
     if node.attrs.get("role", "").lower() in _DROP_ROLES:
         return True
+    classes = set(node.attrs.get("class", "").lower().split())
+    if classes & _DROP_CLASSES or (classes & _CHROME_CLASSES and not _holds_heading(node)):
+        return True
     if node.tag in ("header", "footer"):
         # Page-level header/footer is chrome; inside an article or section it belongs to the content.
         parent = node.parent
@@ -151,6 +164,12 @@ def _dropped(node: _Node) -> bool:
         return True
     style = node.attrs.get("style", "").replace(" ", "").lower()
     return "display:none" in style or "visibility:hidden" in style
+
+
+def _holds_heading(node: _Node) -> bool:
+    return any(
+        isinstance(child, _Node) and (child.tag in _HEADINGS or _holds_heading(child)) for child in node.children
+    )
 
 
 def _find(node: _Node, tag: str) -> _Node | None:

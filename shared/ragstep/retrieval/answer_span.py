@@ -23,6 +23,8 @@ answers best) and the *decision* (does it answer at all).
   and noun -- deep / depth -- count as one term).
 * **passage score**: the pipeline's own judgement of the passage against the whole question (0-1; retrieval reads
   it against this knowledge base's background, :mod:`ragstep.retrieval.background`).
+* The words are read in the question's language (:mod:`ragstep.retrieval.answer_terms`): a French, German or
+  Spanish question's function words are no terms, and its words meet their inflections by their first five letters.
 * **type**: what the question asks for -- how often (a frequency), how long / 多久 (a duration), how deep / tall /
   far / 多深 / 多高 (a length: "4,583 km²" is an area), how heavy (a weight), which year / when was / 哪一年 (a
   date), how many / 多少 (a number), which option / flag (a command-line option); and a measured attribute the
@@ -31,12 +33,16 @@ answers best) and the *decision* (does it answer at all).
   .stated_attributes`). When any sentence holds what is asked, the best of those is selected.
   "What is X?" / "X是什么？" asks for what X is (:func:`~ragstep.retrieval.answer_types.definition_of`): the
   best sentence that defines X ("bc is a language that ...", a manual page's "bc - An arbitrary precision
-  calculator language") is selected when one was retrieved, but none is required to answer.
+  calculator language") is selected when one was retrieved, but none is required to answer. "Who wrote X?" takes
+  the by-line ("Written by ...", "Écrit par ...", "Geschrieben von ...") before a copyright holder, its words read
+  from its passage (a by-line never names X); "how do I ...?" takes an option's entry within :data:`NEAR_BEST` of
+  the best fit (:func:`best_candidate`). Question words are English, Chinese, French, German and Spanish.
 
 **Decision.** The selected sentence answers only when (1) it holds the kind of value the question asks for (and the
 measured attribute it names: "西宁市的面积是多少？" over a passage that states the city's population is
 declined); (2) its passage holds every *name* of the question (:func:`names`: capitalised words and words with digits
--- "Docker", "Liwx", "ext4"; a question about the same tool on another system is not answered by the tool's page); and
+-- "Docker", "Liwx", "ext4"; in German, where every noun is capitalised, only a capital a noun does not have; a
+question about the same tool on another system is not answered by the tool's page); and
 (3) its *support* reaches :data:`ANSWER_THRESHOLD`. The support is the fit less :data:`BACKGROUND_WEIGHT` x the
 question's background, the median semantic similarity of the retrieved sentences to it (:func:`background`): most of
 them are about the question's topic without answering it, and where they sit moves with the corpus and the language
@@ -79,7 +85,6 @@ same passages embeds only the question.
 
 from __future__ import annotations
 
-import math
 from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 
@@ -87,17 +92,20 @@ import numpy as np
 
 from ragstep.models.llm import SentenceEncoder
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
+from ragstep.retrieval.answer_terms import Coverage, names
+from ragstep.retrieval.answer_terms import term_weights as term_weights  # the IDF, importable here as before
 from ragstep.retrieval.answer_types import (
     MAX_QUESTION_CHARS,
+    asks_how,
     definition_of,
     expected_answer,
-    names,
+    is_option_entry,
+    preferred_answer,
     stated_attributes,
-    stems,
 )
 from ragstep.retrieval.answer_window import joined, window
 from ragstep.retrieval.sentences import is_option_term, sentences_in_units
-from ragstep.retrieval.text import query_terms, token_set
+from ragstep.retrieval.text import token_set
 
 #: Weight of the rarity-weighted share of the question's terms a sentence holds (0-1).
 LEX_WEIGHT = 0.6
@@ -142,27 +150,6 @@ class Quote:
     text: str
     score: float
     sentence: str = ""
-
-
-def term_weights(terms: frozenset[str], passages: Sequence[frozenset[str]]) -> dict[str, float]:
-    """Each term's rarity among the passages: an IDF over the grounding (a term none holds weighs the most)."""
-    n = len(passages)
-    return {t: math.log(1 + (n + 1) / (sum(t in p for p in passages) + 0.5)) for t in terms}
-
-
-class _Coverage:
-    """The rarity-weighted share of the question's terms a text holds (0 when the question has no terms)."""
-
-    def __init__(self, question: str, passages: Sequence[str]) -> None:
-        self.terms = stems(query_terms(question))
-        self.passage_terms = [stems(token_set(p)) for p in passages]
-        self.weight = term_weights(self.terms, self.passage_terms)
-        self.total = sum(self.weight.values())
-
-    def of(self, tokens: frozenset[str]) -> float:
-        if not self.total:
-            return 0.0
-        return sum(self.weight[t] for t in self.terms & stems(tokens)) / self.total
 
 
 def _candidates(passages: Sequence[str]) -> tuple[list[tuple[int, int, str, str]], list[str]]:
@@ -245,10 +232,12 @@ class Features:
     #: Whether each candidate's passage holds every name of the question (:func:`names`).
     named: np.ndarray
     expects: bool
-    #: "What is X?": which candidates define X (None when none does, or the question asks no such thing). The
-    #: selection and the quotes take those; the decision does not ask for one (a definition may be phrased in ways
-    #: no pattern knows).
+    #: "What is X?": which candidates define X; "who wrote X?": which hold a by-line (None when none does, or the
+    #: question asks no such thing: :func:`~ragstep.retrieval.answer_types.preferred_answer`). The selection and the
+    #: quotes take those; the decision does not ask for one (a definition may be phrased in ways no pattern knows).
     defining: np.ndarray | None = None
+    #: "How do I ...?": which candidates open an option's entry (None when the question asks no such thing).
+    options: np.ndarray | None = None
 
 
 def features(
@@ -266,10 +255,9 @@ def features(
     candidates, leads = _candidates(passages)
     if not candidates:
         return None
-    coverage = _Coverage(question, passages)
-    lexical = np.array([coverage.of(token_set(text)) for _, _, text, _ in candidates], dtype=np.float32)
-    by_passage = [coverage.of(terms) for terms in coverage.passage_terms]
-    passage_coverage = np.array([by_passage[n - 1] for n, _, _, _ in candidates], dtype=np.float32)
+    coverage = Coverage(question, passages)
+    lexical = np.array([coverage.of(token_set(text)) for n, _, text, _ in candidates], dtype=np.float32)
+    passage_coverage = np.array([coverage.by_passage[n - 1] for n, _, _, _ in candidates], dtype=np.float32)
     prior = np.array(
         [min(max(scores[n - 1], 0.0), 1.0) if n - 1 < len(scores) else 0.0 for n, _, _, _ in candidates],
         dtype=np.float32,
@@ -284,14 +272,22 @@ def features(
         dtype=bool,
     )
     expects = expected is not None or bool(attributes)
-    definition = None if expects else definition_of(question)
+    definition = preferred_answer(question) if expects else definition_of(question)
     defining = None if definition is None else np.array([bool(definition.search(c[2])) for c in candidates])
-    wanted = names(question)
+    if expects and defining is not None:
+        defining &= typed
+        # A by-line ("Written by Paul Rubin, David MacKenzie ...") never names what was written; its passage does
+        # (the manual page's name, the README's title): its words are read from its passage.
+        lexical = np.where(defining, np.maximum(lexical, passage_coverage), lexical).astype(np.float32)
+    wanted = names(question, coverage.language)
     held = [all(name in passage.casefold() for name in wanted) for passage in passages]
     named = np.array([held[n - 1] for n, _, _, _ in candidates], dtype=bool)
+    options = np.array([is_option_entry(c[2]) for c in candidates]) if asks_how(question) else None
     zeros = np.zeros(len(candidates), dtype=np.float32)
     if encoder is None:
-        return Features(candidates, zeros, lexical, prior, typed, passage_coverage, named, expects, _any(defining))
+        return Features(
+            candidates, zeros, lexical, prior, typed, passage_coverage, named, expects, _any(defining), options
+        )
     # Embedding is the cost: over MAX_SENTENCES, the sentences that share the most of the question's weighted terms
     # in the best-ranked passages are embedded (a long grounding's other sentences are unlikely answers).
     # A sentence's lead counts here (its option's name, its paragraph's subject), not in its fit: the quote is the
@@ -317,6 +313,7 @@ def features(
         named[index],
         expects,
         None if defining is None else _any(defining[index]),
+        None if options is None else options[index],
     )
 
 
@@ -364,12 +361,21 @@ def fits(
 
 def best_candidate(f: Features, fit: np.ndarray) -> int:
     """The selection: the candidate of the highest fit among those holding the kind of value the question asks for,
-    when any does (how deep: the sentence with a length, however close in meaning the one with the area reads)."""
-    wanted = f.typed if f.expects else f.defining
+    when any does (how deep: the sentence with a length, however close in meaning the one with the area reads). A
+    "how do I ...?" question takes the best option entry within :data:`NEAR_BEST` of the best fit, when there is
+    one: a manual page's way to do a thing is an option, and the prose near it reads as close while describing
+    the program. The support is then read from the option: on the dev sets this turned four wrong answers
+    (two to unanswerable questions) into declines and no right answer into a miss."""
+    wanted = f.defining if f.defining is not None else f.typed if f.expects else None
     if wanted is not None and wanted.any():
         held = np.flatnonzero(wanted)
         return int(held[int(np.argmax(fit[held]))])
-    return int(np.argmax(fit))
+    best = int(np.argmax(fit))
+    if f.options is not None:
+        near = np.flatnonzero(f.options & (fit >= fit[best] - NEAR_BEST * abs(float(fit[best]))))
+        if len(near):
+            return int(near[int(np.argmax(fit[near]))])
+    return best
 
 
 def support(f: Features, best: int, fit: np.ndarray) -> float:

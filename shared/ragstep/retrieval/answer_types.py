@@ -1,15 +1,15 @@
 """What a question asks for, read from its words alone: the kind of value that answers it (:func:`expected_answer`),
-the names it asks about (:func:`names`) and its terms in a form the answering sentence shares (:func:`stems`).
+the sentences that say it best (:func:`preferred_answer`: who wrote it -> the by-line), whether it asks how to do
+something (:func:`asks_how`). Its names and terms are :mod:`ragstep.retrieval.answer_terms`.
 
 The model-free answerer (:mod:`ragstep.retrieval.answer_span`) selects and decides with these. They are general
-patterns of English and Chinese questions (how often / 多久一次: a frequency; how deep / 多深: a length; which year /
-哪一年: a date; how many / 多少: a number), not lists fitted to a set's questions.
-"""
+patterns of English, Chinese, French, German and Spanish questions (how often / 多久一次 / à quelle fréquence / wie
+oft: a frequency; how deep / 多深: a length; which year / 哪一年 / in welchem Jahr: a date; how many / 多少 /
+combien / wie viele / cuántos: a number), not lists fitted to a set's questions."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 #: The question text read (a longer one is cut: a rewritten query of 100,000 characters must not cost more).
 MAX_QUESTION_CHARS = 2000
@@ -18,16 +18,30 @@ MAX_QUESTION_CHARS = 2000
 _EN_NUMBER_WORDS = (
     r"one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty|hundred|"
     r"thousand|million|billion|half|dozen|single|double|several|few"
+    # French, German and Spanish number words ("un", "ein", "uno" are articles too; "dos", "mil", "cent", "sept" are
+    # English words or abbreviations too: only in lower case, as numbers are written inside a sentence).
+    r"|deux|trois|quatre|cinq|huit|neuf|dix|douze|vingt|trente|mille|zwei|drei|vier|fünf|sechs|sieben|acht|neun"
+    r"|zehn|zwölf|zwanzig|hundert|tausend|tres|cuatro|cinco|seis|siete|ocho|nueve|diez|doce|veinte|cien"
+    r"|(?-i:dos|mil|cent|sept)"
 )
 # A digit glued to a word's letters is part of a name ("sha256", "ext4", "pbkdf2_hmac"), not a number.
 _NUMBER = rf"(?<![A-Za-z_\d])\d|[零一二两三四五六七八九十百千万亿半]|\b(?:{_EN_NUMBER_WORDS})\b"
 _DURATION_UNITS = (
     r"second|minute|hour|day|night|week|month|year|decade|century|ms\b|秒|分钟|小时|钟头|天|日|周|星期|个月|年|世纪"
+    # French, German, Spanish.
+    r"|heure|\bjours?\b|semaine|\bmois\b|année|siècle|sekunde|stunde|woche|monat|jahr"
+    r"|segundo|minuto|\bhoras?\b|\bd[ií]as?\b|semana|\baños?\b|siglo"
 )
-_DURATION = rf"(?:{_NUMBER}).{{0,12}}(?:{_DURATION_UNITS})|{_DURATION_UNITS}"
+# Units that are also English words ("an", a "tag", "mes"): a duration only after a number ("3 ans", "2 Tage").
+_NUMBERED_UNITS = r"\bans\b|\btag(?:e|en)?\b|\bmes(?:es)?\b"
+_DURATION = rf"(?:{_NUMBER}).{{0,12}}(?:{_DURATION_UNITS}|{_NUMBERED_UNITS})|{_DURATION_UNITS}"
 _FREQUENCY = (
     r"once|twice|times|daily|weekly|monthly|yearly|annually|hourly|every|each|per\b|always|never|often|"
     r"whenever|regularly|每|次|经常|总是"
+    # French, German, Spanish ("tous les", "alle", "por" + a number or a unit: "tous les fichiers" is no frequency).
+    r"|\bfois\b|chaque|quotidien|toujours|jamais|souvent|\bmal\b|jede[nrs]?\b|täglich|wöchentlich|immer|\bnie\b"
+    r"|\boft\b|\bveces\b|\bcada\b|diario|siempre|nunca|\b(?:tou(?:s|tes)\s+les|alle|por)\s+(?:\d|heure|jour|semaine"
+    r"|mois|an|minute|seconde|stunde|tag|woche|monat|jahr|minute|sekunde|hora|d[ií]a|semana|mes|año|minuto|segundo)"
 )
 # A length is a number directly followed by a unit of length: "4,583 km²" and "4583平方公里" are areas, not depths.
 _LENGTH = (
@@ -52,7 +66,9 @@ _KINDS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = tuple(
     for question, answer in (
         # Which option / flag / switch: a command line's option ("-h, --human-readable", "--max-depth=N").
         (
-            r"\b(?:which|what)\s+(?:(?:command[- ]line|cli)\s+)?(?:option|flag|switch)s?\b|哪个选项|什么选项|哪个参数",
+            r"\b(?:which|what)\s+(?:(?:command[- ]line|cli)\s+)?(?:option|flag|switch)s?\b|哪个选项|什么选项|哪个参数"
+            r"|\bquel(?:le)?s?\s+(?:option|paramètre|drapeau)|\bwelche[rs]?\s+(?:option|schalter|parameter)"
+            r"|\b(?:qu[ée]|cu[áa]l(?:es)?)\s+(?:opci[óo]n|par[áa]metro)",
             r"(?:^|[\s\[(`'\"])(?:--?[A-Za-z]|-\d\b)",
         ),
         # Who wrote / maintains / created it: a sentence that says by whom ("maintained by Antonio Diaz Diaz",
@@ -63,12 +79,18 @@ _KINDS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = tuple(
             r"|\bwho\s+(?:is|was|are|were)\s+(?:the\s+)?(?:authors?|maintainers?|developers?|creators?|founders?|"
             r"inventors?|designers?)\b|(?:谁|什么人)(?:写|开发|编写|创|发明|维护|设计|提出)|作者是谁|作者是"
             r"|\bqui\s+(?:a|ont)\s+(?:écrit|développé|créé|conçu)|\bqui\s+(?:maintient|développe)\b"
-            r"|\bwer\s+hat\b.*\b(?:geschrieben|entwickelt|erstellt)\b|\bwer\s+(?:pflegt|entwickelt)\b"
-            r"|\bqui[eé]n(?:es)?\s+(?:\w+\s+)?(?:escribi[oó]|desarroll[oó]|cre[oó]|mantiene)\b",
-            r"\bby\s+(?:(?-i:[A-Z])[\w.'-]*\s*){1,4}|\b(?:authors?|maintainers?|copyright)\b|©|\([cC]\)|<[^<>@\s]+@[^<>\s]+>"
+            r"|\bwer\s+hat\b.*\b(?:geschrieben|entwickelt|erstellt)\b|\bwer\s+(?:pflegt|entwickelt|schrieb)\b"
+            r"|\bqui[eé]n(?:es)?\s+(?:\w+\s+)?(?:escribi[oó]|desarroll[oó]|cre[oó]|mantiene)\b"
+            # "who is the author", in French, German, Spanish.
+            r"|\bqui\s+(?:est|sont)\s+(?:l'|les\s+)auteurs?\b|\bwer\s+(?:ist|sind)\s+(?:der|die)\s+autor(?:en)?\b"
+            r"|\bqui[eé]n(?:es)?\s+(?:es|son)\s+(?:el|los)\s+autor(?:es)?\b",
+            r"\bby\s+(?:(?-i:[A-Z])[\w.'-]*\s*){1,4}|\b(?:authors?|maintainers?|copyright)\b|©|\([cC]\)"
+            r"|[<⟨][^<>⟨⟩@\s]+@[^<>⟨⟩\s]+[>⟩]|\b(?:wrote|schrieb|escribi[oó])\b"
             r"|作者|编写|开发者|创始人|创立|创建|发明|设计者|维护者|由\S{1,16}(?:开发|编写|创建|创立|发明|设计|维护|提出)"
-            r"|\b(?:auteurs?|autor(?:es|en)?|écrit\s+par|geschrieben\s+von|escrito\s+por|par\s+(?-i:[A-Z])|von\s+(?-i:[A-Z])"
-            r"|por\s+(?-i:[A-Z]))",
+            # "par", "von", "por" + a name: two capitalised words ("von Mike Parker"); German capitalises every
+            # noun ("Kopieren von QUELLE nach ZIEL", "von Dateien und Verzeichnissen" name no one).
+            r"|\b(?:auteurs?|autor(?:es|en)?|écrit\s+par|geschrieben\s+von|escrito\s+por)"
+            r"|\b(?:par|von|por)\s+(?-i:[A-Z])[\w.'-]+\s+(?-i:[A-Z])",
         ),
         # How much faster / smaller / better: a ratio or a difference ("60-70%", "twice", "3 times", "2x", "两倍").
         (
@@ -76,7 +98,12 @@ _KINDS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = tuple(
             r"(?<![A-Za-z_])\d[\d.,]*\s*(?:%|percent|per\s*cent|times\b|x\b|×|倍)|\b(?:twice|half|double|triple)\b"
             r"|[一二两三四五六七八九十几]\s*倍|百分之",
         ),
-        (r"\bhow\s+often\b|\bhow\s+frequently\b|多久一次|多长时间一次|几次|频率", _FREQUENCY + "|" + _NUMBER),
+        (
+            r"\bhow\s+often\b|\bhow\s+frequently\b|多久一次|多长时间一次|几次|频率"
+            r"|\bà\s+quelle\s+fréquence\b|\bcombien\s+de\s+fois\b|\bwie\s+(?:oft|häufig)\b"
+            r"|\bcon\s+qu[ée]\s+frecuencia\b|\bcada\s+cu[áa]nto\b|\bcu[áa]ntas\s+veces\b",
+            _FREQUENCY + "|" + _NUMBER,
+        ),
         (
             r"\bhow\s+(?:deep|tall|wide|far)\b|\bwhat\s+(?:depth|height|width|distance)\b|多深|多宽|多远|深度|宽度",
             _LENGTH,
@@ -85,21 +112,63 @@ _KINDS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = tuple(
         (r"\bhow\s+heavy\b|\bhow\s+much\s+does\s+\S+\s+weigh\b|多重|重量", _WEIGHT),
         (r"\bhow\s+long\s+(?:is|are|was|were)\b|多长(?!时间)", _LENGTH + "|" + _DURATION),
         (
-            r"\bhow\s+long\b|\bfor\s+how\s+long\b|多久|多长时间|几个小时|几天|几年|多少天|多少年|多少小时",
+            r"\bhow\s+long\b|\bfor\s+how\s+long\b|多久|多长时间|几个小时|几天|几年|多少天|多少年|多少小时"
+            r"|\bcombien\s+de\s+temps\b|\bpendant\s+combien\b|\bwie\s+lange\b|\bcu[áa]nto\s+(?:tiempo|dura)\b",
             _DURATION,
         ),
         (
             r"\bwhat\s+year\b|\bwhich\s+year\b|\bin\s+what\s+year\b|\bwhat\s+date\b|\bwhen\s+(?:was|were|did)\b"
-            r"|哪一年|哪年|何年|哪个年代|什么年代|什么时候|何时|几月|哪天|哪一天",
+            r"|哪一年|哪年|何年|哪个年代|什么年代|什么时候|何时|几月|哪天|哪一天"
+            r"|\ben\s+quelle\s+année\b|\bin\s+welchem\s+jahr\b|\ben\s+qu[ée]\s+año\b|\bseit\s+wann\b",
             _DATE,
         ),
         (
             r"\bhow\s+(?:many|much|old|big|large|fast)\b|\bwhat\s+(?:percentage|percent|number|size|age)\b"
-            r"|多少|多大|几",
+            r"|多少|多大|几"
+            r"|\bcombien\b|\bwie\s+viele?\b|\bwieviele?\b|\bcu[áa]nt[oa]s?\b",
             _NUMBER,
         ),
     )
 )
+
+
+# Of the sentences that say who wrote a program, the by-line does more than a copyright holder or an address: a manual
+# page's licence paragraph ("Copyright (C) 2022 Free Software Foundation", "Licence GPLv3+ ... <https://...>") is
+# about the same program and reads as close to "who wrote it?" as its AUTHOR line ("Written by Paul Rubin, David
+# MacKenzie ..."), which says it. Grammar of a by-line, English, French, German, Spanish and Chinese.
+_BY_LINE = re.compile(
+    r"\b(?:written|maintained|developed|created|designed)\s+by\b|\b(?:wrote|schrieb|escribi[oó])\b"
+    r"|\bécrit\s+par\b|\bgeschrieben\s+von\b|\bescrito\s+por\b|^\s*(?:authors?|auteurs?|autor(?:en|es)?)\s*:"
+    r"|作者[是为:：]|由\S{1,16}(?:开发|编写|创建|设计|维护)",
+    re.IGNORECASE,
+)
+
+
+def preferred_answer(question: str) -> re.Pattern[str] | None:
+    """Among the sentences holding what ``question`` asks for, those that say it best, when its kind has such:
+    "who wrote X?" -> the by-line, before a copyright holder or an address. None otherwise."""
+    return _BY_LINE if _KINDS[1][0].search(question) else None
+
+
+# "How do I ...?" asks for a way to do something; asked of a manual page, the way is an option ("-q, --quiet Keine
+# Kopfzeilen mit den Dateinamen ausgeben"), while the sentences around it that read as close describe what the
+# program does. Grammar of such a question, English, French, German, Spanish (after an opening "and" / "so").
+_ASKS_HOW = re.compile(
+    r"^\W*(?:(?:and|so|et|und|y)\s+)?(?:how\s+(?:do|can|could|should|would)\s+(?:i|you|we|one)\b|how\s+to\b"
+    r"|comment\b|wie\b|c[óo]mo\b)",
+    re.IGNORECASE,
+)
+_OPTION_ENTRY = re.compile(r"^--?[A-Za-z0-9]")
+
+
+def asks_how(question: str) -> bool:
+    """``question`` asks how to do something ("How do I ...?", "Comment ...", "Wie ...", "¿Cómo ...?")."""
+    return bool(_ASKS_HOW.match(question[:MAX_QUESTION_CHARS]))
+
+
+def is_option_entry(sentence: str) -> bool:
+    """``sentence`` opens a command-line option's entry ("-q, --quiet ...", "--sparse=WHEN ...")."""
+    return bool(_OPTION_ENTRY.match(sentence))
 
 
 def expected_answer(question: str) -> re.Pattern[str] | None:
@@ -180,57 +249,3 @@ def stated_attributes(question: str) -> list[re.Pattern[str]]:
     """What a sentence must hold for each measured attribute ``question`` names (its area, 人口, its price...): the
     attribute's word or a unit it alone is measured in. Empty when it names none."""
     return [holds for asks, holds in _ATTRIBUTE_KINDS if asks.search(question[:MAX_QUESTION_CHARS])]
-
-
-_NAME = re.compile(r"[\w][\w.+-]*[\w]|\w")
-
-
-def names(question: str) -> list[str]:
-    """The names a question asks about (case-folded): words written with a capital inside the question ("Docker",
-    "SSH", "Liwx", "Btrfs") and words with a digit ("ext4", "2025", "7"). A passage that does not hold one of them
-    is about something else, however close its meaning: "How do I use it with Docker?" is not answered by a
-    sentence about the same tool without Docker. The question's first word is capitalised as any sentence's is."""
-    out = []
-    for k, match in enumerate(_NAME.finditer(question[:MAX_QUESTION_CHARS])):
-        word = match.group(0)
-        if not word.isascii() or word == "I":
-            continue
-        if any(c.isdigit() for c in word) or (k > 0 and any(c.isupper() for c in word)):
-            out.append(word.casefold())
-    return list(dict.fromkeys(out))
-
-
-_SUFFIX = re.compile(r"(?<=[a-z]{3})(?:ing|ed|es|s)$")
-
-
-#: An attribute is asked with its adjective and stated with its noun ("how deep" / "an average depth of"): both
-#: count as one term.
-_ATTRIBUTES = {
-    "deep": "depth",
-    "high": "height",
-    "tall": "height",
-    "wide": "width",
-    "long": "length",
-    "heavy": "weight",
-    "weigh": "weight",
-    "old": "age",
-    "far": "distance",
-    "fast": "speed",
-    "big": "size",
-    "large": "size",
-    "often": "frequency",
-    "strong": "strength",
-}
-
-
-def stems(tokens: Iterable[str]) -> frozenset[str]:
-    """English words without their commonest inflection ("logs" / "log", "ships" / "ship", "stayed" / "stay"), and
-    an attribute's adjective as its noun ("deep" / "depth"): a question and its answer seldom use the same form.
-    Other scripts are left as they are."""
-    out = set()
-    for t in tokens:
-        if t.isascii():
-            t = _SUFFIX.sub("", t)
-            t = _ATTRIBUTES.get(t, t)
-        out.add(t)
-    return frozenset(out)

@@ -26,11 +26,20 @@ import re
 from collections.abc import Sequence
 
 # Openings that point at the sentence before: connectives (contrast, consequence, alternative) and pronouns or
-# determiners whose referent is there. English and Chinese grammar words, not words of any document.
+# determiners whose referent is there. English, Chinese, French, German and Spanish grammar words, not words of any
+# document.
 _LEANS_BACK = re.compile(
     r"^(?:however|otherwise|but|instead|also|then|thus|therefore|hence|nevertheless|conversely|likewise|"
     r"this|that|these|those|it|its|they|them|their|such|in\s+(?:that|this|either|both)\s+cases?|if\s+(?:so|not))\b"
-    r"|^(?:但是|但|然而|否则|因此|所以|因而|此外|另外|同时|这|那|它|其|该|此)",
+    r"|^(?:但是|但|然而|否则|因此|所以|因而|此外|另外|同时|这|那|它|其|该|此)"
+    # French, German, Spanish: the same connectives and pronouns (not their articles: German "Das" and "Die", Spanish
+    # "El" open most sentences as articles).
+    r"|^(?:cependant|toutefois|sinon|donc|ainsi|alors|aussi|par\s+conséquent|en\s+revanche|de\s+même|ce|cela|ceci"
+    r"|ces|cette|cet|il|elle|ils|elles|celui|celle|ceux)\b"
+    r"|^(?:jedoch|allerdings|aber|sonst|andernfalls|daher|deshalb|deswegen|somit|also|außerdem|ebenso|dies|diese[rsnm]?"
+    r"|es|sie)\b"
+    r"|^(?:sin\s+embargo|no\s+obstante|pero|de\s+lo\s+contrario|si\s+no|por\s+(?:lo\s+tanto|eso|ello)|así|además"
+    r"|también|este|esta|esto|estos|estas|ese|esa|eso|esos|esas|ello|él|ella|ellos|ellas)(?!\w)",
     re.IGNORECASE,
 )
 # The head of a definition entry: a command-line option ("-E, --conflict-exit-code ...") or a call signature

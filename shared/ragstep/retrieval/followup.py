@@ -22,7 +22,8 @@ A question that already names the previous question's subject (shares a content 
 a question with history but none of these signals is a new topic: both are searched as asked.
 
 The word classes are closed grammatical classes (pronouns, conjunctions, particles), the same for every topic; the
-content words come from the tokenizer retrieval uses (:func:`ragstep.retrieval.text.tokenize`, stopwords removed).
+content words come from the tokenizer retrieval uses (:func:`ragstep.retrieval.text.tokenize`, stopwords removed),
+accents kept: the word lists tell "él" (he) from "el" (the).
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ class FollowUp:
 
 def _content(text: str) -> list[str]:
     """The content words retrieval would search for ``text``, without French, German and Spanish function words."""
-    return [t for t in tokenize(text) if t not in _FUNCTION_WORDS]
+    return [t for t in tokenize(text, fold=False) if t not in _FUNCTION_WORDS]
 
 
 def _raw_words(question: str) -> list[str]:
@@ -118,7 +119,8 @@ def _refers_back(question: str) -> bool:
     # Whole words only: jieba keeps 这里 ("here") or 其他 ("other") whole, so only a pronoun standing alone counts.
     english = message_language_of(question) == "en"
     if any(
-        word in _ANAPHORS and not (english and word in _ENGLISH_TOO) for word in tokenize(question, keep_stopwords=True)
+        word in _ANAPHORS and not (english and word in _ENGLISH_TOO)
+        for word in tokenize(question, keep_stopwords=True, fold=False)
     ):
         return True
     words = _raw_words(question)
@@ -134,7 +136,7 @@ def _continues(question: str) -> bool:
     if any(" ".join(words[:n]) in _OPENERS for n in (1, 2, 3) if len(words) >= n):
         return True
     stripped = question.strip()
-    first = tokenize(stripped, keep_stopwords=True)[:1]
+    first = tokenize(stripped, keep_stopwords=True, fold=False)[:1]
     return (bool(first) and first[0] in _OPENERS_ZH) or bool(_ZH_ELLIPSIS.search(stripped))
 
 
@@ -171,7 +173,7 @@ def resolve(question: str, earlier: Sequence[str]) -> FollowUp | None:
         if follow_up_reason(earlier[i], earlier[i - 1]) is None:
             break
         subject = earlier[i - 1]
-    have = set(tokenize(question))
+    have = set(tokenize(question, fold=False))
     added = _longest_first_unique([t for t in dict.fromkeys(_content(subject)) if t not in have])[:MAX_ADDED_TERMS]
     if not added:
         return None

@@ -3,8 +3,14 @@
 Runs of Han characters go through jieba's ``cut_for_search`` (it emits whole words plus their dictionary sub-words,
 which is what makes Chinese BM25 work); everything else is split into letter/digit words by a regular expression.
 jieba would also handle Latin text, but it walks it one character at a time in Python, far slower than the
-regex, and gives the same words. Text is NFKC-normalised (full-width letters and digits fold to ASCII) and lower-cased;
+regex, and gives the same words. Text is NFKC-normalised (full-width letters and digits fold to ASCII), lower-cased
+and its Latin letters folded to ASCII (é -> e, ß -> ss: :mod:`ragstep.retrieval.latin_fold`; other scripts untouched);
 stopwords from the curated lists in ``data/`` are dropped.
+
+Folding arrived with :data:`TOKENIZER_VERSION` 2. Tokens written by version 1 (unfolded) are upgraded where they are
+kept: the local index folds its stored tokens once when it opens (:mod:`ragstep.adapters.index._tokens`), and
+:func:`keyword_terms` asks an index for the unfolded form of a query term too, which OpenSearch documents indexed
+before still hold (until ``ragstep kb upgrade-tokens`` folds them: :mod:`ragstep.adapters.index.opensearch.tokens`).
 
 The jieba dictionary is loaded lazily, once per process, from a pickled prefix-frequency table (see
 :func:`jieba_tokenizer`). The pickle holds a :class:`PrefixFreq`: the table as four flat byte arrays (keys, offsets,
@@ -32,6 +38,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+from ragstep.retrieval.latin_fold import fold_word, has_latin_extended
+
+#: What the tokens of a text are: 1, NFKC + lower case; 2, the same with Latin letters folded to ASCII. Stored tokens
+#: carry it (the local index's ``meta`` table), so those of an earlier version are upgraded rather than mismatched.
+TOKENIZER_VERSION = 2
 # CJK Unified Ideographs, Extension A and Compatibility Ideographs: the runs jieba segments. The first of them.
 _HAN_FIRST = "\u3400"
 
@@ -323,18 +334,26 @@ def _han_tokens(run: str) -> Iterable[str]:
     return jieba_tokenizer().cut_for_search(run)
 
 
-def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
-    """Index/query tokens of ``text`` in order (duplicates kept: BM25 counts term frequency)."""
+def tokenize(text: str, *, keep_stopwords: bool = False, fold: bool = True) -> list[str]:
+    """Index/query tokens of ``text`` in order (duplicates kept: BM25 counts term frequency).
+
+    ``fold=False`` keeps the Latin letters' accents: the tokens of :data:`TOKENIZER_VERSION` 1, for the readers
+    whose word lists tell accented words apart (Spanish "él" is a pronoun, "el" an article)."""
     text = unicodedata.normalize("NFKC", text).lower()
     stop = () if keep_stopwords else stopwords()
+    # Only text with a letter of the folded blocks takes the slow path (ASCII text is not even scanned).
+    folding = fold and has_latin_extended(text)
     out: list[str] = []
     # max() is one pass in C: without a character from U+3400 on there is no Han run, so no split (and no class).
     parts = _han_runs().split(text) if text and max(text) >= _HAN_FIRST else [text]
     for i, part in enumerate(parts):
         if not part:
             continue
-        if i % 2:  # odd pieces of re.split with one group are the Han runs
+        if i % 2:  # odd pieces of re.split with one group are the Han runs (no Latin letter in them)
             out.extend(t for t in _han_tokens(part) if t not in stop)
+        elif folding:  # folded before the stopword check: "à" folds to the stopword "a"
+            fold_one = fold_word
+            out.extend(t for w in _WORD.findall(part) if (t := w if w.isascii() else fold_one(w)) not in stop)
         else:
             out.extend(t for t in _WORD.findall(part) if t not in stop)
     return out
@@ -343,6 +362,20 @@ def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
 def query_terms(text: str) -> list[str]:
     """Distinct tokens of a query in first-seen order (BM25 scores each query term once)."""
     return list(dict.fromkeys(tokenize(text)))
+
+
+def keyword_terms(text: str) -> list[str]:
+    """What a query asks an index's keyword search for: :func:`query_terms`, then the unfolded form of each term
+    that folding changed ("répertoires" after "repertoires").
+
+    A document indexed before folding (:data:`TOKENIZER_VERSION` 1; on OpenSearch, until ``ragstep kb
+    upgrade-tokens`` or a new ingest folds it) holds the unfolded form, so a query typed with its accents still finds
+    it as it did. A form no document holds adds nothing to BM25, so an index of folded tokens ranks exactly as with
+    :func:`query_terms`."""
+    terms = query_terms(text)
+    if not has_latin_extended(text):
+        return terms
+    return list(dict.fromkeys([*terms, *tokenize(text, fold=False)]))
 
 
 @functools.lru_cache(maxsize=4096)

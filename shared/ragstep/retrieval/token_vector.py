@@ -21,6 +21,7 @@ from ragstep.errors import InputError
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
 from ragstep.ports import RerankCandidate
 from ragstep.retrieval.fusion import VECTOR_EVIDENCE_POWER
+from ragstep.retrieval.latin_fold import fold_text
 from ragstep.retrieval.text import jieba_tokenizer, query_terms, stopwords
 
 __all__ = ["TOKEN_FORMULAS", "RerankCandidate", "TokenVectorReranker", "check_documents", "relative_cosines"]
@@ -106,7 +107,8 @@ def _nfkc_matters() -> re.Pattern[str]:
 
 
 def _normalise(text: str, fold_case: bool = True) -> str:
-    """:func:`ragstep.retrieval.text.tokenize`'s normalisation (NFKC, then lower case), as far as words are concerned.
+    """:func:`ragstep.retrieval.text.tokenize`'s normalisation (NFKC, lower case, Latin letters folded to ASCII), as
+    far as words are concerned.
 
     NFKC is slow on text it changes (~100 us for a 500-character Chinese chunk, whose full-width punctuation it
     rewrites); it is skipped when every character is one it leaves alone or only turns into other punctuation.
@@ -115,7 +117,7 @@ def _normalise(text: str, fold_case: bool = True) -> str:
     """
     if not text.isascii() and not unicodedata.is_normalized("NFKC", text) and _nfkc_matters().search(text) is not None:
         text = unicodedata.normalize("NFKC", text)
-    return text.lower() if fold_case else text
+    return fold_text(text.lower() if fold_case else text)
 
 
 class _QueryMatcher:
@@ -274,8 +276,8 @@ def relative_cosines(cosine: np.ndarray) -> np.ndarray:
 class TokenVectorReranker:
     """RAGFlow's model-free rerank (``rag/nlp/search.py`` ``rerank``), with term frequency and phrase credit.
 
-    For query ``q`` with distinct terms ``T`` (:func:`ragstep.retrieval.text.query_terms`: NFKC, lower case, jieba
-    for Han, stopwords dropped) and ``N`` candidates::
+    For query ``q`` with distinct terms ``T`` (:func:`ragstep.retrieval.text.query_terms`: NFKC, lower case, Latin
+    letters folded to ASCII, jieba for Han, stopwords dropped) and ``N`` candidates::
 
         f(t, d)  = tf(t, content) + title_weight x tf(t, title) + keyword_weight x tf(t, important keywords)
                    (title_weight 2, keyword_weight 5: RAGFlow's field weights)

@@ -19,15 +19,20 @@ from pathlib import Path
 import numpy as np
 
 from ragstep.adapters.index._snapshot import Codes, Snapshot, Space, bm25_norms, csc_postings
+from ragstep.adapters.index._tokens import fold_row_tokens
 from ragstep.adapters.index._vectors import VectorSink
 from ragstep.errors import StorageError
 from ragstep.retrieval import ivf, signs
 from ragstep.retrieval.quantize import SAMPLE_ROWS, fit
 
 
-def stream_snapshot(conn: sqlite3.Connection, build_dir: Path | None, storage: str, ivf_min_rows: int) -> Snapshot:
+def stream_snapshot(
+    conn: sqlite3.Connection, build_dir: Path | None, storage: str, ivf_min_rows: int, fold_stored: bool = False
+) -> Snapshot:
     """A snapshot of the committed state, streamed from one read transaction (``build_dir``: where the float32
-    matrices go, see :mod:`._vectors`; None keeps them in RAM)."""
+    matrices go, see :mod:`._vectors`; None keeps them in RAM). ``fold_stored``: the stored tokens are of an earlier
+    tokenizer that could not be upgraded in place; they are folded here as the current one writes them
+    (:mod:`._tokens`)."""
     sinks: dict[str, VectorSink] = {}
     conn.execute("BEGIN")  # one read transaction: generation and rows from the same committed state
     try:
@@ -58,7 +63,7 @@ def stream_snapshot(conn: sqlite3.Connection, build_dir: Path | None, storage: s
             for col, out, value in zip(columns, codes, (kid, kb, tag, ctype), strict=True):
                 out.append(col.setdefault(value, len(col)))
             enabled.append(1 if on else 0)
-            toks = tokens.split()
+            toks = (fold_row_tokens(tokens) if fold_stored else tokens).split()
             lengths.append(len(toks))
             term_ids.extend(map(term_id, toks))
             if space is not None:

@@ -21,6 +21,7 @@ from ragstep.retrieval.bm25 import length_norms
 from ragstep.retrieval.ivf import Partition
 from ragstep.retrieval.quantize import ScalarQuantizer
 from ragstep.retrieval.signs import SignCodes
+from ragstep.retrieval.text import TOKENIZER_VERSION
 
 _MAX_MASKS = 64
 #: top() takes its sampled-cut path from this many scores on (below, a full argpartition costs microseconds).
@@ -372,6 +373,7 @@ def save_snapshot(snap: Snapshot, snap_root: Path, build_dir: Path | None = None
             "signs": {name: sp.signs.share for name, sp in snap.spaces.items() if sp.signs is not None},
             "codes": {k: getattr(snap, k).names for k in ("kb", "knowledge", "tag", "ctype")},
             "terms": terms,
+            "tokenizer": TOKENIZER_VERSION,  # the tokens of ``terms`` (_tokens.py)
         }
         (tmp / "meta.json").write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
         os.replace(tmp, final)
@@ -386,7 +388,10 @@ def save_snapshot(snap: Snapshot, snap_root: Path, build_dir: Path | None = None
             shutil.rmtree(old, ignore_errors=True)
 
 
-def load_snapshot(snap_root: Path, gen: int) -> Snapshot | None:
+def load_snapshot(snap_root: Path, gen: int, folded_only: bool = False) -> Snapshot | None:
+    """The snapshot saved for generation ``gen``, None when there is none this version can use. ``folded_only``: the
+    stored tokens are unfolded (:mod:`._tokens`), so a snapshot saved before folding, of the same generation, is not
+    (a snapshot is otherwise a function of its generation's rows: upgrading the tokens bumps the generation)."""
     folder = snap_root / f"gen-{gen}"
     if not folder.is_dir():
         return None
@@ -394,6 +399,8 @@ def load_snapshot(snap_root: Path, gen: int) -> Snapshot | None:
         meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
         if meta.get("format") not in READABLE_FORMATS:
             return None  # written by an older version (other BM25 norms): rebuild from SQLite
+        if folded_only and meta.get("tokenizer", 1) < TOKENIZER_VERSION:
+            return None
 
         def arr(name: str) -> np.ndarray:
             return np.load(folder / f"{name}.npy", mmap_mode="r")

@@ -61,14 +61,8 @@ from ragstep.adapters.index._build import stream_snapshot
 from ragstep.adapters.index._candidates import CandidateScoring
 from ragstep.adapters.index._ids import ids_at
 from ragstep.adapters.index._replace import checked_replacement, noting_indexed
-from ragstep.adapters.index._snapshot import (
-    Snapshot,
-    Space,
-    load_snapshot,
-    new_build_dir,
-    save_snapshot,
-    top,
-)
+from ragstep.adapters.index._snapshot import Snapshot, Space, load_snapshot, new_build_dir, save_snapshot, top
+from ragstep.adapters.index._tokens import upgrade_stored_tokens
 from ragstep.adapters.index._vectors import first_pass
 from ragstep.errors import ConflictError, InputError, StorageError
 from ragstep.models import Chunk
@@ -132,6 +126,9 @@ class LocalSearchIndex(RowVectorBackfill, CandidateScoring):
         self._persist = persist_snapshots
         # Fails now, with a clear message, if the data dir cannot hold the database.
         self._db = SqliteDatabase(self.root / "index.sqlite", _SCHEMA)
+        #: Rows whose tokens (an earlier tokenizer's) were upgraded on opening; None: the database could not be written,
+        #: so each snapshot build folds them instead (:mod:`._tokens`)
+        self.tokens_upgraded = upgrade_stored_tokens(self._db)
         self._build_lock = threading.Lock()
         self._snapshot: Snapshot | None = None
         self._workers = max(1, min(4, os.cpu_count() or 1))
@@ -478,7 +475,8 @@ class LocalSearchIndex(RowVectorBackfill, CandidateScoring):
             snap = self._snapshot
             gen = self._generation()
             if snap is None or snap.generation != gen:
-                snap = (load_snapshot(self._snap_root, gen) if self._persist else None) or self._build_snapshot()
+                saved = load_snapshot(self._snap_root, gen, self.tokens_upgraded is None) if self._persist else None
+                snap = saved or self._build_snapshot()
                 self._snapshot = snap
             return snap
 
@@ -487,7 +485,8 @@ class LocalSearchIndex(RowVectorBackfill, CandidateScoring):
         self.snapshot_builds += 1
         build_dir = new_build_dir(self._snap_root) if self._persist else None
         try:
-            snap = stream_snapshot(self._conn(), build_dir, self._storage, self._ivf_min_rows)
+            fold = self.tokens_upgraded is None
+            snap = stream_snapshot(self._conn(), build_dir, self._storage, self._ivf_min_rows, fold)
         except BaseException:
             if build_dir is not None:
                 shutil.rmtree(build_dir, ignore_errors=True)

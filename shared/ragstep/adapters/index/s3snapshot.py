@@ -275,6 +275,21 @@ class S3SnapshotIndex(S3VectorBackfill):  # vectors after the chunks: ._s3backfi
             for kb in self._holders("id", ids)
         )
 
+    def upgrade_tokens(self, knowledge_base_id: str) -> tuple[int, int]:
+        """Publish the knowledge base's generation with the current tokenizer's tokens when the one in S3 holds an
+        earlier tokenizer's (:class:`~ragstep.index_capabilities.TokenUpgrade`). This container's copy upgraded them
+        as it loaded (:mod:`._tokens`), as every cold container does until a write publishes them; this is that
+        write. Returns (chunks, rows upgraded)."""
+        if not SAFE_ID.match(knowledge_base_id):
+            return (0, 0)
+        entry = self._current(knowledge_base_id, fresh=True)
+        if entry.index is None:
+            return (0, 0)
+        upgraded = entry.index.tokens_upgraded or 0
+        if upgraded:
+            self.apply_change(knowledge_base_id, lambda index: upgraded)
+        return (entry.index.stats().chunks, upgraded)
+
     def delete_knowledge_base(self, knowledge_base_id: str) -> int:
         if not SAFE_ID.match(knowledge_base_id):
             return 0  # no such key can exist

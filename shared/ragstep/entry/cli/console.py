@@ -26,6 +26,23 @@ def clip(text: str, width: int) -> str:
     return "".join(out) + "…"
 
 
+def clip_middle(text: str, width: int) -> str:
+    """``text`` on one line, cut in its middle to ``width`` columns: for addresses and paths, whose start (the
+    knowledge base) and end (the file) tell rows apart, and whose middle (the folders) they share."""
+    flat = " ".join(text.split())
+    if display_width(flat) <= width:
+        return flat
+    head = clip(flat, width // 3).removesuffix("…")
+    tail: list[str] = []
+    used = display_width(head) + 1
+    for ch in reversed(flat):
+        if used + display_width(ch) > width:
+            break
+        tail.append(ch)
+        used += display_width(ch)
+    return head + "…" + "".join(reversed(tail))
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
     widths = [max(display_width(row[i]) for row in cells) for i in range(len(headers))]

@@ -50,5 +50,5 @@ def add_events_arguments(events: argparse.ArgumentParser, common: argparse.Argum
         help="process a retrieval request (or RetrievalRequested event) file; print the result event",
         parents=[common],
     )
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", metavar="FILE", help="the request, a JSON file")
     p.set_defaults(func=cmd_events_run)

@@ -92,9 +92,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         allowed_suffixes,
         check_named_paths,
         check_tag,
+        local_path,
         pipeline_for,
         scan_paths,
     )
+    from ragstep.parsers import listed_types
 
     # pypdf logs what it repairs or cannot read in a PDF ("EOF marker not found"); the file's row says what failed.
     keep_logs_off_the_terminal("pypdf", "ragstep.providers")
@@ -110,12 +112,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     suffixes = allowed_suffixes(kb)
     # Web pages (http/https) mix with files and folders on the command line: the files first, then the pages.
     urls = [p for p in args.paths if p.startswith(("http://", "https://"))]
-    paths = [p for p in args.paths if p not in urls]
+    paths = [local_path(p) for p in args.paths if p not in urls]  # file:///... URIs as their paths
     check_named_paths(paths)
     found = once_each(scan_paths(paths, suffixes))
     files = [f for f in found if isinstance(f, Path)]
     if not urls and not files and not any(r.status == "failed" for r in found if isinstance(r, IngestResult)):
-        raise InputError(f"no supported files under {' '.join(args.paths)} (supported: {', '.join(suffixes)})")
+        raise InputError(f"no supported files under {' '.join(args.paths)} (supported: {listed_types(suffixes)})")
     # Progressive indexing where the index allows it: every file searchable by keyword first, then the vectors.
     keywords_first = pipeline_for(kb, ctx, keywords_first=True) == "ingest_keywords"
     progress = Progress(
@@ -226,7 +228,24 @@ class VectorsPhase:
                 f"keyword; run `ragstep kb embed {name}` to try again",
                 file=sys.stderr,
             )
+        say_left_to_others(self.outcome, name, "ingest")
         return False
+
+
+def say_left_to_others(outcome: EmbedOutcome | None, kb_name: str, command: str) -> None:
+    """Name the documents another process on the data dir was embedding (``ragstep serve``'s worker, another ingest
+    or ``kb embed``: :mod:`ragstep.app.ingest_vectors` leaves a claimed document to its claimant), or the chunks still
+    without a vector after a run that ended well would go unexplained."""
+    names = outcome.elsewhere if outcome else []
+    if not names:
+        return
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    print(
+        f"ragstep: {command}: left to another process on this data dir (`ragstep serve`, another ingest or kb embed), "
+        f"which is adding the vectors of {shown}; `ragstep kb show {kb_name}` lists "
+        f"{'it' if len(names) == 1 else 'them'} as `vectors pending` until it is done",
+        file=sys.stderr,
+    )
 
 
 def cmd_kb_embed(args: argparse.Namespace) -> int:
@@ -243,7 +262,7 @@ def cmd_kb_embed(args: argparse.Namespace) -> int:
     require_backfill(ctx)
     documents = len(pending_documents(kb, ctx))
     waiting = pending_chunks(kb, ctx)
-    progress = EmbedProgress(waiting, every_s=ctx.settings.ingest_progress_every_s)
+    progress = EmbedProgress(waiting, every_s=ctx.settings.ingest_progress_every_s, command="kb embed")
     interrupted = False
     outcome = None
     try:
@@ -265,6 +284,7 @@ def cmd_kb_embed(args: argparse.Namespace) -> int:
                 "chunks": waiting - left,
                 "keyword_only_chunks": left,
                 "failed": [{"file": f, "error": e} for f, e in failed],
+                "embedded_elsewhere": outcome.elsewhere if outcome else [],
             }
         )
     elif not waiting:
@@ -273,6 +293,7 @@ def cmd_kb_embed(args: argparse.Namespace) -> int:
         print(f"{waiting - left} of {waiting} chunks of {kb.name} given their vectors ({documents} documents)")
     for filename, error in failed:
         print(f"ragstep: error: {filename}: its vectors could not be made: {error}", file=sys.stderr)
+    say_left_to_others(outcome, kb.name, "kb embed")
     if interrupted:
         print(f"ragstep: interrupted: {left} chunks still have no vector; run the same command again", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -20,14 +20,16 @@ def clock(seconds: float) -> str:
 class StatusLine:
     """Where both phases' progress goes: on a terminal, ``[#####-----] figures  name`` redrawn in place (at most
     every :attr:`REDRAW_S`); otherwise ``ragstep: ingest: figures, 0:42 elapsed (at name)``, a plain line every
-    ``every_s`` seconds (a log, a CI job, a redirected run), nothing for a run shorter than that."""
+    ``every_s`` seconds (a log, a CI job, a redirected run), nothing for a run shorter than that. ``command`` names
+    the command in that line (``ingest``, ``kb embed``)."""
 
     WIDTH = 30
     REDRAW_S = 0.1
 
-    def __init__(self, stream: Any, every_s: float) -> None:
+    def __init__(self, stream: Any, every_s: float, command: str = "ingest") -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.every_s = every_s
+        self.command = command
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.started = time.monotonic()
         self._shown = float("-inf")
@@ -57,7 +59,7 @@ class StatusLine:
             if not final and (now - self.started < self.every_s or now - self._shown < self.every_s):
                 return
             where = f" (at {at})" if at else ""
-            self.stream.write(f"ragstep: ingest: {figures()}, {clock(now - self.started)} elapsed{where}\n")
+            self.stream.write(f"ragstep: {self.command}: {figures()}, {clock(now - self.started)} elapsed{where}\n")
         self._shown = now
         self.stream.flush()
 
@@ -78,7 +80,8 @@ class Progress:
     The bar and the ETA follow the work left: with an embedding model, the chunks of the file in flight not yet
     embedded plus the chunks the files not yet read will make (their bytes at the chunks per byte seen so far),
     at the embedding rate seen so far; without one (or in the keyword phase), the bytes not yet read at the rate
-    seen so far, the file in flight counted by how much of it the chunker has cut, then shown as ``indexing``
+    seen since the first note that read any (none before a second one), the file in flight counted by how much of it
+    the chunker has cut, then shown as ``indexing``
     with the chunks the index has taken (``indexing 0/61485`` while the index stage reads them back: a 20 MB text
     file spends ~8 s of a ~16 s keyword phase in its index stage, :mod:`ragstep.stages.ingest.index`).
     """
@@ -106,6 +109,8 @@ class Progress:
         self._chunks_cut = 0
         self._embed_s = 0.0  # time spent embedding: from the first chunks of a file to its end
         self._embed_from: float | None = None
+        #: (bytes read, time) at the first note that read any: where the keyword rate is measured from.
+        self._read_from: tuple[float, float] | None = None
 
     # -- events (the ingest stages' notes come through chunked / embedded) --
 
@@ -116,6 +121,7 @@ class Progress:
 
     def chunking(self, done: int, total: int) -> None:
         self._file_cut = min(1.0, done / total) if total > 0 else 0.0
+        self._mark_read()
         self.draw()
 
     def ocr_page(self, done: int, total: int) -> None:
@@ -133,6 +139,7 @@ class Progress:
         self._bytes_chunked += self.sizes[self.done] if self.done < self.total else 0
         if self.embeds:
             self._embed_from = time.monotonic()
+        self._mark_read()
         self.draw()
 
     def embedded(self, count: int) -> None:
@@ -150,7 +157,12 @@ class Progress:
         self.chunks += chunks
         self.current = ""
         self._forget_file()
+        self._mark_read()
         self.draw(force=True)
+
+    def _mark_read(self) -> None:
+        if self._read_from is None and (read := self._bytes_read()) > 0:
+            self._read_from = (read, time.monotonic())
 
     def _forget_file(self) -> None:
         self._file_chunks = self._file_embedded = 0
@@ -188,10 +200,19 @@ class Progress:
             per_byte = self._chunks_cut / self._bytes_chunked
             left = (self._file_chunks - self._file_embedded) + (left_bytes - in_flight) * per_byte
             return max(0.0, left / rate)
-        elapsed = time.monotonic() - self.started
+        # Measured from the first note that read any bytes, not from the start: the first file's parse, the
+        # chunker's preparation and the tokenizer's warm-up came before it and, counted in, made the first ETAs of a
+        # 1 s phase read several minutes. No ETA until a second note has read more.
+        if self._read_from is None:
+            return None
+        first, since = self._read_from
+        read, elapsed = self._bytes_read(), time.monotonic() - since
+        return (sum(self.sizes) - read) * elapsed / (read - first) if read > first and elapsed > 0 else None
+
+    def _bytes_read(self) -> float:
+        """The bytes of the files done, and of the file in flight the part the chunker has cut."""
         in_flight = self.sizes[self.done] if self.done < self.total else 0
-        read = self._bytes_done + in_flight * self._file_cut
-        return (left_bytes - in_flight * self._file_cut) * elapsed / read if read and elapsed > 0 else None
+        return self._bytes_done + in_flight * self._file_cut
 
     def line(self) -> str:
         text = f"{self.phase}: " if self.phase else ""
@@ -229,12 +250,16 @@ class EmbedProgress:
     """The second phase of a progressive ingest (:mod:`ragstep.app.ingest_vectors`): chunks given their vector out of
     those waiting, the rate and an ETA, on stderr as :class:`Progress` shows the first (a bar redrawn in place on a
     terminal, a plain line every ``every_s`` seconds otherwise). The total is known before the first chunk is
-    embedded, so the ETA is the chunks left at the rate seen so far."""
+    embedded, so the ETA is the chunks left at the rate seen so far -- counted from the first chunks embedded, not
+    from the start: the first call also loads and warms the model, which made the first lines' ETA several times
+    too long (54 minutes for a 10-minute run)."""
 
-    def __init__(self, total: int, *, stream: Any = None, every_s: float = 10.0) -> None:
-        self.out = StatusLine(stream, every_s)
+    def __init__(self, total: int, *, stream: Any = None, every_s: float = 10.0, command: str = "ingest") -> None:
+        self.out = StatusLine(stream, every_s, command)
         self.total = total
         self.done = 0
+        #: (chunks, time) when the first ones were embedded: where the rate is measured from.
+        self._first: tuple[int, float] | None = None
 
     def chunking(self, done: int, total: int) -> None:
         """Nothing is chunked in this phase."""
@@ -250,11 +275,16 @@ class EmbedProgress:
 
     def embedded(self, count: int) -> None:
         self.done += count
+        if self._first is None:
+            self._first = (self.done, time.monotonic())
         self.draw()
 
     def rate(self) -> float:
-        elapsed = time.monotonic() - self.out.started
-        return self.done / elapsed if elapsed > 0 and self.done else 0.0
+        if self._first is None:
+            return 0.0
+        first, since = self._first
+        elapsed = time.monotonic() - since
+        return (self.done - first) / elapsed if elapsed > 0 and self.done > first else 0.0
 
     def fraction(self) -> float:
         return min(1.0, self.done / self.total) if self.total else 1.0

@@ -1,4 +1,5 @@
-"""``ragstep kb create|list|show``: thin shells over :mod:`ragstep.app.knowledge_bases`."""
+"""``ragstep kb create|list|show|upgrade-tokens``: thin shells over :mod:`ragstep.app.knowledge_bases` (and the
+index's :class:`~ragstep.index_capabilities.TokenUpgrade`)."""
 
 from __future__ import annotations
 
@@ -117,3 +118,34 @@ def render_contents(contents: KnowledgeBaseContents) -> str:
     lines.append(table(("id", "file", "chunks", "tag", "status", "error"), rows))
     lines.append(f"{len(contents.documents)} documents, {contents.chunks} chunks")
     return "\n".join(lines)
+
+
+def cmd_kb_upgrade_tokens(args: argparse.Namespace) -> int:
+    """``ragstep kb upgrade-tokens KB``: fold the keyword tokens of the documents indexed before accent folding, in
+    place on an OpenSearch domain (:mod:`ragstep.adapters.index.opensearch.tokens`), as a new generation on the
+    S3-snapshot index (whose containers otherwise each fold them as they load it). The local index does it itself
+    when it opens, so there it only says so."""
+    from ragstep.errors import InputError
+    from ragstep.index_capabilities import token_upgrade
+    from ragstep.retrieval.text import TOKENIZER_VERSION
+
+    require_data(args)
+    ctx = context_of(args)
+    kb = ctx.require_kb(args.name)
+    upgrade = token_upgrade(ctx.index)
+    if upgrade is None:
+        if ctx.settings.index_backend == "opensearch":  # a Serverless collection: no update in place
+            raise InputError(
+                "OpenSearch Serverless cannot update a document in place: ingest the knowledge base's documents "
+                "again to give them folded keyword tokens"
+            )
+        read, upgraded = None, 0
+    else:
+        read, upgraded = upgrade.upgrade_tokens(kb.id)
+    if args.json:
+        print_json({"knowledge_base": kb.name, "tokenizer": TOKENIZER_VERSION, "chunks": read, "upgraded": upgraded})
+    elif upgrade is None:
+        print(f"nothing to do: the {ctx.settings.index_backend} index folds stored tokens itself when it opens")
+    else:
+        print(f"{upgraded} of {read} chunks of {kb.name} given the keyword tokens of tokenizer {TOKENIZER_VERSION}")
+    return 0

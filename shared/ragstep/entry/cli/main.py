@@ -75,8 +75,10 @@ def arguments_of(module: str, name: str) -> AddArguments:
 def add_kb_arguments(kb: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     kb_sub = kb.add_subparsers(dest="kb_command", required=True, metavar="ACTION")
     p = kb_sub.add_parser("create", help="create a knowledge base", parents=[common])
-    p.add_argument("name")
-    p.add_argument("--type", choices=("document", "faq"), default="document")
+    p.add_argument("name", help="its name: 1-64 characters, letters (any script), digits, '-', '_', '.', spaces")
+    p.add_argument(
+        "--type", choices=("document", "faq"), default="document", help="document (files) or faq (question-answers)"
+    )
     p.add_argument(
         "--embedding-model",
         help="local:multilingual-e5-small-int8-v2 (in the process; local:multilingual-e5-small-int8 and "
@@ -94,7 +96,7 @@ def add_kb_arguments(kb: argparse.ArgumentParser, common: argparse.ArgumentParse
     )
     p.set_defaults(func=lazy("ragstep.entry.cli.kb", "cmd_kb_create"))
     p = kb_sub.add_parser("list", help="list knowledge bases", parents=[common])
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the knowledge bases as JSON")
     p.set_defaults(func=lazy("ragstep.entry.cli.kb", "cmd_kb_list"))
     p = kb_sub.add_parser(
         "show", help="list a knowledge base's documents: ids, files, chunks, tags, status", parents=[common]
@@ -110,8 +112,17 @@ def add_kb_arguments(kb: argparse.ArgumentParser, common: argparse.ArgumentParse
     p.add_argument("name", help="knowledge base name or id")
     p.add_argument("--json", action="store_true", help="print {documents, chunks, failed} as JSON")
     p.set_defaults(func=lazy("ragstep.entry.cli.ingest", "cmd_kb_embed"))
+    p = kb_sub.add_parser(
+        "upgrade-tokens",
+        help="fold the keyword tokens of documents indexed before accent folding: in place on an OpenSearch domain, "
+        "as a new generation on the S3-snapshot index (the local index does it itself when it opens)",
+        parents=[common],
+    )
+    p.add_argument("name", help="knowledge base name or id")
+    p.add_argument("--json", action="store_true", help="print {knowledge_base, tokenizer, chunks, upgraded} as JSON")
+    p.set_defaults(func=lazy("ragstep.entry.cli.kb", "cmd_kb_upgrade_tokens"))
     p = kb_sub.add_parser("delete", help="delete a knowledge base and everything indexed in it", parents=[common])
-    p.add_argument("name")
+    p.add_argument("name", help="knowledge base name or id")
     p.set_defaults(func=cmd_kb_delete)
 
 
@@ -140,12 +151,12 @@ def add_ingest_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentPa
 
 
 def add_delete_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
-    p.add_argument("knowledge_id")
+    p.add_argument("knowledge_id", help="the document's id (`ragstep kb show KB` lists them)")
     p.set_defaults(func=lazy("ragstep.entry.cli.ingest", "cmd_delete"))
 
 
 def add_search_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
-    p.add_argument("query")
+    p.add_argument("query", help="what to search for (up to 4,000 characters)")
     p.add_argument("--kb", action="append", help="knowledge base name or id (repeatable)")
     p.add_argument("--knowledge", action="append", help="limit to a knowledge id (repeatable)")
     p.add_argument("--tag", action="append", help="limit to a tag id (repeatable)")
@@ -175,7 +186,7 @@ def add_demo_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentPars
 def add_serve_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     from ragstep.entry.cli.serve import port_number
 
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (127.0.0.1; another needs API keys)")
     p.add_argument("--port", type=port_number, default=8000, help="TCP port, 1-65535 (8000)")
     p.set_defaults(func=lazy("ragstep.entry.cli.serve", "cmd_serve"))
 

@@ -31,6 +31,22 @@ def add_mcp_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParse
     p.set_defaults(func=cmd_mcp)
 
 
+def _check_data(args: argparse.Namespace) -> None:
+    """A data dir with no ragstep data is most often a mistyped path in the client's configuration, which the agent
+    would only ever see as "no knowledge base": read-only tools stop at once as the read-only commands do (exit 2,
+    the folder not created); with the ``ingest`` tool the server starts, and says so on stderr (the client's log)."""
+    from ragstep.entry.cli.common import require_data
+    from ragstep.errors import NotFoundError
+
+    if "ingest" not in args.scope:
+        require_data(args)
+        return
+    try:
+        require_data(args)
+    except NotFoundError as exc:
+        print(f"ragstep mcp: {exc.message}; serving it empty: the ingest tool adds documents", file=sys.stderr)
+
+
 def cmd_mcp(args: argparse.Namespace) -> int:
     import anyio
     from mcp.server.stdio import stdio_server
@@ -40,6 +56,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from ragstep.entry.mcp.tools import Caller
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="ragstep mcp: %(levelname)s %(message)s")
+    _check_data(args)
     caller = Caller(context_of(args), tuple(args.scope), inline_jobs=True)
     server = build_server(lambda _ctx: caller)
 

@@ -87,6 +87,12 @@ def _search(args: argparse.Namespace) -> int:
     # A provider's failure (web search offline, an embedding service down) is a trace row or the error's line here.
     keep_logs_off_the_terminal("ragstep.providers")
     overrides = parse_overrides(args.set or [])
+    if not (args.kb or args.knowledge or overrides.get("web_search")):
+        # Said in the command's words: the request's own check names the HTTP body's fields.
+        raise InputError(
+            "name what to search: --kb NAME (`ragstep kb list` shows them), --knowledge ID, or the web with "
+            "--set web_search=true"
+        )
     if args.top_k is not None:
         # --top-k wins over --set rerank_top_k; an explicit --set embedding_top_k is kept.
         wanted = top_k_overrides(args.top_k)

@@ -75,11 +75,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
         import uvicorn
     except ImportError:
         raise InputError("`ragstep serve` needs uvicorn: pip install 'ragstep[serve]'") from None
+    from ragstep.entry.cli.common import require_data
     from ragstep.entry.http.app import create_app
+    from ragstep.errors import NotFoundError
 
+    empty = ""
+    try:  # asked before the catalog makes the folder: on a mistyped --data-dir the console would just be empty
+        require_data(args)
+    except NotFoundError as exc:
+        empty = exc.message
     ctx = context_of(args)
     ctx.catalog  # noqa: B018 - open the data dir now so a bad --data-dir fails before the server starts
     check_listen(args.host, args.port)
+    if empty:
+        print(f"ragstep: serve: {empty}; serving it empty", file=sys.stderr)
     print(f"ragstep: {access_rule(args.host, ctx.clients.keys.has_keys(), ctx.settings.auth)}", file=sys.stderr)
     uvicorn.run(create_app(ctx.clients), host=args.host, port=args.port, log_level="info")
     return 0

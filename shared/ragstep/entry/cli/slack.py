@@ -26,6 +26,6 @@ def add_slack_arguments(slack: argparse.ArgumentParser, common: argparse.Argumen
     p = slack_sub.add_parser(
         "serve", help="serve POST /slack/events on 127.0.0.1 (put a tunnel in front)", parents=[common]
     )
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (127.0.0.1)")
     p.add_argument("--port", type=port_number, default=3000, help="TCP port, 1-65535 (3000)")
     p.set_defaults(func=cmd_slack_serve)

@@ -206,10 +206,10 @@ def add_tenants_arguments(tenants: argparse.ArgumentParser, common: argparse.Arg
         metavar="USD",
         help="estimated spend per UTC month, the cost receipts summed (RAGSTEP_MONTHLY_BUDGET_USD)",
     )
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the tenant as JSON")
     p.set_defaults(func=cmd_tenants_create)
     p = t_sub.add_parser("list", help="list tenants", parents=[common])
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the tenants as JSON")
     p.set_defaults(func=cmd_tenants_list)
 
 
@@ -228,15 +228,15 @@ def add_keys_arguments(keys: argparse.ArgumentParser, common: argparse.ArgumentP
     p.set_defaults(func=cmd_keys_create)
     p = k_sub.add_parser("list", help="list API keys (prefixes, never the keys)", parents=[common])
     p.add_argument("--tenant", help="only this tenant's keys")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the keys' records (never the keys) as JSON")
     p.set_defaults(func=cmd_keys_list)
     p = k_sub.add_parser("revoke", help="revoke an API key by its prefix", parents=[common])
-    p.add_argument("prefix")
+    p.add_argument("prefix", help="the key's prefix (`ragstep keys list`)")
     p.set_defaults(func=cmd_keys_revoke)
 
 
 def add_usage_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
-    p.add_argument("--tenant", default=DEFAULT_TENANT)
+    p.add_argument("--tenant", default=DEFAULT_TENANT, help="whose usage (the default tenant)")
     p.add_argument("--from", dest="start", metavar="WHEN", help="epoch seconds, a date or ISO time (30 days ago)")
     p.add_argument("--to", dest="end", metavar="WHEN", help="epoch seconds, a date or ISO time (now)")
     p.add_argument("--group-by", choices=("day", "month", "key", "model"), help="group the raw records (day)")
@@ -245,5 +245,5 @@ def add_usage_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentPar
         "--month", action="store_true", help="per UTC month, from the counters (kept after raw records expire)"
     )
     counters.add_argument("--daily", action="store_true", help="per UTC day, from the counters")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the rows and the total as JSON")
     p.set_defaults(func=cmd_usage)

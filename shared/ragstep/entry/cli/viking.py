@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 
 def add_find_arguments(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
-    p.add_argument("query")
+    p.add_argument("query", help="what to find (up to 4,000 characters)")
     p.add_argument("--kb", action="append", required=True, help="knowledge base name or id (repeatable)")
     add_shared_options(p)
     p.set_defaults(func=cmd_find)
@@ -92,7 +92,7 @@ def show(result: FindResult, *, as_json: bool) -> None:
 
 
 def render(result: FindResult) -> str:
-    from ragstep.entry.cli.console import clip, table
+    from ragstep.entry.cli.console import clip, clip_middle, table
 
     lines: list[str] = []
     plan = result.query_plan
@@ -106,7 +106,8 @@ def render(result: FindResult) -> str:
         if not matches:
             continue
         rows = [
-            (f"{m.score:.3f}", clip(m.uri, 48), "doc" if m.is_leaf else "dir", clip(m.abstract, 60)) for m in matches
+            (f"{m.score:.3f}", clip_middle(m.uri, 48), "doc" if m.is_leaf else "dir", clip(m.abstract, 60))
+            for m in matches
         ]
         lines.append(f"{name}:")
         lines.append(table(("score", "uri", "kind", "abstract"), rows))

@@ -285,12 +285,19 @@ def finish_reason(state: PipelineState) -> str:
 
 def usage_body(usage: Usage, receipt: CostReceipt | None = None) -> dict[str, Any]:
     """OpenAI's ``usage``; ``estimated: true`` when ragstep counted the tokens, not a model; ``cost``: the request's
-    cost receipt (:mod:`ragstep.app.cost`), which OpenAI clients keep as an extra field."""
+    estimated USD, a number, and ``cost_receipt``: its receipt (:mod:`ragstep.app.cost`), which OpenAI clients keep
+    as extra fields.
+
+    ``usage.cost`` is a number on this route only: OpenAI-compatible gateways report what a request cost there
+    (OpenRouter's convention), and litellm types the field as a float and bills from it -- a receipt in its place
+    made every litellm call warn and left the figure unread. ragstep's own routes keep the receipt in ``usage.cost``.
+    """
     body: dict[str, Any] = usage.model_dump(include={"prompt_tokens", "completion_tokens", "total_tokens"})
     if usage.estimated:
         body["estimated"] = True
     if receipt is not None:
-        body["cost"] = receipt.model_dump(mode="json")
+        body["cost"] = receipt.total_usd
+        body["cost_receipt"] = receipt.model_dump(mode="json")
     return body
 
 

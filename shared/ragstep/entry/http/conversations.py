@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Generator
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ragstep.app.answers import answer_notes, grounding_results
 from ragstep.app.chat import delete_session
@@ -24,7 +24,7 @@ from ragstep.context import Context
 from ragstep.entry.http.auth import Meter
 from ragstep.entry.http.completions import report, sse_response, stream_error
 from ragstep.entry.http.sse import SSEResponse, event_frame
-from ragstep.models import ChatRequest, HistoryRound, RetrievalOverrides, SessionSummary, Turn
+from ragstep.models import ChatRequest, HistoryRound, RetrievalOverrides, SessionSummary, Turn, check_query
 
 
 class SessionPage(BaseModel):
@@ -104,6 +104,15 @@ class KnowledgeChatBody(BaseModel):
     cost_budget_usd: float | None = Field(
         None, gt=0, le=1000, description="cost budget (estimated USD): optional stages are given up to meet it"
     )
+
+    @field_validator("query")
+    @classmethod
+    def _valid_query(cls, value: str) -> str:
+        """Checked as ``/v1/knowledge-search`` checks it (:class:`ragstep.models.SearchRequest`): an empty, overlong
+        or control-character query is the same 422 ``{error, message}`` ("query: query is empty; ...") on both
+        routes, not a 400 from the chat use case's own check."""
+        check_query(value)
+        return value
 
     def request(self, session_id: str | None) -> ChatRequest:
         return ChatRequest(

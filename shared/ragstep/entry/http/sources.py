@@ -46,8 +46,13 @@ def _name(result: SearchResult) -> str:
     return f"[{name}]({url})" if linked else name
 
 
+# The markers parsers leave in a passage's text (``<!-- page 3 -->``, ``<!-- ocr page 3 -->``): hidden where Markdown is
+# rendered, clutter where the text is read as it is (LangChain, litellm, a terminal).
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
+
+
 def _quote(content: str) -> str:
-    text = " ".join(content.split()).replace('"', "'")
+    text = " ".join(_COMMENT.sub(" ", content).split()).replace('"', "'")
     return text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1].rstrip() + "…"
 
 

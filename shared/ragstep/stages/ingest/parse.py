@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from ragstep.errors import InputError
 from ragstep.ingest_notes import note_ocr_page
 from ragstep.models import IngestState, KnowledgeBaseType, TraceEvent
-from ragstep.parsers import OcrOptions, ParseLimits, extension_of, parse, unsupported
+from ragstep.parsers import OcrOptions, ParseLimits, accepts, parse, unsupported
 from ragstep.parsers.faq import parse_faq
 from ragstep.stages.ingest.common import allowed_suffixes, check_size, require_kb
 from ragstep.stages.ingest.dedupe import find_twin, is_unchanged
@@ -41,7 +41,7 @@ def run(state: IngestState, ctx: Context) -> IngestState:
     src = state.source
     kb = require_kb(ctx, src.knowledge_base_id)
     name = src.filename
-    if extension_of(name) not in allowed_suffixes(kb):
+    if not accepts(name, allowed_suffixes(kb)):
         raise unsupported(name, allowed_suffixes(kb))
     if src.size is not None:
         check_size(name, src.size, ctx)

@@ -69,7 +69,7 @@ from ragstep.retrieval.background import QueryBackground
 from ragstep.retrieval.bm25 import BM25_K1
 from ragstep.retrieval.expansion import expansion_variants
 from ragstep.retrieval.fusion import Fused, fuse_adaptive, fuse_dbsf, fuse_evidence, fuse_minmax, fuse_rrf
-from ragstep.retrieval.text import query_terms
+from ragstep.retrieval.text import keyword_terms
 from ragstep.stages.search.hydrate import ServerFused, hydrate
 from ragstep.stages.search.hydrate import content_key as content_key  # imported from here by other stages, tests
 from ragstep.stages.search.retrievers import (
@@ -338,7 +338,7 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
         web = WebBranch(state, ctx)
     targets, n_kbs = resolve_targets(state)
     pool = candidate_pool(cfg.embedding_top_k, n_kbs, cfg)
-    terms = query_terms(query)
+    terms = keyword_terms(query)  # folded, plus the unfolded forms an index written before folding holds
     # BM25 needs no query vector: the keyword searches run on the pool while the query is embedded here.
     early = start_keyword(state, ctx, cfg, targets, terms, pool)
     embeddings, vectors, events = embed_query(state, ctx, targets, query)
@@ -366,7 +366,7 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
             match_count = max(2 * cfg.embedding_top_k, 2 * cfg.rerank_top_k)
             kthr = cfg.keyword_threshold * cfg.expansion_keyword_threshold_factor
             tasks: list[Task] = [
-                (f"expansion {v!r} #{i}", partial(ctx.index.keyword_search, query_terms(v), t.flt, match_count,
+                (f"expansion {v!r} #{i}", partial(ctx.index.keyword_search, keyword_terms(v), t.flt, match_count,
                                                   0.0 if t.scoped else kthr))
                 for v in variants
                 for i, t in enumerate(targets)

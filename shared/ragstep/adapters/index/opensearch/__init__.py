@@ -17,7 +17,11 @@ One document per chunk::
 ``tokens`` holds exactly what :func:`ragstep.retrieval.text.tokenize` produces (jieba for Han runs, a regex for the
 rest), and the whitespace analyzer only splits on the spaces we put there, so BM25 runs on the same terms as the local
 index on every flavour, AOSS included (which offers no Chinese analysis plugin). Queries send the same tokens as
-``term`` queries, so the analyzer never sees query text either.
+``term`` queries, so the analyzer never sees query text either. Tokens fold Latin accents since tokenizer version 2
+(:data:`ragstep.retrieval.text.TOKENIZER_VERSION`); documents indexed before keep their unfolded tokens, so the search
+stage sends each query term's unfolded form too (:func:`ragstep.retrieval.text.keyword_terms`): a query typed with
+accents finds them as before; ``ragstep kb upgrade-tokens`` folds their tokens in place on a domain (:mod:`.tokens`),
+and ingesting a document again gives it the folded tokens anywhere.
 
 Tenants
 -------
@@ -31,8 +35,9 @@ not per tenant (Lucene has no per-filter statistics); the local index, which has
 
 Layout: :mod:`.queries` (request bodies) and :mod:`.responses` (parsing) are pure; :mod:`.connection` holds the client,
 retries and mapping; :mod:`.index` the :class:`OpenSearchIndex` itself; :mod:`.backfill` its subclass for domains,
-which takes vectors after the chunks (progressive indexing, a guarded update); :mod:`.statistics` what client-side
-fusion reads of the index (the query's vector background from a cached sample, the scale of the cluster's raw BM25).
+which takes vectors after the chunks (progressive indexing, a guarded update) and, through :mod:`.tokens`, folds old
+documents' keyword tokens in place (another guarded update); :mod:`.statistics` what client-side fusion reads of
+the index (the query's vector background from a cached sample, the scale of the cluster's raw BM25).
 
 Scores
 ------

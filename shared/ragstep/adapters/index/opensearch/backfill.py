@@ -37,6 +37,7 @@ from ragstep.adapters.index.opensearch.queries import (
     vector_values,
 )
 from ragstep.adapters.index.opensearch.responses import parse_search_response
+from ragstep.adapters.index.opensearch.tokens import OpenSearchTokenUpgrade
 from ragstep.errors import InputError, StorageError
 from ragstep.ports import SearchFilter
 
@@ -101,9 +102,10 @@ def keyword_only_query(flt: SearchFilter, space: str, tenant_id: str) -> dict[st
     return {"bool": {"filter": build_filter(flt, tenant_id), "must_not": [{"exists": {"field": space_field(space)}}]}}
 
 
-class OpenSearchBackfillIndex(OpenSearchIndex):
+class OpenSearchBackfillIndex(OpenSearchTokenUpgrade):
     """:class:`OpenSearchIndex` on a domain (flavour ``es``) that also takes vectors after the chunks (see the
-    module docstring): the class :func:`index_class` picks for it, so ingest embeds in a second phase there."""
+    module docstring): the class :func:`index_class` picks for it, so ingest embeds in a second phase there. Being a
+    domain's, it can also fold old documents' keyword tokens in place (:mod:`.tokens`)."""
 
     def _require_domain(self) -> None:
         if self.flavour != "es":

@@ -3,7 +3,7 @@
 
 import { ApiError, del, get, post, request, stream } from "./api.js";
 import { t } from "./i18n.js";
-import { $, citedSpan, confirmDialog, describe, el, say, showPassage, showTrace } from "./ui.js";
+import { $, citedSpan, confirmDialog, describe, el, readable, say, showPassage, showTrace } from "./ui.js";
 
 // Where answers stream from: the API itself, or (on AWS, whose HTTP API buffers) the streaming chat function's URL.
 const CHAT_BASE = document.querySelector('meta[name="ragstep-chat-url"]')?.content || "";
@@ -56,7 +56,7 @@ export function createChat(shared) {
             `[${i + 1}] ${ref.knowledge_filename || ref.knowledge_title || ref.knowledge_id}`,
           ),
           el("span", { class: "muted" }, ` · ${shared.kbName(ref.knowledge_base_id)} · ${ref.match_type || ""}`),
-          el("div", { class: "snippet" }, (ref.content || "").slice(0, 160)),
+          el("div", { class: "snippet" }, readable(ref.content || "").slice(0, 160)),
         ),
       ),
     );

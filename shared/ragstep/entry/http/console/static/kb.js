@@ -206,22 +206,33 @@ export function createKnowledge(shared) {
     handle.error.hidden = !message;
   }
 
+  // One request per file: the API refuses a whole request for one bad file, and a person dropping a folder expects
+  // each file to be ingested or refused on its own, with its own reason (as `ragstep ingest` reports them).
   async function upload(files) {
     if (!files.length || !current) return;
+    const kb = current;
     const handles = [...files].map((f) => uploadRow(f.name));
-    const form = new FormData();
-    for (const file of files) form.append("files", file, file.name);
     const tag = $("#upload-tag").value.trim();
-    if (tag) form.append("tag", tag);
-    try {
-      const response = await request("POST", `v1/knowledge-bases/${encodeURIComponent(current)}/documents`, { form });
-      const accepted = await response.json();
-      accepted.jobs.forEach((job, i) => show(handles[i], job.status));
-      await follow(accepted.jobs.map((job, i) => [job, handles[i]]));
-    } catch (err) {
-      for (const h of handles) show(h, "failed", describe(err));
-      if (err instanceof ApiError && err.needsKey) shared.askKey(err);
+    const started = [];
+    for (const [i, file] of [...files].entries()) {
+      const form = new FormData();
+      form.append("files", file, file.name);
+      if (tag) form.append("tag", tag);
+      try {
+        const response = await request("POST", `v1/knowledge-bases/${encodeURIComponent(kb)}/documents`, { form });
+        const [job] = (await response.json()).jobs;
+        show(handles[i], job.status);
+        started.push([job, handles[i]]);
+      } catch (err) {
+        if (err instanceof ApiError && err.needsKey) {
+          for (const h of handles.slice(i)) show(h, "failed", describe(err));
+          shared.askKey(err);
+          break;
+        }
+        show(handles[i], "failed", describe(err));
+      }
     }
+    if (started.length) await follow(started);
   }
 
   /** Each job polled until it ends; the documents and counts are refreshed as they do. */

@@ -105,7 +105,26 @@ export function showTrace(trace) {
 
 // -- the cited passage ---------------------------------------------------------------------------------------------
 
-const SENTENCE = /[^。！？!?；;.\n]+(?:[。！？!?；;]|\.(?=\s|$)|\n|$)+/g;
+// The markers parsers leave in a passage (`<!-- page 3 -->` between a PDF's pages, `<!-- ocr page 3 -->` and
+// `<!-- /ocr -->` around text read by OCR): a page number is worth showing, the rest is not.
+const MARKER = /<!--\s*(?:\/ocr|ocr(?: page (\d+))?(?: image \S+)?|page (\d+))\s*-->/g;
+
+/** A passage's text as a reader should see it: page markers as "[page 3]", other markers gone. */
+export function readable(text) {
+  return text.replace(MARKER, (_, ocrPage, page) => {
+    const n = ocrPage || page;
+    return n ? `[${t("cite.page", { n })}]` : "";
+  });
+}
+
+// A sentence ends at 。！？!?；; a line end, or a full stop before a space; a dot inside a word (ASN.1, 4.19.0,
+// libtasn1.h, e.g.) does not end it. Every character falls in some sentence: the pieces put together are the text.
+const SENTENCE = /(?:[^。！？!?；;.\n]|\.(?!\s|$))*(?:(?:[。！？!?；;]|\.(?=\s|$)|\n)+|$)/g;
+
+/** `text` cut into its sentences (none empty). */
+function sentencesOf(text) {
+  return (text.match(SENTENCE) || []).filter((s) => s);
+}
 
 /** Words of `text` for overlap: Latin words, and Han characters in pairs (no tokenizer in a page). */
 function terms(text) {
@@ -136,9 +155,9 @@ function shared(want, text) {
 /** The passage, split into sentences, with those the cited span quotes or paraphrases marked: for each sentence of
  * the span, the passage sentence sharing most of its terms (at least a third of them). Adjacent marks are joined. */
 export function markedPassage(passage, span) {
-  const sentences = passage.match(SENTENCE) || [passage];
+  const sentences = sentencesOf(passage);
   const marked = new Set();
-  for (const cited of span.match(SENTENCE) || []) {
+  for (const cited of sentencesOf(span)) {
     const want = terms(cited);
     if (!want.size) continue;
     let best = -1;
@@ -186,7 +205,7 @@ export function showPassage(n, ref, cited, kbName) {
     }),
     t("cite.kb", { kb: kbName(ref.knowledge_base_id) }),
   ].join(" · ");
-  $("#passage-text").replaceChildren(...markedPassage(ref.content || "", cited || ""));
+  $("#passage-text").replaceChildren(...markedPassage(readable(ref.content || ""), cited || ""));
   $("#passage-figures").replaceChildren(...(ref.image_info || []).map(figure));
   openDialog($("#dlg-passage"));
   $("#dlg-passage mark")?.scrollIntoView({ block: "center" });
