@@ -211,3 +211,23 @@ def test_a_german_question_with_in_and_an_is_german() -> None:
 
     assert message_language_of("In welcher Einheit zeigt df den Platz normalerweise an?") == "de"
     assert message_language_of("Is there an option in cp for that?") == "en"
+
+
+FR_TIMEOUT_PAGE = """TIMEOUT(1)\t\t  Commandes de l'utilisateur\t\t    TIMEOUT(1)
+
+NOM
+       timeout - Exécuter une commande avec une limite de temps
+
+DESCRIPTION
+       Lancer COMMANDE et la tuer si elle est toujours en cours après la DURÉE indiquée.
+
+GNU coreutils 9.1\t\tSeptembre 2022\t\t\tTIMEOUT(1)
+"""
+
+
+def test_a_manual_pages_running_header_and_footer_answer_no_question(encoder: LocalEmbedder) -> None:
+    # "Combien coûte ... ?" asks for a number; the header's section "(1)" and the footer's version and year are
+    # no price. Before, the header line was quoted as the answer.
+    assert ask(encoder, "Combien coûte une licence de timeout ?", [FR_TIMEOUT_PAGE]) == NO_ANSWER["fr"]
+    assert expected_answer("Combien de passes ?").search("voir sort(1)") is None  # type: ignore[union-attr]
+    assert expected_answer("Combien de passes ?").search("par défaut (3)")  # type: ignore[union-attr]

@@ -39,6 +39,8 @@ rm efface chaque fichier listé. Par défaut, il n'efface pas les répertoires.
     [
         ("Comment supprimer un dossier et tout ce qu'il contient ?", "fr"),
         ("Qu’est-ce que cron ?", "fr"),
+        # "de" and "la" are Spanish words too: French's own most common words count for French as well.
+        ("Quel code de sortie renvoie timeout quand la commande met trop de temps ?", "fr"),
         ("et -r ?", "fr"),
         ("Wie verhindere ich, dass cp vorhandene Dateien überschreibt?", "de"),
         ("und mit ln?", "de"),

@@ -25,7 +25,8 @@ _WORD_LISTS: dict[MessageLanguage, str] = {
     "en": "the is are was what how do does did i to of and can which where why when who it in on for with my this "
     "that an be should will would there",
     "fr": "le la les l des du un une est sont que qu qui quoi quel quelle quels quelles comment pourquoi où combien "
-    "je il elle nous vous ce cette ces dans pour avec sans pas ne et ou sur faut peut mon ma mes d au aux c",
+    "je il elle nous vous ce cette ces dans pour avec sans pas ne et ou sur faut peut mon ma mes d au aux c de en "
+    "quand par si y",
     "de": "der die das den dem des ein eine einen einem einer ist sind wie was wer wo warum wann welche welcher "
     "welches ich kann muss wird werden mit von zu zum zur im auf für aus bei nicht und oder es sie man mich mein "
     "meine dass gibt in an als auch wenn",

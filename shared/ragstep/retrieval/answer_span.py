@@ -104,7 +104,7 @@ from ragstep.retrieval.answer_types import (
     stated_attributes,
 )
 from ragstep.retrieval.answer_window import joined, window
-from ragstep.retrieval.sentences import is_option_term, sentences_in_units
+from ragstep.retrieval.sentences import is_option_term, is_page_furniture, sentences_in_units
 from ragstep.retrieval.text import token_set
 
 #: Weight of the rarity-weighted share of the question's terms a sentence holds (0-1).
@@ -174,6 +174,8 @@ def _candidates(passages: Sequence[str]) -> tuple[list[tuple[int, int, str, str]
         for i, (heading, unit, sentence) in enumerate(units):
             if sentence.endswith(("?", "？")):
                 asked = sentence
+                continue
+            if is_page_furniture(sentence):
                 continue
             if i == 0 and _is_title(sentence, units):
                 opening = sentence  # the passage's subject, no answer

@@ -24,8 +24,9 @@ _EN_NUMBER_WORDS = (
     r"|zehn|zwölf|zwanzig|hundert|tausend|tres|cuatro|cinco|seis|siete|ocho|nueve|diez|doce|veinte|cien"
     r"|(?-i:dos|mil|cent|sept)"
 )
-# A digit glued to a word's letters is part of a name ("sha256", "ext4", "pbkdf2_hmac"), not a number.
-_NUMBER = rf"(?<![A-Za-z_\d])\d|[零一二两三四五六七八九十百千万亿半]|\b(?:{_EN_NUMBER_WORDS})\b"
+# A digit glued to a word's letters is part of a name ("sha256", "ext4", "pbkdf2_hmac"), not a number; nor is a
+# manual's section in a reference to a page ("shuf(1)", "TIMEOUT(1)": which book, not how many).
+_NUMBER = rf"(?<![A-Za-z_\d])(?<![A-Za-z_\d]\()\d|[零一二两三四五六七八九十百千万亿半]|\b(?:{_EN_NUMBER_WORDS})\b"
 _DURATION_UNITS = (
     r"second|minute|hour|day|night|week|month|year|decade|century|ms\b|秒|分钟|小时|钟头|天|日|周|星期|个月|年|世纪"
     # French, German, Spanish.

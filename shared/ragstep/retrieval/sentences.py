@@ -68,6 +68,18 @@ def _units(text: str) -> list[tuple[str, str]]:
     return units
 
 
+# A manual page's running header or footer ends with the page's name in capitals and its section: "TIMEOUT(1)
+# Commandes de l'utilisateur TIMEOUT(1)", "GNU coreutils 9.1 Septembre 2022 TOUCH(1)". A reference inside the text
+# names another page in lower case ("see shuf(1)").
+_PAGE_FURNITURE = re.compile(r"(?:^|\s)[A-Z][A-Z0-9_.+-]*\(\d[a-z]*\)$")
+
+
+def is_page_furniture(sentence: str) -> bool:
+    """A manual page's running header or footer line: it tells the page's name, section, source and date, and
+    answers no question (its section and date would pass for the number or the year a question asks for)."""
+    return bool(_PAGE_FURNITURE.search(sentence.rstrip()))
+
+
 def is_option_term(line: str) -> bool:
     """``line`` is a command-line option's term alone, its description to follow: options ("-t --test",
     "-k, --kill-after=DURATION", "-I[FMT], --iso-8601[=FMT]") and at most one argument's name after them
