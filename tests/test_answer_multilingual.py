@@ -12,7 +12,13 @@ from ragstep.adapters.chat.extractive import NO_ANSWER, ExtractiveChatModel
 from ragstep.ports import ChatGrounding, ChatOptions
 from ragstep.retrieval.answer_span import assess
 from ragstep.retrieval.answer_terms import names, question_terms, stems
-from ragstep.retrieval.answer_types import asks_how, expected_answer, is_option_entry, preferred_answer
+from ragstep.retrieval.answer_types import (
+    asks_how,
+    expected_answer,
+    is_option_entry,
+    preferred_answer,
+    stated_attributes,
+)
 from ragstep.retrieval.answer_window import leans_back
 from ragstep.retrieval.text import token_set
 
@@ -231,3 +237,17 @@ def test_a_manual_pages_running_header_and_footer_answer_no_question(encoder: Lo
     assert ask(encoder, "Combien coûte une licence de timeout ?", [FR_TIMEOUT_PAGE]) == NO_ANSWER["fr"]
     assert expected_answer("Combien de passes ?").search("voir sort(1)") is None  # type: ignore[union-attr]
     assert expected_answer("Combien de passes ?").search("par défaut (3)")  # type: ignore[union-attr]
+
+
+FR_TIMEOUT_STATUS = """État de fin d'exécution :
+       124    si  la  commande dépasse le temps imparti
+       125    si la commande timeout elle-même échoue
+"""
+
+
+def test_a_price_asked_in_french_german_or_spanish_needs_a_price(encoder: LocalEmbedder) -> None:
+    # "Combien coûte ... ?" names the price as "how much does ... cost?" does: exit codes are numbers, not a price.
+    assert ask(encoder, "Combien coûte une licence de timeout ?", [FR_TIMEOUT_STATUS]) == NO_ANSWER["fr"]
+    for question in ("Was kostet eine Lizenz für timeout?", "¿Cuánto cuesta una licencia de timeout?"):
+        assert stated_attributes(question), question
+    assert not stated_attributes("How do I alter the table?")  # the English verb is no German "Alter"

@@ -224,24 +224,56 @@ def definition_of(question: str) -> re.Pattern[str] | None:
 # Measured attributes a question may name, and what a sentence stating one holds: the attribute's own word or a unit
 # only that attribute is measured in. "What is the area of Qinghai Lake?" / "青海湖的面积有多大" is not answered by
 # the passage's population, however close in meaning: when the question names the attribute, the sentence (or the
-# option or paragraph it belongs to) must state it. General vocabulary of measurement, English and Chinese.
+# option or paragraph it belongs to) must state it. General vocabulary of measurement: English, Chinese, French,
+# German and Spanish.
 _MEASURED: tuple[tuple[str, str], ...] = (
-    (r"\barea\b|面积", r"\barea\b|面积|占地|square|sq\.?\s|km²|km2|m²|平方|公顷|亩|\bacres?\b|\bhectares?\b"),
-    (r"\bpopulation\b|人口", r"population|inhabitants|residents|people|人口|居民|万人|\d\s*人"),
     (
-        r"\baltitude\b|\belevation\b|海拔",
-        r"altitude|elevation|above sea level|海拔|\d\s*(?:m|metres?|meters?|feet|ft)\b|\d\s*米",
+        r"\barea\b|面积|\bsuperficie\b|\bfläche\b|\bárea\b",
+        r"\barea\b|面积|占地|square|sq\.?\s|km²|km2|m²|平方|公顷|亩|\bacres?\b|\bhectares?\b|superficie|fläche|área",
     ),
-    (r"\bheight\b|高度|身高", r"height|tall|\bhigh\b|高|\d\s*(?:m|cm|metres?|meters?|feet|ft)\b|\d\s*(?:米|厘米)"),
-    (r"\bdepth\b|深度", r"depth|\bdeep\b|深"),
-    (r"\bwidth\b|宽度", r"width|\bwide\b|宽"),
-    (r"\blength\b|长度|全长", r"length|\blong\b|长"),
-    (r"\bdiameter\b|直径", r"diameter|直径"),
-    (r"\btemperature\b|温度|气温", r"temperature|°|℃|degrees|温|摄氏|华氏"),
-    (r"\bspeed\b(?!\s+up)|速度|时速", r"speed|km/h|mph|速|\bfast\b"),
-    (r"\bprice\b|\bcost\b|价格|票价|费用|售价", r"price|cost|\$|€|£|¥|dollars?|euros?|yuan|价|费|元"),
-    (r"\bage\b|年龄|岁数", r"\bage\b|\bold\b|年龄|岁"),
-    (r"\bvolume\s+of\b|\bcapacity\b|容量|体积|容积", r"volume|capacity|litres?|liters?|容量|体积|容积|升|立方"),
+    (
+        r"\bpopulation\b|人口|\bbevölkerung\b|\beinwohner|\bpoblación\b|\bhabitantes\b",
+        r"population|inhabitants|residents|people|人口|居民|万人|\d\s*人|habitants|bevölkerung|einwohner|población"
+        r"|habitantes",
+    ),
+    (
+        r"\baltitude\b|\belevation\b|海拔|\baltitud\b",
+        r"altitude|elevation|above sea level|海拔|\d\s*(?:m|metres?|meters?|feet|ft)\b|\d\s*米|altitud",
+    ),
+    (
+        r"\bheight\b|高度|身高|\bhauteur\b|\baltura\b",
+        r"height|tall|\bhigh\b|高|\d\s*(?:m|cm|metres?|meters?|feet|ft)\b|\d\s*(?:米|厘米)|hauteur|\bhaut|altura|\balt[oa]s?\b",
+    ),
+    (r"\bdepth\b|深度|\bprofondeur\b|\btiefe\b|\bprofundidad\b", r"depth|\bdeep\b|深|profond|\btief|profund"),
+    (r"\bwidth\b|宽度|\blargeur\b|\bbreite\b|\banchura\b", r"width|\bwide\b|宽|\blarge|\bbreit|\banch[oa]"),
+    (
+        r"\blength\b|长度|全长|\blongueur\b|\blänge\b|\blongitud\b",
+        r"length|\blong\b|长|longueur|länge|\blang\b|longitud|\blarg[oa]s?\b",
+    ),
+    (r"\bdiameter\b|直径|\bdiamètre\b|\bdurchmesser\b|\bdiámetro\b", r"diameter|直径|diamètre|durchmesser|diámetro"),
+    (
+        r"\btemperature\b|温度|气温|\btempérature\b|\btemperatur",
+        r"temperature|°|℃|degrees|温|摄氏|华氏|température|temperatur|\bgrad\b|\bgrados?\b",
+    ),
+    (
+        r"\bspeed\b(?!\s+up)|速度|时速|\bvitesse\b|\bgeschwindigkeit\b|\bvelocidad\b",
+        r"speed|km/h|mph|速|\bfast\b|vitesse|geschwindigkeit|velocidad|\brapide|\bschnell|\brápid",
+    ),
+    (
+        # coûte / kostet / cuesta: the verb asks the price as the noun does.
+        r"\bprice\b|\bcost\b|价格|票价|费用|售价|\bprix\b|\bco[uû]t|\bpreis|\bkost|\bprecio\b|\bcuest[ae]n?\b|\bcost[oe]s?\b",
+        r"price|cost|\$|€|£|¥|dollars?|euros?|yuan|价|费|元|prix|coût|preis|kost|precio",
+    ),
+    # German "Alter" only as the capitalised noun: English "alter" is a verb.
+    (
+        r"\bage\b|年龄|岁数|\bâge\b|(?-i:\bAlter\b)|\bedad\b",
+        r"\bage\b|\bold\b|年龄|岁|\bâge\b|\balter\b|\bedad\b|\bans\b|\bjahre\b|\baños\b",
+    ),
+    (
+        r"\bvolume\s+of\b|\bcapacity\b|容量|体积|容积|\bcapacité\b|\bkapazität\b|\bfassungsvermögen\b|\bcapacidad\b"
+        r"|\bvolumen\b",
+        r"volume|capacity|litres?|liters?|容量|体积|容积|升|立方|capacité|kapazität|fassungsvermögen|capacidad",
+    ),
 )
 _ATTRIBUTE_KINDS = tuple((re.compile(a, re.IGNORECASE), re.compile(h, re.IGNORECASE)) for a, h in _MEASURED)
 
