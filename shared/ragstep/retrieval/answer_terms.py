@@ -34,10 +34,10 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 from collections.abc import Iterable, Sequence
 
 from ragstep.models.message_language import LETTERS, MessageLanguage, message_language_of
+from ragstep.retrieval.latin_fold import fold_word
 from ragstep.retrieval.text import query_terms, token_set
 
 #: French, German and Spanish words are compared by this many first letters (module docstring).
@@ -71,12 +71,10 @@ _FUNCTION_WORDS: dict[MessageLanguage, str] = {
 
 
 def fold(word: str) -> str:
-    """``word`` without its accents ("répertoires" -> "repertoires", "ß" -> "ss"): keyword tokens fold them (or,
-    written before folding, keep them), and the question's and the sentence's words must compare alike."""
-    if word.isascii():
-        return word
-    decomposed = unicodedata.normalize("NFKD", word.replace("ß", "ss"))
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
+    """``word`` with its Latin letters' accents folded ("répertoires" -> "repertoires", "ß" -> "ss") as keyword
+    tokens fold them (:func:`~ragstep.retrieval.latin_fold.fold_word`): the question's words, its sentences' tokens
+    and the function words compare alike, and other scripts keep their marks as the tokens do."""
+    return word if word.isascii() else fold_word(word)
 
 
 FUNCTION_WORDS: dict[MessageLanguage, frozenset[str]] = {
