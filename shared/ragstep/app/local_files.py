@@ -47,14 +47,22 @@ def link_leaves(entry: Path, root: Path) -> bool:
     return not is_within(target, root)
 
 
+# Opening never blocks on a fifo or takes a terminal as the controlling one (rule 3 reads regular files only).
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+
+
+def _in_kernel_filesystem(real: Path) -> bool:
+    return any(is_within(real, kernel) for kernel in KERNEL_FILESYSTEMS)
+
+
 def read_local_file(path: Path, limit: int, shown: str) -> bytes:
     """The bytes of the regular file at ``path`` (rules 2 and 3); :class:`InputError` saying why otherwise.
     ``shown`` names the file in messages; ``limit`` is the size limit (``RAGSTEP_MAX_FILE_BYTES``)."""
     real = path.resolve()
-    if any(is_within(real, kernel) for kernel in KERNEL_FILESYSTEMS):
+    if _in_kernel_filesystem(real):
         raise InputError(f"{shown}: {real} is a kernel interface, not a document; it is never read")
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, _OPEN_FLAGS)
     except OSError as exc:
         raise InputError(f"{path}: cannot read the file: {(exc.strerror or str(exc)).lower()}") from None
     try:
@@ -85,10 +93,10 @@ def read_local_head(path: Path, size: int) -> bytes | None:
     """The first ``size`` bytes of the regular file at ``path``, read under rules 2 and 3 (a folder walk telling a
     text file without an extension from a binary one); None when they may not or cannot be read (ingesting the file
     then says why)."""
-    if any(is_within(path.resolve(), kernel) for kernel in KERNEL_FILESYSTEMS):
+    if _in_kernel_filesystem(path.resolve()):
         return None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, _OPEN_FLAGS)
     except OSError:
         return None
     try:
