@@ -105,6 +105,17 @@ def test_keyword_terms_ask_for_the_unfolded_form_too() -> None:
     assert keyword_terms("where are the folders") == query_terms("where are the folders")
 
 
+def test_keyword_terms_ask_for_both_spellings_of_a_german_umlaut() -> None:
+    """German writes ä ö ü as ae oe ue without the letters: "Mueller" is "Müller" (token "muller"), "Groesse" is
+    "Größe" ("grosse"). English words that hold the letter pairs are not taken for umlauts."""
+    assert keyword_terms("Mueller") == ["mueller", "muller"]
+    assert keyword_terms("Wie ist die Groesse?")[-2:] == ["groesse", "grosse"]
+    assert keyword_terms("Müller") == ["muller", "müller", "mueller"]
+    assert keyword_terms("Größe") == ["grosse", "größe", "groesse"]
+    for english in ("queue timeout", "due date", "larvae of bees", "a poem", "Feuer und Dauer"):
+        assert keyword_terms(english) == query_terms(english), english
+
+
 def test_the_model_free_reranker_counts_folded_terms() -> None:
     # The reranker counts query terms in each candidate's normalised text: folded on both sides.
     reranker = TokenVectorReranker()
@@ -142,6 +153,7 @@ def test_search_ignores_accents_both_ways(tmp_path: Path, capsys: pytest.Capture
     (docs / "cancion.txt").write_text("La canción más antigua del archivo.\n", "utf-8")
     (docs / "mueller.md").write_text("Frau Müller wohnt in der Schloßstraße.\n", "utf-8")
     (docs / "plain.txt").write_text("The cafe menu lists a creme brulee, written without accents.\n", "utf-8")
+    (docs / "koeln.txt").write_text("Herr Schroeder faehrt nach Koeln zur Messe.\n", "utf-8")
     data = tmp_path / "data"
     assert main(["--data-dir", str(data), "kb", "create", "docs"]) == 0
     assert main(["--data-dir", str(data), "ingest", str(docs), "--kb", "docs"]) == 0
@@ -152,6 +164,9 @@ def test_search_ignores_accents_both_ways(tmp_path: Path, capsys: pytest.Capture
     # and the reverse: accents the document does not have
     assert cli_search(capsys, data, "crème brûlée au café") == ["plain.txt"]
     assert cli_search(capsys, data, "répertoires") == ["repertoires.md"]
+    # German umlauts spelled out (ae oe ue), in the question or in the document
+    assert cli_search(capsys, data, "Mueller") == ["mueller.md"]
+    assert cli_search(capsys, data, "Schröder Köln") == ["koeln.txt"]
 
 
 def test_an_index_written_before_folding_upgrades_when_opened(

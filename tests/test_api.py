@@ -29,9 +29,15 @@ from ragstep.entry.cli.main import main
 from ragstep.entry.http.app import create_app
 from ragstep.entry.http.errors import is_openai_path, redact
 from ragstep.models import KnowledgeBase, SearchResult, TraceEvent
+from ragstep.models.search import RetrievalOverrides
 
 SHARED = Path(__file__).resolve().parents[1] / "shared"
 SEARCH = "/v1/knowledge-search"
+# An unknown key names what its object accepts (pydantic said "Extra inputs are not permitted", naming neither).
+UNKNOWN_BOGUS = (
+    "bogus: unknown field; the request accepts query, session_id, knowledge_base_ids, knowledge_ids, tag_ids,"
+    " overrides, user, profile, budget_ms, cost_budget_usd"
+)
 
 DOCS = {
     "coffee.md": "# Espresso\n\nEspresso is brewed by forcing hot water through finely ground coffee beans.\n",
@@ -168,8 +174,12 @@ def _body(query: Any = "espresso", **fields: Any) -> bytes:
         (_body("espresso\x07"), "query: query contains the control character U+0007; remove it"),
         (_body("espresso\u200b"), "query: query contains the control character U+200B; remove it"),
         (_body(42), "query: Input should be a valid string"),
-        (_body(bogus=1), "bogus: Extra inputs are not permitted"),
-        (_body(overrides={"bogus_knob": 1}), "overrides.bogus_knob: Extra inputs are not permitted"),
+        (_body(bogus=1), UNKNOWN_BOGUS),
+        (
+            _body(overrides={"rerank_topk": 1}),
+            "overrides.rerank_topk: unknown field (did you mean rerank_top_k?); overrides accepts "
+            + ", ".join(RetrievalOverrides.model_fields),
+        ),
         (_body(overrides={"rerank_top_k": 0}), "overrides.rerank_top_k: Input should be greater than or equal to 1"),
         (
             json.dumps({"query": "espresso"}).encode(),
@@ -262,7 +272,7 @@ def test_body_over_the_declared_limit_is_413(client: TestClient) -> None:
     under = _body(bogus="x" * (LIMIT - 200))
     assert len(under) <= LIMIT
     response = client.post(SEARCH, content=under, headers={"content-type": "application/json"})
-    assert (response.status_code, response.json()["message"]) == (422, "bogus: Extra inputs are not permitted")
+    assert (response.status_code, response.json()["message"]) == (422, UNKNOWN_BOGUS)
 
 
 def test_chunked_body_over_the_limit_is_413(client: TestClient) -> None:
@@ -533,3 +543,19 @@ def test_real_server(tmp_path: Path) -> None:
             server.kill()
             server.wait(timeout=10)
     assert "Traceback" not in log.read_text()
+
+
+@pytest.mark.parametrize("query", ["<script>alert(1)</script> espresso", "espresso <img src=x onerror=alert(1)>"])
+def test_markup_in_a_question_is_refused_alike_by_search_find_and_chat(client: TestClient, query: str) -> None:
+    """Chat refused a question holding script markup (400) while search ran it and echoed it back: every route that
+    takes a question answers it the same way now."""
+    message = "query contains HTML or script markup (e.g. <script>, javascript:, onerror=); remove it"
+    body = {"query": query, "knowledge_base_ids": ["docs"]}
+    for path in (SEARCH, "/v1/knowledge-chat"):
+        response = client.post(path, json=body)
+        assert (response.status_code, response.json()) == (400, {"error": "invalid_input", "message": message}), path
+    found = client.post("/v1/find", json={"query": query, "knowledge_bases": ["docs"]})
+    assert found.status_code == 400 and found.json()["message"] == message
+    # Only the DOM's event handlers count as markup: "one = two" is a question (any "on...=" was refused).
+    plain = client.post(SEARCH, json={"query": "what does one = two mean in espresso", "knowledge_base_ids": ["docs"]})
+    assert plain.status_code == 200

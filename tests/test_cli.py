@@ -25,9 +25,12 @@ from ragstep import __version__
 from ragstep.entry.cli.demo import DEMO_QUERIES
 from ragstep.entry.cli.main import main
 from ragstep.models import SearchResult, TraceEvent
+from ragstep.models.search import RetrievalOverrides
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO / "shared"
+#: What an unknown --set key is told (pydantic said "Extra inputs are not permitted": no hint of what is accepted).
+OVERRIDES = "overrides accepts " + ", ".join(RetrievalOverrides.model_fields)
 
 # Four small documents on unrelated topics, two in English and two in Chinese. Both English ones contain "guide",
 # so one query can hit both of them with different strengths.
@@ -231,7 +234,7 @@ def test_kb_create_bad_name_is_refused(cli: Cli, name: str, problem: str) -> Non
 
 def test_kb_delete_unknown_and_kb_delete_removes_its_chunks(cli: Cli, indexed: dict[str, str]) -> None:
     # The error names only what was asked for, never the other knowledge bases.
-    assert cli.fails("kb", "delete", "nope") == "unknown knowledge base 'nope'"
+    assert cli.fails("kb", "delete", "nope") == "unknown knowledge base 'nope'; `ragstep kb list` shows those there are"
     assert_index_intact(cli)
 
     assert cli.ok("kb", "delete", "docs") == f"deleted knowledge base docs ({len(DOCS)} chunks)\n"
@@ -299,7 +302,7 @@ def test_kb_show_empty_and_unknown(cli: Cli) -> None:
         == "no documents yet; add some with `ragstep ingest PATH --kb docs`"
     )
     assert cli.json("kb", "show", "docs")["documents"] == []  # type: ignore[index]
-    assert cli.fails("kb", "show", "nope") == "unknown knowledge base 'nope'"
+    assert cli.fails("kb", "show", "nope") == "unknown knowledge base 'nope'; `ragstep kb list` shows those there are"
 
 
 # -- ingest --------------------------------------------------------------------------------------------------------
@@ -625,7 +628,7 @@ def test_set_overrides_retrieval_settings(cli: Cli, indexed: dict[str, str]) -> 
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
-        ("bogus_knob=1", "overrides.bogus_knob: Extra inputs are not permitted"),
+        ("rerank_topk=1", f"overrides.rerank_topk: unknown field (did you mean rerank_top_k?); {OVERRIDES}"),
         ("keyword_threshold=2", "overrides.keyword_threshold: Input should be less than or equal to 1"),
         ("fusion=average", "overrides.fusion: Input should be 'absolute', 'adaptive', 'minmax', 'dbsf' or 'rrf'"),
         ("keyword_threshold", "--set expects KEY=VALUE, got 'keyword_threshold'"),
@@ -682,7 +685,7 @@ def test_set_accepts_the_environment_names(cli: Cli, indexed: dict[str, str], sp
 
 def test_set_environment_name_of_no_retrieval_setting(cli: Cli, indexed: dict[str, str]) -> None:
     message = cli.fails("search", "espresso", "--kb", "docs", "--set", "RAGSTEP_DATA_DIR=/tmp")
-    assert message == "overrides.data_dir: Extra inputs are not permitted"
+    assert message == f"overrides.data_dir: unknown field; {OVERRIDES}"
 
 
 @pytest.mark.parametrize(
@@ -715,7 +718,10 @@ def test_search_needs_a_target_and_a_known_kb(cli: Cli, indexed: dict[str, str])
         "name what to search: --kb NAME (`ragstep kb list` shows them), --knowledge ID, or the web with "
         "--set web_search=true"
     )
-    assert cli.fails("search", "espresso", "--kb", "nope") == "unknown knowledge base 'nope'"
+    assert (
+        cli.fails("search", "espresso", "--kb", "nope")
+        == "unknown knowledge base 'nope'; `ragstep kb list` shows those there are"
+    )
     assert_index_intact(cli)
 
 
@@ -787,7 +793,14 @@ def test_delete_one_document(cli: Cli, indexed: dict[str, str]) -> None:
     assert cli.filenames("大熊猫")[0] == "熊猫.md"
     (kb,) = cli.json("kb", "list")
     assert kb["documents"] == len(DOCS) - 1
-    assert cli.fails("delete", coffee) == f"unknown knowledge id {coffee!r}"
+    hint = "delete takes the document's id (`ragstep kb show KB` lists them)"
+    assert cli.fails("delete", coffee) == f"unknown knowledge id {coffee!r}; {hint}"
+    # A file name (what `kb show` lists first) is not an id: the message gives the id it has.
+    garden = indexed["garden.txt"]
+    message = cli.fails("delete", "garden.txt")
+    assert (
+        message == f"unknown knowledge id 'garden.txt'; delete takes the document's id: garden.txt is {garden} in docs"
+    )
 
 
 # -- demo ----------------------------------------------------------------------------------------------------------

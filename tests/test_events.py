@@ -268,3 +268,12 @@ def test_events_run_prints_the_result_event(tmp_path: Path, capsys: pytest.Captu
     file.write_text("{not json")
     assert main(["--data-dir", str(data), "events", "run", str(file)]) == 2
     assert "is not JSON" in capsys.readouterr().err
+    # A misspelt key says what a request takes (pydantic said "Extra inputs are not permitted").
+    file.write_text(json.dumps({**request("cli-2", None), "knowledge_bases": ["docs"]}))
+    assert main(["--data-dir", str(data), "events", "run", str(file)]) == 2
+    err = capsys.readouterr().err
+    assert "knowledge_bases: unknown field (did you mean knowledge_base_ids?); the request accepts request_id," in err
+    # The queue's Lambda test event (events/retrieval_events.json) said "request_id: Field required".
+    file.write_text(json.dumps({"Records": [{"body": json.dumps(request("cli-3", None))}]}))
+    assert main(["--data-dir", str(data), "events", "run", str(file)]) == 2
+    assert "an SQS event (Records) holds its requests in each record's body" in capsys.readouterr().err

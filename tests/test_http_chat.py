@@ -327,6 +327,8 @@ def test_bad_requests_are_4xx_that_say_what_to_fix_and_write_nothing(
     assert found.headers["content-type"] == "application/json"
     error = found.json()["error"]  # OpenAI's shape
     assert error["code"] and error["type"] and message in error["message"]
+    if message == "the limit is":  # the question's own rules name the field that holds it (param was None)
+        assert error["param"] == "messages"
     assert app.stored_turns() == []
 
 

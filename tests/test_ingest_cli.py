@@ -410,6 +410,33 @@ def test_the_keyword_rate_is_measured_from_the_first_bytes_read() -> None:
     assert progress.eta_s() is not None and ", ETA " in stream.getvalue().splitlines()[-1]
 
 
+def test_the_keyword_rate_is_measured_from_the_first_chunks_cut() -> None:
+    """As the vectors' rate: the time before the first note (the first file's parse, the warm-up) and the chunks
+    that note counted are left out. From the run's start, the first lines' chunks/s read several times too low."""
+    import io
+
+    from ragstep.entry.cli.ingest_progress import Progress
+
+    stream = io.StringIO()
+    progress = Progress([1000, 1000, 1000], embeds=False, stream=stream, every_s=0.0, phase="keywords")
+    progress.start("a.txt")
+    progress.chunked(50)
+    progress.advance(50)
+    assert progress.rate() == 0.0 and "chunks/s" not in stream.getvalue()  # one note: no rate yet
+    progress.start("b.txt")
+    progress.chunked(30)
+    assert progress.rate() > 0 and " chunks/s" in stream.getvalue().splitlines()[-1]
+
+    # Small files ingested side by side by worker threads send no notes: their chunks count when they are reported
+    # (the rate was never shown for a folder of them).
+    stream = io.StringIO()
+    progress = Progress([1000, 1000, 1000], embeds=False, stream=stream, every_s=0.0, phase="keywords")
+    for name, chunks in (("a.txt", 50), ("b.txt", 30)):
+        progress.start(name)
+        progress.advance(chunks)
+    assert progress.rate() > 0 and " chunks/s" in stream.getvalue().splitlines()[-1]
+
+
 def test_one_large_files_keyword_phase_moves_and_has_an_eta_while_it_is_cut(
     ctx: Context, make_kb: Callable[..., Any], tmp_path: Path
 ) -> None:

@@ -134,6 +134,22 @@ def test_stdio_server_serves_every_tool(clients: Clients) -> None:
             assert follow.structured_content["results"][0]["knowledge_filename"] == "ledger.md"
             doc = await client.read_resource("ragstep://knowledge-bases/docs")
             assert "lambda.md" in doc.contents[0].text
+            # Over stdio the caller is this machine's user: a file by path or file: URI, as `ragstep ingest` takes it.
+            note = clients.settings.data_dir.parent / "harbour notes.md"
+            note.write_text("# Harbour\n\nThe pilot boards every tanker at the outer buoy.\n", encoding="utf-8")
+            by_uri = await client.call_tool("ingest", {"knowledge_base": "docs", "path": note.as_uri()})
+            assert by_uri.structured_content["status"] == "indexed", text_of(by_uri)
+            assert text_of(by_uri).startswith("harbour notes.md: job ")
+            found = await client.call_tool("search", {"query": "pilot tanker buoy", "knowledge_bases": ["docs"]})
+            assert found.structured_content["results"][0]["knowledge_filename"] == "harbour notes.md"
+            relative = await client.call_tool("ingest", {"knowledge_base": "docs", "path": "harbour notes.md"})
+            assert relative.is_error and "is relative" in text_of(relative)
+            kernel = await client.call_tool("ingest", {"knowledge_base": "docs", "path": "file:///proc/self/environ"})
+            assert kernel.is_error and "kernel interface" in text_of(kernel)
+            long = await client.call_tool("search", {"query": "a" * 5000, "knowledge_bases": ["docs"]})
+            assert text_of(long) == "invalid query: query has 5000 characters; the limit is 4000"  # no "Value error"
+            typo = await client.call_tool("search", {"query": "pilot", "knowledge_bases": ["docs"], "topk": 1})
+            assert typo.is_error and text_of(typo).startswith("unknown argument 'topk' (did you mean top_k?)")
 
     run(session)
 
@@ -199,6 +215,9 @@ def test_http_serves_every_tool_to_a_full_key(keyed: tuple[str, dict[str, str]],
             seen = await exercise(client)
             check_every_tool(seen)
             assert seen["ingest"].structured_content["status"] in {"queued", "running", "indexed"}
+            # A caller over HTTP may be anyone with a key: the server's own disk is not theirs to read.
+            by_path = await client.call_tool("ingest", {"knowledge_base": "docs", "path": "/etc/hostname"})
+            assert by_path.is_error and "does not read its own disk for a caller over HTTP" in text_of(by_path)
 
     run(session)
     # MCP calls are metered like the other routes: one usage record per HTTP request, written after its answer.
@@ -355,3 +374,48 @@ def test_bench_mcp_times_the_same_search_over_http_and_mcp() -> None:
     for name in ("http_search_p50_ms", "mcp_search_p50_ms", "sdk_client_search_p50_ms"):
         assert result[name] > 0
     assert "MCP adds" in render(result)
+
+
+def test_stdio_answers_a_line_that_is_no_json_rpc_message(tmp_path: Path) -> None:
+    """JSON-RPC 2.0: invalid JSON gets a Parse error, a JSON value that is no message an Invalid Request, with the id
+    when it can be read (null when not). The SDK's stdio transport only logged such a line: the client waited
+    forever for an answer that never came."""
+    lines = [
+        "not json",
+        "   ",  # a blank line is no message: no answer
+        json.dumps({"jsonrpc": "2.0", "id": 5}),
+        json.dumps([{"jsonrpc": "2.0", "id": 6, "method": "ping"}]),
+        json.dumps({"jsonrpc": "1.0", "id": "a", "method": "ping"}),
+        json.dumps({"jsonrpc": "2.0", "id": 9, "method": "ping"}),  # the connection still serves after them
+    ]
+    server = subprocess.Popen(
+        [RAGSTEP, "--data-dir", str(tmp_path / "data"), "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    watchdog = threading.Timer(120, server.kill)  # a server that never answers fails the test, not the suite
+    watchdog.start()
+    assert server.stdin is not None and server.stdout is not None and server.stderr is not None
+    try:
+        server.stdin.write("".join(line + "\n" for line in lines))
+        server.stdin.flush()
+        # stdin kept open until the answers are in: at end of input the server stops, answered or not.
+        answers = [json.loads(server.stdout.readline()) for _ in range(5)]
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+        watchdog.cancel()
+    assert [(a["id"], a.get("error", {}).get("code")) for a in answers] == [
+        (None, -32700),
+        (5, -32600),
+        (None, -32600),
+        ("a", -32600),
+        (9, None),
+    ]
+    assert answers[0]["error"]["message"].startswith("not JSON: ")
+    assert answers[1]["error"]["message"] == "invalid JSON-RPC message: method: Field required"
+    assert answers[2]["error"]["message"] == "a JSON-RPC message is a JSON object, not list"
+    assert answers[3]["error"]["message"] == "invalid JSON-RPC message: jsonrpc: Input should be '2.0'"
+    assert answers[4]["result"] == {} and "Traceback" not in server.stderr.read()

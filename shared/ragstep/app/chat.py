@@ -43,10 +43,9 @@ from ragstep.stages.chat.into_chat_message import validate_query
 def _invalid(exc: ValidationError) -> InputError:
     """422, as the API's own body validation: "name at least one knowledge base" is the same answer from chat as
     from search."""
-    err = exc.errors()[0]
-    where = ".".join(str(p) for p in err.get("loc", ()))
-    msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
-    return InvalidFieldError(f"{where}: {msg}" if where else msg)
+    from ragstep.models.unknown_fields import first_problem
+
+    return InvalidFieldError(first_problem(exc))
 
 
 def new_chat_state(request: ChatRequest, ctx: Context) -> PipelineState:

@@ -9,7 +9,9 @@ from pydantic import BaseModel, ConfigDict
 from ragstep.app.cost import cost_of, observe
 from ragstep.app.session_access import require_session
 from ragstep.context import Context
+from ragstep.errors import InputError
 from ragstep.models import PipelineState, SearchRequest, SearchResult, TraceEvent
+from ragstep.models.base import check_markup
 from ragstep.models.cost import CostReceipt
 from ragstep.pipeline import run_pipeline
 from ragstep.stages.search.scope import resolve_scope
@@ -42,6 +44,10 @@ def knowledge_search(request: SearchRequest, ctx: Context) -> PipelineState:
 
     A ``session_id`` names a chat session the caller may see (its history's references join the results), else
     404, as chat answers (:func:`ragstep.app.session_access.require_session`)."""
+    try:
+        check_markup(request.query)  # as a chat question is checked: no route accepts what another refuses
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     if request.session_id is not None:
         require_session(ctx, request.session_id)
     state = new_state(request, ctx)

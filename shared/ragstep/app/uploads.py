@@ -77,9 +77,10 @@ def chunking_options(**given: int | bool | None) -> dict[str, Any] | None:
     try:
         return IngestOptions.model_validate(sent).model_dump()
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "chunking options"
-        raise InputError(f"{where}: {str(err['msg']).removeprefix('Value error, ')}") from None
+        from ragstep.models.unknown_fields import first_problem
+
+        problem = first_problem(exc, IngestOptions)
+        raise InputError(problem if exc.errors()[0]["loc"] else f"chunking options: {problem}") from None
 
 
 @dataclass(frozen=True, slots=True)

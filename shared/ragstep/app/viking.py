@@ -21,6 +21,7 @@ from pathlib import Path
 from ragstep.context import Context
 from ragstep.errors import InputError, RagstepError
 from ragstep.models import Chunk, ChunkType, KnowledgeBase, TraceEvent, check_query
+from ragstep.models.base import check_markup
 from ragstep.models.viking import FindResult, Hierarchy, HierarchyNode, MatchedContext, VikingState
 from ragstep.ports import ChatMessage, ChatOptions
 from ragstep.retrieval.hierarchy import (
@@ -249,7 +250,7 @@ def find(
     if not kb_refs:
         raise InputError("name at least one knowledge base (--kb NAME)")
     try:
-        query = check_query(query)
+        query = check_markup(check_query(query))
     except ValueError as exc:
         raise InputError(str(exc)) from None
     if not 1 <= limit <= 200:

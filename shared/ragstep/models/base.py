@@ -5,6 +5,7 @@
 # ``ragstep search`` spent collecting model fields (issue #23). Quote only what is not defined yet (a method's own
 # class, names imported for type checking).
 
+import functools
 import importlib
 import re
 import unicodedata
@@ -109,6 +110,38 @@ def check_query(text: str) -> str:
         if ch not in "\t\n\r" and unicodedata.category(ch) in ("Cc", "Cf") and ch not in "\u200d\u200c":
             raise ValueError(f"query contains the control character U+{ord(ch):04X}; remove it")
     return stripped
+
+
+#: The DOM's event handler attributes (onerror=, onload=, onmouseover= ...), by name: any word starting with "on"
+#: before an "=" also refused "what does one = two mean" and "WHERE one=1".
+_HANDLERS = (
+    "abort|animation[a-z]*|auxclick|before[a-z]*|begin|blur|cancel|canplay[a-z]*|change|click|close|context[a-z]*|"
+    "copy|cuechange|cut|dblclick|drag[a-z]*|drop|durationchange|emptied|end|ended|error|focus[a-z]*|formdata|"
+    "fullscreen[a-z]*|hashchange|input|invalid|key[a-z]+|load[a-z]*|message[a-z]*|mouse[a-z]+|offline|online|"
+    "page[a-z]+|paste|pause|play[a-z]*|pointer[a-z]+|popstate|progress|ratechange|repeat|reset|resize|scroll[a-z]*|"
+    "search|seek[a-z]+|select[a-z]*|show|slotchange|stalled|storage|submit|suspend|timeupdate|toggle|touch[a-z]+|"
+    "transition[a-z]+|unload|volumechange|waiting|webkit[a-z]+|wheel"
+)
+
+
+@functools.cache
+def _markup() -> re.Pattern[str]:
+    # Compiled on first use: a process that never checks a question never needs it.
+    return re.compile(
+        r"<\s*(?:script|iframe|object|embed|svg|img|link|meta|style)\b|javascript\s*:|vbscript\s*:"
+        rf"|\bon(?:{_HANDLERS})\s*=",
+        re.IGNORECASE,
+    )
+
+
+def check_markup(text: str) -> str:
+    """Refuse a question holding markup that turns a rendered page into script (``<script>``, ``javascript:``,
+    ``onerror=``): refused rather than escaped, on every route that takes a question (search, find, chat), so that
+    no stored history, usage record or recorded request holds it and a route does not accept what another refuses.
+    Raises ``ValueError`` saying what to fix; returns ``text``."""
+    if _markup().search(text):
+        raise ValueError("query contains HTML or script markup (e.g. <script>, javascript:, onerror=); remove it")
+    return text
 
 
 def check_identifier(value: str) -> str:

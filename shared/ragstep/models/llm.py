@@ -51,6 +51,12 @@ class ChatGrounding:
     #: given only to a model that is not generative, and the scale its cosines sit on.
     encoder: SentenceEncoder | None = None
     encoder_scale: ScoreScale = COMMON_SCALE
+    #: A follow-up's question as retrieval searched it, with the subject it leans on ("" when searched as asked):
+    #: ``question`` is then the user's own words, which choose the answer; this helps read what they refer to.
+    searched: str = ""
+    #: The conversation's previous question and answer: the answer not to be given again for a new ask.
+    previous_question: str = ""
+    previous_answer: str = ""
 
 
 class SentenceEncoder(Protocol):

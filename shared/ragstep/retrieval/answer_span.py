@@ -30,7 +30,12 @@ answers best) and the *decision* (does it answer at all).
   date), how many / 多少 (a number), which option / flag (a command-line option); and a measured attribute the
   question names -- its area / 面积, population / 人口, price / 票价 ... -- must be stated by the sentence or its
   paragraph (the word, or a unit only that attribute is measured in: :func:`~ragstep.retrieval.answer_types
-  .stated_attributes`). When any sentence holds what is asked, the best of those is selected.
+  .stated_attributes`); a Chinese count question names what it counts ("多少员工", "X的影响因子是多少"), which the
+  sentence must hold as well (:mod:`ragstep.retrieval.answer_focus`). When any sentence holds what is asked, the
+  best of those is selected. "Where is X
+  installed / stored / kept?" prefers a sentence naming a path; a value only code states ("What is the size of
+  CHUNK?": "#define CHUNK 16384") is a candidate when the question names the identifier as code writes it
+  (:mod:`ragstep.retrieval.answer_candidates`).
   "What is X?" / "X是什么？" asks for what X is (:func:`~ragstep.retrieval.answer_types.definition_of`): the
   best sentence that defines X ("bc is a language that ...", a manual page's "bc - An arbitrary precision
   calculator language") is selected when one was retrieved, but none is required to answer. "Who wrote X?" takes
@@ -40,9 +45,14 @@ answers best) and the *decision* (does it answer at all).
 
 **Decision.** The selected sentence answers only when (1) it holds the kind of value the question asks for (and the
 measured attribute it names: "西宁市的面积是多少？" over a passage that states the city's population is
-declined); (2) its passage holds every *name* of the question (:func:`names`: capitalised words and words with digits
--- "Docker", "Liwx", "ext4"; in German, where every noun is capitalised, only a capital a noun does not have; a
-question about the same tool on another system is not answered by the tool's page); and
+declined; so is "What is the libsodium license?" over a README that states none, or "What is zstd's maximum
+compression level?" over sentences on compression ratios: the evidence that the sources do not answer is that no
+sentence states the attribute asked for, a licence or a bound included); (2) its passage holds every *name* of the
+question (:func:`~ragstep.retrieval.answer_terms.passages_naming`: capitalised words and words with digits --
+"Docker", "Liwx", "ext4" --, the owner of what is asked -- "zstd's" --, and code identifiers -- "json.loads"; in
+German, where every noun is capitalised, only a capital a noun does not have; a number given as an option's value,
+"-n 5", is none; a question about the same tool on another system is not answered by the tool's page; a qualifier
+of a "what is X?" subject, "GNU bc", may be held by another passage of the grounding); and
 (3) its *support* reaches :data:`ANSWER_THRESHOLD`. The support is the fit less :data:`BACKGROUND_WEIGHT` x the
 question's background, the median semantic similarity of the retrieved sentences to it (:func:`background`): most of
 them are about the question's topic without answering it, and where they sit moves with the corpus and the language
@@ -92,19 +102,25 @@ import numpy as np
 
 from ragstep.models.llm import SentenceEncoder
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
-from ragstep.retrieval.answer_terms import Coverage, names
+from ragstep.retrieval.answer_candidates import candidates as candidates_of
+from ragstep.retrieval.answer_candidates import code_names
+from ragstep.retrieval.answer_focus import counted_patterns
+from ragstep.retrieval.answer_terms import Coverage, passages_naming
+from ragstep.retrieval.answer_terms import names as names  # importable here as before
 from ragstep.retrieval.answer_terms import term_weights as term_weights  # the IDF, importable here as before
 from ragstep.retrieval.answer_types import (
     MAX_QUESTION_CHARS,
     asks_how,
     definition_of,
     expected_answer,
+    holds_asked,
     is_option_entry,
+    place_of,
     preferred_answer,
     stated_attributes,
 )
 from ragstep.retrieval.answer_window import joined, window
-from ragstep.retrieval.sentences import is_option_term, is_page_furniture, sentences_in_units
+from ragstep.retrieval.sentences import sentences_in_units
 from ragstep.retrieval.text import token_set
 
 #: Weight of the rarity-weighted share of the question's terms a sentence holds (0-1).
@@ -129,9 +145,6 @@ MAX_QUOTES = 3
 MIN_BACKGROUND = 6
 #: Sentences embedded per question (over that, those sharing the most weighted terms in the best-ranked passages).
 MAX_SENTENCES = 32
-#: The start of the passage's opening sentence, embedded with a sentence as its context (longer costs embedding
-#: time).
-CONTEXT_CHARS = 120
 #: Entries a caller's sentence-vector cache keeps (oldest dropped first).
 CACHE_SIZE = 4096
 #: Words-only fallback (no embedding model): the best sentence's and its passage's share of the weighted terms.
@@ -150,55 +163,6 @@ class Quote:
     text: str
     score: float
     sentence: str = ""
-
-
-def _candidates(passages: Sequence[str]) -> tuple[list[tuple[int, int, str, str]], list[str]]:
-    """(passage number, position, sentence, the text embedded for it) of the passages, in order, and each one's
-    lead: the first sentence of its unit (its option's term and first line, its paragraph's first sentence) when it
-    is not that sentence itself.
-
-    A sentence is embedded under its heading and after its context ("Hybrid search: ... ragstep searches two ways at
-    once.", "Qinghai Lake is the largest lake in China. ... Its average depth is about 21 m."): on its own it often
-    does not name what it is about. The context is its lead when it has one ("-E, --conflict-exit-code number The
-    exit status used when ... The default value is 1.": what the value is of), else its passage's opening sentence,
-    which usually names the subject (the sentence just before it seldom: "... home to thousands of birds. Its
-    average depth is about 21 m." reads as far from "How deep is Qinghai Lake?" as an unrelated sentence). A
-    question is no answer: in a FAQ it is the context of the sentences that follow it, in place of the opening
-    sentence, and not a candidate itself."""
-    out: list[tuple[int, int, str, str]] = []
-    leads: list[str] = []
-    for n, passage in enumerate(passages, start=1):
-        opening = asked = ""
-        first: dict[int, str] = {}
-        units = sentences_in_units(passage)
-        for i, (heading, unit, sentence) in enumerate(units):
-            if sentence.endswith(("?", "？")):
-                asked = sentence
-                continue
-            if is_page_furniture(sentence):
-                continue
-            if i == 0 and _is_title(sentence, units):
-                opening = sentence  # the passage's subject, no answer
-                continue
-            lead = first.setdefault(unit, sentence)
-            lead = "" if lead == sentence else lead
-            topic = (lead or asked or opening)[:CONTEXT_CHARS]
-            context = " ".join(t for t in (f"{heading}:" if heading else "", topic) if t)
-            out.append((n, i, sentence, f"{context} {sentence}" if context else sentence))
-            leads.append(lead)
-            opening = opening or sentence
-    return out, leads
-
-
-_TERMINAL = (".", "。", "!", "！", "?", "？", ";", "；", ")", "）", '"', "”")
-
-
-def _is_title(sentence: str, units: list[tuple[str, int, str]]) -> bool:
-    """A passage's first line is its title when it is a unit of its own without a sentence's end and not an option
-    ("gzip(1) manual: compress or expand files", "Installation guide"): it says what the passage is about, and
-    reads close to every question about that subject without answering any."""
-    alone = len(units) < 2 or units[1][1] != units[0][1]
-    return alone and not sentence.endswith(_TERMINAL) and not is_option_term(sentence.split(" ", 3)[0])
 
 
 def _sentence_vectors(
@@ -254,7 +218,7 @@ def features(
     """Every candidate sentence's features (None when the passages have no sentence); without an encoder, the
     semantic ones are zero."""
     question = question[:MAX_QUESTION_CHARS]
-    candidates, leads = _candidates(passages)
+    candidates, leads = candidates_of(passages, code_names(question))
     if not candidates:
         return None
     coverage = Coverage(question, passages)
@@ -265,24 +229,24 @@ def features(
         dtype=np.float32,
     )
     expected = expected_answer(question)
-    attributes = stated_attributes(question)
+    attributes = stated_attributes(question) or counted_patterns(question)
     typed = np.array(
         [
-            (expected is None or bool(expected.search(c[2]))) and all(a.search(f"{lead} {c[2]}") for a in attributes)
+            (expected is None or holds_asked(expected, c[2], question))
+            and all(a.search(f"{lead} {c[2]}") for a in attributes)
             for c, lead in zip(candidates, leads, strict=True)
         ],
         dtype=bool,
     )
     expects = expected is not None or bool(attributes)
-    definition = preferred_answer(question) if expects else definition_of(question)
+    definition = preferred_answer(question) if expects else definition_of(question) or place_of(question)
     defining = None if definition is None else np.array([bool(definition.search(c[2])) for c in candidates])
     if expects and defining is not None:
         defining &= typed
         # A by-line ("Written by Paul Rubin, David MacKenzie ...") never names what was written; its passage does
         # (the manual page's name, the README's title): its words are read from its passage.
         lexical = np.where(defining, np.maximum(lexical, passage_coverage), lexical).astype(np.float32)
-    wanted = names(question, coverage.language)
-    held = [all(name in passage.casefold() for name in wanted) for passage in passages]
+    held = passages_naming(question, passages, coverage.language)
     named = np.array([held[n - 1] for n, _, _, _ in candidates], dtype=bool)
     options = np.array([is_option_entry(c[2]) for c in candidates]) if asks_how(question) else None
     zeros = np.zeros(len(candidates), dtype=np.float32)
@@ -459,7 +423,7 @@ def _quotes(f: Features, fit: np.ndarray, best: int, passages: Sequence[str] = (
         wanted = bool(f.typed[k]) and (f.defining is None or bool(f.defining[k]))
         if (k != best and not wanted) or (n, i) in quoted or any(text in c.text for c in chosen):
             continue
-        start, end = window(units[n], i) if n in units else (i, i)
+        start, end = window(units[n], i) if n in units and i < len(units[n]) else (i, i)  # code: a line
         span = range(start, end + 1)
         if any((n, j) in quoted for j in span):
             start = end = i

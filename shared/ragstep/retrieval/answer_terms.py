@@ -14,7 +14,12 @@ question's language (:func:`~ragstep.models.message_language.message_language_of
 * French, German and Spanish words are compared by their first :data:`TRUNCATE` letters, accents folded: truncation
   to a word's first five characters is as good a stemmer for these languages as the rule-based ones (McNamee and
   Mayfield, "Character N-gram Tokenization for European Language Text Retrieval", Information Retrieval 2004; and
-  later work on truncation stemming), and needs no rule per language; English keeps its suffix rule.
+  later work on truncation stemming), and needs no rule per language; English keeps its suffix rule. German is the
+  exception: it writes compounds as one word, and a compound's first five letters are often a word of their own
+  ("Dateiname" / "Datei", "Unterordner" / "unter", "Speicherplatz" / "Speicher"), so German words lose their
+  inflectional ending instead (a light stemmer in the manner of Savoy's, "Light Stemming Approaches for the French,
+  Portuguese, German and Hungarian Languages", SAC 2006: "Zeilen" / "Zeile", "Dateien" / "Datei", "Ordnern" /
+  "Ordner", and "Dateinamen" / "Dateiname" but not "Datei").
 
 **Names** (:func:`names`) are what a question asks about by name: a capitalised word inside the question, a word
 with a digit. German writes every noun with a capital ("Ordner", "Zeilen"): there a capital marks a name only when
@@ -37,6 +42,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from ragstep.models.message_language import LETTERS, MessageLanguage, message_language_of
+from ragstep.retrieval.answer_types import defined_subject
 from ragstep.retrieval.latin_fold import fold_word
 from ragstep.retrieval.text import query_terms, token_set
 
@@ -105,18 +111,40 @@ _ATTRIBUTES = {
 }
 
 
+_GERMAN_S_ENDING = frozenset("bdfghklmnrt")
+_GERMAN_ST_ENDING = frozenset("bdfghklmnt")
+
+
+def german_stem(word: str) -> str:
+    """``word`` (folded, lower case) without its German inflectional ending (module docstring): a plural's or a
+    case's ending (-ern, -em, -en, -er, -es, -e, -s), then a comparative's or a verb's (-est, -er, -en, -st)."""
+    w = word
+    if len(w) > 5 and w.endswith("ern"):
+        w = w[:-3]
+    elif len(w) > 4 and w.endswith(("em", "en", "er", "es")):
+        w = w[:-2]
+    elif (len(w) > 3 and w.endswith("e")) or (len(w) > 3 and w.endswith("s") and w[-2] in _GERMAN_S_ENDING):
+        w = w[:-1]
+    if len(w) > 5 and w.endswith("est"):
+        w = w[:-3]
+    elif (len(w) > 4 and w.endswith(("er", "en"))) or (len(w) > 5 and w.endswith("st") and w[-3] in _GERMAN_ST_ENDING):
+        w = w[:-2]
+    return w
+
+
 def stems(tokens: Iterable[str], language: MessageLanguage = "en") -> frozenset[str]:
     """The tokens as the question and its answer share them: accents folded; English words without their commonest
     inflection ("logs" / "log", "stayed" / "stay") and an attribute's adjective as its noun ("deep" / "depth");
-    French, German and Spanish words (``language``: the question's) cut to their first :data:`TRUNCATE` letters
-    ("lignes" / "ligne", "Zeilen" / "Zeile", "muestro" / "muestra"). Other scripts are left as they are."""
+    French and Spanish words (``language``: the question's) cut to their first :data:`TRUNCATE` letters ("lignes" /
+    "ligne", "muestro" / "muestra"), German ones without their ending (:func:`german_stem`: "Zeilen" / "Zeile").
+    Other scripts are left as they are."""
     out = set()
     truncate = language in _TRUNCATED
     for t in tokens:
         t = fold(t)
         if t.isascii():
             if truncate and t.isalpha():
-                t = t[:TRUNCATE]
+                t = german_stem(t) if language == "de" else t[:TRUNCATE]
             else:
                 t = _SUFFIX.sub("", t)
                 t = _ATTRIBUTES.get(t, t)
@@ -137,21 +165,106 @@ def names(question: str, language: MessageLanguage | None = None) -> list[str]:
     """The names a question asks about (case-folded): words written with a capital inside the question ("Docker",
     "SSH", "Liwx", "Btrfs") and words with a digit ("ext4", "2025", "7"). A passage that does not hold one of them
     is about something else, however close its meaning: "How do I use it with Docker?" is not answered by a
-    sentence about the same tool without Docker. The question's first word is capitalised as any sentence's is;
-    in German (``language``, else read from the question) every noun is, so there only a capital a noun does not
+    sentence about the same tool without Docker. The question's first word is capitalised as any sentence's is (and
+    a second sentence's: "hwclock --debug got deprecated. Replacement?"); a number that counts a word in lower case
+    ("the first 20 lines") or is an option's value ("-n 5") is what the user asks for, not a name; in German
+    (``language``, else read from the question) every noun is capitalised, so there only a capital a noun does not
     have marks a name (an acronym, an inner capital)."""
-    german = (language or question_language(question)) == "de"
+    language = language or question_language(question)
+    german = language == "de"
     out = []
     for k, match in enumerate(_NAME.finditer(question)):
         word = match.group(0)
-        if word == "I" or not fold(word).isascii():
+        if word == "I" or not fold(word).isascii() or _is_setting(question, match.start(), word):
             continue
-        capital = k > 0 and any(c.isupper() for c in word)
+        if word.isdigit() and _QUANTITY.match(question, match.end()):
+            continue  # "the first 20 lines", "20 premières lignes": how many the user wants, not a name
+        opens = k == 0 or _SENTENCE_END.search(question, 0, match.start()) is not None
+        capital = not opens and any(c.isupper() for c in word)
         if german and capital:
             capital = any(c.isupper() for c in word[1:])
         if any(c.isdigit() for c in word) or capital:
             out.append(word.casefold())
     return list(dict.fromkeys(out))
+
+
+_IDENTIFIER = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?![\w.]*\w)|(?<!\w)[A-Za-z]\w*_\w*")
+#: A dotted identifier's last part names it when at least this long ("json.loads": "loads"); a shorter one is a file's
+#: extension ("zpipe.c"), and a passage on the file's code seldom names the file.
+MIN_MEMBER = 3
+
+
+def identifiers(question: str) -> list[str]:
+    """The code identifiers ``question`` names in lower case ("json.loads", "token_hex"), as a passage about them
+    holds them: a dotted name by its last part ("loads": a module's page writes its functions' names alone). A
+    passage that does not hold one is about other code ("What is the maximum nesting depth json.loads can decode?"
+    is not answered by pprint's "depth The maximum depth to print out nested structures.")."""
+    out = []
+    for match in _IDENTIFIER.finditer(question):
+        word = match.group(0).casefold()
+        if all(len(part) < 2 for part in word.split(".")):
+            continue  # "e.g", "i.e": abbreviations
+        last = word.rsplit(".", 1)[-1]
+        if "_" in word or len(last) >= MIN_MEMBER:  # "zpipe.c": a file, which a passage on its code may not name
+            out.append(last if len(last) >= MIN_MEMBER else word)
+    return list(dict.fromkeys(out))
+
+
+def passages_naming(question: str, passages: Sequence[str], language: MessageLanguage | None = None) -> list[bool]:
+    """Which passages hold every name of ``question`` (:func:`names`). A name that qualifies the subject of a "what
+    is X?" question ("What is GNU bc?": GNU qualifies bc) tells which bc is meant, and a page says so once: the
+    passage that defines bc ("bc - An arbitrary precision calculator language") need not repeat it, as long as a
+    retrieved passage holds it (the same page's licence or author section)."""
+    folded = [p.casefold() for p in passages]
+    wanted = names(question, language) + identifiers(question)
+    if (language or question_language(question)) == "en":
+        wanted += [w for w in owners(question) if _written_as_code(w, folded)]
+    subject = defined_subject(question)
+    qualifiers = {w.casefold() for w in subject.split()[:-1]} if subject else set()
+    anywhere = {n for n in wanted if n in qualifiers and any(n in p for p in folded)}
+    return [all(n in p or n in anywhere for n in wanted) for p in folded]
+
+
+# "What is zstd's maximum compression level?": what the question asks about is the owner of what it asks for; a
+# passage about gzip's maximum compression does not answer it. A tool's name is written in lower case as a common
+# noun is ("each user's table", "each option's default"): the owner is a name when the documents write it as code,
+# in backticks or as a manual page's name ("`zstd`", "zstd(1)").
+_POSSESSIVE = re.compile(r"(?<=\w)['’]s\b")
+_NOT_OWNERS = frozenset(
+    "what who where when why how that it there here let one nobody somebody someone everybody everyone anybody "  # noqa: SIM905
+    "anyone".split()
+)
+# A number the question sets as an option's value ("with -n 5", "--lines=5", "-n5"): a value the user chose, not a name
+# the passage must hold.
+_SETTING = re.compile(r"(?:^|\s)--?[A-Za-z][\w-]*[ =]$")
+
+
+# A question of two sentences capitalises the second's first word as the first's ("hwclock --debug got deprecated.
+# Replacement?", "... have the bugs. What option do I need?"): a capital there is no name.
+_SENTENCE_END = re.compile(r"[.?!¿¡]\s*[\"'(]?$")
+# A number counting what follows it in lower case ("20 lines", "5 seconds", "20 premières lignes") is a quantity the
+# user asks for; one after a noun or before a capital ("Room 12", "version 7 UUID") names a thing.
+_QUANTITY = re.compile(r"\s+[^\W\d_A-Z]", re.UNICODE)
+
+
+def owners(question: str) -> list[str]:
+    """The lower-case words ``question`` asks about as an owner ("zstd's", "crontab's"), case-folded (English)."""
+    out = []
+    for match in _POSSESSIVE.finditer(question):
+        word = re.findall(r"[\w.+-]+$", question[: match.start()])
+        if word and word[0].casefold() not in _NOT_OWNERS and word[0].islower():
+            out.append(word[0].casefold())
+    return list(dict.fromkeys(out))
+
+
+def _written_as_code(word: str, folded: Sequence[str]) -> bool:
+    """Some passage writes ``word`` as a program's name: in backticks or as a manual page's name ("zstd(1)")."""
+    return any(f"`{word}`" in p or f"{word}(1)" in p or f"{word}(8)" in p for p in folded)
+
+
+def _is_setting(question: str, start: int, word: str) -> bool:
+    """``word`` (at ``start``) is a number given as a command-line option's value ("-n 5", "--lines=5")."""
+    return word.isdigit() and bool(_SETTING.search(question[max(0, start - 40) : start]))
 
 
 #: A question is read as French, German or Spanish when it holds at least this many of that language's function

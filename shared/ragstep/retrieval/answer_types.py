@@ -67,7 +67,7 @@ _KINDS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = tuple(
     for question, answer in (
         # Which option / flag / switch: a command line's option ("-h, --human-readable", "--max-depth=N").
         (
-            r"\b(?:which|what)\s+(?:(?:command[- ]line|cli)\s+)?(?:option|flag|switch)s?\b|哪个选项|什么选项|哪个参数"
+            r"\b(?:which|what)\s+(?:[\w.+-]+\s+){0,2}(?:option|flag|switch)s?\b|哪个选项|什么选项|哪个参数"
             r"|\bquel(?:le)?s?\s+(?:option|paramètre|drapeau)|\bwelche[rs]?\s+(?:option|schalter|parameter)"
             r"|\b(?:qu[ée]|cu[áa]l(?:es)?)\s+(?:opci[óo]n|par[áa]metro)",
             r"(?:^|[\s\[(`'\"])(?:--?[A-Za-z]|-\d\b)",
@@ -117,14 +117,22 @@ _KINDS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = tuple(
             r"|\bcombien\s+de\s+temps\b|\bpendant\s+combien\b|\bwie\s+lange\b|\bcu[áa]nto\s+(?:tiempo|dura)\b",
             _DURATION,
         ),
+        # Which year: a year ("since", "in spring" or "before the festival" answer "when", not "in what year").
         (
-            r"\bwhat\s+year\b|\bwhich\s+year\b|\bin\s+what\s+year\b|\bwhat\s+date\b|\bwhen\s+(?:was|were|did)\b"
+            r"\b(?:what|which)\s+year\b|哪一年|哪年|何年|\ben\s+quelle\s+année\b|\bin\s+welchem\s+jahr\b"
+            r"|\ben\s+qu[ée]\s+año\b",
+            _YEAR,
+        ),
+        (
+            r"\bwhat\s+date\b|\bwhen\s+(?:was|were|did)\b"
             r"|哪一年|哪年|何年|哪个年代|什么年代|什么时候|何时|几月|哪天|哪一天"
             r"|\ben\s+quelle\s+année\b|\bin\s+welchem\s+jahr\b|\ben\s+qu[ée]\s+año\b|\bseit\s+wann\b",
             _DATE,
         ),
         (
             r"\bhow\s+(?:many|much|old|big|large|fast)\b|\bwhat\s+(?:percentage|percent|number|size|age)\b"
+            # "What is the size of CHUNK?", "what's the number of ...": the noun asks for a quantity as "how many" does.
+            r"|\bwhat(?:'s|\s+is|\s+are)\s+the\s+(?:size|number|count|amount|total)\s+of\b"
             r"|多少|多大|几"
             r"|\bcombien\b|\bwie\s+viele?\b|\bwieviele?\b|\bcu[áa]nt[oa]s?\b",
             _NUMBER,
@@ -172,6 +180,31 @@ def is_option_entry(sentence: str) -> bool:
     return bool(_OPTION_ENTRY.match(sentence))
 
 
+# A record: a line of "Key: value" fields ("Column: section Data file: packages.csv Type: VARCHAR Distinct values:
+# 24 Sample values: admin, gnome, libs", a data file's column summary; "Rows: 331"). Its values say what its keys
+# name: the 24 there counts the column's distinct values, not the packages in section libs.
+_FIELD_KEY = re.compile(r"(?:^|(?<=\s))([A-Z][A-Za-z]*(?:\s[a-z]+){0,2}(?:\s\(\d+\))?):\s")
+#: A sentence of at least this many fields is a record.
+MIN_RECORD_FIELDS = 3
+_KEY_WORD = re.compile(r"[a-z]{3,}")
+
+
+def holds_asked(expected: re.Pattern[str], sentence: str, question: str) -> bool:
+    """``sentence`` holds the kind of value ``expected`` (:func:`expected_answer`) asks for; in a record (a line of
+    "Key: value" fields), only in a field whose key the question names ("how many rows" is answered by "Rows: 331",
+    "how many packages are in section libs" by no field of a column summary)."""
+    keys = list(_FIELD_KEY.finditer(sentence))
+    if len(keys) < MIN_RECORD_FIELDS:
+        return bool(expected.search(sentence))
+    asked = {w[:4] for w in _KEY_WORD.findall(question.casefold())}
+    for k, key in enumerate(keys):
+        value = sentence[key.end() : keys[k + 1].start() if k + 1 < len(keys) else len(sentence)]
+        named = any(w[:4] in asked for w in _KEY_WORD.findall(key.group(1).casefold()))
+        if named and expected.search(value):
+            return True
+    return False
+
+
 def expected_answer(question: str) -> re.Pattern[str] | None:
     """What a sentence that answers ``question`` must hold, when its type says (how often: a frequency; how long /
     多久: a duration; how many / 多少: a number; when: a time), else None."""
@@ -202,15 +235,50 @@ _NOT_A_TERM = frozenset(
 )
 
 
-def definition_of(question: str) -> re.Pattern[str] | None:
-    """What a sentence defining the subject of a "what is X?" question holds, else None: "X is a / an / the ...",
-    "X (1) - ...", "X: ..." (English), "X是 / 为 / 指 ..." (Chinese)."""
+def defined_subject(question: str) -> str | None:
+    """The subject of a "what is X?" / "X是什么？" question ("GNU bc"), else None (also when it asks for a value of
+    a thing: "what is the default scale in bc?", "漠河机场的三字代码是什么？")."""
     match = _ASKS_DEFINITION.match(question[:MAX_QUESTION_CHARS])
     if match is None:
         return None
     subject = next(g for g in match.groups() if g)
     if _NOT_A_TERM.intersection(subject.casefold().split()) or "的" in subject:
-        return None  # "what is the default scale in bc?", "漠河机场的三字代码是什么？" ask for a value of a thing
+        return None
+    return subject
+
+
+# "Where should Python modules be installed?" / "Where does crontab keep each user's table?" asks for a place in the
+# file system: the sentence that names a path ("... must be installed in ... /usr/lib/python3/dist-packages") says
+# it, while sentences about installing in general read as close. Asked where something is installed, stored, kept,
+# saved, located or placed (English, French, German, Spanish); "where does the keeper log ships?" asks no such thing.
+_ASKS_PLACE = re.compile(
+    r"\bwhere\b.{0,80}?\b(?:install(?:s|ed)?|stor(?:e|es|ed)|sav(?:e|es|ed)|kept|keeps?|locat(?:e|es|ed)|placed?"
+    r"|live|lives|written)\b"
+    r"|\boù\b.{0,80}?\b(?:install|stock|enregistr|rang|conserv|sauvegard|plac)\w*"
+    r"|\bwo(?:hin)?\b.{0,80}?\b(?:install|gespeichert|speicher|abgelegt|liegen|liegt|befinde)\w*"
+    r"|\bd[óo]nde\b.{0,80}?\b(?:instal|guard|almacen|ubica|encuentr)\w*",
+    re.IGNORECASE,
+)
+_PATH = re.compile(
+    r"(?:^|[\s`'\"(=:])(?:~|\$\{?[A-Z_]+\}?|%[A-Z_]+%)?/[\w.@+-]+/[\w.@+/-]*"
+    r"|(?:^|[\s`'\"(=:])/(?:etc|var|usr|tmp|opt|home|dev|proc|srv|run|lib|srv)\b|(?:^|\s)[A-Za-z]:\\\w"
+    r"|(?:^|[\s`'\"(])~/\S|\$\{?(?:HOME|XDG_[A-Z_]+)\b"
+)
+
+
+def place_of(question: str) -> re.Pattern[str] | None:
+    """What a sentence naming the place ``question`` asks for holds (a path), when it asks where something is
+    installed, stored or kept; else None. The answerer prefers such a sentence and requires none (a place may be
+    named without a path)."""
+    return _PATH if _ASKS_PLACE.search(question[:MAX_QUESTION_CHARS]) else None
+
+
+def definition_of(question: str) -> re.Pattern[str] | None:
+    """What a sentence defining the subject of a "what is X?" question holds, else None: "X is a / an / the ...",
+    "X (1) - ...", "X: ..." (English), "X是 / 为 / 指 ..." (Chinese)."""
+    subject = defined_subject(question)
+    if subject is None:
+        return None
     if subject.isascii():
         head = re.escape(subject.split()[-1])
         return re.compile(
@@ -250,6 +318,11 @@ _MEASURED: tuple[tuple[str, str], ...] = (
         r"\blength\b|长度|全长|\blongueur\b|\blänge\b|\blongitud\b",
         r"length|\blong\b|长|longueur|länge|\blang\b|longitud|\blarg[oa]s?\b",
     ),
+    (
+        r"\bfrequenc(?:y|ies)\b|频率|\bfréquence\b|\bfrequenz\b|\bfrecuencia\b",
+        r"frequen|\bhz\b|hertz|per\s+second|times\s+(?:a|per)\b|\bevery\b|\beach\b|频率|赫兹|次|fréquence|\bfois\b"
+        r"|\bmal\b|veces",
+    ),
     (r"\bdiameter\b|直径|\bdiamètre\b|\bdurchmesser\b|\bdiámetro\b", r"diameter|直径|diamètre|durchmesser|diámetro"),
     (
         r"\btemperature\b|温度|气温|\btempérature\b|\btemperatur",
@@ -275,7 +348,30 @@ _MEASURED: tuple[tuple[str, str], ...] = (
         r"volume|capacity|litres?|liters?|容量|体积|容积|升|立方|capacité|kapazität|fassungsvermögen|capacidad",
     ),
 )
-_ATTRIBUTE_KINDS = tuple((re.compile(a, re.IGNORECASE), re.compile(h, re.IGNORECASE)) for a, h in _MEASURED)
+# Attributes that are no measure but are stated in their own words all the same: a licence (its word, or a licence's
+# name), the upper or lower bound of a value (its word, a comparison, a range). "What is the libsodium license?" over
+# a README whose sentences point to its documentation, or "What is zstd's maximum compression level?" over sentences
+# on compression ratios, read close to the question and answer it in no sentence: the evidence that the sources do
+# not answer is that none states the attribute asked for.
+_STATED: tuple[tuple[str, str], ...] = (
+    (
+        r"\blicen[cs]es?\b|许可证|授权协议|开源协议|\blizenz|\blicencias?\b",
+        r"licen[cs]|\b(?:L?GPL|AGPL|BSD|MIT|MPL|ISC|CC0|CC-BY|Apache|Artistic|Unlicense|WTFPL)\b"
+        r"|public\s+domain|copyright|©|\(c\)|许可|授权|协议|lizenz|domaine\s+public|dominio\s+público|gemeinfrei",
+    ),
+    (
+        r"\bmaxim(?:um|al|ale|ales|aux|o|a|os|as)\b|\bmax\b|最大值|上限|最多(?:能|可以|可)|\bhöchst|\bmaximalen?\b|\bmáxim[oa]s?\b",
+        r"max|highest|largest|greatest|biggest|\bat\s+most\b|\bupper\b|\blimit|\bup\s+to\b|\bcap(?:ped)?\b|ceiling"
+        r"|<=|≤|\bbetween\b|\d\s*(?:-|–|\.\.|to|through)\s*\d|最大|最多|最高|上限|不超过|以内|höchst|bis\s+zu|grenze"
+        r"|jusqu|plafond|hasta|límite|tope|máxim",
+    ),
+    (
+        r"\bminim(?:um|al|ale|ales|aux|o|a|os|as)\b|\bmin\b|最小值|下限|最少(?:要|需要)|\bmindest|\bminimalen?\b|\bmínim[oa]s?\b",
+        r"min|lowest|smallest|\bleast\b|\blower\b|\blimit|>=|≥|\bbetween\b|\d\s*(?:-|–|\.\.|to|through)\s*\d"
+        r"|最小|最少|最低|下限|至少|不低于|mindest|wenigstens|au\s+moins|al\s+menos|límite|mínim",
+    ),
+)
+_ATTRIBUTE_KINDS = tuple((re.compile(a, re.IGNORECASE), re.compile(h, re.IGNORECASE)) for a, h in _MEASURED + _STATED)
 
 
 def stated_attributes(question: str) -> list[re.Pattern[str]]:

@@ -8,18 +8,22 @@ question(s) of the conversation.
 When is a question a follow-up? Signals from grammar, not from any topic, in English and Chinese, and in French,
 German and Spanish (questions are asked in them over documents in any language):
 
-* it refers back -- a third-person or demonstrative pronoun / determiner (it, its, they, this, 它, 其, 这, 该, cette,
-  son, diese, seine, esto, su ...);
+* it refers back -- a third-person or demonstrative pronoun / determiner (it, its, they, this, 它, 其, 这, cette,
+  son, diese, seine, esto, su ...), or a word that points back in one use and not in another, read by the words
+  around it (:mod:`ragstep.retrieval.demonstratives`: "who led *that* release?" but not "files *that* changed",
+  "*the same* option", French "*ce* fichier", German "wie lange dauert *das*?", Chinese "*该*版本", "*那次*");
 * it continues -- it opens with a conjunction or "what about" (and, also, 那, 还有, et, und, y, qu'en est-il ...) or
   ends with the Chinese elliptical particle 呢 ("时间呢？");
 * it has no content word of its own ("What about them?", "为什么？", "Et -r ?" has "r").
 
-Pronouns that also open ordinary questions are left out: "that" (a relative pronoun: "files that changed"; it counts
-only ending the question, "how do I undo that?"), French "il" ("faut-il", "y a-t-il"), German "es" / "sie" ("gibt
+Pronouns that also open ordinary questions are left out: French "il" ("faut-il", "y a-t-il"), German "es" / "sie" ("gibt
 es", the polite "Sie"), Spanish "es" (a verb) and "lo" before que/mismo/más ("lo que": "¿quién lo escribió?" counts).
 
-A question that already names the previous question's subject (shares a content word with it) is self-contained, and
-a question with history but none of these signals is a new topic: both are searched as asked.
+A question with history but none of these signals is a new topic, searched as asked. A signal counts even when the
+question shares a word with the previous one: the shared word is seldom the subject ("What does comm print in its
+third column?" -> "can I change the separator between the columns?" shares "column", not "comm"), the subject's
+words added are only those the question lacks, and the answer is chosen by the follow-up's own words
+(:mod:`ragstep.retrieval.follow_up_answer`).
 
 The word classes are closed grammatical classes (pronouns, conjunctions, particles), the same for every topic; the
 content words come from the tokenizer retrieval uses (:func:`ragstep.retrieval.text.tokenize`, stopwords removed),
@@ -33,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ragstep.models.message_language import message_language_of
+from ragstep.retrieval.demonstratives import points_back
 from ragstep.retrieval.text import tokenize
 
 # Third-person and demonstrative pronouns / determiners: words that point back to something said before.
@@ -41,9 +46,7 @@ _ANAPHORS_EN = frozenset(
     {"it", "its", "itself", "they", "them", "their", "theirs", "themselves", "this", "these", "those"}
     | {"he", "him", "his", "she", "her", "hers"}
 )
-_ANAPHORS_ZH = frozenset(
-    ("它们", "它", "他们", "她们", "他", "她", "其", "这个", "那个", "这些", "那些", "这", "该", "此")
-)
+_ANAPHORS_ZH = frozenset(("它们", "它", "他们", "她们", "他", "她", "其", "这个", "那个", "这些", "那些", "这", "此"))
 _ANAPHORS_FR = frozenset(
     {"cela", "ça", "ceci", "celui", "celle", "ceux", "celles", "cette", "cet", "ces", "son", "sa", "ses", "leur"}
     | {"leurs", "lui", "elle", "elles", "ils", "eux"}
@@ -117,18 +120,17 @@ def _raw_words(question: str) -> list[str]:
 
 def _refers_back(question: str) -> bool:
     # Whole words only: jieba keeps 这里 ("here") or 其他 ("other") whole, so only a pronoun standing alone counts.
-    english = message_language_of(question) == "en"
-    if any(
-        word in _ANAPHORS and not (english and word in _ENGLISH_TOO)
-        for word in tokenize(question, keep_stopwords=True, fold=False)
-    ):
+    language = message_language_of(question)
+    tokens = tokenize(question, keep_stopwords=True, fold=False)
+    if any(word in _ANAPHORS and not (language == "en" and word in _ENGLISH_TOO) for word in tokens):
         return True
     words = _raw_words(question)
-    # "that" ending the question is the demonstrative ("how do I undo that?"); a relative "that" has its clause
-    # after it. Spanish "lo" before a verb is "it" ("¿quién lo escribió?"), before que/mismo/más it is not.
-    if words[-1:] == ["that"]:
+    # Spanish "lo" before a verb is "it" ("¿quién lo escribió?"), before que/mismo/más it is not.
+    if any(w == "lo" and (i + 1 == len(words) or words[i + 1] not in _LO_NOT_IT) for i, w in enumerate(words)):
         return True
-    return any(w == "lo" and (i + 1 == len(words) or words[i + 1] not in _LO_NOT_IT) for i, w in enumerate(words))
+    # Words that point back in one use and not in another ("who led that release?" / "files that changed"):
+    # told apart by the closed-class words around them.
+    return points_back(question, words, tokens, language)
 
 
 def _continues(question: str) -> bool:
@@ -142,10 +144,12 @@ def _continues(question: str) -> bool:
 
 def follow_up_reason(question: str, previous: str) -> str | None:
     """Why ``question`` needs ``previous`` to be understood (``refers_back``, ``continues``, ``too_short``), or None
-    when it stands alone (it names the previous question's subject, or shows no sign of leaning on it)."""
+    when it stands alone (it shows no sign of leaning on it).
+
+    A word that points back or continues counts even when the question shares a word with ``previous``: the shared
+    word is often not the subject (module docstring)."""
     terms = set(_content(question))
-    before = set(_content(previous))
-    if not before or terms & before:
+    if not _content(previous):
         return None
     if _refers_back(question):
         return "refers_back"

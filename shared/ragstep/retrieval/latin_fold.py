@@ -29,7 +29,7 @@ import re
 import unicodedata
 from collections.abc import Callable
 
-__all__ = ["fold_stored_tokens", "fold_text", "fold_word", "has_latin_extended"]
+__all__ = ["fold_stored_tokens", "fold_text", "fold_word", "has_latin_extended", "spelled_umlauts", "umlaut_forms"]
 
 #: The blocks folded: Latin-1 Supplement to Latin Extended-B, and Latin Extended Additional.
 _LATIN_BLOCKS = ((0x00C0, 0x0250), (0x1E00, 0x1F00))
@@ -128,3 +128,39 @@ def fold_stored_tokens(tokens: str, is_stopword: Callable[[str], bool]) -> str:
                 continue
         out.append(token)
     return " ".join(out)
+
+
+# -- German umlauts spelled out ------------------------------------------------------------------------------------
+# German writes ä ö ü as ae oe ue where they cannot be typed (a keyboard without them, a name in a passport, a URL):
+# "Mueller" is "Müller", "Groesse" is "Größe". Folding makes "Müller" the token "muller", so the two spellings are
+# different tokens. The stored tokens stay as they are (changing them is a new tokenizer version, and every index
+# written so far would need an upgrade): the query asks for both spellings instead
+# (:func:`ragstep.retrieval.text.keyword_terms`). A form no document holds adds nothing to BM25; an English word the
+# rule below reads as a spelled umlaut rarely maps onto another word (over the 5,000 MS MARCO passages' vocabulary:
+# "guests" -> "gusts", besides the German "zuercher" -> "zurcher" and "roesti" -> "rosti" it is for).
+
+_UMLAUTS = str.maketrans({"ä": "ae", "ö": "oe", "ü": "ue", "Ä": "Ae", "Ö": "Oe", "Ü": "Ue"})
+#: Where "ae" / "oe" / "ue" may stand for an umlaut: not after a vowel ("Feuer", "Dauer": eu and au are diphthongs),
+#: nor after q ("queue", "Quelle"), and before a consonant (an umlaut is: "Mueller", "Koeln", "Jaeger"). That leaves
+#: out the English and Latin words whose ending would lose a letter ("due" -> "du", "larvae" -> "larva").
+_SPELLED = re.compile(r"(?<![aeiouq])([aou])e(?=[b-df-hj-np-tv-z])")
+#: Shorter words are too often English ("poem" -> "pom", "coed" -> "cod"); German names and nouns are longer.
+_MIN_SPELLED = 5
+
+
+def spelled_umlauts(text: str) -> str | None:
+    """``text`` with ä ö ü written ae oe ue, as German spells them without the letters; None when it has none."""
+    spelled = text.translate(_UMLAUTS)
+    return spelled if spelled != text else None
+
+
+def umlaut_forms(terms: list[str]) -> list[str]:
+    """The folded umlaut form of each ASCII term that may spell one out ("mueller" -> "muller", the token of
+    "Müller"; "groesse" -> "grosse", that of "Größe"); terms that cannot are left out."""
+    out = []
+    for term in terms:
+        if len(term) >= _MIN_SPELLED and term.isascii() and "e" in term:
+            form = _SPELLED.sub(r"\1", term)
+            if form != term:
+                out.append(form)
+    return out

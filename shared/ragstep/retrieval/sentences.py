@@ -135,6 +135,42 @@ def sentences_in_units(text: str) -> list[tuple[str, int, str]]:
     return out
 
 
+# A line of code that gives a name its value: a C macro ("#define CHUNK 16384"), an assignment or a declaration with
+# an initial value that is a literal ("MAX_RETRIES = 5", "const int BUFSIZE = 4096;", "timeout: int = 30"). Prose
+# around code seldom repeats the value ("CHUNK is simply the buffer size ...": the size is in the code).
+_CODE_DEFINITION = re.compile(
+    r"^\s*(?:#\s*define\s+(?P<macro>[A-Za-z_]\w*)\s+(?P<mvalue>\S.*?)"
+    r"|(?:(?:const|static|final|let|var|val|constexpr|export|public|private|readonly|unsigned|signed|long|short|int"
+    r"|size_t|char|float|double|bool|auto|uint\w*|int\w*)\s+)*(?P<name>[A-Za-z_][\w.]*)\s*(?::\s*[\w\[\]., ]+?)?\s*"
+    r":?=\s*(?P<value>-?(?:0[xX][0-9a-fA-F]+|\d[\d_.]*[a-zA-Z]*)|\"[^\"]*\"|'[^']*'|true|false|True|False|None)\s*;?)"
+    r"\s*(?:(?://|/\*|#).*)?$"
+)
+#: A code definition is a candidate answer only when this short (a longer line is program logic, not a value).
+_MAX_CODE_DEFINITION = 120
+
+
+def code_definitions(text: str) -> list[tuple[str, str, str]]:
+    """The lines of ``text``'s code blocks that give a name a literal value (:data:`_CODE_DEFINITION`), each as
+    (heading it is under, the name, the line): the answer to "What is the size of CHUNK?" when only the code says
+    it. A code block's other lines are no sentences (:func:`sentences_in_units`)."""
+    out: list[tuple[str, str, str]] = []
+    heading = ""
+    in_code = False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("```"):
+            in_code = not in_code
+            continue
+        if not in_code:
+            if line.startswith("#") or _is_plain_heading(line):
+                heading = line.lstrip("#").strip()
+            continue
+        match = _CODE_DEFINITION.match(line) if len(line) <= _MAX_CODE_DEFINITION else None
+        if match:
+            out.append((heading, match.group("macro") or match.group("name"), line))
+    return out
+
+
 def split_sentences(text: str) -> list[str]:
     """The sentences of ``text`` (:func:`sentences_under_headings` without the headings)."""
     return [sentence for _, sentence in sentences_under_headings(text)]

@@ -38,7 +38,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from ragstep.retrieval.latin_fold import fold_word, has_latin_extended
+from ragstep.retrieval.latin_fold import fold_word, has_latin_extended, spelled_umlauts, umlaut_forms
 
 #: What the tokens of a text are: 1, NFKC + lower case; 2, the same with Latin letters folded to ASCII. Stored tokens
 #: carry it (the local index's ``meta`` table), so those of an earlier version are upgraded rather than mismatched.
@@ -371,11 +371,18 @@ def keyword_terms(text: str) -> list[str]:
     A document indexed before folding (:data:`TOKENIZER_VERSION` 1; on OpenSearch, until ``ragstep kb
     upgrade-tokens`` or a new ingest folds it) holds the unfolded form, so a query typed with its accents still finds
     it as it did. A form no document holds adds nothing to BM25, so an index of folded tokens ranks exactly as with
-    :func:`query_terms`."""
+    :func:`query_terms`.
+
+    German umlauts spelled out are asked for both ways, "Mueller" as "muller" too and "Müller" as "mueller" too
+    (:func:`ragstep.retrieval.latin_fold.umlaut_forms`): documents write either, and the stored tokens keep both."""
     terms = query_terms(text)
-    if not has_latin_extended(text):
-        return terms
-    return list(dict.fromkeys([*terms, *tokenize(text, fold=False)]))
+    more = umlaut_forms(terms)  # "Mueller" asks for "muller" too: the token of "Müller"
+    if has_latin_extended(text):
+        more += tokenize(text, fold=False)
+        spelled = spelled_umlauts(text)  # and "Müller" for "mueller": the token of "Mueller"
+        if spelled is not None:
+            more += tokenize(spelled)
+    return list(dict.fromkeys([*terms, *more])) if more else terms
 
 
 @functools.lru_cache(maxsize=4096)

@@ -12,6 +12,11 @@ function's first sentence with the detail after: :mod:`ragstep.retrieval.answer_
 :data:`~ragstep.retrieval.answer_span.MAX_QUESTION_CHARS` characters. Its name,
 ``extractive``, travels in every response and trace, so a quoted answer is never mistaken for a generated one.
 
+A follow-up the pipeline resolved without a model (searched with the subject it leaves out) is answered by the
+user's own words, the subject only helping to read them, and not with the sentence that answered the previous
+question when it holds nothing of the new ask (:mod:`ragstep.retrieval.follow_up_answer`; the grounding carries the
+query as searched and the previous turn).
+
 The sentence vectors it computes are kept (a bounded cache on the instance, :data:`~ragstep.retrieval.answer_span
 .CACHE_SIZE` sentences): the same passages asked about again cost one query embedding.
 """
@@ -28,6 +33,7 @@ from ragstep.models.message_language import MessageLanguage, message_language_of
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
 from ragstep.ports import ChatDelta, ChatGrounding, ChatMessage, ChatOptions, ChatResponse, ChatUsage
 from ragstep.retrieval.answer_span import MAX_QUESTION_CHARS, Quote, choose
+from ragstep.retrieval.follow_up_answer import choose_follow_up
 from ragstep.retrieval.sentences import split_sentences
 from ragstep.retrieval.tokens import count_messages, count_tokens, truncate_to_tokens
 
@@ -69,12 +75,29 @@ def extract_answer(
     encoder: SentenceEncoder | None = None,
     scale: ScoreScale = COMMON_SCALE,
     vectors: MutableMapping[str, np.ndarray] | None = None,
+    searched: str = "",
+    previous: tuple[str, str] = ("", ""),
 ) -> list[str]:
-    """The answer's pieces (each a quoted sentence and its citation), or one sentence saying there is none."""
+    """The answer's pieces (each a quoted sentence and its citation), or one sentence saying there is none.
+
+    A follow-up (``searched``: the question with the subject retrieval added; ``previous``: the turn before's question
+    and answer) is answered as :func:`~ragstep.retrieval.follow_up_answer.choose_follow_up` says."""
     language = language_of(question[:MAX_QUESTION_CHARS])
     if not any(p.strip() for p in passages):
         return [NO_CONTEXT[message_language_of(question[:MAX_QUESTION_CHARS])]]
-    quotes = choose(question, passages, scores=scores, encoder=encoder, scale=scale, vectors=vectors)
+    if searched:
+        quotes = choose_follow_up(
+            question,
+            passages,
+            searched=searched,
+            previous=previous,
+            scores=scores,
+            encoder=encoder,
+            scale=scale,
+            vectors=vectors,
+        )
+    else:
+        quotes = choose(question, passages, scores=scores, encoder=encoder, scale=scale, vectors=vectors)
     if not quotes:
         return [NO_ANSWER[message_language_of(question[:MAX_QUESTION_CHARS])]]
     return render_quotes(quotes, max_chars, language)
@@ -140,6 +163,8 @@ class ExtractiveChatModel:
             encoder=grounding.encoder,
             scale=grounding.encoder_scale,
             vectors=self._vectors,
+            searched=grounding.searched,
+            previous=(grounding.previous_question, grounding.previous_answer),
         )
         if max_tokens is None:
             return pieces, False

@@ -39,10 +39,9 @@ LOCAL_BUDGET_MS = 300_000
 
 
 def _message(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    where = ".".join(str(p) for p in err.get("loc", ()))
-    text = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
-    return f"{where}: {text}" if where else text
+    from ragstep.models.unknown_fields import first_problem
+
+    return first_problem(exc, RetrievalEventRequest)  # an unknown key: what the request accepts
 
 
 def request_payload(message: Any) -> dict[str, Any]:
@@ -55,6 +54,8 @@ def request_payload(message: Any) -> dict[str, Any]:
             raise InputError("the message is not JSON; send a retrieval request object") from None
     if not isinstance(message, dict):
         raise InputError("the message is not a JSON object; send a retrieval request object")
+    if isinstance(message.get("Records"), list):  # the queue's Lambda event (events/retrieval_events.json)
+        raise InputError("an SQS event (Records) holds its requests in each record's body; send one request object")
     if "detail-type" in message:
         if message["detail-type"] != REQUESTED:
             raise InputError(f"detail-type {message['detail-type']!r} is not {REQUESTED}")

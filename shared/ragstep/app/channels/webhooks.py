@@ -119,9 +119,9 @@ class Webhooks:
         try:
             return WebhookMessage.model_validate_json(body)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            where = ".".join(str(p) for p in err.get("loc", ()))
-            raise InputError(f"{where}: {err.get('msg', 'invalid value')}" if where else "invalid message") from None
+            from ragstep.models.unknown_fields import first_problem
+
+            raise InputError(first_problem(exc, WebhookMessage) or "invalid message") from None
 
     def integration(self, name: str) -> Integration:
         settings = self.clients.settings

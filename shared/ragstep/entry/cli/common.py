@@ -20,11 +20,11 @@ EXIT_USER_ERROR = 2
 
 
 def validation_message(exc: ValidationError) -> str:
-    """One line from a pydantic error: ``field: what is wrong`` for the first problem."""
-    err = exc.errors()[0]
-    where = ".".join(str(p) for p in err.get("loc", ()) if p != "__root__")
-    msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
-    return f"{where}: {msg}" if where else msg
+    """One line from a pydantic error: ``field: what is wrong`` for the first problem (an unknown key: what its
+    object accepts)."""
+    from ragstep.models.unknown_fields import first_problem
+
+    return first_problem(exc)
 
 
 def context_of(args: argparse.Namespace) -> Context:

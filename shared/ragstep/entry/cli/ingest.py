@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -438,7 +439,23 @@ def cmd_delete(args: argparse.Namespace) -> int:
     ctx = context_of(args)
     item = ctx.catalog.get_knowledge(args.knowledge_id)
     if item is None:
-        raise InputError(f"unknown knowledge id {args.knowledge_id!r}")
+        raise InputError(f"unknown knowledge id {args.knowledge_id!r}{_ids_of_file(ctx, args.knowledge_id)}")
     removed = delete_knowledge(item, ctx)
     print(f"deleted {item.filename or item.id} ({removed} chunks)")
     return 0
+
+
+def _ids_of_file(ctx: Any, name: str) -> str:
+    """What to say when ``ragstep delete`` is given a file name (what ``kb show`` lists first) instead of an id: the
+    ids of the documents of that name, and that the id is what it takes. A name can be in several knowledge bases,
+    so it is never deleted by name."""
+    base = os.path.basename(name.rstrip("/")) or name
+    found = [
+        f"{item.id} in {kb.name}"
+        for kb in ctx.catalog.list_kbs()
+        for item in ctx.catalog.list_knowledge(kb.id)
+        if base in (item.filename, os.path.basename(item.filename or ""))
+    ]
+    if found:
+        return f"; delete takes the document's id: {base} is {', '.join(found)}"
+    return "; delete takes the document's id (`ragstep kb show KB` lists them)"

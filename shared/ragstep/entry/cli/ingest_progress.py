@@ -109,8 +109,10 @@ class Progress:
         self._chunks_cut = 0
         self._embed_s = 0.0  # time spent embedding: from the first chunks of a file to its end
         self._embed_from: float | None = None
-        #: (bytes read, time) at the first note that read any: where the keyword rate is measured from.
+        #: (bytes read, time) at the first note that read any: where the keyword ETA is measured from.
         self._read_from: tuple[float, float] | None = None
+        #: (chunks cut, time) at that note: where the keyword rate is measured from.
+        self._cut_from: tuple[int, float] | None = None
 
     # -- events (the ingest stages' notes come through chunked / embedded) --
 
@@ -152,7 +154,11 @@ class Progress:
         if self._embed_from is not None:
             self._embed_s += time.monotonic() - self._embed_from
             self._embed_from = None
-        self._bytes_done += self.sizes[self.done] if self.done < self.total else 0
+        size = self.sizes[self.done] if self.done < self.total else 0
+        if chunks and not self._file_chunks:  # ingested by a worker thread, whose stages send no notes
+            self._chunks_cut += chunks
+            self._bytes_chunked += size
+        self._bytes_done += size
         self.done += 1
         self.chunks += chunks
         self.current = ""
@@ -162,7 +168,8 @@ class Progress:
 
     def _mark_read(self) -> None:
         if self._read_from is None and (read := self._bytes_read()) > 0:
-            self._read_from = (read, time.monotonic())
+            now = time.monotonic()
+            self._read_from, self._cut_from = (read, now), (self._chunks_cut, now)
 
     def _forget_file(self) -> None:
         self._file_chunks = self._file_embedded = 0
@@ -172,10 +179,15 @@ class Progress:
     # -- figures --
 
     def rate(self) -> float:
-        """Chunks embedded per second of embedding; without a model, chunks cut per second of the run."""
+        """Chunks embedded per second of embedding; without a model, chunks cut per second since the first note
+        that read any bytes (the chunks counted then left out: the first file's parse and the tokenizer's warm-up
+        came before it, as the model's load comes before the first vectors)."""
         if not self.embeds:
-            elapsed = time.monotonic() - self.started
-            return self._chunks_cut / elapsed if elapsed > 0 else 0.0
+            if self._cut_from is None:
+                return 0.0
+            first, since = self._cut_from
+            elapsed = time.monotonic() - since
+            return (self._chunks_cut - first) / elapsed if elapsed > 0 and self._chunks_cut > first else 0.0
         spent = self._embed_s + (time.monotonic() - self._embed_from if self._embed_from is not None else 0.0)
         return self.embedded_chunks / spent if spent > 0 and self.embedded_chunks else 0.0
 

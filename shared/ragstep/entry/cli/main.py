@@ -341,7 +341,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()
         return code
     except RagstepError as exc:
-        print(f"ragstep: error: {exc.message}", file=sys.stderr)
+        message = exc.message
+        if message.startswith("unknown knowledge base ") and "kb list" not in message:
+            # The API names no other knowledge base (a caller may be anyone); here the user owns the data dir.
+            message += "; `ragstep kb list` shows those there are"
+        print(f"ragstep: error: {message}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         return 130

@@ -49,23 +49,19 @@ def _check_data(args: argparse.Namespace) -> None:
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     import anyio
-    from mcp.server.stdio import stdio_server
 
     from ragstep.entry.cli.common import context_of
     from ragstep.entry.mcp.server import build_server
+    from ragstep.entry.mcp.stdio import serve_stdio
     from ragstep.entry.mcp.tools import Caller
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="ragstep mcp: %(levelname)s %(message)s")
     _check_data(args)
-    caller = Caller(context_of(args), tuple(args.scope), inline_jobs=True)
+    caller = Caller(context_of(args), tuple(args.scope), inline_jobs=True, local_files=True)
     server = build_server(lambda _ctx: caller)
 
-    async def serve() -> None:
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
-
     try:
-        anyio.run(serve)
+        anyio.run(serve_stdio, server)
     except KeyboardInterrupt:
         return 130
     return 0

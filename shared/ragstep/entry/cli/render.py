@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 from ragstep.entry.cli.console import clip, table
 from ragstep.models import PipelineState
+
+# The markers parsers leave in a passage (``<!-- page 3 -->``, ``<!-- ocr page 1 -->``): in a 60-column preview they
+# took a third of it, and said nothing the source column does not.
+_MARKER = re.compile(r"<!--.*?-->", re.S)
 
 
 def render_results(state: PipelineState) -> str:
@@ -16,7 +22,7 @@ def render_results(state: PipelineState) -> str:
             f"{r.score:.4f}",
             r.match_type,
             clip(r.knowledge_filename or r.knowledge_id, 24),
-            clip(r.content, 60),
+            clip(_MARKER.sub(" ", r.content), 60),
         )
         for i, r in enumerate(state.results("final_results"))
     ]

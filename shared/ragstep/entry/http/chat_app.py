@@ -123,7 +123,10 @@ def validated(model: type[BaseModel] | None, value: Any, where: str, errors: lis
     try:
         return model.model_validate(value, from_attributes=True)
     except ValidationError as exc:
-        errors.extend({**e, "loc": (where, *e["loc"])} for e in exc.errors(include_url=False))
+        from ragstep.models.unknown_fields import explain_unknown_fields
+
+        found = explain_unknown_fields(exc.errors(include_url=False), model)
+        errors.extend({**e, "loc": (where, *e["loc"])} for e in found)
         return None
 
 

@@ -47,7 +47,8 @@ from ragstep.entry.http.model_ids import MODEL_PROFILES, choice_of, knowledge_ba
 from ragstep.entry.http.sources import notes_markdown, sources_markdown, without_sources
 from ragstep.entry.http.sse import DONE, SSEResponse, data_frame
 from ragstep.errors import InputError, RagstepError
-from ragstep.models import ChatRequest, HistoryRound, PipelineState, RetrievalOverrides, Usage
+from ragstep.models import ChatRequest, HistoryRound, PipelineState, RetrievalOverrides, Usage, check_query
+from ragstep.models.base import check_markup
 from ragstep.models.cost import CostReceipt
 
 log = logging.getLogger("ragstep.http")
@@ -207,6 +208,10 @@ def plan_of(body: ChatCompletionRequest, ctx: Context) -> Plan:
     query = _text(last, len(body.messages) - 1)
     if not query.strip():
         raise FieldError("query is empty: the last message has no text; send the question as its content", "messages")
+    try:  # the question's own rules (length, control characters, markup), said of the field that holds it
+        check_markup(check_query(query))
+    except ValueError as exc:
+        raise FieldError(str(exc), "messages") from None
     rounds, system_prompt = history_of(body.messages[:-1])
     if options.session_id is not None and rounds:
         raise InputError(

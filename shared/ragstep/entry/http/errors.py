@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ragstep.errors import InputError, RagstepError
+from ragstep.models.unknown_fields import explain_unknown_fields
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -164,14 +165,22 @@ ERROR_HANDLERS: dict[Any, Handler] = {
 }
 
 
+def _body_model(request: Request) -> type[BaseModel] | None:
+    """The model a FastAPI route validates its body with (the one the body's errors are located in)."""
+    field = getattr(request.scope.get("route"), "body_field", None)
+    model = getattr(getattr(field, "field_info", None), "annotation", None)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
 def install_error_handlers(app: Starlette) -> None:
     """:data:`ERROR_HANDLERS` on a FastAPI app, and its request validation errors as :func:`first_error` says them
     (imported here: the Starlette app of the streaming chat function must not import FastAPI)."""
     from fastapi.exceptions import RequestValidationError
 
     async def _validation_error(request: Request, exc: Any) -> JSONResponse:  # a RequestValidationError
-        error_param(request, exc.errors())
-        return error_response(422, "invalid_input", first_error(exc.errors()))
+        errors = explain_unknown_fields(exc.errors(), _body_model(request), root=("body",))
+        error_param(request, errors)
+        return error_response(422, "invalid_input", first_error(errors))
 
     for kind, handler in ERROR_HANDLERS.items():
         app.add_exception_handler(kind, handler)

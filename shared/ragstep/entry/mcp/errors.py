@@ -15,7 +15,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, jsonrpc_message_adapter
 from pydantic import ValidationError
 
-__all__ = ["envelope_problem", "one_line_params_errors", "params_problem"]
+__all__ = ["envelope_problem", "first_problem", "one_line_params_errors", "params_problem"]
 
 # The union member a message means, from the keys it has (the SDK tries all four and reports every failure).
 _RESPONSE_KEYS = ("result", "error")
@@ -33,6 +33,11 @@ def _first(exc: ValidationError, member: str | None = None, prefix: str = "") ->
     where = ".".join(str(part) for part in ([prefix] if prefix else []) + loc)
     message = str(errors[0]["msg"]).removeprefix("Value error, ")
     return f"{where}: {message}" if where else message
+
+
+def first_problem(exc: ValidationError, member: str | None = None) -> str:
+    """``field: what is wrong`` of the first error of ``exc`` (of the union ``member`` when given)."""
+    return _first(exc, member)
 
 
 def _member(raw: dict[str, Any]) -> str:

@@ -9,8 +9,7 @@ the caller may use.
 
 from __future__ import annotations
 
-import base64
-import binascii
+import difflib
 import io
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ragstep.context import Context
+from ragstep.entry.mcp.documents import document_of
 from ragstep.errors import InputError, NotFoundError, RagstepError
 from ragstep.models.tenancy import Scope
 
@@ -29,8 +29,6 @@ MAX_TOP_K = 50
 TEXT_PREVIEW = 1200
 #: ``read_passage``: how many passages before and after the one asked for, at most.
 MAX_NEIGHBOURS = 5
-#: ``ingest``: the largest document a call may send (the HTTP upload limit applies over HTTP as well).
-MAX_INGEST_BYTES = 5 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,11 +41,13 @@ class ToolOutput:
 @dataclass(frozen=True, slots=True)
 class Caller:
     """Who calls a tool: the context of their tenant (limited to their key's knowledge bases) and their scopes.
-    ``inline_jobs``: ingestion runs inside the call (stdio: no worker process) rather than being queued."""
+    ``inline_jobs``: ingestion runs inside the call (stdio: no worker process) rather than being queued;
+    ``local_files``: ``ingest`` may read a file of this machine by path (stdio: the machine's own user)."""
 
     context: Context
     scopes: tuple[str, ...]
     inline_jobs: bool = False
+    local_files: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,18 +315,7 @@ def _ingest(caller: Caller, args: Mapping[str, Any]) -> ToolOutput:
 
     ctx = caller.context
     kb = ctx.require_kb(_require_kbs(ctx, [_text(args, "knowledge_base")])[0])
-    name = _text(args, "filename")
-    if "text" in args and "content_base64" in args:
-        raise InputError("send either text or content_base64, not both")
-    if "content_base64" in args:
-        try:
-            data = base64.b64decode(_text(args, "content_base64"), validate=True)
-        except (binascii.Error, ValueError):
-            raise InputError("content_base64 is not valid base64") from None
-    else:
-        data = _text(args, "text").encode("utf-8")
-    if len(data) > MAX_INGEST_BYTES:
-        raise InputError(f"the document is {len(data)} bytes; the limit is {MAX_INGEST_BYTES}")
+    name, data = document_of(args, local_files=caller.local_files, file_limit=ctx.settings.max_file_bytes)
     tag = args.get("tag") or ""
     if not isinstance(tag, str):
         raise InputError("tag must be a string")
@@ -442,18 +431,20 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "ingest",
         "Add a document",
-        "Add a document (text, or a file as base64) to a knowledge base. The file name's extension decides how it "
-        "is parsed (.md, .txt, .html, .pdf, .docx, .csv, .xlsx). Sending the same name again replaces it.",
+        "Add a document (text, a file as base64, or over stdio a local file's absolute path or file:// URI) to a "
+        "knowledge base. The file name's extension decides how it is parsed (.md, .txt, .html, .pdf, .docx, .csv, "
+        ".xlsx). Sending the same name again replaces it.",
         "ingest",
         _object(
             {
                 "knowledge_base": {"type": "string", "description": "a knowledge base name or id"},
-                "filename": {"type": "string", "description": "e.g. notes.md"},
+                "filename": {"type": "string", "description": "e.g. notes.md (with path: the file's own name)"},
                 "text": {"type": "string", "description": "the document's text (UTF-8)"},
                 "content_base64": {"type": "string", "description": "or the file's bytes, base64-encoded"},
+                "path": {"type": "string", "description": "or (stdio only) a local file: /abs/path or file:///..."},
                 "tag": {"type": "string"},
             },
-            ["knowledge_base", "filename"],
+            ["knowledge_base"],
         ),
         _ingest,
         read_only=False,
@@ -473,11 +464,20 @@ def call_tool(name: str, args: Mapping[str, Any] | None, caller: Caller) -> Tool
     if tool is None or tool.scope not in caller.scopes:
         names = ", ".join(t.name for t in tools_for(caller.scopes))
         return ToolOutput(f"unknown tool {name!r}; the tools are: {names}", is_error=True)
+    unknown = [key for key in args or {} if key not in tool.schema["properties"]]
+    if unknown:  # the schema forbids them; a misspelt optional argument must not be ignored without a word
+        accepted = list(tool.schema["properties"])
+        close = difflib.get_close_matches(unknown[0], accepted, n=1)
+        guess = f" (did you mean {close[0]}?)" if close else ""
+        return ToolOutput(f"unknown argument {unknown[0]!r}{guess}; {name} takes {', '.join(accepted)}", is_error=True)
     try:
         return tool.run(caller, args or {})
     except ValidationError as exc:
-        first = exc.errors()[0]
+        from ragstep.models.unknown_fields import explain_unknown_fields, model_named
+
+        first = explain_unknown_fields(exc.errors()[:1], model_named(exc.title))[0]
         where = ".".join(str(p) for p in first.get("loc", ())) or "arguments"
-        return ToolOutput(f"invalid {where}: {first.get('msg', 'invalid value')}", is_error=True)
+        message = str(first.get("msg", "invalid value")).removeprefix("Value error, ")  # pydantic's, not ours
+        return ToolOutput(f"invalid {where}: {message}", is_error=True)
     except RagstepError as exc:
         return ToolOutput(str(exc), is_error=True)

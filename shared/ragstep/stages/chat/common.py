@@ -64,13 +64,20 @@ def grounding(state: PipelineState, ctx: Context | None = None) -> ChatGrounding
     if ctx is not None and not ctx.chat_model.generative:
         with contextlib.suppress(RagstepError):  # an embedder that cannot be built: the words-only decision
             encoder = ctx.embedder(ctx.clients.default_embedding_model())
+    # A follow-up resolved without a model was searched with its subject added; it is answered by its own words
+    # (the subject helped find the passages), and not with the sentence the previous turn already quoted.
+    follow_up = encoder is not None and state.rewritten_query is not None
+    history = state.chat.history
     return ChatGrounding(
-        question=state.search_query,
+        question=state.request.query if follow_up else state.search_query,
         passages=passages,
         max_chars=state.chat.settings.extractive_max_chars,
         scores=scores,
         encoder=encoder,
         encoder_scale=score_scale(encoder),
+        searched=state.search_query if follow_up else "",
+        previous_question=history[-1].query if follow_up and history else "",
+        previous_answer=history[-1].answer if follow_up and history else "",
     )
 
 

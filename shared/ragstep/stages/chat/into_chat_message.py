@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from ragstep.errors import InputError
 from ragstep.models import ChunkType, Language, PipelineState, Reference, SearchResult, TraceEvent, check_query
+from ragstep.models.base import check_markup
 from ragstep.retrieval.tokens import count_tokens
 from ragstep.stages.chat import budget, citing, prompts
 from ragstep.stages.chat.common import context_results
@@ -27,22 +28,15 @@ if TYPE_CHECKING:
 
 STAGE = "into_chat_message"
 _IMAGE_LINK = re.compile(r"!\[[^\]]*\]\(([^)\s]+)[^)]*\)")
-# Markup that turns a rendered answer into script: refused in questions rather than escaped, so the stored
-# history never holds it.
-_XSS = re.compile(
-    r"<\s*(?:script|iframe|object|embed|svg|img|link|meta|style)\b|javascript\s*:|vbscript\s*:|\bon[a-z]+\s*=",
-    re.IGNORECASE,
-)
 
 
 def validate_query(text: str) -> str:
+    """The question, checked as every route checks one (markup that turns a rendered answer into script is refused
+    rather than escaped, so the stored history never holds it: :func:`ragstep.models.base.check_markup`)."""
     try:
-        query = check_query(text)
+        return check_markup(check_query(text))
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    if _XSS.search(query):
-        raise InputError("query contains HTML or script markup (e.g. <script>, javascript:, onerror=); remove it")
-    return query
 
 
 def enrich(result: SearchResult, language: Language) -> str:

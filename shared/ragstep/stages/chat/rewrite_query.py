@@ -13,7 +13,9 @@ a small model that echoes its prompt costs the follow-up no more than having no 
 
 Without a generative model (the extractive answerer) an elliptical follow-up is still resolved: the question is
 searched with the content words of the question it leans on (:mod:`ragstep.retrieval.followup`), traced as ``run``
-with ``method: history_terms``; a question that stands alone is searched as asked (``skip``).
+with ``method: history_terms``; a question that stands alone is searched as asked (``skip``). The model-free answerer
+then answers the user's own words, the added subject only helping to read them, and does not give the previous
+answer again for a new ask (:mod:`ragstep.retrieval.follow_up_answer`; the grounding carries both).
 """
 
 from __future__ import annotations

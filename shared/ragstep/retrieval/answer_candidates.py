@@ -1,0 +1,98 @@
+"""The sentences of the retrieved passages the model-free answerer (:mod:`ragstep.retrieval.answer_span`) chooses
+from, each with the text it is embedded as (the sentence read under its heading and after its context).
+
+A passage's sentences are its prose (:func:`~ragstep.retrieval.sentences.sentences_in_units`): a title line, a
+question (a FAQ's) and a manual page's running header are context, not candidates. Code is no prose, but one kind of
+code line states a value outright: the line that gives a name its value ("#define CHUNK 16384"). Such a line is a
+candidate when the question asks about that name as the code writes it ("What is the size of CHUNK in zpipe.c?":
+the prose beside the code says what CHUNK is for, only the code says how big it is). A name that reads as an
+ordinary word ("name", "timeout") is no evidence that the question asks about the code, so it must be written as
+identifiers are: with a capital, an underscore or a digit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ragstep.retrieval.sentences import code_definitions, is_option_term, is_page_furniture, sentences_in_units
+
+#: The start of the passage's opening sentence, embedded with a sentence as its context (longer costs embedding
+#: time).
+CONTEXT_CHARS = 120
+
+_WORD = re.compile(r"[A-Za-z_][\w.]*\w|[A-Za-z_]")
+
+
+def code_names(question: str) -> frozenset[str]:
+    """The identifiers ``question`` writes as code does (a capital after the first letter, an underscore, a digit:
+    "CHUNK", "Z_BUF_ERROR", "max_retries", "sha256"), as written: a code line defining one is a candidate."""
+    out = set()
+    for k, match in enumerate(_WORD.finditer(question)):
+        word = match.group(0)
+        if (
+            "_" in word
+            or any(c.isdigit() for c in word)
+            or any(c.isupper() for c in word[1:])
+            or (k > 0 and len(word) > 1 and word.isupper())
+        ):
+            out.add(word)
+    return frozenset(out)
+
+
+def candidates(
+    passages: Sequence[str], defined: frozenset[str] = frozenset()
+) -> tuple[list[tuple[int, int, str, str]], list[str]]:
+    """(passage number, position, sentence, the text embedded for it) of the passages, in order, and each one's
+    lead: the first sentence of its unit (its option's term and first line, its paragraph's first sentence) when it
+    is not that sentence itself. Then the code lines that define a name of ``defined`` (:func:`code_names`), at
+    positions after the passage's sentences.
+
+    A sentence is embedded under its heading and after its context ("Hybrid search: ... ragstep searches two ways at
+    once.", "Qinghai Lake is the largest lake in China. ... Its average depth is about 21 m."): on its own it often
+    does not name what it is about. The context is its lead when it has one ("-E, --conflict-exit-code number The
+    exit status used when ... The default value is 1.": what the value is of), else its passage's opening sentence,
+    which usually names the subject (the sentence just before it seldom: "... home to thousands of birds. Its
+    average depth is about 21 m." reads as far from "How deep is Qinghai Lake?" as an unrelated sentence). A
+    question is no answer: in a FAQ it is the context of the sentences that follow it, in place of the opening
+    sentence, and not a candidate itself."""
+    out: list[tuple[int, int, str, str]] = []
+    leads: list[str] = []
+    for n, passage in enumerate(passages, start=1):
+        opening = asked = ""
+        first: dict[int, str] = {}
+        units = sentences_in_units(passage)
+        for i, (heading, unit, sentence) in enumerate(units):
+            if sentence.endswith(("?", "？")):
+                asked = sentence
+                continue
+            if is_page_furniture(sentence):
+                continue
+            if i == 0 and _is_title(sentence, units):
+                opening = sentence  # the passage's subject, no answer
+                continue
+            lead = first.setdefault(unit, sentence)
+            lead = "" if lead == sentence else lead
+            topic = (lead or asked or opening)[:CONTEXT_CHARS]
+            context = " ".join(t for t in (f"{heading}:" if heading else "", topic) if t)
+            out.append((n, i, sentence, f"{context} {sentence}" if context else sentence))
+            leads.append(lead)
+            opening = opening or sentence
+        if defined:
+            for j, (heading, name, line) in enumerate(code_definitions(passage)):
+                if name in defined:
+                    context = " ".join(t for t in (f"{heading}:" if heading else "", opening[:CONTEXT_CHARS]) if t)
+                    out.append((n, len(units) + j, line, f"{context} {line}" if context else line))
+                    leads.append("")
+    return out, leads
+
+
+_TERMINAL = (".", "。", "!", "！", "?", "？", ";", "；", ")", "）", '"', "”")
+
+
+def _is_title(sentence: str, units: list[tuple[str, int, str]]) -> bool:
+    """A passage's first line is its title when it is a unit of its own without a sentence's end and not an option
+    ("gzip(1) manual: compress or expand files", "Installation guide"): it says what the passage is about, and
+    reads close to every question about that subject without answering any."""
+    alone = len(units) < 2 or units[1][1] != units[0][1]
+    return alone and not sentence.endswith(_TERMINAL) and not is_option_term(sentence.split(" ", 3)[0])

@@ -1,0 +1,92 @@
+"""What a Chinese question counts or measures, when it names it: the word a sentence answering it must hold.
+
+"一汽现在有多少员工？" asks for a number of employees. The passage about the company states numbers -- 18 departments,
+16 subsidiaries, 8 people under investigation -- and each is a number, close in meaning to the question: the type
+check (a number) passes, the threshold cannot tell, and the answer quotes the departments. Asked of a subject the
+passage describes, a question about an attribute the passage never states ("《食品与生物加工技术》的影响因子是多少？",
+"达特穆尔国家公园每年有多少游客？") was answered four times in five (a set of 20 such questions over CMRC 2018
+passages). What the question counts is named in its own words, next to 多少 / 几:
+
+* after it, the thing counted: "多少员工", "几部电梯", "多少张唱片" (a classifier between them is skipped);
+* before it, when nothing is counted after it, the attribute: "X的影响因子是多少", "身高多少", "常住人口有多少".
+
+A sentence that answers holds that word, or for a word of three characters or more one of its two-character parts
+("藏书量" -> "藏书 81.6 万册", "人口数量" -> "人口"). Not read as a focus: a unit or a classifier ("多少米", "多少
+分钟": the type already asks for it), a word of one character, and the measured attributes
+(:func:`~ragstep.retrieval.answer_types.stated_attributes` has their other words: 人口 is also 居民, 万人).
+
+Only count questions are read. "什么" / "哪一年" / "谁" questions name what they ask in words an answer rephrases
+(职务 -> "任 ... 副部长", 颜色 -> "呈银灰色", 出生 -> "生于"): as the same gate, a quarter of CMRC 2018's own
+questions about such words would have been declined, against one in twenty of its count questions (the rest are
+paraphrases: 孩子 / 子女).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ragstep.retrieval.text import jieba_tokenizer
+
+# Classifiers and units: what 多少 / 几 is followed by when it counts in a unit, not a thing.
+_CLASSIFIERS = "个次张部座位名岁年天号季种条家本辆人只头件所间台架艘颗枚项届场份层米元块斤吨度倍期集章首篇册"
+_UNIT_WORDS = (
+    "分钟 小时 秒钟 秒 天 周 星期 个月 月 年 岁 米 厘米 公分 毫米 公里 千米 英里 英尺 英寸 海里 "
+    "公斤 千克 克 毫克 吨 斤 元 美元 港元 日元 日圆 欧元 英镑 人民币 钱 块 度 倍 "
+    "平方公里 平方米 平方 公顷 亩 立方米 升 毫升 人次 万 亿 千 百"
+)
+_UNITS = frozenset(_UNIT_WORDS.split())
+# Words around 多少 that say how, not what: "大约 / 一共 / 现在 有多少".
+_FILLER_WORDS = (
+    "的 了 呢 吗 啊 呀 吧 是 有 要 能 会 可以 大概 大约 一共 总共 共 约 达 现在 目前 如今 已 已经 "
+    "一般 通常 平均 最多 最少 每年 每天 每次 一次 一年 一天 当年 当时 还 又 都 就 也 在 被 把 将 为 "
+    "分别 各 各自 左右 上下 以上 以下"
+)
+_FILLERS = frozenset(_FILLER_WORDS.split())
+_COUNT = re.compile(rf"(?<![哪第])(?:多少|几(?=[{_CLASSIFIERS}]))")
+_CLAUSE_END = re.compile(r"[，,。；;！!？?]")
+_LEADING_CLASSIFIER = re.compile(rf"^[{_CLASSIFIERS}](?![{_CLASSIFIERS}])")
+_HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in jieba_tokenizer().cut(text) if _HAN.search(w) and w not in _FILLERS]
+
+
+def counted(question: str) -> str | None:
+    """The word a Chinese count question counts or measures (module docstring), None when it names none."""
+    match = _COUNT.search(question)
+    if match is None:
+        return None
+    clause_start = max((m.end() for m in _CLAUSE_END.finditer(question, 0, match.start())), default=0)
+    before = question[clause_start : match.start()]
+    after = _CLAUSE_END.split(question[match.end() :], maxsplit=1)[0]
+    unit = _LEADING_CLASSIFIER.sub("", after)
+    after_words = _words(unit)
+    # 多少 counts in a unit when a classifier or unit is all that follows ("多少年", "多少公里"), not a thing
+    # ("多少张唱片": the classifier's noun is what is counted).
+    in_units = (not after_words and unit != after) or (bool(after_words) and after_words[0] in _UNITS)
+    head, _, attribute = before.rpartition("的")
+    if after_words and not in_units:
+        word = after_words[0]
+    elif in_units and not head:
+        # "能活多少年", "跑多少公里": the word before a unit is the verb measured, which an answer rephrases
+        # ("寿命约 20 年"); only an attribute named after the subject's 的 is read ("X的体长约是多少公分").
+        return None
+    else:
+        # The attribute before it: after the subject's 的 ("X的影响因子是多少"), else the last word when the
+        # subject is before it ("李晨身高多少"); a lone word is the subject ("一汽有多少?").
+        before_words = _words(attribute)
+        if not before_words or (not head and len(before_words) < 2):
+            return None
+        word = before_words[-1]
+    return None if len(word) < 2 or word in _UNITS else word
+
+
+def counted_patterns(question: str) -> list[re.Pattern[str]]:
+    """What a sentence answering ``question`` holds of what it counts (:func:`counted`): the word, or one of its
+    two-character parts when it has three characters or more. Empty when the question names none."""
+    word = counted(question)
+    if word is None:
+        return []
+    parts = {word} | ({word[i : i + 2] for i in range(len(word) - 1)} if len(word) >= 3 else set())
+    return [re.compile("|".join(re.escape(p) for p in sorted(parts, key=len, reverse=True)))]
