@@ -112,6 +112,10 @@ def test_an_attribute_no_sentence_states_is_asked_for() -> None:
     assert bound.search("Levels range from 1 to 19.") and bound.search("up to level 22")
     assert not bound.search("Zstd can also offer stronger compression ratios at the cost of compression speed.")
     assert stated_attributes("¿Cuántos archivos puede concatenar cat como máximo?")
+    # A lower bound written as "and up": "TLSv1.2+", "3.8 or later" (a C++ is no bound).
+    (floor,) = stated_attributes("What is the minimum TLS version openssl allows by default?")
+    assert floor.search("The default policy is to support TLSv1.2+ and security level two.")
+    assert floor.search("Python 3.8 or later is required.") and not floor.search("It is written in C++.")
     (frequency,) = stated_attributes("What sampling frequency does perf record use?")
     assert frequency.search("The default is 4000 Hz.") and not frequency.search("Use perf record -e cycles.")
 
@@ -175,6 +179,13 @@ def test_a_german_compound_does_not_meet_its_first_word() -> None:
     assert not stems(["dateiname"], "de") & stems(["datei"], "de")
     assert not stems(["unterordnern"], "de") & stems(["unter"], "de")
     assert stems(["lignes"], "fr") == stems(["ligne"], "fr")  # French keeps its truncation
+    # A verb in -ieren meets the loan word it is made of: "ignoriere" / "--ignore-case", "sortieren" / "sort".
+    assert stems(["ignoriere"], "de") == stems(["ignore"], "de") == stems(["ignorieren"], "de")
+    assert stems(["sortieren"], "de") == stems(["sort"], "de")
+    assert stems(["papiere"], "de") == stems(["papier"], "de") and not stems(["papier"], "de") & stems(["pap"], "de")
+    # An umlaut spelled out, as on a keyboard without one, meets the umlaut.
+    assert stems(["kuehlhalle"], "de") == stems(["kühlhalle"], "de")
+    assert stems(["groesse"], "de") == stems(["größe"], "de")
 
 
 def test_where_is_it_installed_asks_for_a_place() -> None:

@@ -43,7 +43,7 @@ from collections.abc import Iterable, Sequence
 
 from ragstep.models.message_language import LETTERS, MessageLanguage, message_language_of
 from ragstep.retrieval.answer_types import defined_subject
-from ragstep.retrieval.latin_fold import fold_word
+from ragstep.retrieval.latin_fold import fold_word, umlaut_forms
 from ragstep.retrieval.text import query_terms, token_set
 
 #: French, German and Spanish words are compared by this many first letters (module docstring).
@@ -129,6 +129,10 @@ def german_stem(word: str) -> str:
         w = w[:-3]
     elif (len(w) > 4 and w.endswith(("er", "en"))) or (len(w) > 5 and w.endswith("st") and w[-3] in _GERMAN_ST_ENDING):
         w = w[:-2]
+    if len(w) > 4 and w.endswith("i") and word.startswith(w + "er"):
+        # A verb in -ieren is a loan word's, and its stem is the loan word ("ignoriere" / "--ignore-case",
+        # "sortieren" / "sort"): "ignorier" has lost its "-er", the "i" goes too.
+        w = w[:-1]
     return w
 
 
@@ -136,15 +140,17 @@ def stems(tokens: Iterable[str], language: MessageLanguage = "en") -> frozenset[
     """The tokens as the question and its answer share them: accents folded; English words without their commonest
     inflection ("logs" / "log", "stayed" / "stay") and an attribute's adjective as its noun ("deep" / "depth");
     French and Spanish words (``language``: the question's) cut to their first :data:`TRUNCATE` letters ("lignes" /
-    "ligne", "muestro" / "muestra"), German ones without their ending (:func:`german_stem`: "Zeilen" / "Zeile").
-    Other scripts are left as they are."""
+    "ligne", "muestro" / "muestra"), German ones without their ending (:func:`german_stem`: "Zeilen" / "Zeile") and
+    with an umlaut spelled out read as the umlaut ("Groesse" / "Größe"). Other scripts are left as they are."""
     out = set()
     truncate = language in _TRUNCATED
     for t in tokens:
         t = fold(t)
         if t.isascii():
             if truncate and t.isalpha():
-                t = german_stem(t) if language == "de" else t[:TRUNCATE]
+                # German spelled without umlauts ("Kuehlhalle", "fuer"), as a keyboard without them writes it,
+                # meets the folded umlaut ("Kühlhalle" -> "kuhlhalle"): on both sides, so the two spellings meet.
+                t = german_stem(next(iter(umlaut_forms([t])), t)) if language == "de" else t[:TRUNCATE]
             else:
                 t = _SUFFIX.sub("", t)
                 t = _ATTRIBUTES.get(t, t)

@@ -363,12 +363,14 @@ _STATED: tuple[tuple[str, str], ...] = (
         r"\bmaxim(?:um|al|ale|ales|aux|o|a|os|as)\b|\bmax\b|最大值|上限|最多(?:能|可以|可)|\bhöchst|\bmaximalen?\b|\bmáxim[oa]s?\b",
         r"max|highest|largest|greatest|biggest|\bat\s+most\b|\bupper\b|\blimit|\bup\s+to\b|\bcap(?:ped)?\b|ceiling"
         r"|<=|≤|\bbetween\b|\d\s*(?:-|–|\.\.|to|through)\s*\d|最大|最多|最高|上限|不超过|以内|höchst|bis\s+zu|grenze"
-        r"|jusqu|plafond|hasta|límite|tope|máxim",
+        r"|jusqu|plafond|hasta|límite|tope|máxim|\bor\s+(?:less|fewer|lower|below|earlier|older)\b|\band\s+below\b",
     ),
     (
         r"\bminim(?:um|al|ale|ales|aux|o|a|os|as)\b|\bmin\b|最小值|下限|最少(?:要|需要)|\bmindest|\bminimalen?\b|\bmínim[oa]s?\b",
         r"min|lowest|smallest|\bleast\b|\blower\b|\blimit|>=|≥|\bbetween\b|\d\s*(?:-|–|\.\.|to|through)\s*\d"
-        r"|最小|最少|最低|下限|至少|不低于|mindest|wenigstens|au\s+moins|al\s+menos|límite|mínim",
+        r"|最小|最少|最低|下限|至少|不低于|mindest|wenigstens|au\s+moins|al\s+menos|límite|mínim"
+        # A version or a value and up: "TLSv1.2+", "Python 3.8 or later", "2.6 and above".
+        r"|\d\+(?![\d+])|\bor\s+(?:later|newer|higher|above|greater|more)\b|\band\s+(?:above|later|newer|up)\b",
     ),
 )
 _ATTRIBUTE_KINDS = tuple((re.compile(a, re.IGNORECASE), re.compile(h, re.IGNORECASE)) for a, h in _MEASURED + _STATED)
