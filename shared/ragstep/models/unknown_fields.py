@@ -9,7 +9,6 @@ rerank_topk: unknown field; overrides accepts rerank_top_k, ...``. Work done onl
 
 from __future__ import annotations
 
-import difflib
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -79,6 +78,9 @@ def explain_unknown_fields(
         accepted = accepted_fields(model, path[:-1])
         if accepted:
             holder = next((str(p) for p in reversed(path[:-1]) if isinstance(p, str)), None)
+            # Imported here: a refused request's work, kept out of a function's cold start.
+            import difflib
+
             close = difflib.get_close_matches(str(path[-1]) if path else "", accepted, n=1)
             guess = f" (did you mean {close[0]}?)" if close else ""
             err["msg"] = f"unknown field{guess}; {holder or 'the request'} accepts {', '.join(accepted)}"
