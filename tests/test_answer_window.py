@@ -80,7 +80,7 @@ def test_a_definition_head_is_quoted_with_the_detail_after_it() -> None:
     units = sentences_in_units(FLOCK)
     assert units[1][2] == "The default value is 1."
     assert window(units, 0) == (0, 1)
-    assert window(units, 1) == (1, 1)  # the detail alone reads on its own
+    assert window(units, 1) == (0, 1)  # a detail of an option's entry is read with the option it is of
     assert window(units, 2) == (2, 2)  # the last sentence of its entry: nothing follows in its unit
     assert window(sentences_in_units(SQLITE), 0) == (0, 1)
 

@@ -314,7 +314,7 @@ def test_ingest_folder_prints_per_file_chunk_counts(cli: Cli, docs: Path) -> Non
     cli.ok("kb", "create", "docs")
     out = cli.ok("ingest", str(docs), "--kb", "docs")
     header, _rule, *rows, summary = out.splitlines()
-    assert header.split() == ["file", "status", "chunks", "error"]
+    assert header.split() == ["file", "status", "chunks", "note"]
     by_name = {Path(row.split()[0]).name: row.split()[1:] for row in rows}
     # The unsupported file is listed as skipped (with the reason); the hidden one is not a candidate at all.
     assert sorted(by_name) == sorted([*DOCS, "notes.xyz"])
@@ -329,7 +329,7 @@ def test_ingest_json_gives_per_file_results(cli: Cli, docs: Path) -> None:
     cli.ok("kb", "create", "docs")
     results = cli.json("ingest", str(docs / "coffee.md"), str(docs / "熊猫.md"), "--kb", "docs")
     assert isinstance(results, list)
-    assert [set(r) for r in results] == [{"path", "knowledge_id", "status", "chunks", "error"}] * 2
+    assert [set(r) for r in results] == [{"path", "knowledge_id", "status", "chunks", "error", "note"}] * 2
     assert [(Path(r["path"]).name, r["status"], r["chunks"], r["error"]) for r in results] == [
         ("coffee.md", "indexed", 1, ""),
         ("熊猫.md", "indexed", 1, ""),
@@ -387,7 +387,7 @@ def test_unsupported_file_fails_only_when_named(cli: Cli, tmp_path: Path) -> Non
     (result,) = json.loads(run.out)
     assert result["status"] == "failed"
     supported = (
-        ".txt, .md, .markdown, .html, .htm, .pdf, .docx, .png, .jpg, .jpeg, .webp, .tif, .tiff, .csv, .xlsx, "
+        ".txt, .md, .markdown, .json, .html, .htm, .pdf, .docx, .png, .jpg, .jpeg, .webp, .tif, .tiff, .csv, .xlsx, "
         "and text files without an extension"
     )
     assert result["error"] == f"data.xyz: unsupported file type .xyz; supported: {supported}"
@@ -421,7 +421,8 @@ def test_reingest_unchanged_and_changed(cli: Cli, docs: Path, indexed: dict[str,
         "# Cold brew guide\n\nCold brew coffee steeps coarse grounds in cold water overnight.\n"
     )
     (result,) = cli.json("ingest", str(docs / "coffee.md"), "--kb", "docs")
-    assert (result["status"], result["knowledge_id"]) == ("indexed", indexed["coffee.md"])
+    assert (result["status"], result["knowledge_id"]) == ("updated", indexed["coffee.md"])
+    assert result["note"] == "replaced the version indexed before (1 chunk)" and result["error"] == ""
 
     # Replaced, not added: the old text is gone, the new text is there once, the document count is unchanged.
     assert cli.filenames("espresso pressure") == []

@@ -334,12 +334,13 @@ def test_each_dropped_file_is_ingested_or_refused_on_its_own(browser: Any, tmp_p
         page, expect = tab.page, sync_api.expect
         page.click("#nav-kbs")
         page.locator("#kb-rows tr[data-kb=docs] button.link").click()
-        dropped = {"orchard.md": "# Orchard\n\nThe queue timeout is 45 minutes.\n", "data.json": "{}", "plan.txt": "Q3"}
+        orchard = "# Orchard\n\nThe queue timeout is 45 minutes.\n"
+        dropped = {"orchard.md": orchard, "notes.rtf": "{\\rtf1}", "plan.txt": "Q3"}
         _drop(page, "#drop", {**dropped, "CHANGES": "Version 2.4: the queue timeout went to 45 minutes."})
         expect(page.locator("#uploads li[data-status=indexed]")).to_have_count(3)  # CHANGES: text, no extension
-        refused = page.locator('#uploads li[data-file="data.json"]')
+        refused = page.locator('#uploads li[data-file="notes.rtf"]')
         expect(refused).to_have_attribute("data-status", "failed")
-        expect(refused.locator(".error")).to_contain_text("data.json: unsupported file type .json")
+        expect(refused.locator(".error")).to_contain_text("notes.rtf: unsupported file type .rtf")
         for name in ("orchard.md", "plan.txt", "CHANGES"):
             expect(page.locator(f'#uploads li[data-file="{name}"] .error')).to_be_hidden()
         expect(page.locator('#doc-rows tr[data-doc="orchard.md"]')).to_have_attribute("data-status", "indexed")

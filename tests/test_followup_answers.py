@@ -115,6 +115,13 @@ def test_a_follow_up_the_sources_do_not_answer_is_declined(ctx: Context) -> None
     assert out["answer"] == NO_ANSWER["en"], out["answer"]
 
 
+def test_a_follow_up_is_not_answered_from_another_document(ctx: Context) -> None:
+    # The previous answer quoted bzip2's page, which dates no release: Orchard's release date is another document's.
+    out = conversation(ctx, "How does bzip2 compress files?", "and when was it released?")
+    assert out["rewritten_query"] is not None
+    assert out["answer"] == NO_ANSWER["en"], out["answer"]
+
+
 @pytest.mark.parametrize(
     ("questions", "expected"),
     [

@@ -156,6 +156,14 @@ def test_the_whole_flow(http: httpx.Client, tmp_path: Path) -> None:
     outcome = wait_jobs(http, again["jobs"])
     assert [j["status"] for j in outcome] == ["unchanged", "duplicate"]
     assert "guide.pdf" in outcome[1]["error"] and outcome[1]["duplicate_of"] == rows["guide.pdf"]["id"]
+    assert [j["note"] for j in outcome] == ["", "duplicate of guide.pdf"]
+    # Changed content under the same name: an update, told apart from a first upload (and not an error).
+    changed = ok(upload(http, "docs", ("cities.csv", CSV + b"Nuuk,Greenland,19000\n"), tag="travel"), 202)
+    (update,) = wait_jobs(http, changed["jobs"])
+    first_csv = jobs[1]["chunks"]
+    assert (update["status"], update["error"], update["knowledge_id"]) == ("updated", "", jobs[1]["knowledge_id"])
+    assert update["note"] == f"replaced the version indexed before ({first_csv} chunks)", update
+    assert [(j["status"], j["note"]) for j in jobs] == [("indexed", ""), ("indexed", "")]
 
     # Disabled: kept, never retrieved; enabled again: found again.
     guide = rows["guide.pdf"]["id"]
@@ -168,7 +176,9 @@ def test_the_whole_flow(http: httpx.Client, tmp_path: Path) -> None:
 
     # A new tag re-ingests the stored original.
     retag = ok(http.patch(f"/v1/documents/{guide}", json={"tag": "coffee"}))
-    assert wait_jobs(http, [retag["job"]])[0]["status"] == "indexed"
+    retagged = wait_jobs(http, [retag["job"]])[0]
+    assert (retagged["status"], retagged["error"]) == ("updated", "")
+    assert retagged["note"].startswith("replaced the version indexed before (")
     assert ok(http.get(f"/v1/documents/{guide}"))["tag"] == "coffee"
 
     gone = ok(http.delete(f"/v1/documents/{guide}"))

@@ -218,7 +218,7 @@ def test_ctrl_c_prints_the_partial_summary_and_exits_130(tmp_path: Path) -> None
     assert run.returncode == 130, err
     assert "Traceback" not in err and "internal error" not in err
     lines = out.strip().splitlines()
-    assert lines[0].split() == ["file", "status", "chunks", "error"]
+    assert lines[0].split() == ["file", "status", "chunks", "note"]
     done = len(lines) - 3  # header, rule, summary
     assert 1 <= done < 400
     # The count is of the files the run set out to ingest, those never reached included.
@@ -324,7 +324,7 @@ def test_ingest_tag_tags_documents_and_chunks_for_search(cli: Cli, tmp_path: Pat
 
     # Same content, another tag: not "unchanged", the document is re-tagged.
     (again,) = cli.json("ingest", str(tagged), "--kb", "docs", "--tag", "release-2")
-    assert again["status"] == "indexed"
+    assert again["status"] == "updated"
     assert {c.tag_id for c in stored(cli.ctx(), row["knowledge_id"])} == {"release-2"}
     bad = cli("ingest", str(tagged), "--kb", "docs", "--tag", " ")
     assert bad.code == 2 and bad.err.startswith("ragstep: error: tag ' ':")

@@ -472,7 +472,7 @@ def test_reingest_same_path_unchanged_is_skipped_without_embedding(
     assert len(server.requests) == calls  # nothing re-embedded
     assert len(ctx.catalog.list_knowledge(kb.id)) == 1
     # Other chunking options are a change: the document is chunked again.
-    assert ingest_file(path, kb, ctx, IngestOptions(chunk_size=128, chunk_overlap=0)).status == "indexed"
+    assert ingest_file(path, kb, ctx, IngestOptions(chunk_size=128, chunk_overlap=0)).status == "updated"
     assert ingest_file(path, kb, ctx, IngestOptions(chunk_size=128, chunk_overlap=0)).status == "unchanged"
 
 
@@ -538,7 +538,7 @@ def test_changed_content_replaces_atomically_with_no_empty_window(
         for version in range(1, 16):
             body = "\n\n".join(f"Paragraph {p} of version {version}: the zeppelin flies." for p in range(version))
             write(tmp_path, "ship.md", f"# Zeppelin v{version}\n\n{body}\n")
-            assert ingest_file(path, kb, ctx).status == "indexed"
+            assert ingest_file(path, kb, ctx).status == "updated"  # v0 came first
     finally:
         stop.set()
         thread.join()
@@ -650,7 +650,7 @@ def test_bad_files_fail_alone_and_the_summary_says_why(
     assert run.code == 2
     assert "Traceback" not in run.out + run.err
     header, _rule, *rows, summary = run.out.splitlines()
-    assert header.split() == ["file", "status", "chunks", "error"]
+    assert header.split() == ["file", "status", "chunks", "note"]
     by_name = {Path(row.split()[0]).name: row for row in rows}
     assert by_name["good.md"].split()[1:3] == ["indexed", "1"]
     expected = {
@@ -660,7 +660,7 @@ def test_bad_files_fail_alone_and_the_summary_says_why(
         "binary.txt": "binary.txt: cannot decode the text as UTF-8, UTF-16 (with its byte order mark) or GB18030; "
         "convert it to UTF-8",
         "huge.md": "huge.md: 6008 bytes is over the 2000-byte limit (RAGSTEP_MAX_FILE_BYTES)",
-        "slides.pptx": "slides.pptx: unsupported file type .pptx; supported: .txt, .md, .markdown, .html, .htm, "
+        "slides.pptx": "slides.pptx: unsupported file type .pptx; supported: .txt, .md, .markdown, .json, .html, .htm, "
         ".pdf, .docx, .png, .jpg, .jpeg, .webp, .tif, .tiff, .csv, .xlsx, and text files without an extension",
     }
     for name, message in expected.items():
@@ -825,14 +825,14 @@ def test_chunk_flags_change_the_chunks(cli: Cli, tmp_path: Path) -> None:
     cli.ok("kb", "create", "docs")
     (default,) = cli.json("ingest", str(path), "--kb", "docs")
     (small,) = cli.json("ingest", str(path), "--kb", "docs", "--chunk-size", "128", "--chunk-overlap", "0")
-    assert small["status"] == "indexed" and small["chunks"] > default["chunks"]
+    assert small["status"] == "updated" and small["chunks"] > default["chunks"]
     chunks = stored(cli.ctx(), small["knowledge_id"])
     assert len(chunks) == small["chunks"] and all(len(c.content) <= 128 for c in chunks)
     (same,) = cli.json("ingest", str(path), "--kb", "docs", "--chunk-size", "128", "--chunk-overlap", "0")
     assert same["status"] == "unchanged"
     # The smallest size alone is valid: the default overlap (80) is capped at half of it, as the chunker caps it.
     (tiny,) = cli.json("ingest", str(path), "--kb", "docs", "--chunk-size", "64")
-    assert tiny["status"] == "indexed" and tiny["chunks"] > small["chunks"]
+    assert tiny["status"] == "updated" and tiny["chunks"] > small["chunks"]
     record = cli.ctx().catalog.get_knowledge(tiny["knowledge_id"])
     assert record is not None and record.options["chunk_overlap"] == 32
 

@@ -178,7 +178,7 @@ def test_vectors_are_never_written_onto_content_ingested_again_meanwhile(
     result = ingest_file(
         write(folder, "bread.md", "# Rye\n\nRye bread is dense and dark."), kb, pctx, keywords_first=True
     )
-    assert result.status == "indexed" and result.knowledge_id == old.id
+    assert result.status == "updated" and result.knowledge_id == old.id
     backfill = ingest_vectors.require_backfill(pctx)
     assert backfill.add_vectors(old_chunks, old_vectors, SPACE) == 0  # refused: not the content stored now
     assert not pctx.blobs.exists(old.vectors_pending)  # the earlier version's pending chunks went with it

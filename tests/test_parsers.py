@@ -63,7 +63,7 @@ def in_order(text: str, *parts: str) -> None:
 
 
 def test_supported_extensions_and_unsupported_message() -> None:
-    documents = (".txt", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx")
+    documents = (".txt", ".md", ".markdown", ".json", ".html", ".htm", ".pdf", ".docx")
     images = (".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff")
     assert (*documents, *images, ".csv", ".xlsx") == SUPPORTED_EXTENSIONS
     with pytest.raises(InputError) as exc:

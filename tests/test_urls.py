@@ -146,7 +146,7 @@ def test_a_page_is_ingested_searchable_with_its_url_and_replaced_when_it_changes
 
     site.put("/guides/espresso.html", PAGE.replace("two months", "three weeks"), ETag='"v2"')
     (changed,) = ingest_urls([url], kb, ctx)
-    assert changed.status == "indexed" and changed.knowledge_id == first.knowledge_id
+    assert changed.status == "updated" and changed.knowledge_id == first.knowledge_id
     found = knowledge_search(SearchRequest(query="descale espresso", knowledge_base_ids=[kb.id]), ctx)
     assert "three weeks" in found.final_results[0].content
     assert len(ctx.catalog.list_knowledge(kb.id)) == 1  # replaced, not added

@@ -19,7 +19,7 @@ from ragstep.index_capabilities import vector_backfill
 from ragstep.models import Knowledge
 from ragstep.models.base import _Model
 from ragstep.models.blob_keys import owned_prefixes
-from ragstep.models.catalog import IngestionJob, JobStatus
+from ragstep.models.catalog import WROTE_JOB_STATUSES, IngestionJob, JobStatus
 from ragstep.stages.ingest.products import delete_blobs
 
 #: The error of a job whose document was deleted before it ran (its status: ``cancelled``).
@@ -61,7 +61,7 @@ def document_info(item: Knowledge | None, job: IngestionJob | None, pending: int
     chunks without a vector (:func:`vectors_pending`)."""
     if item is None and job is None:
         raise ValueError("a document row needs its knowledge item or a job")
-    if job is not None and (item is None or job.status != "indexed" or job.finished_at is None):
+    if job is not None and (item is None or job.status not in WROTE_JOB_STATUSES or job.finished_at is None):
         status: JobStatus = job.status  # queued, running, or an outcome that did not replace the item
     else:
         status = _ITEM_STATUS.get(item.status, "failed") if item is not None else "failed"
@@ -177,6 +177,7 @@ def delete_document(ctx: Context, document_id: str) -> int:
     for job in jobs:
         if job.status == "queued":
             cancelled = job.model_copy(update={"status": "cancelled", "error": CANCELLED_BY_DELETE, "finished_at": now})
+            cancelled = cancelled.noted()
             if not ctx.catalog.replace_job(job, cancelled):  # a worker claimed it meanwhile
                 raise ConflictError(f"document {document_id!r} is being ingested; delete it once its job is done")
     ctx.catalog.delete_jobs(kb_id, document_id, keep=("cancelled",))

@@ -42,6 +42,7 @@ from ragstep.models import (
     KnowledgeBase,
     check_identifier,
 )
+from ragstep.models.catalog import WROTE_JOB_STATUSES
 from ragstep.parsers import NOT_TEXT, SNIFF_BYTES, accepts, looks_like_text, unsupported
 from ragstep.stages.ingest.common import allowed_suffixes as allowed_suffixes
 from ragstep.stages.ingest.dedupe import unmark_hash
@@ -56,20 +57,34 @@ from ragstep.stages.ingest.products import (
 
 _NAMESPACE = uuid.UUID("6b1d3c1e-6a53-4c5c-9d0e-3f7f2a1b9c10")
 
-ResultStatus = Literal["indexed", "unchanged", "duplicate", "skipped", "failed"]
+ResultStatus = Literal["indexed", "updated", "unchanged", "duplicate", "skipped", "failed"]
+#: The statuses of a run that wrote the index: a first version (``indexed``) or a new one replacing it (``updated``).
+WROTE: frozenset[str] = frozenset(WROTE_JOB_STATUSES)
 
 
 @dataclass(frozen=True, slots=True)
 class IngestResult:
-    """One row of an ingest run. ``duplicate``: ``knowledge_id`` is the item that holds the content and ``error``
-    says which file that is ("duplicate of a.md"). ``skipped``: a file found in a folder whose type the knowledge
-    base does not take. Neither is a failure."""
+    """One row of an ingest run.
+
+    ``indexed``: a document's first version; ``updated``: a new version replacing the one indexed (its content,
+    tag or chunking changed); ``unchanged``: nothing to do. ``duplicate``: ``knowledge_id`` is the item that holds
+    the content. ``skipped``: a file found in a folder whose type the knowledge base does not take. Only ``failed``
+    is a failure.
+
+    ``note``: what to know about the row, in words, whatever its status ("duplicate of a.md", how the file was read,
+    what an update replaced, why it failed). ``error`` is kept as it always was for the readers of ``--json``: the
+    failure's message, and the note of a ``duplicate`` or ``skipped`` row."""
 
     path: str
     knowledge_id: str
     status: ResultStatus
     chunks: int = 0
     error: str = ""
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.note and self.error:  # the failure's message, or the duplicate's / skipped file's note
+            object.__setattr__(self, "note", self.error)
 
 
 def knowledge_id_for(kb: KnowledgeBase, name: str) -> str:
@@ -342,10 +357,21 @@ def _run(
             with contextlib.suppress(RagstepError):
                 discard_products(state, ctx)
         raise
+    return result_of(label, kid, state)
+
+
+def result_of(label: str, kid: str, state: IngestState) -> IngestResult:
+    """The row of a run that ended at ``state`` (not failed): ``updated`` when it replaced an indexed version."""
     if state.status == "duplicate":
         return IngestResult(label, state.duplicate_of or kid, "duplicate", 0, state.note)
-    status: ResultStatus = "unchanged" if state.status == "unchanged" else "indexed"
-    return IngestResult(label, kid, status, state.counts.get("chunks", 0))
+    chunks = state.counts.get("chunks", 0)
+    if state.status == "unchanged":
+        return IngestResult(label, kid, "unchanged", chunks, note=state.note)
+    replaced = state.counts.get("replaced_chunks")
+    if replaced is None:
+        return IngestResult(label, kid, "indexed", chunks, note=state.note)
+    note = f"replaced the version indexed before ({replaced} {'chunk' if replaced == 1 else 'chunks'})"
+    return IngestResult(label, kid, "updated", chunks, note="; ".join(n for n in (state.note, note) if n))
 
 
 def _stage_file(

@@ -28,7 +28,7 @@ from ragstep.app.ingest import ingest_blob, knowledge_id_for, set_document_enabl
 from ragstep.context import Clients, Context
 from ragstep.errors import InputError, NotFoundError, RagstepError
 from ragstep.models import DEFAULT_TENANT, IngestOptions, KnowledgeBase, check_tenant
-from ragstep.models.catalog import PENDING_JOB_STATUSES, IngestionJob, JobStatus
+from ragstep.models.catalog import PENDING_JOB_STATUSES, WROTE_JOB_STATUSES, IngestionJob, JobStatus
 
 log = logging.getLogger("ragstep.jobs")
 
@@ -107,14 +107,14 @@ def run_job(ctx: Context, job_id: str, *, keywords_first: bool = False) -> Inges
     )
     status: JobStatus = "failed" if result.status == "skipped" else result.status
     error = result.error
-    if status == "indexed" and before is not None and not before.enabled:
+    if status in WROTE_JOB_STATUSES and before is not None and not before.enabled:
         after = ctx.catalog.get_knowledge(job.knowledge_id)
         if after is not None:
             try:
                 set_document_enabled(after, False, ctx)
             except RagstepError as exc:
                 error = f"indexed, but it could not be disabled again: {exc.message}"
-    if status == "indexed":
+    if status in WROTE_JOB_STATUSES:
         from ragstep.app.viking import refresh_after_change
 
         # A --layers knowledge base's tree and L0/L1 follow every upload, as after `ragstep ingest`.
@@ -124,6 +124,7 @@ def run_job(ctx: Context, job_id: str, *, keywords_first: bool = False) -> Inges
         update={
             "status": status,
             "error": error,
+            "note": "; ".join(n for n in (result.note, error if error != result.error else "") if n),
             "chunks": result.chunks,
             "duplicate_of": result.knowledge_id if status == "duplicate" else "",
             "finished_at": time.time(),
@@ -143,7 +144,7 @@ def prune_jobs(ctx: Context, retention_s: float, now: float | None = None) -> in
 def _save(ctx: Context, job: IngestionJob) -> bool:
     """Store the job; False when its knowledge base was deleted meanwhile (the jobs went with it)."""
     try:
-        ctx.catalog.put_job(job)
+        ctx.catalog.put_job(job.noted())
     except NotFoundError:
         return False
     return True
@@ -196,7 +197,7 @@ class JobRunner:
         ctx = self.clients.context(tenant_id)
         try:
             job = run_job(ctx, job_id, keywords_first=True)
-            if job is not None and job.status == "indexed":
+            if job is not None and job.status in WROTE_JOB_STATUSES:
                 self.embed_later(tenant_id, job.knowledge_base_id)
         except Exception:
             # Not the file's fault (the catalog or the blob store failed): say so on the job, details in the log.

@@ -147,7 +147,7 @@ def remember(
         result = ingest_blob(
             kb, ctx, knowledge_id=kid, blob_key=key, filename=filename, content_hash=digest, size=len(text)
         )
-        if result.status in ("indexed", "unchanged"):
+        if result.status in ("indexed", "updated", "unchanged"):
             placed[kid] = f"{user}/{memory.category}/{filename}"
             report.saved.append(memory)
         else:

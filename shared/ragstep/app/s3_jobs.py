@@ -27,12 +27,13 @@ from typing import Any
 from ragstep.context import Context
 from ragstep.errors import NotFoundError, RagstepError
 from ragstep.models import IngestState, KnowledgeBase
-from ragstep.models.catalog import PENDING_JOB_STATUSES, IngestionJob, JobStatus
+from ragstep.models.catalog import PENDING_JOB_STATUSES, WROTE_JOB_STATUSES, IngestionJob
 
 log = logging.getLogger("ragstep.jobs")
 
-#: What an ingest run can end as (anything else at the last stage is a failure).
-_OUTCOMES: dict[str, JobStatus] = {"indexed": "indexed", "unchanged": "unchanged", "duplicate": "duplicate"}
+#: The ingest state's statuses a run can end at (anything else at the last stage is a failure); an ``indexed`` state
+#: is the job's ``indexed`` or ``updated`` (:func:`ragstep.app.ingest.result_of`).
+_OUTCOMES: frozenset[str] = frozenset({"indexed", "unchanged", "duplicate"})
 #: Claims of a job lost to other executions before giving up (each loss means another execution took that job).
 _CLAIM_ATTEMPTS = 8
 #: Step Functions statuses of an execution that is still going (a redrive may start a failed one again).
@@ -131,13 +132,14 @@ def finish_job(ctx: Context, state: IngestState) -> IngestionJob | None:
     if job is None or job.status not in PENDING_JOB_STATUSES:
         return job
     outcome = _outcome(job, state)
-    if outcome.get("status") == "indexed":
+    if outcome.get("status") in WROTE_JOB_STATUSES:
         from ragstep.app.viking import refresh_after_change
 
         # A --layers knowledge base's tree and L0/L1 follow every upload, as after `ragstep ingest`.
         stale = refresh_after_change(job.knowledge_base_id, ctx)
         if stale:
             outcome["error"] = f"{outcome['error']}; {stale}" if outcome.get("error") else stale
+            outcome["note"] = f"{outcome['note']}; {stale}" if outcome.get("note") else stale
     return _save(ctx, job, outcome)
 
 
@@ -216,21 +218,26 @@ def reconcile(ctx: Context, job: IngestionJob) -> IngestionJob:
 
 
 def _outcome(job: IngestionJob, state: IngestState) -> dict[str, Any]:
-    status = _OUTCOMES.get(state.status)
-    if status is None:
-        return {"status": "failed", "error": f"the ingestion ended at status {state.status!r}, not indexed"}
+    if state.status not in _OUTCOMES:
+        error = f"the ingestion ended at status {state.status!r}, not indexed"
+        return {"status": "failed", "error": error}
+    from ragstep.app.ingest import result_of
+
+    # The row `ragstep ingest` would print for this run: ``updated`` when it replaced an indexed version.
+    result = result_of(job.filename, job.knowledge_id, state)
     return {
-        "status": status,
-        "chunks": state.counts.get("chunks", 0) if status == "indexed" else 0,
+        "status": result.status,
+        "chunks": result.chunks if result.status in WROTE_JOB_STATUSES else 0,
         "content_hash": state.source.content_hash or job.content_hash,
-        "duplicate_of": (state.duplicate_of or "") if status == "duplicate" else "",
+        "duplicate_of": (state.duplicate_of or "") if result.status == "duplicate" else "",
         # "duplicate of a.md": which file holds the same content (as the local worker reports it).
-        "error": state.note if status == "duplicate" else "",
+        "error": result.error,
+        "note": result.note,
     }
 
 
 def _save(ctx: Context, job: IngestionJob, update: dict[str, Any]) -> IngestionJob | None:
-    done = job.model_copy(update={**update, "finished_at": time.time()})
+    done = job.model_copy(update={**update, "finished_at": time.time()}).noted()
     try:
         ctx.catalog.put_job(done)
     except NotFoundError:  # its knowledge base was deleted meanwhile, and its jobs with it

@@ -166,8 +166,8 @@ def ingest_url(
         options=options,
         uri=url,
     )
-    result = IngestResult(url, result.knowledge_id, result.status, result.chunks, result.error)
-    if result.status in ("indexed", "unchanged") and (page.etag or page.last_modified):
+    result = IngestResult(url, result.knowledge_id, result.status, result.chunks, result.error, result.note)
+    if result.status in ("indexed", "updated", "unchanged") and (page.etag or page.last_modified):
         validators = {"etag": page.etag, "last_modified": page.last_modified}
         ctx.blobs.put(_validators_key(kb, kid), json.dumps(validators).encode(), "application/json")
     return result

@@ -119,7 +119,7 @@ def build_demo_index(data_dir: Path, embedding_model: str = "none", name: str = 
     )
     with resources.as_file(resources.files("ragstep").joinpath("data", "demo", "docs")) as folder:
         results = [ingest_file(path, kb, ctx) for path in expand_paths([folder], (".md",))]
-    if not results or any(r.status != "indexed" for r in results):
+    if not results or any(r.status not in ("indexed", "updated") for r in results):
         raise InputError(f"could not index the demo documents: {results}")
     ctx.index.keyword_search(["warm"], SearchFilter(), 1, 0.0)
     return kb.id

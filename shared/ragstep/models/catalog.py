@@ -61,9 +61,12 @@ class Knowledge(_DeferredModel):
     vectors_pending: str = ""
 
 
-#: Where an ingestion job is: waiting for a worker, being ingested, or its outcome (as ``ragstep ingest`` reports it);
-#: ``cancelled``: its document was deleted before the job ran (the job stays, so whoever polls it learns why).
-JobStatus = Literal["queued", "running", "indexed", "unchanged", "duplicate", "failed", "cancelled"]
+#: Where an ingestion job is: waiting for a worker, being ingested, or its outcome (as ``ragstep ingest`` reports it:
+#: ``indexed`` a first version, ``updated`` a new version replacing the one indexed); ``cancelled``: its document was
+#: deleted before the job ran (the job stays, so whoever polls it learns why).
+JobStatus = Literal["queued", "running", "indexed", "updated", "unchanged", "duplicate", "failed", "cancelled"]
+#: The outcomes that wrote the index (the document's chunks are this upload's).
+WROTE_JOB_STATUSES: tuple[JobStatus, ...] = ("indexed", "updated")
 #: The statuses a job leaves only by running: a restarted server picks these up again.
 PENDING_JOB_STATUSES: tuple[JobStatus, ...] = ("queued", "running")
 
@@ -84,8 +87,12 @@ class IngestionJob(_DeferredModel):
     #: The :class:`IngestOptions` to chunk it with ({} = the defaults).
     options: dict[str, Any] = Field(default_factory=dict)
     status: JobStatus = "queued"
-    #: One line: why it failed, or which document holds the same content (``duplicate``).
+    #: One line: why it failed, or which document holds the same content (``duplicate``); kept as it was for its
+    #: readers: ``note`` says what happened whatever the outcome.
     error: str = ""
+    #: What to know about the outcome, in words: why it failed, "duplicate of a.md", how the file was read, what an
+    #: update replaced ("" when there is nothing to add).
+    note: str = ""
     chunks: int = 0
     #: ``duplicate``: the document that already holds this content.
     duplicate_of: str = ""
@@ -96,3 +103,8 @@ class IngestionJob(_DeferredModel):
     runs_on: Literal["worker", "state_machine"] = "worker"
     #: ``state_machine``: the execution running it ("" until its upload's S3 event started one).
     execution_arn: str = ""
+
+    def noted(self) -> "IngestionJob":
+        """This job with its ``error`` as its ``note`` when it has none (a failure's or cancellation's message, the
+        duplicate's): how every outcome written gets its note, whoever wrote it."""
+        return self.model_copy(update={"note": self.error}) if self.error and not self.note else self

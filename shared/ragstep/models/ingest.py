@@ -146,7 +146,8 @@ class IngestState(_Model):
     source: IngestSource
     options: IngestOptions = Field(default_factory=IngestOptions)
     status: IngestStatus = "pending"
-    # Why the file was skipped ("duplicate of a.md"); empty otherwise.
+    # What the user should know about this file, in words: why it was skipped ("duplicate of a.md"), or how it was
+    # read ("JSON read as text"); empty otherwise.
     note: str = ""
     # Knowledge id holding the same content, when ``status == "duplicate"``.
     duplicate_of: str | None = None

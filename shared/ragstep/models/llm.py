@@ -57,6 +57,9 @@ class ChatGrounding:
     #: The conversation's previous question and answer: the answer not to be given again for a new ask.
     previous_question: str = ""
     previous_answer: str = ""
+    #: Each passage's document (its knowledge id), in passage order; () when unknown: a follow-up's answer is read
+    #: from the documents of the conversation's subject.
+    documents: tuple[str, ...] = ()
 
 
 class SentenceEncoder(Protocol):

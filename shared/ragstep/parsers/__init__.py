@@ -33,7 +33,7 @@ from pathlib import PurePath
 from ragstep.errors import InputError
 from ragstep.parsers.base import ColumnSummary, DataFileSummary, ParsedDocument, ParseLimits
 from ragstep.parsers.ocr import OcrOptions
-from ragstep.parsers.text import decode_text
+from ragstep.parsers.text import decode_text, join_hyphenated
 
 __all__ = [
     "DATA_EXTENSIONS",
@@ -59,9 +59,8 @@ __all__ = [
 
 def _parse_text(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocument:
     suffix = extension_of(filename)
-    return ParsedDocument(
-        filename, "markdown" if suffix in (".md", ".markdown") else "text", decode_text(data, filename)
-    )
+    text = join_hyphenated(decode_text(data, filename))
+    return ParsedDocument(filename, "markdown" if suffix in (".md", ".markdown") else "text", text)
 
 
 #: How much of a file without an extension :func:`looks_like_text` reads.
@@ -74,6 +73,12 @@ def looks_like_text(head: bytes) -> bool:
     """Whether the first bytes of a file without an extension are text: no NUL byte (which text encodings other than
     UTF-16 never write; every executable and archive has them early), or a UTF-16 byte order mark."""
     return head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or b"\0" not in head[:SNIFF_BYTES]
+
+
+def _parse_json(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocument:
+    from ragstep.parsers.json_text import parse_json_document
+
+    return parse_json_document(data, filename)
 
 
 def _parse_html(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocument:
@@ -118,6 +123,8 @@ _DOCUMENT_PARSERS: dict[str, Callable[[bytes, str, ParseLimits], ParsedDocument]
     ".txt": _parse_text,
     ".md": _parse_text,
     ".markdown": _parse_text,
+    # As text in a document knowledge base (a FAQ knowledge base reads it as FAQ entries): ragstep.parsers.json_text.
+    ".json": _parse_json,
     ".html": _parse_html,
     ".htm": _parse_html,
     ".pdf": _parse_pdf,

@@ -57,7 +57,10 @@ def parse_faq_json(data: bytes, filename: str) -> list[FaqEntry]:
     except json.JSONDecodeError as exc:
         raise InputError(f"{filename}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
     if not isinstance(entries, list) or not entries:
-        raise InputError(f"{filename}: expected a non-empty JSON list of FAQ entries")
+        raise InputError(
+            f"{filename}: expected a non-empty JSON list of FAQ entries (standard_question, answers); a JSON document"
+            " that is not a FAQ goes into a document knowledge base, which reads it as text"
+        )
     out = []
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict) or not str(entry.get("standard_question", "")).strip():

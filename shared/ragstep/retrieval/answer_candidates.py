@@ -8,6 +8,11 @@ candidate when the question asks about that name as the code writes it ("What is
 the prose beside the code says what CHUNK is for, only the code says how big it is). A name that reads as an
 ordinary word ("name", "timeout") is no evidence that the question asks about the code, so it must be written as
 identifiers are: with a capital, an underscore or a digit.
+
+A manual page's option entry ("-k --keep Keep (don't delete) input files") is a candidate like a sentence, with two
+differences: it is no context of the sentences after it (a chunk that opens inside the options list would read
+every option under the first one), and asked how to do a thing or which option does it, the entries are embedded
+even when few of the question's words rank them (:func:`option_entries`).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ragstep.retrieval.answer_types import is_option_entry
 from ragstep.retrieval.sentences import code_definitions, is_option_term, is_page_furniture, sentences_in_units
 
 #: The start of the passage's opening sentence, embedded with a sentence as its context (longer costs embedding
@@ -77,7 +83,8 @@ def candidates(
             context = " ".join(t for t in (f"{heading}:" if heading else "", topic) if t)
             out.append((n, i, sentence, f"{context} {sentence}" if context else sentence))
             leads.append(lead)
-            opening = opening or sentence
+            if not is_option_entry(sentence):  # another option's entry says nothing of what this one is about
+                opening = opening or sentence
         if defined:
             for j, (heading, name, line) in enumerate(code_definitions(passage)):
                 if name in defined:
@@ -85,6 +92,23 @@ def candidates(
                     out.append((n, len(units) + j, line, f"{context} {line}" if context else line))
                     leads.append("")
     return out, leads
+
+
+#: Asked how to do a thing or which option does it, up to this many option entries are embedded besides the
+#: sentences the question's words rank (:func:`option_entries`).
+MAX_OPTION_ENTRIES = 16
+
+
+def option_entries(
+    candidates: Sequence[tuple[int, int, str, str]], keys: Sequence[float], kept: Sequence[int]
+) -> list[int]:
+    """The option entries of ``candidates`` not ``kept``, best ``keys`` first, up to :data:`MAX_OPTION_ENTRIES`. A
+    manual page's option answers "how do I ...?" in a word or two of the question's ("How do I compress a file but
+    keep the original?": "-k --keep Keep (don't delete) input files"), so the share of the question's terms that
+    ranks the sentences to embed ranks it below the page's prose about the same words."""
+    chosen = set(kept)
+    order = sorted(range(len(keys)), key=lambda k: (-keys[k], k))
+    return [k for k in order if k not in chosen and is_option_entry(candidates[k][2])][:MAX_OPTION_ENTRIES]
 
 
 _TERMINAL = (".", "。", "!", "！", "?", "？", ";", "；", ")", "）", '"', "”")

@@ -15,6 +15,14 @@ A sentence that answers holds that word, or for a word of three characters or mo
 分钟": the type already asks for it), a word of one character, and the measured attributes
 (:func:`~ragstep.retrieval.answer_types.stated_attributes` has their other words: 人口 is also 居民, 万人).
 
+A count is given in its measure word: "多少张唱片" is answered by "录了 30 张", "几季" by "共 4 季", "活到多少岁" by
+"享年 72 岁". When 多少 / 几 is followed by a classifier, a sentence that answers holds a numeral followed by that
+classifier, by one that stands for it (人 / 名 / 位, 次 / 回 / 趟, 家 / 间 / 所, 本 / 册 / 部), or by the general
+个 where the classifier counts things: "1956 年开始灌录唱片" states no number of records, and "5 条道路" no number of
+cars. A count of years ("多少年", "几年") is not a calendar year: "1951 年" does not say how long something lived.
+Units of measure ("多少米", "多少元") are left to the answer's type (:mod:`ragstep.retrieval.answer_types`), and the
+general 个 to the word it counts.
+
 Only count questions are read. "什么" / "哪一年" / "谁" questions name what they ask in words an answer rephrases
 (职务 -> "任 ... 副部长", 颜色 -> "呈银灰色", 出生 -> "生于"): as the same gate, a quarter of CMRC 2018's own
 questions about such words would have been declined, against one in twenty of its count questions (the rest are
@@ -42,6 +50,20 @@ _FILLER_WORDS = (
     "分别 各 各自 左右 上下 以上 以下"
 )
 _FILLERS = frozenset(_FILLER_WORDS.split())
+# Classifiers a count is given in (units and the general 个 excepted), the ones that stand for each other, and those
+# that count things, which the general 个 may count too.
+_MEASURE_WORDS = "张部座位名岁次季种条家本辆人只头件所间台架艘颗枚项届场份层期集章首篇册号倍回趟遍"
+_STANDS_FOR = ("人名位", "次回趟遍", "家间所", "本册部")
+_COUNTS_THINGS = frozenset("张部座位名条家本辆人只头件所间台架艘颗枚项场份首篇册种")
+_NUMERAL = r"(?:\d[\d,.]*|[〇零一二两三四五六七八九十百千万亿]+)"
+# A head count is also written as a number of people without a classifier: "人数达 3 万", "员工 3000".
+_PEOPLE = r"|人数|人口|员工"
+# How many years: a number of years, not a calendar year ("1951年"): at most three digits, or Chinese numerals with
+# a place (二十, 一百) or a single one (三年); 半年, 数十年 too.
+_YEARS_COUNTED = re.compile(
+    r"(?<![\d〇零一二两三四五六七八九十百千])(?:\d{1,3}(?:\.\d+)?|[一二两三四五六七八九十百千数几]*[十百千万][一二两三四五六七八九十百千]*"
+    r"|[一二两三四五六七八九半])\s*(?:多|余|来)?\s*(?:个)?\s*年(?!代|级|间|度|初|底|末|号)"
+)
 _COUNT = re.compile(rf"(?<![哪第])(?:多少|几(?=[{_CLASSIFIERS}]))")
 _CLAUSE_END = re.compile(r"[，,。；;！!？?]")
 _LEADING_CLASSIFIER = re.compile(rf"^[{_CLASSIFIERS}](?![{_CLASSIFIERS}])")
@@ -84,9 +106,32 @@ def counted(question: str) -> str | None:
 
 def counted_patterns(question: str) -> list[re.Pattern[str]]:
     """What a sentence answering ``question`` holds of what it counts (:func:`counted`): the word, or one of its
-    two-character parts when it has three characters or more. Empty when the question names none."""
+    two-character parts when it has three characters or more; and the count in its measure word when the question
+    counts in one (:func:`measure_word_pattern`). Empty when the question names neither."""
+    patterns = []
     word = counted(question)
-    if word is None:
-        return []
-    parts = {word} | ({word[i : i + 2] for i in range(len(word) - 1)} if len(word) >= 3 else set())
-    return [re.compile("|".join(re.escape(p) for p in sorted(parts, key=len, reverse=True)))]
+    if word is not None:
+        parts = {word} | ({word[i : i + 2] for i in range(len(word) - 1)} if len(word) >= 3 else set())
+        patterns.append(re.compile("|".join(re.escape(p) for p in sorted(parts, key=len, reverse=True))))
+    measure = measure_word_pattern(question)
+    return patterns if measure is None else [*patterns, measure]
+
+
+def measure_word_pattern(question: str) -> re.Pattern[str] | None:
+    """A numeral in the measure word ``question`` counts in ("多少张唱片": "30 张", "30 个"), None when it counts in
+    none, in a unit, or in the general 个 (module docstring)."""
+    match = _COUNT.search(question)
+    if match is None:
+        return None
+    after = question[match.end() : match.end() + 2]
+    classifier = after[:1]
+    if classifier == "年":
+        return _YEARS_COUNTED
+    if (
+        not classifier or classifier not in _MEASURE_WORDS or (len(after) == 2 and after in _UNITS)
+    ):  # "多少人次": a unit
+        return None
+    words = next((group for group in _STANDS_FOR if classifier in group), classifier)
+    if classifier in _COUNTS_THINGS:
+        words += "个"
+    return re.compile(rf"{_NUMERAL}\s*(?:多|余|来)?\s*(?:[万亿]\s*)?[{words}]" + (_PEOPLE if "人" in words else ""))

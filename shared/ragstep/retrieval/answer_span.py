@@ -25,6 +25,10 @@ answers best) and the *decision* (does it answer at all).
   it against this knowledge base's background, :mod:`ragstep.retrieval.background`).
 * The words are read in the question's language (:mod:`ragstep.retrieval.answer_terms`): a French, German or
   Spanish question's function words are no terms, and its words meet their inflections by their first five letters.
+  A sentence in another language than the question's (:mod:`ragstep.retrieval.answer_language`) has an embedding
+  budget of its own, its similarity read against its own language's median, and (in the decision) the question's
+  words it cannot hold credited as an answering sentence holds them; a Chinese passage is not asked for a
+  transliterated name.
 * **type**: what the question asks for -- how often (a frequency), how long / 多久 (a duration), how deep / tall /
   far / 多深 / 多高 (a length: "4,583 km²" is an area), how heavy (a weight), which year / when was / 哪一年 (a
   date), how many / 多少 (a number), which option / flag (a command-line option); and a measured attribute the
@@ -41,7 +45,12 @@ answers best) and the *decision* (does it answer at all).
   calculator language") is selected when one was retrieved, but none is required to answer. "Who wrote X?" takes
   the by-line ("Written by ...", "Écrit par ...", "Geschrieben von ...") before a copyright holder, its words read
   from its passage (a by-line never names X); "how do I ...?" takes an option's entry within :data:`NEAR_BEST` of
-  the best fit (:func:`best_candidate`). Question words are English, Chinese, French, German and Spanish.
+  the best fit (:func:`best_candidate`). Asked how or which option, a manual page's option entries are embedded
+  besides the sentences the question's words rank (an option answers in a word or two of the question's:
+  :func:`~ragstep.retrieval.answer_candidates.option_entries`), and are no part of the background; a sentence of an
+  option's description speaks for its option (it holds the option asked for and is quoted from the option's term:
+  "-I[FMT], --iso-8601[=FMT] ... Example: 2006-08-14T02:34:56-06:00"). Question words are English, Chinese, French,
+  German and Spanish.
 
 **Decision.** The selected sentence answers only when (1) it holds the kind of value the question asks for (and the
 measured attribute it names: "西宁市的面积是多少？" over a passage that states the city's population is
@@ -81,7 +90,13 @@ question's terms in the passage (it declined paraphrased questions: 高铁 / 高
 no passage holds matters to the chosen sentence (the question's similarity with and without the word: no
 separation between answerable and unanswerable questions), and a token-by-token match of question and sentence
 (ColBERT-style, over e5's last-layer token states: the answering sentence ranked first more often on the dev sets,
-but with the threshold re-read the held-out sets declined fewer unanswerable questions; BENCHMARKS.md).
+but with the threshold re-read the held-out sets declined fewer unanswerable questions; BENCHMARKS.md). An option
+that answers "how do I ...?" is declined more often than other answers (bench-sets/answer-en: 0.70-0.86 support
+for flock -n, ln -s, du -s, df -h), and no reading measured separates it from an option picked for a question the
+page does not answer (chage, ln across disks, split: 0.68-0.85): the support, the option's similarity against the
+other options' (their median, its z-score), and the question's request ("make flock give up ...") compared with the
+description alone; so options keep the one threshold, and their selection is what changed (answering everything on
+answer-en: 0.553 -> 0.632 answered correctly; at 0.85 +1, declines unchanged).
 
 Without an embedding model (``RAGSTEP_EMBEDDING_PROVIDER=none``) there is no meaning to compare: the decision falls
 back to words alone (the type and names checks, and the best sentence must hold :data:`MIN_SENTENCE_COVERAGE` of the
@@ -103,14 +118,22 @@ import numpy as np
 from ragstep.models.llm import SentenceEncoder
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
 from ragstep.retrieval.answer_candidates import candidates as candidates_of
-from ragstep.retrieval.answer_candidates import code_names
+from ragstep.retrieval.answer_candidates import code_names, option_entries
 from ragstep.retrieval.answer_focus import counted_patterns
+from ragstep.retrieval.answer_language import (
+    aligned,
+    embedding_budget,
+    naming_across,
+    read_across,
+    sentence_languages,
+)
 from ragstep.retrieval.answer_terms import Coverage, passages_naming
 from ragstep.retrieval.answer_terms import names as names  # importable here as before
 from ragstep.retrieval.answer_terms import term_weights as term_weights  # the IDF, importable here as before
 from ragstep.retrieval.answer_types import (
     MAX_QUESTION_CHARS,
     asks_how,
+    asks_option,
     definition_of,
     expected_answer,
     holds_asked,
@@ -204,6 +227,12 @@ class Features:
     defining: np.ndarray | None = None
     #: "How do I ...?": which candidates open an option's entry (None when the question asks no such thing).
     options: np.ndarray | None = None
+    #: Option entries embedded beyond the budget (:func:`~ragstep.retrieval.answer_candidates.option_entries`):
+    #: no part of the background, which they would lower (they are many, terse and mostly off the question).
+    extra: np.ndarray | None = None
+    #: What each candidate's share of the question's terms is credited for the words its language cannot hold (0 in
+    #: the question's language: :func:`~ragstep.retrieval.answer_language.read_across`); read by the decision only.
+    unread: np.ndarray | None = None
 
 
 def features(
@@ -228,17 +257,25 @@ def features(
         [min(max(scores[n - 1], 0.0), 1.0) if n - 1 < len(scores) else 0.0 for n, _, _, _ in candidates],
         dtype=np.float32,
     )
+    # A sentence in another language than the question's is read by what crosses languages (answer_language).
+    languages = sentence_languages([(c[0], c[2]) for c in candidates], passages, coverage.language)
     expected = expected_answer(question)
-    attributes = stated_attributes(question) or counted_patterns(question)
+    which = asks_option(question)  # a sentence of an option's description holds its option
+    attributes = stated_attributes(question)
+    counted = [] if attributes else counted_patterns(question)  # Chinese words: asked of Chinese sentences only
     typed = np.array(
         [
-            (expected is None or holds_asked(expected, c[2], question))
+            (
+                expected is None
+                or holds_asked(expected, f"{lead} {c[2]}" if which and is_option_entry(lead) else c[2], question)
+            )
             and all(a.search(f"{lead} {c[2]}") for a in attributes)
-            for c, lead in zip(candidates, leads, strict=True)
+            and (language != "zh" or all(a.search(f"{lead} {c[2]}") for a in counted))
+            for c, lead, language in zip(candidates, leads, languages, strict=True)
         ],
         dtype=bool,
     )
-    expects = expected is not None or bool(attributes)
+    expects = expected is not None or bool(attributes or counted)
     definition = preferred_answer(question) if expects else definition_of(question) or place_of(question)
     defining = None if definition is None else np.array([bool(definition.search(c[2])) for c in candidates])
     if expects and defining is not None:
@@ -246,9 +283,11 @@ def features(
         # A by-line ("Written by Paul Rubin, David MacKenzie ...") never names what was written; its passage does
         # (the manual page's name, the README's title): its words are read from its passage.
         lexical = np.where(defining, np.maximum(lexical, passage_coverage), lexical).astype(np.float32)
-    held = passages_naming(question, passages, coverage.language)
+    held = naming_across(question, passages, passages_naming(question, passages, coverage.language), coverage.language)
     named = np.array([held[n - 1] for n, _, _, _ in candidates], dtype=bool)
-    options = np.array([is_option_entry(c[2]) for c in candidates]) if asks_how(question) else None
+    # A sentence of an option's description ("Example: 2006-08-14T02:34:56-06:00") speaks for its option.
+    entries = [is_option_entry(c[2]) or is_option_entry(lead) for c, lead in zip(candidates, leads, strict=True)]
+    options = np.array(entries) if asks_how(question) else None
     zeros = np.zeros(len(candidates), dtype=np.float32)
     if encoder is None:
         return Features(
@@ -262,12 +301,17 @@ def features(
         coverage.of(token_set(f"{lead} {c[2]}")) if lead else lexical[k]
         for k, (c, lead) in enumerate(zip(candidates, leads, strict=True))
     ]
-    kept = sorted(range(len(candidates)), key=lambda k: (-(led[k] + prior[k]), k))[:MAX_SENTENCES]
-    kept.sort()
+    foreign = [language != coverage.language for language in languages]
+    unread = read_across(coverage, [token_set(c[2]) for c in candidates], languages, coverage.language)
+    keys = [led[k] + prior[k] for k in range(len(candidates))]
+    kept = embedding_budget(keys, foreign, MAX_SENTENCES)
+    more = option_entries(candidates, keys, kept) if options is not None or which else []
+    kept = sorted(kept + more)
     query = np.asarray(encoder.embed_query(question), dtype=np.float32)
     matrix = _sentence_vectors(encoder, [candidates[k][3] for k in kept], vectors)
     cosines = matrix @ query
     semantic = np.array([scale.calibrate(float(c)) for c in cosines], dtype=np.float32)
+    semantic = aligned(semantic, [languages[k] for k in kept], coverage.language, MIN_BACKGROUND)
     index = np.array(kept)
     return Features(
         [candidates[k] for k in kept],
@@ -280,6 +324,8 @@ def features(
         expects,
         None if defining is None else _any(defining[index]),
         None if options is None else options[index],
+        _any(np.isin(index, more)),
+        unread[index],
     )
 
 
@@ -303,9 +349,10 @@ def background(f: Features) -> float:
     of them are about its topic without answering it), or :data:`DEFAULT_BACKGROUND` for fewer than
     :data:`MIN_BACKGROUND` sentences. It moves with the corpus and the language (Chinese sentences sit ~0.1 higher
     on the common scale than English ones: e5 reads Chinese text as closer), which a fixed threshold cannot."""
-    if len(f.semantic) < MIN_BACKGROUND:
+    semantic = f.semantic if f.extra is None else f.semantic[~f.extra]
+    if len(semantic) < MIN_BACKGROUND:
         return DEFAULT_BACKGROUND
-    return float(np.median(f.semantic))
+    return float(np.median(semantic))
 
 
 def fits(
@@ -346,8 +393,10 @@ def best_candidate(f: Features, fit: np.ndarray) -> int:
 
 def support(f: Features, best: int, fit: np.ndarray) -> float:
     """The best sentence's fit above this question's background (:func:`background`, weighted by
-    :data:`BACKGROUND_WEIGHT`): what the threshold is compared with."""
-    return float(fit[best]) - BACKGROUND_WEIGHT * background(f)
+    :data:`BACKGROUND_WEIGHT`), with its credit for the question's words its language cannot hold
+    (:attr:`Features.unread`): what the threshold is compared with."""
+    unread = 0.0 if f.unread is None else LEX_WEIGHT * float(f.unread[best])
+    return float(fit[best]) + unread - BACKGROUND_WEIGHT * background(f)
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,14 +426,20 @@ def assess(
     encoder: SentenceEncoder | None = None,
     scale: ScoreScale = COMMON_SCALE,
     vectors: MutableMapping[str, np.ndarray] | None = None,
+    within: Sequence[bool] = (),
 ) -> Assessment:
-    """The best sentence (and those quoted with it) and what the decision reads (:class:`Assessment`)."""
+    """The best sentence (and those quoted with it) and what the decision reads (:class:`Assessment`); selected
+    among the passages ``within`` marks when one of them has a candidate (a follow-up's subject documents,
+    :mod:`ragstep.retrieval.follow_up_answer`), the features and the background still read over every passage."""
     f = features(question, passages, scores=scores, encoder=encoder, scale=scale, vectors=vectors)
     if f is None:
         return Assessment([], False, 0.0, encoder is not None)
     fit = fit_scores(f, semantic=encoder is not None)
+    inside = np.array([n - 1 < len(within) and within[n - 1] for n, _, _, _ in f.candidates], dtype=bool)
+    if inside.any():
+        fit = np.where(inside, fit, np.float32(-1e6)).astype(np.float32)  # below any fit: never selected
     best = best_candidate(f, fit)
-    gates = not (f.expects and not f.typed[best]) and bool(f.named[best])
+    gates = not (f.expects and not f.typed[best]) and bool(f.named[best]) and (inside[best] or not inside.any())
     if encoder is None:
         eligible = gates and float(f.passage_coverage.max()) >= MIN_PASSAGE_COVERAGE
         return Assessment(_quotes(f, fit, best, passages), eligible, float(f.lexical[best]), False)
@@ -400,9 +455,10 @@ def choose(
     scale: ScoreScale = COMMON_SCALE,
     vectors: MutableMapping[str, np.ndarray] | None = None,
     threshold: float = ANSWER_THRESHOLD,
+    within: Sequence[bool] = (),
 ) -> list[Quote]:
     """The sentences that answer ``question``, best first, or none when the passages do not answer it."""
-    a = assess(question, passages, scores=scores, encoder=encoder, scale=scale, vectors=vectors)
+    a = assess(question, passages, scores=scores, encoder=encoder, scale=scale, vectors=vectors, within=within)
     return a.quotes if a.answers(threshold) else []
 
 

@@ -32,7 +32,7 @@ language of a manual page's chunk read from its words (option lists are half Eng
 often one or two, it made a single shared word a full match and answered unanswerable questions; and reading such
 a sentence's missing share as what a sentence in the question's language typically shares (0.27 on answer-en)
 turned declines into wrong answers on the newcomer's pages (crontab) and answered no more of the dev set's
-cross-language questions: left out.
+cross-language questions: left out. What is done instead: :mod:`ragstep.retrieval.answer_language`.
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ import re
 from collections.abc import Iterable, Sequence
 
 from ragstep.models.message_language import LETTERS, MessageLanguage, message_language_of
-from ragstep.retrieval.answer_types import defined_subject
 from ragstep.retrieval.latin_fold import fold_word, umlaut_forms
 from ragstep.retrieval.text import query_terms, token_set
 
@@ -225,6 +224,8 @@ def passages_naming(question: str, passages: Sequence[str], language: MessageLan
     wanted = names(question, language) + identifiers(question)
     if (language or question_language(question)) == "en":
         wanted += [w for w in owners(question) if _written_as_code(w, folded)]
+    from ragstep.retrieval.answer_types import defined_subject  # here: keyword search reads this module's words
+
     subject = defined_subject(question)
     qualifiers = {w.casefold() for w in subject.split()[:-1]} if subject else set()
     anywhere = {n for n in wanted if n in qualifiers and any(n in p for p in folded)}

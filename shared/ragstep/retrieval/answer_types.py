@@ -93,9 +93,10 @@ _KINDS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = tuple(
             r"|\b(?:auteurs?|autor(?:es|en)?|écrit\s+par|geschrieben\s+von|escrito\s+por)"
             r"|\b(?:par|von|por)\s+(?-i:[A-Z])[\w.'-]+\s+(?-i:[A-Z])",
         ),
-        # How much faster / smaller / better: a ratio or a difference ("60-70%", "twice", "3 times", "2x", "两倍").
+        # How much faster / smaller / better: a ratio or a difference ("60-70%", "twice", "3 times", "2x", "两倍");
+        # "身高多少" asks a height, not how much higher.
         (
-            r"\bhow\s+much\s+(?:\w+er|more|less|better|worse)\b|快多少|慢多少|大多少|小多少|高多少|低多少",
+            r"\bhow\s+much\s+(?:\w+er|more|less|better|worse)\b|快多少|慢多少|大多少|小多少|(?<!身)高多少|低多少",
             r"(?<![A-Za-z_])\d[\d.,]*\s*(?:%|percent|per\s*cent|times\b|x\b|×|倍)|\b(?:twice|half|double|triple)\b"
             r"|[一二两三四五六七八九十几]\s*倍|百分之",
         ),
@@ -173,6 +174,11 @@ _OPTION_ENTRY = re.compile(r"^--?[A-Za-z0-9]")
 def asks_how(question: str) -> bool:
     """``question`` asks how to do something ("How do I ...?", "Comment ...", "Wie ...", "¿Cómo ...?")."""
     return bool(_ASKS_HOW.match(question[:MAX_QUESTION_CHARS]))
+
+
+def asks_option(question: str) -> bool:
+    """``question`` asks which command-line option does something ("Which option prints ...?", "What flag ...")."""
+    return bool(_KINDS[0][0].search(question[:MAX_QUESTION_CHARS]))
 
 
 def is_option_entry(sentence: str) -> bool:
@@ -310,10 +316,19 @@ _MEASURED: tuple[tuple[str, str], ...] = (
     ),
     (
         r"\bheight\b|高度|身高|\bhauteur\b|\baltura\b",
-        r"height|tall|\bhigh\b|高|\d\s*(?:m|cm|metres?|meters?|feet|ft)\b|\d\s*(?:米|厘米)|hauteur|\bhaut|altura|\balt[oa]s?\b",
+        # A height in metres without 高 is a person's or a thing's only with a decimal ("1.78米"): "4×50米" is a relay.
+        r"height|tall|\bhigh\b|高|\d\s*(?:m|cm|metres?|meters?|feet|ft)\b|\d\.\d+\s*米|\d\s*(?:厘米|公分)|hauteur|\bhaut"
+        r"|altura|\balt[oa]s?\b",
     ),
-    (r"\bdepth\b|深度|\bprofondeur\b|\btiefe\b|\bprofundidad\b", r"depth|\bdeep\b|深|profond|\btief|profund"),
-    (r"\bwidth\b|宽度|\blargeur\b|\bbreite\b|\banchura\b", r"width|\bwide\b|宽|\blarge|\bbreit|\banch[oa]"),
+    # "How deep" / 多深 names the attribute as "depth" does: 120 km of a river's length does not say how deep it is.
+    (
+        r"\bdepth\b|\bhow\s+deep\b|深度|多深|最深|水深|\bprofondeur\b|\btiefe\b|\bwie\s+tief\b|\bprofundidad\b",
+        r"depth|\bdeep|深|profond|\btief|profund",
+    ),
+    (
+        r"\bwidth\b|\bhow\s+wide\b|宽度|多宽|最宽|\blargeur\b|\bbreite\b|\bwie\s+breit\b|\banchura\b",
+        r"width|\bwide|宽|\blarge|\bbreit|\banch[oa]",
+    ),
     (
         r"\blength\b|长度|全长|\blongueur\b|\blänge\b|\blongitud\b",
         r"length|\blong\b|长|longueur|länge|\blang\b|longitud|\blarg[oa]s?\b",
@@ -334,7 +349,7 @@ _MEASURED: tuple[tuple[str, str], ...] = (
     ),
     (
         # coûte / kostet / cuesta: the verb asks the price as the noun does.
-        r"\bprice\b|\bcost\b|价格|票价|费用|售价|\bprix\b|\bco[uû]t|\bpreis|\bkost|\bprecio\b|\bcuest[ae]n?\b|\bcost[oe]s?\b",
+        r"\bprice\b|\bcost\b|价格|票价|费用|售价|多少钱|\bprix\b|\bco[uû]t|\bpreis|\bkost|\bprecio\b|\bcuest[ae]n?\b|\bcost[oe]s?\b",
         r"price|cost|\$|€|£|¥|dollars?|euros?|yuan|价|费|元|prix|coût|preis|kost|precio",
     ),
     # German "Alter" only as the capitalised noun: English "alter" is a verb.
@@ -373,10 +388,42 @@ _STATED: tuple[tuple[str, str], ...] = (
         r"|\d\+(?![\d+])|\bor\s+(?:later|newer|higher|above|greater|more)\b|\band\s+(?:above|later|newer|up)\b",
     ),
 )
+# Events a date is asked of, stated in their own words or a life's dates in brackets: "吉尔杭阿是哪一年出生的？" over
+# a passage of the years of his offices, or "When did X die?" over the year he took office, is not answered by
+# another year of the same person. A birth or a death is also written as the life's span, "（1920年－2000年）",
+# "(1920-2000)"; a founding as "since". Read only when the question asks when: asked where someone was born, the
+# sentences that say "出生" are close to it whoever they are about, and holding the word says nothing of the place.
+_EVENTS: tuple[tuple[str, str], ...] = (
+    (
+        r"出生|出世|诞生|\bborn\b|\bbirth\b|\bnaissance\b|\bnée?\b|\bgeboren\b|\bnaci(?:ó|o|do|da)\b",
+        r"出生|生于|诞生|出世|年\s*生|[（(][^（()）]{0,24}?\d{1,4}\s*年?[^（()）]{0,16}?[－—–~～-]|\bborn\b|\bbirth|\bb\.\s*\d"
+        r"|\(\s*(?:c\.\s*)?\d{3,4}\s*[–—-]|naissance|\bnée?\b|geboren|\bgeb\.|\bnaci",
+    ),
+    (
+        # "die" alone is also what a process does: only "died", "death" and "when did ... die".
+        r"去世|逝世|过世|\bdied\b|\bdeath\b|\bwhen\s+did\b.{1,60}\bdie\b|\bmort\b|\bdécéd|\bgestorben\b|\bstarb\b|\bmuri(?:ó|o)\b",
+        r"去世|逝世|病逝|过世|辞世|卒|殁|身亡|遇害|遇刺|死|驾崩|薨|[－—–~～-]\s*(?:公元前?\s*)?\d{1,4}\s*年?\s*[）)]"
+        r"|\bdie[ds]?\b|\bdeath\b|\bdeceased\b|passed\s+away|\bd\.\s*\d|\d{3,4}\s*[–—-]\s*\d{3,4}\s*\)"
+        r"|\bmort|décè|\bstarb|gestorben|\btod\b|\bmuri|falleci",
+    ),
+    (
+        r"成立|创立|创办|创建|\bfounded\b|\bestablished\b|\bfondée?\b|\bgegründet\b|\bfundad[oa]\b",
+        r"成立|创立|创办|创建|建立|设立|组建|始建|建于|建成|创刊|开业|开办|成军|\bfound|\bestablish|\bformed\b"
+        r"|\bcreated\b|\bincorporated\b|\bsince\b|\bfond|gegründet|gründ|\bseit\b|\bfund|\bdesde\b",
+    ),
+)
 _ATTRIBUTE_KINDS = tuple((re.compile(a, re.IGNORECASE), re.compile(h, re.IGNORECASE)) for a, h in _MEASURED + _STATED)
+_EVENT_KINDS = tuple((re.compile(a, re.IGNORECASE), re.compile(h, re.IGNORECASE)) for a, h in _EVENTS)
+_WHEN = frozenset((_YEAR, _DATE))
 
 
 def stated_attributes(question: str) -> list[re.Pattern[str]]:
     """What a sentence must hold for each measured attribute ``question`` names (its area, 人口, its price...): the
-    attribute's word or a unit it alone is measured in. Empty when it names none."""
-    return [holds for asks, holds in _ATTRIBUTE_KINDS if asks.search(question[:MAX_QUESTION_CHARS])]
+    attribute's word or a unit it alone is measured in; asked when, the event's words (its birth, its founding).
+    Empty when it names none."""
+    question = question[:MAX_QUESTION_CHARS]
+    held = [holds for asks, holds in _ATTRIBUTE_KINDS if asks.search(question)]
+    expected = expected_answer(question)
+    if expected is not None and expected.pattern in _WHEN:
+        held += [holds for asks, holds in _EVENT_KINDS if asks.search(question)]
+    return held

@@ -16,8 +16,11 @@ can be read alone. Two kinds cannot, and both are read from the text's own gramm
   committed implicitly."), which names the thing and says what it is while the details the question asks about
   follow.
 
-One sentence each way at most: a window, not the paragraph (the answer stays the smallest span that reads on its
-own, and within ``max_chars``).
+* A later sentence of an option's description ("Example: 2006-08-14T02:34:56-06:00" under "-I[FMT], --iso-8601[=FMT]
+  output date/time in ISO 8601 format.") is quoted from the option's term: what it says is said of that option.
+
+Otherwise one sentence each way at most: a window, not the paragraph (the answer stays the smallest span that reads
+on its own, and within ``max_chars``).
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ _LEANS_BACK = re.compile(
 # The head of a definition entry: a command-line option ("-E, --conflict-exit-code ...") or a call signature
 # ("close(self, /) ...", "json.dumps(obj, ...) ...").
 _ENTRY_HEAD = re.compile(r"^(?:--?[A-Za-z0-9]|[A-Za-z_][\w.]*\([^)]*\)\s)")
+# An option's term, heading its description: a later sentence of the description is read with it.
+_OPTION_HEAD = re.compile(r"^--?[A-Za-z0-9]")
 
 
 def leans_back(sentence: str) -> bool:
@@ -75,13 +80,18 @@ def joined(sentences: Sequence[str]) -> str:
 
 def window(units: Sequence[tuple[str, int, str]], position: int) -> tuple[int, int]:
     """The first and last position (inclusive) quoted for the sentence at ``position`` of ``units`` (the passage's
-    ``sentences_in_units``): with the sentence before it in its unit when it leans back, the one after when it leads
-    in."""
+    ``sentences_in_units``): with the sentence before it in its unit when it leans back (from the unit's first when
+    that is an option's term), the one after when it leads in."""
     _, unit, sentence = units[position]
     start = end = position
     same_before = position > 0 and units[position - 1][1] == unit
     if same_before and leans_back(sentence):
         start = position - 1
+    head = position
+    while head > 0 and units[head - 1][1] == unit:
+        head -= 1
+    if head < start and _OPTION_HEAD.match(units[head][2]):  # a sentence of an option's description: its option
+        start = head
     if position + 1 < len(units) and units[position + 1][1] == unit and leads_in(sentence, first=not same_before):
         end = position + 1
     return start, end

@@ -13,7 +13,8 @@ from ragstep.retrieval.text import tokenize
 # Quoted phrases: "...", '...', 「...」, 『...』 and curly quotes.
 _QUOTED = re.compile(r"\"([^\"]+)\"|'([^']+)'|「([^」]+)」|『([^』]+)』|“([^”]+)”|‘([^’]+)’")
 _QUOTE_CHARS = "\"'“”‘’「」『』"
-_DELIMITERS = re.compile(r"[,，;；、。!?！？\s]+")
+# Spanish opens a question or an exclamation with its own mark: "¿cómo busco ...?" has the segment "cómo", not "¿cómo".
+_DELIMITERS = re.compile(r"[,，;；、。!?！？¿¡\s]+")
 # Longest first, so "什么是" wins over "什么" and "请告诉我" over "请".
 _ZH_QUESTION_PREFIXES = tuple(
     sorted(

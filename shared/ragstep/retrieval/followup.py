@@ -12,8 +12,9 @@ German and Spanish (questions are asked in them over documents in any language):
   son, diese, seine, esto, su ...), or a word that points back in one use and not in another, read by the words
   around it (:mod:`ragstep.retrieval.demonstratives`: "who led *that* release?" but not "files *that* changed",
   "*the same* option", French "*ce* fichier", German "wie lange dauert *das*?", Chinese "*该*版本", "*那次*");
-* it continues -- it opens with a conjunction or "what about" (and, also, 那, 还有, et, und, y, qu'en est-il ...) or
-  ends with the Chinese elliptical particle 呢 ("时间呢？");
+* it continues -- it opens with a conjunction or "what about" (and, also, 那, 还有, et, und, y, qu'en est-il ...),
+  ends with a particle that adds to or replaces what was asked (too, as well, instead, aussi, también: "how do I
+  number the empty lines too?") or with the Chinese elliptical particle 呢 ("时间呢？");
 * it has no content word of its own ("What about them?", "为什么？", "Et -r ?" has "r").
 
 Pronouns that also open ordinary questions are left out: French "il" ("faut-il", "y a-t-il"), German "es" / "sie" ("gibt
@@ -72,6 +73,11 @@ _OPENERS_FR = ("et", "aussi", "mais", "alors", "donc", "puis", "ensuite", "quant
 _OPENERS_DE = ("und", "auch", "aber", "dann", "sowie", "was ist mit", "wie ist es mit", "wie steht es mit")
 _OPENERS_ES = ("y", "también", "pero", "entonces", "además", "qué hay de", "qué pasa con")
 _OPENERS = frozenset(_OPENERS_EN + _OPENERS_FR + _OPENERS_DE + _OPENERS_ES)
+# Closers that add to or replace what was asked before ("how do I number the empty lines too?", "what should I use
+# instead?", "et les fichiers aussi ?"): additive and substitutive focus particles, the last one or two words.
+_CLOSERS = frozenset(
+    ("too", "as well", "either", "instead", "aussi", "non plus", "plutôt", "stattdessen", "también", "tampoco")
+)
 # Words of closed classes (articles, prepositions, auxiliaries, question words) in French, German and Spanish, which
 # the tokenizer's English stopwords let through: sharing one ("de", "der") does not make a question name the previous
 # one's subject, and they are not the subject to add. Not dropped from the index: this module's own reading. Words that
@@ -136,6 +142,8 @@ def _refers_back(question: str) -> bool:
 def _continues(question: str) -> bool:
     words = _raw_words(question)
     if any(" ".join(words[:n]) in _OPENERS for n in (1, 2, 3) if len(words) >= n):
+        return True
+    if any(" ".join(words[-n:]) in _CLOSERS for n in (1, 2) if len(words) > n):
         return True
     stripped = question.strip()
     first = tokenize(stripped, keep_stopwords=True, fold=False)[:1]

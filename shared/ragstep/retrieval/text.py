@@ -374,7 +374,10 @@ def keyword_terms(text: str) -> list[str]:
     :func:`query_terms`.
 
     German umlauts spelled out are asked for both ways, "Mueller" as "muller" too and "Müller" as "mueller" too
-    (:func:`ragstep.retrieval.latin_fold.umlaut_forms`): documents write either, and the stored tokens keep both."""
+    (:func:`ragstep.retrieval.latin_fold.umlaut_forms`): documents write either, and the stored tokens keep both.
+
+    A search asks :func:`ragstep.retrieval.keyword_language.question_keyword_terms`: these, and for a Spanish
+    question the forms documents write of its first-person verb ("busco": "buscar", "busca")."""
     terms = query_terms(text)
     more = umlaut_forms(terms)  # "Mueller" asks for "muller" too: the token of "Müller"
     if has_latin_extended(text):

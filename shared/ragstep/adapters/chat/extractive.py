@@ -14,8 +14,9 @@ function's first sentence with the detail after: :mod:`ragstep.retrieval.answer_
 
 A follow-up the pipeline resolved without a model (searched with the subject it leaves out) is answered by the
 user's own words, the subject only helping to read them, and not with the sentence that answered the previous
-question when it holds nothing of the new ask (:mod:`ragstep.retrieval.follow_up_answer`; the grounding carries the
-query as searched and the previous turn).
+question when it holds nothing of the new ask, nor from another document than the one that answer quoted
+(:mod:`ragstep.retrieval.follow_up_answer`; the grounding carries the query as searched, the previous turn and each
+passage's document).
 
 The sentence vectors it computes are kept (a bounded cache on the instance, :data:`~ragstep.retrieval.answer_span
 .CACHE_SIZE` sentences): the same passages asked about again cost one query embedding.
@@ -77,6 +78,7 @@ def extract_answer(
     vectors: MutableMapping[str, np.ndarray] | None = None,
     searched: str = "",
     previous: tuple[str, str] = ("", ""),
+    documents: Sequence[str] = (),
 ) -> list[str]:
     """The answer's pieces (each a quoted sentence and its citation), or one sentence saying there is none.
 
@@ -95,6 +97,7 @@ def extract_answer(
             encoder=encoder,
             scale=scale,
             vectors=vectors,
+            documents=documents,
         )
     else:
         quotes = choose(question, passages, scores=scores, encoder=encoder, scale=scale, vectors=vectors)
@@ -165,6 +168,7 @@ class ExtractiveChatModel:
             vectors=self._vectors,
             searched=grounding.searched,
             previous=(grounding.previous_question, grounding.previous_answer),
+            documents=grounding.documents,
         )
         if max_tokens is None:
             return pieces, False

@@ -52,9 +52,9 @@ def ingest_options(args: argparse.Namespace) -> Any:
 
 
 def ingest_summary(results: Sequence[IngestResult], kb_name: str, *, files: int | None = None) -> str:
-    """``3 of 4 files ingested into docs, 12 chunks``: files not failed (indexed, unchanged or duplicate) and the
-    chunks they have in the index, then how many files found in folders were skipped for their type (the table above
-    says, per file, which status and which error).
+    """``3 of 4 files ingested into docs, 12 chunks``: files not failed (indexed, updated, unchanged or duplicate)
+    and the chunks they have in the index, then how many files found in folders were skipped for their type (the
+    table above says, per file, which status and what happened).
 
     ``files``: how many files the run set out to ingest, when it stopped before the end (Ctrl-C): the count is then
     of those, the files never reached included (``2 of 400 files ingested into docs, 12 chunks``)."""
@@ -161,7 +161,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 #: The results whose file is searchable once the first phase is over (a duplicate's content is, under its twin).
-SEARCHABLE = frozenset({"indexed", "unchanged", "duplicate"})
+SEARCHABLE = frozenset({"indexed", "updated", "unchanged", "duplicate"})
 
 
 class VectorsPhase:
@@ -191,7 +191,7 @@ class VectorsPhase:
             print(
                 f"ragstep: ingest: {searchable} {'file' if searchable == 1 else 'files'} searchable by keyword "
                 f"after {elapsed}; "
-                f"adding the vectors of {self.waiting} chunks",
+                f"adding the vectors of {self.waiting} {'chunk' if self.waiting == 1 else 'chunks'}",
                 file=sys.stderr,
                 flush=True,
             )
@@ -370,7 +370,7 @@ def _ingest_each(
 
     def done(result: IngestResult) -> None:
         results.append(result)
-        progress.advance(result.chunks if result.status == "indexed" else 0)
+        progress.advance(result.chunks if result.status in ("indexed", "updated") else 0)
 
     # A plain pool, not a context-copying one: the workers' stages send no notes to the progress line (it counts
     # the files as they are reported, in order).
@@ -427,8 +427,10 @@ def report(results: Sequence[IngestResult], kb_name: str, *, as_json: bool, file
     if as_json:
         print_json([dataclasses.asdict(r) for r in results])
     else:
-        rows = [(r.path, r.status, r.chunks, r.error) for r in results]
-        print(table(("file", "status", "chunks", "error"), rows))
+        # "note", not "error": a row's note may be a failure's message, but also "duplicate of a.md" or what an update
+        # replaced; the status says which rows failed.
+        rows = [(r.path, r.status, r.chunks, r.note) for r in results]
+        print(table(("file", "status", "chunks", "note"), rows))
         print(ingest_summary(results, kb_name, files=files))
     sys.stdout.flush()
 

@@ -244,9 +244,13 @@ class UrlIngest(_Model):
 class UrlResult(_Model):
     url: str
     document: str = Field(description="the document id (GET /v1/documents/{id})")
-    status: str = Field(description="indexed, unchanged, duplicate or failed; on AWS queued (follow the job)")
+    status: str = Field(
+        description="indexed (a first version), updated (a new version replaced the one indexed), unchanged, "
+        "duplicate or failed; on AWS queued (follow the job)"
+    )
     chunks: int = 0
-    error: str = ""
+    error: str = Field(default="", description="why it failed; kept for duplicates too, as before: read note")
+    note: str = Field(default="", description="what happened, in words: why it failed, duplicate of which file, ...")
     job: str = Field(default="", description="on AWS: the ingestion job (GET /v1/ingestion-jobs/{id})")
 
 
@@ -271,7 +275,8 @@ def ingest_web_pages(kb: str, body: UrlIngest, ctx: RequestContext) -> list[UrlR
     _needs_a_worker()  # on Lambda a fetch and ingest would outlive API Gateway's 29 s: not done there
     results = ingest_urls(body.urls, ctx.require_kb(kb), ctx, max_pages=body.max_pages, tag_id=tag_id)
     return [
-        UrlResult(url=r.path, document=r.knowledge_id, status=r.status, chunks=r.chunks, error=r.error) for r in results
+        UrlResult(url=r.path, document=r.knowledge_id, status=r.status, chunks=r.chunks, error=r.error, note=r.note)
+        for r in results
     ]
 
 
@@ -330,7 +335,8 @@ def delete_doc(document_id: str, ctx: RequestContext) -> DocumentDeleted:
 
 @router.get("/v1/ingestion-jobs/{job_id}", responses=_errors(*_COMMON))
 def show_job(job_id: str, ctx: SearchContext) -> IngestionJob:
-    """One ingestion job: queued, running, or its outcome (indexed, unchanged, duplicate, failed, or cancelled: its
-    document was deleted before it ran) and error line.
+    """One ingestion job: queued, running, or its outcome (indexed: a first version; updated: a new version replaced
+    the one indexed; unchanged, duplicate, failed, or cancelled: its document was deleted before it ran), with its
+    note (what happened, in words) and error line (a failure's message; a duplicate's note, as before).
     On AWS a job that says running while its state machine execution has ended is brought up to date from it."""
     return reconcile(ctx, require_job(ctx, job_id))

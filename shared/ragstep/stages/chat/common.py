@@ -59,13 +59,15 @@ def grounding(state: PipelineState, ctx: Context | None = None) -> ChatGrounding
     scores, and (for a model that is not generative, given ``ctx``) the configured embedding model to compare the
     question with the passages' sentences by meaning: the one instance the process holds, loaded on first use."""
     passages = tuple(state.chat.passages)
-    scores = tuple(r.score for r in context_results(state)[: len(passages)])
+    results = context_results(state)[: len(passages)]
+    scores = tuple(r.score for r in results)
     encoder = None
     if ctx is not None and not ctx.chat_model.generative:
         with contextlib.suppress(RagstepError):  # an embedder that cannot be built: the words-only decision
             encoder = ctx.embedder(ctx.clients.default_embedding_model())
     # A follow-up resolved without a model was searched with its subject added; it is answered by its own words
-    # (the subject helped find the passages), and not with the sentence the previous turn already quoted.
+    # (the subject helped find the passages), not with the sentence the previous turn already quoted, and from the
+    # documents that turn quoted (each passage's document is given for that).
     follow_up = encoder is not None and state.rewritten_query is not None
     history = state.chat.history
     return ChatGrounding(
@@ -78,6 +80,7 @@ def grounding(state: PipelineState, ctx: Context | None = None) -> ChatGrounding
         searched=state.search_query if follow_up else "",
         previous_question=history[-1].query if follow_up and history else "",
         previous_answer=history[-1].answer if follow_up and history else "",
+        documents=tuple(r.knowledge_id for r in results) if follow_up else (),
     )
 
 

@@ -4,7 +4,10 @@
    just before the swap, so the data always matches the chunks that describe it.
 2. ``replace_knowledge``: every chunk of the previous version is replaced by the new ones in one index transaction
    (readers see the old version or the new one, never nothing and never a mix).
-3. The knowledge record (status ``completed``, chunk count, content hash, options, ``source_key``).
+3. The knowledge record (status ``completed``, chunk count, content hash, options, ``source_key``). When it
+   replaces a completed version of other content, tag or options, the state's counts say so (``replaced_chunks``:
+   that version's chunks), which is how an ingest reports ``updated`` rather than ``indexed``
+   (:mod:`ragstep.app.ingest`).
 4. Clean-up, best effort: this run's transient products (``ingest/<kb id>/<knowledge id>/<sha256>/<run id>/``), the
    originals of earlier versions (``sources/...``) and stale data files. A failure here is logged on the trace, not
    raised: the document is indexed.
@@ -32,7 +35,7 @@ from ragstep.index_capabilities import capacity_warning, vector_backfill
 from ragstep.ingest_notes import note_indexing
 from ragstep.models import EmbedBatch, IngestState, Knowledge, TraceEvent
 from ragstep.stages.ingest.common import require_kb, state_knowledge
-from ragstep.stages.ingest.dedupe import mark_hash, unmark_hash
+from ragstep.stages.ingest.dedupe import is_unchanged, mark_hash, unmark_hash
 from ragstep.stages.ingest.products import (
     CHUNKS_TYPE,
     chunks_of,
@@ -124,7 +127,13 @@ def run(state: IngestState, ctx: Context) -> IngestState:
     if batches:
         found["embed_batches"] = len(batches)
     events.insert(0, TraceEvent(stage=STAGE, counts=found, reason=warning, detail={"space": state.products.space}))
-    indexed = state.advanced("indexed", *events, counts={"chunks": len(chunks)})
+    counts = {"chunks": len(chunks)}
+    replaced = existing is not None and existing.status == "completed"
+    if replaced and not is_unchanged(existing, src.content_hash, src.tag_id, state.options):
+        # This run replaced another version that was searchable: an update, not a first ingest. (The same version,
+        # indexed meanwhile by a concurrent run of the same file, is not one.)
+        counts["replaced_chunks"] = existing.chunk_count if existing else 0
+    indexed = state.advanced("indexed", *events, counts=counts)
     if not batches:
         return indexed
     update = {"embed_batches": batches, "embed_concurrency": ctx.settings.embed_batch_concurrency}

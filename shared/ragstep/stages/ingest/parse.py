@@ -77,6 +77,7 @@ def run(state: IngestState, ctx: Context) -> IngestState:
     products = state.products.model_copy()
     found = {"bytes": len(data)}
     warnings: list[TraceEvent] = []
+    note = ""  # how the file was read, when the user should know (a .json read as text)
     if kb.type == KnowledgeBaseType.FAQ:
         entries = parse_faq(data, name)
         products.parsed = product_key(state, "faq.json")
@@ -96,6 +97,7 @@ def run(state: IngestState, ctx: Context) -> IngestState:
             settings.parse_max_inflated_bytes, settings.parse_timeout_s, ocr, settings.image_max_per_file
         )
         doc = parse(data, name, limits)
+        note = str(doc.metadata.get("note") or "")
         text = doc.text
         if doc.figures:  # pictures inside the document: stored, OCR'd, captioned (ragstep.stages.ingest.figures)
             report = read_figures(doc, kb, src.knowledge_id, ctx)
@@ -114,5 +116,5 @@ def run(state: IngestState, ctx: Context) -> IngestState:
             products.tables = product_key(state, "tables.json")
             put_json(ctx.blobs, products.tables, summaries_to_json(doc.tables))
             found["tables"] = len(doc.tables)
-    event = TraceEvent(stage=STAGE, counts=found, detail={"format": products.format})
-    return state.advanced("parsed", event, *warnings, products=products, counts=found)
+    event = TraceEvent(stage=STAGE, counts=found, reason=note or None, detail={"format": products.format})
+    return state.advanced("parsed", event, *warnings, products=products, counts=found, note=note)

@@ -69,6 +69,7 @@ from ragstep.retrieval.background import QueryBackground
 from ragstep.retrieval.bm25 import BM25_K1
 from ragstep.retrieval.expansion import expansion_variants
 from ragstep.retrieval.fusion import Fused, fuse_adaptive, fuse_dbsf, fuse_evidence, fuse_minmax, fuse_rrf
+from ragstep.retrieval.keyword_language import question_keyword_terms
 from ragstep.retrieval.text import keyword_terms
 from ragstep.stages.search.hydrate import ServerFused, hydrate
 from ragstep.stages.search.hydrate import content_key as content_key  # imported from here by other stages, tests
@@ -338,7 +339,8 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
         web = WebBranch(state, ctx)
     targets, n_kbs = resolve_targets(state)
     pool = candidate_pool(cfg.embedding_top_k, n_kbs, cfg)
-    terms = keyword_terms(query)  # folded, plus the unfolded forms an index written before folding holds
+    # Folded, plus the unfolded forms an index written before folding holds, and a Spanish verb's written forms.
+    terms = question_keyword_terms(query)
     # BM25 needs no query vector: the keyword searches run on the pool while the query is embedded here.
     early = start_keyword(state, ctx, cfg, targets, terms, pool)
     embeddings, vectors, events = embed_query(state, ctx, targets, query)

@@ -32,7 +32,8 @@ from ragstep.models.viking import (
 from ragstep.ports import RerankCandidate, SearchFilter
 from ragstep.retrieval.fusion import fuse_minmax
 from ragstep.retrieval.hierarchy import MIN_CHILDREN, ExploreConfig, explore
-from ragstep.retrieval.text import keyword_terms, overlap_coefficient, query_terms, token_set, tokenize
+from ragstep.retrieval.keyword_language import question_keyword_terms
+from ragstep.retrieval.text import overlap_coefficient, query_terms, token_set, tokenize
 from ragstep.retrieval.token_vector import TokenVectorReranker
 from ragstep.stages.viking.tree import hierarchy_of, memory_kb, skills_root, user_root
 
@@ -79,7 +80,7 @@ def node_scores(
     own: dict[str, float] = {}
     passages: dict[str, list[str]] = defaultdict(list)
     docs = {kid: node for tree in trees.values() for kid, node in tree.by_knowledge().items()}
-    terms = keyword_terms(query)
+    terms = question_keyword_terms(query)
     checked = max(2 * limit, MIN_CHILDREN)
     duplicate = ctx.settings.duplicate_overlap_threshold
     for model, kb_ids in sorted(by_model.items()):

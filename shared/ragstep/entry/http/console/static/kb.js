@@ -5,7 +5,7 @@ import { ApiError, del, get, patch, post, request } from "./api.js";
 import { t } from "./i18n.js";
 import { $, confirmDialog, describe, el, promptDialog, say, showTrace } from "./ui.js";
 
-const DONE = new Set(["indexed", "unchanged", "duplicate", "failed", "cancelled"]);
+const DONE = new Set(["indexed", "updated", "unchanged", "duplicate", "failed", "cancelled"]);
 const POLL_MS = 400;
 
 const size = (bytes) =>
