@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 import uuid
 from collections.abc import Callable
@@ -12,6 +13,13 @@ import pytest
 from ragstep.context import Clients, Context
 from ragstep.models import KnowledgeBase, KnowledgeBaseType
 from ragstep.settings import Settings
+
+# The Ctrl-C tests stand for a person at a terminal, whose foreground process takes SIGINT. A suite started in the
+# background of a non-interactive shell (`.ci/run &`, nohup) inherits SIGINT ignored, and so would every process it
+# starts: Python then installs no KeyboardInterrupt, `_thread.interrupt_main()` does nothing, and a child sent
+# SIGINT runs on to its end. The terminal's disposition is restored for the suite and the processes it starts.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 SHARED_BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench"
 
