@@ -264,6 +264,22 @@ def test_admin_routes(tmp_path: Path) -> None:
         assert client.get("/v1/admin/keys", headers=own).status_code == 401
 
 
+def test_the_first_key_acts_for_its_tenant_at_once_beside_a_running_server(tmp_path: Path) -> None:
+    # The server re-checks for a first key every key_cache_seconds; a request presenting one is not served as the
+    # open mode's default tenant meanwhile (its knowledge base would land in the default tenant's stores).
+    clients = Clients(Settings(data_dir=tmp_path / "data", key_cache_seconds=3600))
+    with TestClient(create_app(clients)) as client:
+        assert client.get("/v1/knowledge-bases").status_code == 200  # open mode, checked just now
+        create_tenant(clients.keys, "acme")
+        setup = create_key(clients.keys, "acme", ["ingest"]).secret
+        made = client.post("/v1/knowledge-bases", headers={"X-API-Key": setup}, json={"name": "manuals"})
+        assert made.status_code == 201, made.text
+        assert [kb.name for kb in clients.context("acme").catalog.list_kbs()] == ["manuals"]
+        assert clients.context().catalog.list_kbs() == []
+        # From the first key on, every request needs one.
+        assert client.get("/v1/knowledge-bases").status_code == 401
+
+
 def test_clients_use_the_dynamodb_key_store(aws: None, tmp_path: Path) -> None:
     import boto3
 

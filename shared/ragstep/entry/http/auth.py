@@ -170,12 +170,13 @@ class Gate:
     def recorder(self) -> UsageRecorder:
         return UsageRecorder(self.clients.usage, on_record=self.quotas.charge_tokens)
 
-    def required(self) -> bool:
-        """Whether requests need a key: always once a key exists (sticky), re-checked while none does."""
+    def required(self, *, now_if_keyed: bool = False) -> bool:
+        """Whether requests need a key: always once a key exists (sticky), re-checked while none does -- at once
+        when ``now_if_keyed`` (the request presents one of ours)."""
         if self._required:
             return True
         now = self._clock()
-        if now - self._checked_at >= self.settings.key_cache_seconds:
+        if now_if_keyed or now - self._checked_at >= self.settings.key_cache_seconds:
             self._checked_at = now
             self._required = self.clients.keys.has_keys()
         return self._required
@@ -192,11 +193,14 @@ class Gate:
         return key
 
     def authenticate(self, headers: Mapping[str, str]) -> Principal:
-        if not self.required():
+        text = presented_key(headers)
+        # A key of ours, while none existed at the last check: the first key was made since (`ragstep keys create`
+        # beside a running server). Served in open mode, its request would act as the default tenant, and what it
+        # creates would land in the default tenant's stores, not its own.
+        if not self.required(now_if_keyed=text is not None and text.startswith(f"{KEY_MARK}_")):
             # Open local mode: no key exists, so none could be checked. Clients that always send one (the openai SDK
             # insists on an api_key) are served like any other caller here: as the default tenant.
             return Principal(DEFAULT_TENANT)
-        text = presented_key(headers)
         if text is None:
             raise UnauthorizedError(MISSING_KEY)
         prefix, _ = split_key(text)
