@@ -4,6 +4,8 @@ Streamable HTTP (``/mcp`` of the API on a real port), with scoped, wrong and mis
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -12,7 +14,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 import pytest
@@ -331,6 +333,31 @@ def test_http_names_the_field_of_a_message_the_sdk_refuses(keyed: tuple[str, dic
     assert error["message"] == "invalid params of initialize: params.capabilities: Field required"
 
 
+@contextlib.contextmanager
+def stdio_server(data_dir: Path) -> Iterator[tuple[IO[str], IO[str], io.StringIO]]:
+    """``ragstep mcp`` on stdio: its stdin and stdout, and what it wrote to stderr (read once it has stopped).
+    Leaving closes stdin, which stops the server; a server that never answers is killed after two minutes, failing
+    the test, not the suite."""
+    server = subprocess.Popen(
+        [RAGSTEP, "--data-dir", str(data_dir), "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    watchdog = threading.Timer(120, server.kill)
+    watchdog.start()
+    assert server.stdin is not None and server.stdout is not None and server.stderr is not None
+    said = io.StringIO()
+    try:
+        yield server.stdin, server.stdout, said
+    finally:
+        server.stdin.close()
+        said.write(server.stderr.read())
+        server.wait(timeout=60)
+        watchdog.cancel()
+
+
 def test_stdio_says_what_is_wrong_with_a_request_before_initialize(clients: Clients) -> None:
     """A hand-written stdio client that skips the 2025 handshake got "Invalid request parameters" for a request
     with no params at all."""
@@ -338,28 +365,14 @@ def test_stdio_says_what_is_wrong_with_a_request_before_initialize(clients: Clie
         {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"arguments": {}}},
     ]
-    server = subprocess.Popen(
-        [RAGSTEP, "--data-dir", str(clients.settings.data_dir), "mcp"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    watchdog = threading.Timer(120, server.kill)  # a server that never answers fails the test, not the suite
-    watchdog.start()
-    assert server.stdin is not None and server.stdout is not None
     answers = {}
-    try:
+    with stdio_server(clients.settings.data_dir) as (stdin, stdout, _):
         # One at a time, stdin kept open until each is answered: at end of input the server stops, answered or not.
         for line in lines:
-            server.stdin.write(json.dumps(line) + "\n")
-            server.stdin.flush()
-            answer = json.loads(server.stdout.readline())
+            stdin.write(json.dumps(line) + "\n")
+            stdin.flush()
+            answer = json.loads(stdout.readline())
             answers[answer["id"]] = answer["error"]
-    finally:
-        server.stdin.close()
-        server.wait(timeout=60)
-        watchdog.cancel()
     assert answers == {
         1: {"code": -32602, "message": "tools/list before initialize: open the connection with initialize first"},
         2: {"code": -32602, "message": "invalid params of tools/call: params.name: Field required"},
@@ -388,25 +401,11 @@ def test_stdio_answers_a_line_that_is_no_json_rpc_message(tmp_path: Path) -> Non
         json.dumps({"jsonrpc": "1.0", "id": "a", "method": "ping"}),
         json.dumps({"jsonrpc": "2.0", "id": 9, "method": "ping"}),  # the connection still serves after them
     ]
-    server = subprocess.Popen(
-        [RAGSTEP, "--data-dir", str(tmp_path / "data"), "mcp"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    watchdog = threading.Timer(120, server.kill)  # a server that never answers fails the test, not the suite
-    watchdog.start()
-    assert server.stdin is not None and server.stdout is not None and server.stderr is not None
-    try:
-        server.stdin.write("".join(line + "\n" for line in lines))
-        server.stdin.flush()
+    with stdio_server(tmp_path / "data") as (stdin, stdout, stderr):
+        stdin.write("".join(line + "\n" for line in lines))
+        stdin.flush()
         # stdin kept open until the answers are in: at end of input the server stops, answered or not.
-        answers = [json.loads(server.stdout.readline()) for _ in range(5)]
-    finally:
-        server.stdin.close()
-        server.wait(timeout=60)
-        watchdog.cancel()
+        answers = [json.loads(stdout.readline()) for _ in range(5)]
     assert [(a["id"], a.get("error", {}).get("code")) for a in answers] == [
         (None, -32700),
         (5, -32600),
@@ -418,4 +417,4 @@ def test_stdio_answers_a_line_that_is_no_json_rpc_message(tmp_path: Path) -> Non
     assert answers[1]["error"]["message"] == "invalid JSON-RPC message: method: Field required"
     assert answers[2]["error"]["message"] == "a JSON-RPC message is a JSON object, not list"
     assert answers[3]["error"]["message"] == "invalid JSON-RPC message: jsonrpc: Input should be '2.0'"
-    assert answers[4]["result"] == {} and "Traceback" not in server.stderr.read()
+    assert answers[4]["result"] == {} and "Traceback" not in stderr.getvalue()
