@@ -288,11 +288,30 @@ def test_kb_show_lists_the_documents(cli: Cli, indexed: dict[str, str], tmp_path
     out = cli.ok("kb", "show", kb["id"])
     title, header, _rule, *rows, summary = out.splitlines()
     assert title == f"knowledge base docs (document, embedding: none, id {kb['id']})"
-    assert header.split() == ["id", "file", "chunks", "tag", "status", "error"]
+    assert header.split() == ["id", "file", "chunks", "tag", "status", "note"]
     assert [row.split()[:5] for row in rows] == [
         [d["id"], d["filename"], "1", d["tag_id"] or "-", "completed"] for d in documents
     ]
     assert summary == f"{len(DOCS) + 1} documents, {len(DOCS) + 1} chunks"
+
+
+def test_kb_show_says_in_a_note_how_a_file_was_read(cli: Cli, tmp_path: Path) -> None:
+    """What ``ingest`` said in a row's note, ``kb show`` says in its note column later; ``--json`` keeps ``error``
+    and adds ``note``, as ingest's rows do."""
+    folder = tmp_path / "legacy"
+    folder.mkdir()
+    (folder / "authors.txt").write_bytes("Jürgen Weigert maintains the screen manual.\n".encode("latin-1"))
+    (folder / "plain.md").write_text("# Plain\n\nNothing to say about its encoding.\n", encoding="utf-8")
+    cli.ok("kb", "create", "docs")
+    cli.ok("ingest", str(folder), "--kb", "docs")
+
+    documents = {d["filename"]: d for d in cli.json("kb", "show", "docs")["documents"]}  # type: ignore[index]
+    legacy = documents["authors.txt"]
+    assert (legacy["error"], legacy["note"]) == ("", "read as windows-1252 (not valid UTF-8)")
+    assert (documents["plain.md"]["error"], documents["plain.md"]["note"]) == ("", "")
+    _title, header, _rule, *rows, _summary = cli.ok("kb", "show", "docs").splitlines()
+    assert header.split()[-1] == "note"
+    assert "read as windows-1252 (not valid UTF-8)" in next(row for row in rows if "authors.txt" in row)
 
 
 def test_kb_show_empty_and_unknown(cli: Cli) -> None:
@@ -341,8 +360,8 @@ def test_ingest_json_gives_per_file_results(cli: Cli, docs: Path) -> None:
 def test_failing_files_do_not_stop_the_batch(cli: Cli, tmp_path: Path) -> None:
     folder = write_docs(tmp_path / "mixed", {"good.md": "# Sourdough\n\nSourdough bread rises with wild yeast.\n"})
     (folder / "empty.md").write_text("  \n\n\t\n")
-    # 0xFF starts no character in UTF-8 and none in GB18030 either.
-    (folder / "binary.txt").write_bytes(b"hello \xff world\n")
+    # Not UTF-8, and its NUL byte is in no 8-bit text either.
+    (folder / "binary.txt").write_bytes(b"hello \xff\x00 world\n")
     cli.ok("kb", "create", "docs")
 
     run = cli("ingest", str(folder), "--kb", "docs", "--json")
@@ -350,11 +369,13 @@ def test_failing_files_do_not_stop_the_batch(cli: Cli, tmp_path: Path) -> None:
     assert "Traceback" not in run.err
     by_name = {Path(r["path"]).name: r for r in json.loads(run.out)}
     assert by_name["good.md"]["status"] == "indexed"
-    assert by_name["empty.md"]["status"] == "failed"
-    assert by_name["empty.md"]["error"] == "empty.md: the document is empty"
+    # Blank, found in a folder: nothing to index, and no failure either (named, it fails: the document is empty).
+    assert by_name["empty.md"]["status"] == "skipped"
+    assert by_name["empty.md"]["note"] == "empty.md: no text found: nothing to index"
     assert by_name["binary.txt"]["status"] == "failed"
     assert by_name["binary.txt"]["error"] == (
-        "binary.txt: cannot decode the text as UTF-8, UTF-16 (with its byte order mark) or GB18030; convert it to UTF-8"
+        "binary.txt: cannot decode the text: not UTF-8, UTF-16 (with its byte order mark) or GB18030, and it holds NUL"
+        " bytes, which no 8-bit text has (binary content?); convert it to UTF-8"
     )
     assert all("\n" not in r["error"] for r in by_name.values())
     assert cli.filenames("sourdough bread") == ["good.md"]
@@ -362,8 +383,8 @@ def test_failing_files_do_not_stop_the_batch(cli: Cli, tmp_path: Path) -> None:
     # The table form says the same, with a summary line.
     run = cli("ingest", str(folder), "--kb", "docs")
     assert run.code == 2
-    assert "the document is empty" in run.out
-    assert run.out.splitlines()[-1] == "1 of 3 files ingested into docs, 1 chunks"
+    assert "cannot decode the text" in run.out
+    assert run.out.splitlines()[-1] == "1 of 2 files ingested into docs, 1 chunks; 1 skipped (the note column says why)"
 
 
 def test_gb18030_text_is_decoded(cli: Cli, tmp_path: Path) -> None:
@@ -387,8 +408,10 @@ def test_unsupported_file_fails_only_when_named(cli: Cli, tmp_path: Path) -> Non
     (result,) = json.loads(run.out)
     assert result["status"] == "failed"
     supported = (
-        ".txt, .md, .markdown, .json, .html, .htm, .pdf, .docx, .png, .jpg, .jpeg, .webp, .tif, .tiff, .csv, .xlsx, "
-        "and text files without an extension"
+        ".txt, .md, .markdown, .json, .html, .htm, .pdf, .docx, .png, .jpg, .jpeg, .webp, .tif, .tiff, .rst, .jsonl, "
+        ".ndjson, .yaml, .yml, .toml, .ini, .cfg, .conf, .properties, .adoc, .asciidoc, .org, .tex, .xml, .csv, .xlsx, "
+        "source code (.py, .sh, .js, .ts, .go, .rs, .c, .h, .java, .sql and 66 more), and text files without an "
+        "extension"
     )
     assert result["error"] == f"data.xyz: unsupported file type .xyz; supported: {supported}"
 
@@ -434,7 +457,7 @@ def test_reingest_unchanged_and_changed(cli: Cli, docs: Path, indexed: dict[str,
 
 
 def test_failed_reingest_keeps_the_previous_version(cli: Cli, docs: Path, indexed: dict[str, str]) -> None:
-    (docs / "coffee.md").write_bytes(b"broken \xff\xfe\xff")  # no UTF-8, no GB18030, no UTF-16 byte order mark
+    (docs / "coffee.md").write_bytes(b"broken \xff\x00\xff")  # not UTF-8, and a NUL byte: no 8-bit text either
     run = cli("ingest", str(docs / "coffee.md"), "--kb", "docs", "--json")
     assert run.code == 2
     assert json.loads(run.out)[0]["status"] == "failed"

@@ -189,6 +189,20 @@ def test_the_whole_flow(http: httpx.Client, tmp_path: Path) -> None:
     assert left == {"cities.csv": "indexed", "copy.pdf": "duplicate"}
 
 
+def test_a_file_sent_as_the_form_field_file_is_ingested_too(http: httpx.Client) -> None:
+    """``curl -F file=@notes.md`` (the singular name curl examples use) uploads as ``-F files=@notes.md`` does;
+    a request with no file part says which name to use."""
+    ok(http.post(KBS, json={"name": "docs"}), 201)
+    notes = ("notes.md", b"# Notes\n\nThe lighthouse keeper logs the fog every hour.\n", "text/markdown")
+    memo = ("memo.txt", b"The ferry leaves the harbour at dawn.\n", "text/plain")
+    accepted = ok(http.post(f"{KBS}/docs/documents", files=[("file", notes), ("files", memo)]), 202)
+    assert [j["filename"] for j in accepted["jobs"]] == ["memo.txt", "notes.md"]  # `files` first, then `file`
+    assert [j["status"] for j in wait_jobs(http, accepted["jobs"])] == ["indexed", "indexed"]
+    assert found_files(http, "lighthouse fog") == ["notes.md"]
+    said = error(http.post(f"{KBS}/docs/documents", data={"tag": "x"}), 422)
+    assert said == "files: no file sent; send the file(s) as form parts named `files` (curl -F files=@path)"
+
+
 def test_knowledge_bases_are_listed_changed_and_deleted(http: httpx.Client, clients: Clients) -> None:
     ids = [ok(http.post(KBS, json={"name": name}), 201)["knowledge_base"]["id"] for name in ("a", "b", "c")]
     first = ok(http.get(KBS, params={"limit": 2}))

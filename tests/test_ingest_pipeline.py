@@ -575,10 +575,8 @@ def test_a_failed_reingest_keeps_the_previous_version(
     assert hits and hits[0].chunk_id == before[0].id
 
     # A file that no longer parses does not cost the indexed version either.
-    write(tmp_path, "moon.md", b"not text \xff\xfe\xff")
-    assert ingest_file(path, kb, ctx).error == (
-        "moon.md: cannot decode the text as UTF-8, UTF-16 (with its byte order mark) or GB18030; convert it to UTF-8"
-    )
+    write(tmp_path, "moon.md", b"not text \xff\x00\xff")
+    assert ingest_file(path, kb, ctx).error.startswith("moon.md: cannot decode the text: not UTF-8")
     assert stored(ctx, first.knowledge_id) == before
     assert blobs_under(ctx) == blobs_before
 
@@ -640,8 +638,8 @@ def test_bad_files_fail_alone_and_the_summary_says_why(
     write(folder, "good.md", "# Sourdough\n\nSourdough bread rises with wild yeast.\n")
     write(folder, "broken.pdf", b"%PDF-1.4\ntruncated")
     write(folder, "locked.pdf", encrypted_pdf())
-    write(folder, "empty.md", "  \n\n")
-    write(folder, "binary.txt", b"hello \xff world\n")
+    write(folder, "empty.md", "  \n\n")  # blank, found in a folder: skipped (no text), not failed
+    write(folder, "binary.txt", b"hello \xff\x00 world\n")
     write(folder, "huge.md", "# Huge\n\n" + "words " * 1000)
     slides = write(tmp_path, "slides.pptx", b"PK\x03\x04")
     cli.ok("kb", "create", "docs")
@@ -656,17 +654,22 @@ def test_bad_files_fail_alone_and_the_summary_says_why(
     expected = {
         "broken.pdf": "broken.pdf: not a readable PDF (",
         "locked.pdf": "locked.pdf: the PDF is encrypted with a password; remove the password and retry",
-        "empty.md": "empty.md: the document is empty",
-        "binary.txt": "binary.txt: cannot decode the text as UTF-8, UTF-16 (with its byte order mark) or GB18030; "
-        "convert it to UTF-8",
+        "binary.txt": "binary.txt: cannot decode the text: not UTF-8, UTF-16 (with its byte order mark) or GB18030, "
+        "and it holds NUL bytes",
         "huge.md": "huge.md: 6008 bytes is over the 2000-byte limit (RAGSTEP_MAX_FILE_BYTES)",
         "slides.pptx": "slides.pptx: unsupported file type .pptx; supported: .txt, .md, .markdown, .json, .html, .htm, "
-        ".pdf, .docx, .png, .jpg, .jpeg, .webp, .tif, .tiff, .csv, .xlsx, and text files without an extension",
+        ".pdf, .docx, .png, .jpg, .jpeg, .webp, .tif, .tiff, .rst, .jsonl, .ndjson, .yaml, .yml, .toml, .ini, .cfg, "
+        ".conf, .properties, .adoc, .asciidoc, .org, .tex, .xml, .csv, .xlsx, source code (.py, .sh, .js, .ts, .go, "
+        ".rs, .c, .h, .java, .sql and 66 more), and text files without an extension",
     }
     for name, message in expected.items():
         assert by_name[name].split()[1] == "failed", by_name[name]
         assert message in by_name[name]
-    assert summary == "1 of 7 files ingested into docs, 1 chunks"
+    assert (
+        by_name["empty.md"].split()[1] == "skipped"
+        and "empty.md: no text found: nothing to index" in by_name["empty.md"]
+    )
+    assert summary == "1 of 6 files ingested into docs, 1 chunks; 1 skipped (the note column says why)"
     ctx = cli.ctx()
     hits = ctx.index.keyword_search(query_terms("sourdough yeast"), SearchFilter(), 5, 0.0)
     assert len(hits) == 1
@@ -768,13 +771,13 @@ def test_progress_bar_on_a_terminal_only(cli: Cli, tmp_path: Path) -> None:
     folder = tmp_path / "docs"
     write(folder, "one.md", "# One\n\nThe first document.\n")
     write(folder, "two.md", "# Two\n\nThe second document.\n")
-    write(folder, "three.md", "")
+    write(folder, "three.md", b"\xff\x00\n")  # not text: fails (a blank one in a folder is skipped)
     cli.ok("kb", "create", "docs")
 
     code, out, err = run_with_tty_stderr(
         "--data-dir", str(cli.data_dir), "ingest", str(folder), "--kb", "docs", cwd=tmp_path
     )
-    assert code == 2  # three.md is empty
+    assert code == 2  # three.md is not text
     assert "\r[" in err and "\x1b[K" in err
     # Two phases (progressive indexing): every file searchable by keyword, then the vectors.
     assert "[------------------------------] keywords: 0/3 files, 0 chunks" in err
@@ -783,7 +786,7 @@ def test_progress_bar_on_a_terminal_only(cli: Cli, tmp_path: Path) -> None:
     assert "Traceback" not in err
     # stdout is the same table and summary as without a terminal.
     assert out.splitlines()[-1] == "2 of 3 files ingested into docs, 2 chunks"
-    assert "three.md: the document is empty" in out
+    assert "three.md: cannot decode the text" in out
 
     # Not a terminal: no progress at all (and --json output unchanged).
     run = cli("ingest", str(folder), "--kb", "docs", "--json")

@@ -160,7 +160,8 @@ def test_ingest_of_a_broken_pdf_and_an_empty_file_prints_only_its_own_lines(tmp_
     docs = tmp_path / "docs"
     write(docs, "guide.md", "# Guide\n\nThe glacier carved the valley; its moraine holds boulders.\n")
     write(docs, "broken.pdf", b"%PDF-1.4 not really a PDF")  # pypdf logs "EOF marker not found" on its way out
-    write(docs, "empty.txt", "")
+    # Blank, and named (a folder's blank file is skipped, named it fails).
+    blank = write(docs, "empty.txt", " \n")
     with ScriptedHTTPServer(fallback=embeddings_answer) as server:
         data_dir = tmp_path / "data"
         clients = Clients(Settings(data_dir=data_dir, embedding_base_url=f"{server.url}/v1"))
@@ -168,8 +169,9 @@ def test_ingest_of_a_broken_pdf_and_an_empty_file_prints_only_its_own_lines(tmp_
             KnowledgeBase(id="kb1", name="docs", embedding_model=SPACE, created_at=time.time())
         )
         env = {**subprocess_env(), "RAGSTEP_EMBEDDING_BASE_URL": f"{server.url}/v1"}
+        ingest = ("ingest", str(docs), str(blank), "--kb", "docs")
         done = subprocess.run(
-            [sys.executable, "-m", "ragstep", "--data-dir", str(data_dir), "ingest", str(docs), "--kb", "docs"],
+            [sys.executable, "-m", "ragstep", "--data-dir", str(data_dir), *ingest],
             env=env,
             capture_output=True,
             text=True,

@@ -69,7 +69,8 @@ def test_langchain_chat_openai_gets_an_answer_with_its_sources(tmp_path: Path) -
     assert model_id == "ragstep/docs"
     text = str(said.content)
     assert answers(text) and text != without_sources(text)
-    assert '**Sources**\n\n- [1] lambda.md: "AWS Lambda runs code without servers.' in text
+    # The source's line quotes what the answer took from it, not the passage's first sentence.
+    assert f'**Sources**\n\n- [1] lambda.md: "{ANSWER}' in text, text
     assert streamed_text == text
     assert app.stored_turns() == []
 
@@ -81,7 +82,28 @@ def test_the_sources_quote_a_pdf_passage_without_its_page_markers(tmp_path: Path
         add_kb(app, "manual", tmp_path, "Libtasn1 manual.\n\n<!-- page 2 -->\n\nThe header file is libtasn1.h.\n")
         llm = chat_openai(base_url=f"{app.base}/v1", model="ragstep/manual", api_key=app.key, max_retries=0)
         text = str(llm.invoke("Which header file does libtasn1 use?").content)
-    assert '- [1] manual.md: "Libtasn1 manual. The header file is libtasn1.h."' in text, text
+    assert '- [1] manual.md: "The header file is libtasn1.h."' in text and "<!--" not in text, text
+
+
+def test_the_sources_quote_the_sentence_each_source_is_cited_for(tmp_path: Path) -> None:
+    """Per cited source, the sentence the answer took from it: the words before a marker when the passage holds them
+    (its full stop added), the passage's most similar sentence for a paraphrase, the passage's start when neither."""
+    runbook = "The on-call rota changes every Monday. Pages go to the secondary after 15 minutes without an ack."
+    with LLMServer() as llm, serve(tmp_path, openai_append_sources=True, **scripted(llm)) as app:
+        add_kb(app, "ops", tmp_path, runbook)
+        asked = {"model": "ragstep/ops", "messages": [user("When are pages escalated?")]}
+        for said in (
+            "Pages go to the secondary after 15 minutes without an ack [1].",  # a verbatim quote
+            "They are escalated to the secondary once 15 minutes pass with no ack [1].",  # a paraphrase
+            "Ask the team lead [1].",  # nothing of the passage
+        ):
+            llm.add(Reply(chunks=streamed(said)))
+        quoted, paraphrased, unlike = (app.sdk().chat.completions.create(**asked) for _ in range(3))
+    escalation = '- [1] ops.md: "Pages go to the secondary after 15 minutes without an ack."'
+    assert quoted.choices[0].message.content.endswith(escalation)
+    assert paraphrased.choices[0].message.content.endswith(escalation)
+    assert unlike.choices[0].message.content.endswith(f'- [1] ops.md: "{runbook}"')  # short: whole
+    assert quoted.object == "chat.completion" and quoted.choices[0].finish_reason == "stop"
 
 
 def test_the_sources_sent_back_as_history_never_reach_the_model(tmp_path: Path) -> None:

@@ -21,10 +21,11 @@ from ragstep.app.ingest import ingest_file, knowledge_id_for
 from ragstep.context import Context
 from ragstep.errors import InputError
 from ragstep.models import Chunk, ChunkType, IngestOptions, Knowledge, KnowledgeBase
-from ragstep.parsers import SUPPORTED_EXTENSIONS, decode_text, parse
+from ragstep.parsers import SUPPORTED_EXTENSIONS, decode_text, listed_types, parse
 from ragstep.parsers.data import connect, load_excel
 from ragstep.parsers.faq import parse_faq, split_values
 from ragstep.parsers.html import html_to_markdown
+from ragstep.parsers.source_files import TEXT_EXTENSIONS
 from ragstep.stages.ingest.chunkers import data_file_chunks
 from ragstep.stages.ingest.products import data_blob_key
 
@@ -65,10 +66,15 @@ def in_order(text: str, *parts: str) -> None:
 def test_supported_extensions_and_unsupported_message() -> None:
     documents = (".txt", ".md", ".markdown", ".json", ".html", ".htm", ".pdf", ".docx")
     images = (".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff")
-    assert (*documents, *images, ".csv", ".xlsx") == SUPPORTED_EXTENSIONS
+    text = (".rst", ".jsonl", ".ndjson", *TEXT_EXTENSIONS)  # ragstep.parsers.source_files
+    assert (*documents, *images, *text, ".csv", ".xlsx") == SUPPORTED_EXTENSIONS
     with pytest.raises(InputError) as exc:
         parse(b"x", "notes.rtf")
-    listed = f"{', '.join(SUPPORTED_EXTENSIONS)}, and text files without an extension"
+    listed = listed_types(SUPPORTED_EXTENSIONS)
+    assert listed.endswith(
+        ", .csv, .xlsx, source code (.py, .sh, .js, .ts, .go, .rs, .c, .h, .java, .sql and 66 more), "
+        "and text files without an extension"
+    )
     assert message(exc) == f"notes.rtf: unsupported file type .rtf; supported: {listed}"
     assert parse(b"# Upper case\n", "NOTES.MD").format == "markdown"
 
@@ -91,10 +97,14 @@ def test_text_encodings() -> None:
     assert parse(chinese.encode("gb18030"), "长城.txt").text == chinese
     assert parse(b"\xef\xbb\xbf# Title\n\nbody\n", "bom.md").text == "# Title\n\nbody\n"  # BOM dropped
     assert decode_text("汉字".encode("gbk"), "x.txt") == "汉字"  # GBK is read as GB18030
+    # Not UTF-8 and no Chinese: windows-1252, the note saying so; with a NUL byte (no 8-bit text has one), refused.
+    latin = parse(b"hello \xff world", "latin.txt")
+    assert (latin.text, latin.metadata["note"]) == ("hello \xff world", "read as windows-1252 (not valid UTF-8)")
     with pytest.raises(InputError) as exc:
-        parse(b"hello \xff world", "binary.txt")
+        parse(b"hello \xff\x00 world", "binary.txt")
     assert message(exc) == (
-        "binary.txt: cannot decode the text as UTF-8, UTF-16 (with its byte order mark) or GB18030; convert it to UTF-8"
+        "binary.txt: cannot decode the text: not UTF-8, UTF-16 (with its byte order mark) or GB18030, and it holds NUL"
+        " bytes, which no 8-bit text has (binary content?); convert it to UTF-8"
     )
     with pytest.raises(InputError) as exc:
         parse(b" \n\t\n", "blank.md")
@@ -679,8 +689,7 @@ def test_ingest_faq_csv_and_refusals(ctx: Context, make_kb: Callable[..., Knowle
     odd = tmp_path / "slides.pptx"
     odd.write_bytes(b"PK")
     assert ingest_file(odd, doc_kb, ctx).error == (
-        f"slides.pptx: unsupported file type .pptx; supported: {', '.join(SUPPORTED_EXTENSIONS)}, and text files "
-        "without an extension"
+        f"slides.pptx: unsupported file type .pptx; supported: {listed_types(SUPPORTED_EXTENSIONS)}"
     )
     md = tmp_path / "a.md"
     md.write_text("# A\n\ntext\n")

@@ -32,6 +32,11 @@ class InputError(RagstepError):
     code = "invalid_input"
 
 
+class NoTextError(InputError):
+    """A document in which nothing finds text: blank, a picture OCR reads nothing in, a page of markup only. Named,
+    it fails; found in a folder (an icon beside the docs), it is skipped (:func:`ragstep.app.ingest.ingest_file`)."""
+
+
 class NotFoundError(InputError):
     http_status = 404
     code = "not_found"

@@ -10,25 +10,31 @@ content (same sha256, chunking options and tag) is skipped as ``unchanged``; the
 knowledge base are skipped as ``duplicate`` ("duplicate of a.md"). A file that fails at any step leaves the previous
 version of that document, and every other document, untouched; its error is its result row, so one bad file never
 stops a batch. What a folder holds that cannot be ingested is a row too: a sub-folder that cannot be read
-(``failed``), a file of an unsupported type (``skipped``).
+(``failed``), a file of an unsupported type, an empty file, a lock file, minified code, a folder of installed packages
+(``skipped``, the note saying which), and a file in which nothing finds text -- an icon OCR reads nothing in, a page of
+markup only (:class:`~ragstep.errors.NoTextError`) -- which fails only when it is named itself.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
-import stat
 import uuid
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path, PurePath
-from typing import Literal
-from urllib.parse import unquote_to_bytes, urlsplit
 
-from ragstep.app.local_files import LINK_LEAVES, link_leaves, read_local_file, read_local_head
+# The row of a run and the finding of files are their own modules, re-exported: entry points reach ingestion through
+# this module only.
+from ragstep.app.ingest_paths import check_named_paths as check_named_paths
+from ragstep.app.ingest_paths import expand_paths as expand_paths
+from ragstep.app.ingest_paths import local_path as local_path
+from ragstep.app.ingest_paths import scan_paths as scan_paths
+from ragstep.app.ingest_rows import WROTE as WROTE
+from ragstep.app.ingest_rows import IngestResult as IngestResult
+from ragstep.app.ingest_rows import ResultStatus as ResultStatus
+from ragstep.app.local_files import read_local_file
 from ragstep.context import Context
-from ragstep.errors import InputError, RagstepError
+from ragstep.errors import InputError, NoTextError, RagstepError
 
 # `listening` (the progress of the file in flight) and `allowed_suffixes` are explicit re-exports: the command line
 # shows them while it ingests, and entry points reach ingestion through this module only.
@@ -42,8 +48,8 @@ from ragstep.models import (
     KnowledgeBase,
     check_identifier,
 )
-from ragstep.models.catalog import WROTE_JOB_STATUSES
-from ragstep.parsers import NOT_TEXT, SNIFF_BYTES, accepts, looks_like_text, unsupported
+from ragstep.parsers import accepts, unsupported
+from ragstep.parsers.source_files import TEXT_EXTENSIONS
 from ragstep.stages.ingest.common import allowed_suffixes as allowed_suffixes
 from ragstep.stages.ingest.dedupe import unmark_hash
 from ragstep.stages.ingest.products import (
@@ -57,35 +63,6 @@ from ragstep.stages.ingest.products import (
 
 _NAMESPACE = uuid.UUID("6b1d3c1e-6a53-4c5c-9d0e-3f7f2a1b9c10")
 
-ResultStatus = Literal["indexed", "updated", "unchanged", "duplicate", "skipped", "failed"]
-#: The statuses of a run that wrote the index: a first version (``indexed``) or a new one replacing it (``updated``).
-WROTE: frozenset[str] = frozenset(WROTE_JOB_STATUSES)
-
-
-@dataclass(frozen=True, slots=True)
-class IngestResult:
-    """One row of an ingest run.
-
-    ``indexed``: a document's first version; ``updated``: a new version replacing the one indexed (its content,
-    tag or chunking changed); ``unchanged``: nothing to do. ``duplicate``: ``knowledge_id`` is the item that holds
-    the content. ``skipped``: a file found in a folder whose type the knowledge base does not take. Only ``failed``
-    is a failure.
-
-    ``note``: what to know about the row, in words, whatever its status ("duplicate of a.md", how the file was read,
-    what an update replaced, why it failed). ``error`` is kept as it always was for the readers of ``--json``: the
-    failure's message, and the note of a ``duplicate`` or ``skipped`` row."""
-
-    path: str
-    knowledge_id: str
-    status: ResultStatus
-    chunks: int = 0
-    error: str = ""
-    note: str = ""
-
-    def __post_init__(self) -> None:
-        if not self.note and self.error:  # the failure's message, or the duplicate's / skipped file's note
-            object.__setattr__(self, "note", self.error)
-
 
 def knowledge_id_for(kb: KnowledgeBase, name: str) -> str:
     return uuid.uuid5(_NAMESPACE, f"{kb.id}/{name}").hex
@@ -97,116 +74,6 @@ def check_tag(tag_id: str) -> str:
         return check_identifier(tag_id)
     except ValueError as exc:
         raise InputError(f"tag {tag_id!r}: {exc}") from None
-
-
-# -- finding the files ---------------------------------------------------------------------------------------------
-
-
-def local_path(arg: str) -> str:
-    """A path named to ``ragstep ingest``: as given, or the local path a ``file:`` URI names, percent-escapes decoded
-    (``file:///home/me/My%20Notes.md`` -> ``/home/me/My Notes.md``: what a file manager's "copy location" and a
-    browser's address bar give). The URI's host must be empty or ``localhost`` (RFC 8089); a file on another host
-    is not read through its URI. A path that exists as written is taken as written, URI-like or not."""
-    if arg[:5].lower() != "file:" or os.path.lexists(arg):
-        return arg
-    parts = urlsplit(arg)
-    if parts.netloc.lower() not in ("", "localhost"):
-        raise InputError(
-            f"{arg}: a file URI on another host ({parts.netloc}) names no local file; copy the file here and name its"
-            " path, or file:///absolute/path"
-        )
-    if parts.query or parts.fragment:
-        raise InputError(f"{arg}: a file URI with '?' or '#' in it; write them as %3F and %23, or name the path")
-    path = unquote_to_bytes(parts.path)
-    if not path.startswith(b"/") or b"\0" in path:
-        raise InputError(f"{arg}: not a local file URI; use file:///absolute/path or the path itself")
-    return os.fsdecode(path)
-
-
-def check_named_paths(paths: Iterable[str | Path]) -> None:
-    """Refuse, before anything is read or written, a named path that does not exist. A path that cannot be looked
-    at (a folder above it is not readable) is not refused here: it becomes that file's error row."""
-    for raw in paths:
-        try:
-            os.stat(raw)
-        except (FileNotFoundError, NotADirectoryError):
-            raise InputError(f"{raw}: no such file or folder") from None
-        except OSError:
-            continue
-
-
-def scan_paths(paths: Iterable[str | Path], suffixes: tuple[str, ...]) -> Iterator[Path | IngestResult]:
-    """Files named directly, plus the files found under named folders, in path order (hidden names skipped).
-
-    Found in a folder, a file of a type not in ``suffixes`` comes as a ``skipped`` row and a sub-folder that cannot be
-    read as a ``failed`` row naming it; a file named directly is always yielded (ingesting it says what is wrong).
-    """
-    for raw in paths:
-        path = Path(raw)
-        try:
-            is_dir = stat.S_ISDIR(os.stat(path).st_mode)
-        except OSError:
-            is_dir = False  # ingest_file reports why it cannot be read
-        if is_dir:
-            yield from _walk(path, suffixes, path.resolve())
-        else:
-            yield path
-
-
-def _walk(folder: Path, suffixes: tuple[str, ...], root: Path) -> Iterator[Path | IngestResult]:
-    """The files under ``folder``; ``root`` is the real path of the folder the user named (links may not leave it:
-    :mod:`ragstep.app.local_files`)."""
-    try:
-        with os.scandir(folder) as it:
-            # Sorted by name at each level, sub-folders in place: the order of sorted(folder.rglob("*")).
-            entries = sorted(it, key=lambda e: e.name)
-    except OSError as exc:
-        yield IngestResult(str(folder), "", "failed", error=f"{folder}: cannot read the folder: {_reason(exc)}")
-        return
-    for entry in entries:
-        if entry.name.startswith("."):
-            continue
-        path = Path(entry.path)
-        try:
-            # Symlinked folders are not followed (as rglob): a link cycle would never end.
-            if entry.is_dir(follow_symlinks=False):
-                yield from _walk(path, suffixes, root)
-                continue
-            if link_leaves(path, root):
-                yield IngestResult(str(path), "", "skipped", error=f"{path}: {LINK_LEAVES}")
-                continue
-            is_file = entry.is_file()
-        except OSError as exc:
-            yield IngestResult(str(path), "", "failed", error=f"{path}: cannot read it: {_reason(exc)}")
-            continue
-        if not is_file:
-            continue  # a socket, a fifo, a dangling link: not a document
-        if not accepts(path.name, suffixes):
-            yield IngestResult(str(path), "", "skipped", error=unsupported(path.name, suffixes).message)
-        elif not path.suffix and not _starts_as_text(path):
-            yield IngestResult(str(path), "", "skipped", error=f"{path.name}: {NOT_TEXT}")
-        else:
-            yield path
-
-
-def _starts_as_text(path: Path) -> bool:
-    """Whether a file without an extension found in a folder is text (a README), not a binary (an executable)."""
-    head = read_local_head(path, SNIFF_BYTES)
-    return head is None or looks_like_text(head)  # one that cannot be read is ingested, which says why
-
-
-def expand_paths(paths: Iterable[str | Path], suffixes: tuple[str, ...]) -> Iterator[Path]:
-    """The files :func:`scan_paths` finds, for callers that ingest a known-good folder (the demo's sample); a folder
-    that cannot be read is an :class:`InputError`, unsupported files are left out."""
-    for found in scan_paths(paths, suffixes):
-        if isinstance(found, Path):
-            yield found
-        elif found.status == "failed":
-            raise InputError(found.error)
-
-
-def _reason(exc: OSError) -> str:
-    return (exc.strerror or str(exc)).lower()
 
 
 # -- one file ------------------------------------------------------------------------------------------------------
@@ -254,6 +121,7 @@ def ingest_file(
     check_transport: bool = False,
     request_id: str | None = None,
     keywords_first: bool = False,
+    in_folder: bool = False,
 ) -> IngestResult:
     """Ingest one file; errors are returned in the result, so one bad file never stops a batch.
 
@@ -261,8 +129,9 @@ def ingest_file(
     between stages as Step Functions would. ``request_id`` names the run's products (an
     :class:`~ragstep.app.ingest_scratch.IngestLease`'s, so that a killed run's are swept). ``keywords_first``:
     index the chunks for keyword search without embedding them, their vectors left to
-    :mod:`ragstep.app.ingest_vectors` (:func:`pipeline_for` says when the index allows it). An interrupt (Ctrl-C)
-    removes this run's products, then propagates.
+    :mod:`ragstep.app.ingest_vectors` (:func:`pipeline_for` says when the index allows it). ``in_folder``: the file
+    was found in a folder the user named, not named itself, so one without text is ``skipped`` (:data:`NO_TEXT`), not
+    ``failed``. An interrupt (Ctrl-C) removes this run's products, then propagates.
     """
     resolved = str(path.resolve())
     if any(0xD800 <= ord(ch) <= 0xDFFF for ch in resolved):
@@ -279,7 +148,13 @@ def ingest_file(
         lambda: _stage_file(path, kb, kid, ctx, options, tag_id, request_id),
         check_transport,
         pipeline_for(kb, ctx, keywords_first),
+        no_text_skips=in_folder,
     )
+
+
+#: Why a file found in a folder in which nothing finds text is skipped (named itself, it fails: "the document is
+#: empty", with why).
+NO_TEXT = "no text found: nothing to index"
 
 
 def pipeline_for(kb: KnowledgeBase, ctx: Context, keywords_first: bool) -> str:
@@ -337,8 +212,11 @@ def _run(
     stage: Callable[[], IngestState],
     check_transport: bool,
     pipeline: str = "ingest",
+    *,
+    no_text_skips: bool = False,
 ) -> IngestResult:
-    """Stage, then run the ``pipeline``; a failure is the result (its run's products discarded)."""
+    """Stage, then run the ``pipeline``; a failure is the result (its run's products discarded), ``skipped`` for a
+    document without text when ``no_text_skips``."""
     from ragstep.pipeline import run_pipeline
 
     state: IngestState | None = None
@@ -351,6 +229,8 @@ def _run(
             # The failure to report is the first one; leftovers under ingest/ would be harmless.
             with contextlib.suppress(RagstepError):
                 discard_products(failed, ctx)
+        if no_text_skips and isinstance(exc, NoTextError):
+            return IngestResult(label, "", "skipped", error=f"{PurePath(label).name}: {NO_TEXT}")
         return IngestResult(label, kid, "failed", error=exc.message)
     except BaseException:
         if state is not None:
@@ -399,7 +279,7 @@ def _stage_file(
         blob_key=key,
         filename=name,
         uri=path.resolve().as_uri(),
-        title=path.stem,
+        title=title_of(path),
         content_hash=digest,
         size=size,
         tag_id=tag_id,
@@ -407,6 +287,13 @@ def _stage_file(
         tenant_id=ctx.tenant_id,
         request_id=request_id,
     )
+
+
+def title_of(path: Path) -> str:
+    """A document's title: its file name without the extension (``guide.md`` -> ``guide``); for source code and
+    configuration, its path as it was named or found (``myrepo/src/util.py``): a repository holds many
+    ``__init__.py`` and ``config.yaml``, and the path is what tells them apart (:mod:`ragstep.parsers.source_files`)."""
+    return path.as_posix() if path.suffix.lower() in TEXT_EXTENSIONS else path.stem
 
 
 def discard_products(state: IngestState, ctx: Context) -> list[str]:

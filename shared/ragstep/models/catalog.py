@@ -43,6 +43,9 @@ class Knowledge(_DeferredModel):
     chunk_count: int = 0
     tag_id: str = ""
     error: str = ""
+    # How the file was read, when its owner should know: its ingest row's note ("read as windows-1252 (not valid
+    # UTF-8)", "decompressed from gzip"); "" for none, and for items ingested before it was kept.
+    note: str = ""
     created_at: float = 0.0
     updated_at: float = 0.0
     # Blob key of the original file (``sources/...`` from the CLI, the upload's key on AWS); "" when there is none.

@@ -14,7 +14,8 @@ an empty cell), ``pre`` as a fenced code block, inline ``code`` in backticks, ``
 ``[text](href)`` (``javascript:`` and same-page ``#`` links keep their text only) and images as ``![alt](src)``
 (a ``data:`` URI is shortened to its media type, numbered -- ``data:image/png#2`` -- when it is base64 and so handed
 over as a figure: :mod:`ragstep.parsers.figures`). Character references are decoded. The encoding comes from a
-byte order mark, else ``<meta charset>`` in the first 4 KiB, else UTF-8 / GB18030 as for text files.
+byte order mark, else ``<meta charset>`` in the first 4 KiB, else as for text files (:mod:`ragstep.parsers.text`):
+UTF-8, GB18030, else windows-1252 (what browsers read an old page without a charset in).
 """
 
 from __future__ import annotations
@@ -370,6 +371,8 @@ def _decode(data: bytes, filename: str) -> str:
                     return data.decode(encoding)
                 except UnicodeDecodeError:
                     pass  # a wrong label: fall back to detection
+    # An old page that declares no charset and is neither UTF-8 nor GB18030 is read as windows-1252 there, the
+    # default browsers read such a page in (WHATWG Encoding).
     return decode_text(data, filename)
 
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ragstep.errors import InputError
+from ragstep.errors import InputError, NoTextError
 from ragstep.parsers.base import ParsedDocument
 from ragstep.parsers.ocr import OcrOptions, ocr_image, wrap
 
@@ -17,5 +17,5 @@ def parse_image(data: bytes, filename: str, options: OcrOptions) -> ParsedDocume
         raise InputError(f"{filename}: not a readable PNG, JPEG, WebP or TIFF image")
     text = ocr_image(data, filename, options)
     if not text.strip():
-        raise InputError(f"{filename}: the document is empty (OCR found no text in the image)")
+        raise NoTextError(f"{filename}: the document is empty (OCR found no text in the image)")
     return ParsedDocument(filename, "image", wrap(text, 1), pages=1, metadata={"ocr_pages": [1]})

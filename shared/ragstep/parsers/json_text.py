@@ -80,3 +80,30 @@ def faq_markdown(entries: list[dict[str, Any]]) -> str:
         lines.extend(_values(entry.get("answers")))
         sections.append("\n\n".join(lines))
     return "\n\n".join(sections)
+
+
+def parse_jsonl_document(data: bytes, filename: str) -> ParsedDocument:
+    """``.jsonl`` / ``.ndjson`` (JSON Lines: one JSON value a line, how logs, exports and datasets are written): one
+    record a paragraph, each on one line as it was written but with non-ASCII characters as themselves (``"\\u00e9"``
+    -> ``é``), so the chunker keeps a record whole and cuts between records. Blank lines are dropped; a line that is
+    not valid JSON is kept as it is, and the note counts such lines (all of them: the file is read as plain text)."""
+    text = decode_text(data, filename)
+    records: list[str] = []
+    invalid = 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+            records.append(json.dumps(value, ensure_ascii=False))
+        except (json.JSONDecodeError, RecursionError):
+            invalid += 1
+            records.append(line.rstrip())
+    valid = len(records) - invalid
+    if records and not valid:
+        note = "not JSON Lines (no line is a JSON value); read as plain text"
+        return ParsedDocument(filename, "text", text, metadata={"note": note})
+    note = f"JSON Lines: {valid} {'record' if valid == 1 else 'records'}, one a paragraph"
+    if invalid:
+        note += f"; {invalid} {'line' if invalid == 1 else 'lines'} not valid JSON kept as text"
+    return ParsedDocument(filename, "jsonl", "\n\n".join(records), metadata={"note": note})

@@ -31,7 +31,7 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
-from ragstep.errors import InputError
+from ragstep.errors import InputError, NoTextError
 from ragstep.parsers import markdown as md
 from ragstep.parsers.base import ParsedDocument
 from ragstep.parsers.figures import Figure, big_enough, figure
@@ -259,7 +259,7 @@ def parse_pdf(data: bytes, filename: str, ocr: OcrOptions | None = None, max_fig
                 options.on_page(done, len(scanned))
     if not any(_PLACEHOLDER_RE.sub("", t).strip() for t in texts):
         if can_read:
-            raise InputError(f"{filename}: the document is empty (no text layer, and OCR found no text on its pages)")
+            raise NoTextError(f"{filename}: the document is empty (no text layer, and OCR found no text on its pages)")
         why = "RAGSTEP_OCR_ENGINE=none turns OCR off" if not options.enabled else INSTALL_HINT
         raise InputError(f"{filename}: the document is empty (no text layer; a scanned PDF needs OCR: {why})")
     figures: list[Figure] = []

@@ -21,7 +21,13 @@ import re
 from collections.abc import Sequence
 
 from ragstep.retrieval.answer_types import is_option_entry
-from ragstep.retrieval.sentences import code_definitions, is_option_term, is_page_furniture, sentences_in_units
+from ragstep.retrieval.sentences import (
+    code_definitions,
+    is_option_term,
+    is_page_furniture,
+    is_setting,
+    sentences_in_units,
+)
 
 #: The start of the passage's opening sentence, embedded with a sentence as its context (longer costs embedding
 #: time).
@@ -61,16 +67,21 @@ def candidates(
     which usually names the subject (the sentence just before it seldom: "... home to thousands of birds. Its
     average depth is about 21 m." reads as far from "How deep is Qinghai Lake?" as an unrelated sentence). A
     question is no answer: in a FAQ it is the context of the sentences that follow it, in place of the opening
-    sentence, and not a candidate itself."""
+    sentence, and not a candidate itself; nor is any sentence of a unit a "Q:" opens (:data:`_ASKED`)."""
     out: list[tuple[int, int, str, str]] = []
     leads: list[str] = []
     for n, passage in enumerate(passages, start=1):
         opening = asked = ""
         first: dict[int, str] = {}
         units = sentences_in_units(passage)
+        asking = -1  # the unit a FAQ's "Q:" opens: every sentence of it is the question
         for i, (heading, unit, sentence) in enumerate(units):
-            if sentence.endswith(("?", "？")):
-                asked = sentence
+            if unit != asking and _ASKED.match(sentence):
+                asking, asked = unit, ""
+            elif unit == asking and _ANSWERED.match(sentence):  # "Q: ...?" and "A: ..." in one paragraph
+                asking = -1
+            if unit == asking or sentence.endswith(("?", "？")):
+                asked = f"{asked} {sentence}".strip() if unit == asking else sentence
                 continue
             if is_page_furniture(sentence):
                 continue
@@ -92,6 +103,12 @@ def candidates(
                     out.append((n, len(units) + j, line, f"{context} {line}" if context else line))
                     leads.append("")
     return out, leads
+
+
+# A FAQ's question marker: "Q:  The default build of liblzma is too big. How can I make it smaller?" states the
+# problem before it asks, and the statement reads closer to a question about it than the answer under it does.
+_ASKED = re.compile(r"(?:Q|Question)\s*[:.]\s|问[:：]")
+_ANSWERED = re.compile(r"(?:A|Answer)\s*[:.]\s|答[:：]")
 
 
 #: Asked how to do a thing or which option does it, up to this many option entries are embedded besides the
@@ -117,6 +134,8 @@ _TERMINAL = (".", "。", "!", "！", "?", "？", ";", "；", ")", "）", '"', "�
 def _is_title(sentence: str, units: list[tuple[str, int, str]]) -> bool:
     """A passage's first line is its title when it is a unit of its own without a sentence's end and not an option
     ("gzip(1) manual: compress or expand files", "Installation guide"): it says what the passage is about, and
-    reads close to every question about that subject without answering any."""
+    reads close to every question about that subject without answering any. A JSON record, a ``[section]`` or a
+    setting opening a passage is data, no title ("{"summary": "Login outage caused by ..."}" was passed over)."""
     alone = len(units) < 2 or units[1][1] != units[0][1]
-    return alone and not sentence.endswith(_TERMINAL) and not is_option_term(sentence.split(" ", 3)[0])
+    data = sentence.startswith(("{", "[", '"')) or is_setting(sentence)  # a record, a section, a setting: no title
+    return alone and not data and not sentence.endswith(_TERMINAL) and not is_option_term(sentence.split(" ", 3)[0])

@@ -23,6 +23,13 @@ cars. A count of years ("多少年", "几年") is not a calendar year: "1951 年
 Units of measure ("多少米", "多少元") are left to the answer's type (:mod:`ragstep.retrieval.answer_types`), and the
 general 个 to the word it counts.
 
+Asked in another language ("How many employees does FAW have?", "Combien de passes ...?", "Wie viele ...?",
+"¿Cuántos ...?"), the counted word is not Chinese and a Chinese sentence cannot be asked for it; but a count in Chinese
+is still written in its measure word, whatever is counted (a numeral alone does not count nouns in Chinese):
+"150头", "47层", "18次", "5万余人", "4至6只"; and a count of a unit ("how many kilometres") in the unit. A
+calendar year or a date ("1996年", "10月9日") or a numbered name ("谍中谍3") counts nothing, and a count of years
+is :data:`_YEARS_COUNTED` (:func:`count_in_another_language`).
+
 Only count questions are read. "什么" / "哪一年" / "谁" questions name what they ask in words an answer rephrases
 (职务 -> "任 ... 副部长", 颜色 -> "呈银灰色", 出生 -> "生于"): as the same gate, a quarter of CMRC 2018's own
 questions about such words would have been declined, against one in twenty of its count questions (the rest are
@@ -104,10 +111,68 @@ def counted(question: str) -> str | None:
     return None if len(word) < 2 or word in _UNITS else word
 
 
+# A count asked in English, French, German or Spanish ("how many times", "combien de temps": how often, how long, which
+# the answer's type reads; "wie viel", "combien d'argent": how much); of years, when it counts years.
+_ASKS_COUNT = re.compile(
+    r"\bhow\s+many\b(?!\s+times\b)|\bcombien\s+d(?:e\s+|')(?!temps\b|fois\b|argent\b)|\bwie\s*viele\b(?!\s+male?\b)"
+    r"|\bcu[áa]nt[oa]s\b(?!\s+veces\b)",
+    re.IGNORECASE,
+)
+_ASKS_YEARS = re.compile(
+    r"\bhow\s+many\s+years\b|\bcombien\s+d(?:'|e\s+)ann[ée]es\b|\bwie\s*viele\s+jahre\b|\bcu[áa]ntos\s+años\b",
+    re.IGNORECASE,
+)
+# What a count is written in: a classifier (the general 个 included) or a unit; not 年 / 月 / 号 (a year, a month, a
+# day of the month: dates), nor 万 / 亿 (part of the numeral).
+_COUNT_UNITS = "|".join(sorted(_UNITS - {"年", "月", "万", "亿", "千", "百"}, key=len, reverse=True))
+_COUNTED_IN = "".join(sorted(set(_MEASURE_WORDS + "个") - set("年号")))
+# The count is the sentence's own: the answerer searches a sentence after its lead (its passage's opening,
+# :mod:`ragstep.retrieval.answer_span`), and the lead's count (a company's number of subsidiaries) says nothing of
+# what this sentence counts. So the count is followed by the rest of one sentence only.
+_IN_LAST_SENTENCE = r"(?=[^。！？!?]*[。！？!?]?[\s\"'”’」』）)]*$)"
+_ANY_COUNT = re.compile(
+    rf"(?:(?<![\d.,])(?:{_NUMERAL})\s*(?:[多余来]\s*)?(?:[万亿]\s*)?(?:[多余来]\s*)?[{_COUNTED_IN}]"
+    rf"|{_YEARS_COUNTED.pattern}){_IN_LAST_SENTENCE}"
+)
+_ANY_MEASURE = re.compile(
+    rf"(?:(?<![\d.,])(?:{_NUMERAL})\s*(?:[多余来]\s*)?(?:[万亿]\s*)?(?:[多余来]\s*)?(?:[{_COUNTED_IN}]|{_COUNT_UNITS})"
+    rf"|{_YEARS_COUNTED.pattern}){_IN_LAST_SENTENCE}"
+)
+# "How many kilometres / yuan / hours", "combien de mètres", "wie viele Stunden", "cuántos kilos": a count of a unit of
+# measure, stated in the unit; any other noun counted is a thing, counted in a classifier ("1318公里" counts no
+# passengers).
+_ASKS_UNITS = re.compile(
+    r"\b(?:how\s+many|combien\s+d(?:e\s+|')|wie\s*viele?|cu[áa]nt[oa]s)\s*(?:\w+\s+)?"
+    r"(?:(?:square|cubic|carr[ée]s?|quadrat)\s*)?"
+    r"(?:(?:kilo|centi|milli)?(?:met(?:er|re)s?|mètres?|metros?)|km|miles?|feet|foot|inch(?:es)?|yards?|hectares?|acres?"
+    r"|(?:kilo|milli)?(?:grams?|grammes?|gramm|gramos)|kilos?|tons?|tonnes?|tonnen|toneladas|pounds?|ounces?"
+    r"|(?:milli)?(?:lit(?:er|re)s?|litros?)|yuan|dollars?|d[oó]lares|euros?|yen|degrees?|degrés|grad(?:e|os)?"
+    r"|seconds?|secondes?|sekunden|segundos|minutes?|minuten|minutos|hours?|heures?|stunden|horas|days?|jours?|tage"
+    r"|d[ií]as|weeks?|semaines?|wochen|semanas|months?|mois|monate|meses|calories|kalorien|calor[ií]as)\b",
+    re.IGNORECASE,
+)
+_ANY_YEARS = re.compile(rf"(?:{_YEARS_COUNTED.pattern}){_IN_LAST_SENTENCE}")
+
+
+def count_in_another_language(question: str) -> re.Pattern[str] | None:
+    """What a Chinese sentence answering ``question``, a count asked in English, French, German or Spanish, holds: a
+    count in a measure word or a unit (a count of years when it asks years: :data:`_YEARS_COUNTED`); None when
+    ``question`` is Chinese or asks no count (module docstring)."""
+    if _HAN.search(question) or not _ASKS_COUNT.search(question):
+        return None
+    if _ASKS_YEARS.search(question):
+        return _ANY_YEARS
+    return _ANY_MEASURE if _ASKS_UNITS.search(question) else _ANY_COUNT
+
+
 def counted_patterns(question: str) -> list[re.Pattern[str]]:
     """What a sentence answering ``question`` holds of what it counts (:func:`counted`): the word, or one of its
     two-character parts when it has three characters or more; and the count in its measure word when the question
-    counts in one (:func:`measure_word_pattern`). Empty when the question names neither."""
+    counts in one (:func:`measure_word_pattern`); asked in another language, a count in any measure word
+    (:func:`count_in_another_language`). Empty when the question names neither. Asked of Chinese sentences only."""
+    across = count_in_another_language(question)
+    if across is not None:
+        return [across]
     patterns = []
     word = counted(question)
     if word is not None:

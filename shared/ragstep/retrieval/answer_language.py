@@ -26,20 +26,35 @@ so meaning carries across; the other evidence the answerer reads does not, or no
   the topic outrank the foreign one that answers. The retrieved sentences of each language, most of which do not
   answer, show where that language sits for this question (the same reading as the answerer's background): each
   foreign sentence's similarity is read relative to its own language's median and put on the scale of the
-  question's language (:func:`aligned`). With too few sentences of a language to say where it sits
+  question's language (:func:`aligned`). With no sentence in the question's language, a question in Latin letters
+  over Chinese passages reads them at least where sentences in its own language would sit
+  (:data:`NATIVE_BACKGROUND`): retrieved for the question, they are about its topic, and e5 reads an English
+  question at about -0.3 from Chinese sentences on its topic (answer-zh-attr's passages asked in English: the median
+  over questions), where English sentences on the topic sit at 0.3. Read as they were, English questions over
+  Chinese passages were almost all declined (answering sentences at ~0.0 against a background of 0.3); read this
+  way, they answer and decline about as the same questions asked in Chinese do. Within the Latin script there is no
+  such distance to undo (an English question reads a French manual page's sentences as high as English ones: 0.43
+  on crontab's), and raising the other way (a Chinese question over English pages only) answered one more question
+  of the dev sets, wrongly (a synopsis line), and none rightly: both are left to the common median as before.
+  With too few sentences of a language to say where it sits
   (:data:`~ragstep.retrieval.answer_span.MIN_BACKGROUND`), its similarities are left as they are.
 * **Names.** A name asked in Latin letters is written in Chinese characters by a Chinese passage ("Mount Rainier" /
   "瑞尼尔山", "Sinosat-1" / "鑫诺一号"): across scripts only what a passage writes alike in any script is required
   of it -- numbers, acronyms ("SSH", "BCPL"), code identifiers (:func:`script_free_names`). Within the Latin
   script, names are written alike in every language and stay required.
 * **Chinese counted words** (:mod:`ragstep.retrieval.answer_focus`: "多少员工" needs 员工) are Chinese words: a
-  sentence in another language cannot hold them and is not asked to. The type of value asked for is read
-  language-independently already (digits, units and number words of all five languages:
+  sentence in another language cannot hold them and is not asked to. The other way round, a count asked in English
+  ("How many employees ...?") is answered by a Chinese sentence only with a count in a measure word ("3.2万人",
+  "150头"), not a year or a date (:func:`~ragstep.retrieval.answer_focus.count_in_another_language`). The type of
+  value asked for is read language-independently already (digits, units and number words of all five languages:
   :mod:`ragstep.retrieval.answer_types`).
 
-What it does not do: e5-small reads an English question as far from a Chinese sentence that answers it (on the
-common scale ~0.2, where the same sentence in English reads ~0.6), and a grounding of one short Chinese passage has
-too few sentences to show where Chinese sits (:func:`aligned`): such questions stay declined.
+What it does not do: a grounding of one short Chinese passage (fewer than
+:data:`~ragstep.retrieval.answer_span.MIN_BACKGROUND` sentences) asked in English has too few sentences to show where
+Chinese sits (:func:`aligned`), and unrelated sentences show no offset to borrow (e5 reads neutral English and
+Chinese sentences alike from an English question; the distance is on the topic's sentences, ~0.6 for an answer in
+English against ~0.2 in Chinese): such questions stay declined. Nor are names written in Latin letters checked
+against a Chinese passage's transliteration (only what any script writes alike is).
 
 A sentence's language is read from its own words when they say so (Han characters; at least :data:`MIN_EVIDENCE`
 closed-class words, more of one language than of any other; options, paths and words in capitals are no evidence),
@@ -68,6 +83,10 @@ MIN_EVIDENCE = 2
 SHARED_BY_ANSWER = 0.3
 #: Foreign sentences embedded per question besides the native budget (they cannot be ranked by shared words).
 FOREIGN_SENTENCES = 16
+#: Where the retrieved sentences that do not answer sit for a question in its own language, on the common scale
+#: (:data:`~ragstep.retrieval.answer_span.DEFAULT_BACKGROUND`, read off answer-en): where Chinese sentences are
+#: read from at least, asked in Latin letters with no sentence in the question's language (:func:`aligned`).
+NATIVE_BACKGROUND = 0.3
 
 _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _LATIN_WORD = re.compile(r"[^\W\d_]+")
@@ -135,8 +154,9 @@ def aligned(
 ) -> np.ndarray:
     """``semantic`` with each foreign language's similarities moved onto the question's language's scale: by the
     difference of the two languages' medians among these sentences (module docstring). The question's language
-    is read from its own sentences when there are ``minimum`` of them, else from all; a language with fewer than
-    ``minimum`` sentences is left as it is."""
+    is read from its own sentences when there are ``minimum`` of them, else from all, except for Chinese sentences
+    read from a question in Latin letters with none in its language: those are raised to :data:`NATIVE_BACKGROUND`
+    at least (module docstring). A language with fewer than ``minimum`` sentences is left as it is."""
     groups: dict[MessageLanguage, np.ndarray] = {}
     for language in dict.fromkeys(languages):
         groups[language] = np.array([lang == language for lang in languages])
@@ -149,8 +169,13 @@ def aligned(
         return semantic
     out = semantic.copy()
     for language, mask in groups.items():
-        if language != question and int(mask.sum()) >= minimum:
-            out[mask] += reference - float(np.median(semantic[mask]))
+        if language == question or int(mask.sum()) < minimum:
+            continue
+        median = float(np.median(semantic[mask]))
+        if native is None and language == "zh":
+            out[mask] += max(reference, NATIVE_BACKGROUND) - median
+        else:
+            out[mask] += reference - median
     return out
 
 

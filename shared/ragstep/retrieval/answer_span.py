@@ -27,8 +27,9 @@ answers best) and the *decision* (does it answer at all).
   Spanish question's function words are no terms, and its words meet their inflections by their first five letters.
   A sentence in another language than the question's (:mod:`ragstep.retrieval.answer_language`) has an embedding
   budget of its own, its similarity read against its own language's median, and (in the decision) the question's
-  words it cannot hold credited as an answering sentence holds them; a Chinese passage is not asked for a
-  transliterated name.
+  words it cannot hold credited as an answering sentence holds them; a Chinese question's dotted name (琴娜·杜普洛)
+  is asked of Chinese passages (:func:`~ragstep.retrieval.answer_terms.transliterated`); a Chinese passage is not
+  asked for a transliterated name.
 * **type**: what the question asks for -- how often (a frequency), how long / 多久 (a duration), how deep / tall /
   far / 多深 / 多高 (a length: "4,583 km²" is an area), how heavy (a weight), which year / when was / 哪一年 (a
   date), how many / 多少 (a number), which option / flag (a command-line option); and a measured attribute the
@@ -84,19 +85,11 @@ standard-library docs; the first 300 cmrc2018-zh questions, unanswerable = their
 it is where cmrc2018-zh declines >= 0.8 (0.86); the English sets reach 0.8 only at 0.90-1.15, where they answer
 under a quarter of their questions, and below 0.85 they decline under two thirds -- on English no threshold meets
 both targets, and the curve says so. The held-out checks are bench-sets/answer-en-heldout and answer-en-docs (run
-once the choice was made; BENCHMARKS.md). Tried and left out: the cosine centred on the retrieved sentences' mean
-(meant to cancel the shared topic; it ranked the answering sentence first less often), a minimum share of the
-question's terms in the passage (it declined paraphrased questions: 高铁 / 高速铁路), and checking that a question word
-no passage holds matters to the chosen sentence (the question's similarity with and without the word: no
-separation between answerable and unanswerable questions), and a token-by-token match of question and sentence
-(ColBERT-style, over e5's last-layer token states: the answering sentence ranked first more often on the dev sets,
-but with the threshold re-read the held-out sets declined fewer unanswerable questions; BENCHMARKS.md). An option
-that answers "how do I ...?" is declined more often than other answers (bench-sets/answer-en: 0.70-0.86 support
-for flock -n, ln -s, du -s, df -h), and no reading measured separates it from an option picked for a question the
-page does not answer (chage, ln across disks, split: 0.68-0.85): the support, the option's similarity against the
-other options' (their median, its z-score), and the question's request ("make flock give up ...") compared with the
-description alone; so options keep the one threshold, and their selection is what changed (answering everything on
-answer-en: 0.553 -> 0.632 answered correctly; at 0.85 +1, declines unchanged).
+once the choice was made; BENCHMARKS.md, which also lists what was tried and left out: a centred cosine, a minimum
+share of the question's terms, a question word's weight, a token-by-token match, readings of an option's support).
+An option the question names ("what does the -r option of grep do?": :func:`~ragstep.retrieval.answer_types
+.named_option`) is its entry, selected first and answering at any threshold (:attr:`Assessment.outright`) when a
+passage holding the question's names has it: the question's own subject, found as the page writes it.
 
 Without an embedding model (``RAGSTEP_EMBEDDING_PROVIDER=none``) there is no meaning to compare: the decision falls
 back to words alone (the type and names checks, and the best sentence must hold :data:`MIN_SENTENCE_COVERAGE` of the
@@ -138,6 +131,7 @@ from ragstep.retrieval.answer_types import (
     expected_answer,
     holds_asked,
     is_option_entry,
+    named_option,
     place_of,
     preferred_answer,
     stated_attributes,
@@ -233,6 +227,9 @@ class Features:
     #: What each candidate's share of the question's terms is credited for the words its language cannot hold (0 in
     #: the question's language: :func:`~ragstep.retrieval.answer_language.read_across`); read by the decision only.
     unread: np.ndarray | None = None
+    #: ``defining`` marks the entries of the option the question names ("what does the -r option of grep do?"):
+    #: the question's own subject, found as a manual page writes it, answers it outright.
+    entry: bool = False
 
 
 def features(
@@ -276,7 +273,8 @@ def features(
         dtype=bool,
     )
     expects = expected is not None or bool(attributes or counted)
-    definition = preferred_answer(question) if expects else definition_of(question) or place_of(question)
+    entry = None if expects else named_option(question)
+    definition = preferred_answer(question) if expects else entry or definition_of(question) or place_of(question)
     defining = None if definition is None else np.array([bool(definition.search(c[2])) for c in candidates])
     if expects and defining is not None:
         defining &= typed
@@ -306,6 +304,8 @@ def features(
     keys = [led[k] + prior[k] for k in range(len(candidates))]
     kept = embedding_budget(keys, foreign, MAX_SENTENCES)
     more = option_entries(candidates, keys, kept) if options is not None or which else []
+    if defining is not None and entry is not None:  # the named option's entry, however few words it shares
+        more += [int(k) for k in np.flatnonzero(defining) if k not in kept and k not in more][:MAX_SENTENCES]
     kept = sorted(kept + more)
     query = np.asarray(encoder.embed_query(question), dtype=np.float32)
     matrix = _sentence_vectors(encoder, [candidates[k][3] for k in kept], vectors)
@@ -326,6 +326,7 @@ def features(
         None if options is None else options[index],
         _any(np.isin(index, more)),
         unread[index],
+        entry is not None,
     )
 
 
@@ -411,11 +412,14 @@ class Assessment:
     eligible: bool
     support: float
     semantic: bool
+    #: The best sentence is the entry of the option the question names (:attr:`Features.entry`): an answer at any
+    #: threshold.
+    outright: bool = False
 
     def answers(self, threshold: float = ANSWER_THRESHOLD) -> bool:
         if not self.eligible or not self.quotes:
             return False
-        return self.support >= (threshold if self.semantic else MIN_SENTENCE_COVERAGE)
+        return self.outright or self.support >= (threshold if self.semantic else MIN_SENTENCE_COVERAGE)
 
 
 def assess(
@@ -443,7 +447,8 @@ def assess(
     if encoder is None:
         eligible = gates and float(f.passage_coverage.max()) >= MIN_PASSAGE_COVERAGE
         return Assessment(_quotes(f, fit, best, passages), eligible, float(f.lexical[best]), False)
-    return Assessment(_quotes(f, fit, best, passages), gates, support(f, best, fit), True)
+    outright = f.entry and f.defining is not None and bool(f.defining[best])
+    return Assessment(_quotes(f, fit, best, passages), gates, support(f, best, fit), True, outright)
 
 
 def choose(
@@ -468,7 +473,7 @@ def _quotes(f: Features, fit: np.ndarray, best: int, passages: Sequence[str] = (
     sentence it cannot be read without (:func:`~ragstep.retrieval.answer_window.window`), a sentence already
     quoted not twice."""
     margin = NEAR_BEST * max(abs(float(fit[best])), 1e-9)
-    order = sorted(range(len(fit)), key=lambda k: (-fit[k], f.candidates[k][0], f.candidates[k][1]))
+    order = sorted(range(len(fit)), key=lambda k: (k != best, -fit[k], f.candidates[k][0], f.candidates[k][1]))
     chosen: list[Quote] = []
     quoted: set[tuple[int, int]] = set()
     units = {n: sentences_in_units(passages[n - 1]) for n in {c[0] for c in f.candidates} if n <= len(passages)}

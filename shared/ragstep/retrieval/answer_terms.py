@@ -25,6 +25,15 @@ question's language (:func:`~ragstep.models.message_language.message_language_of
 with a digit. German writes every noun with a capital ("Ordner", "Zeilen"): there a capital marks a name only when
 the word is not written as a noun is (an acronym "SSH", an inner capital "McKenzie", a digit).
 
+**Transliterated names** (:func:`transliterated`): Chinese writes a foreign person's name in Han characters, its
+parts joined by a middle dot ("约翰·史密斯", "琴娜·杜普洛", "卡尔·路德维希·冯·贝塔郎非"; ·, •, ‧ and ・ are all used).
+Nothing capitalises it, so :func:`names` cannot see it; the dot marks it instead. A Chinese passage answering a
+question about the person writes the family name (the part after the last dot; later sentences of a biography write
+it alone: "卡利尼奇是..."), and when it writes a full name with that family name, the given name is the question's:
+"琴娜·杜普洛的身高是多少？" is not answered by a passage about another person, nor "约翰·史密斯" by one about
+"威尔·史密斯".
+A passage without Han characters writes the name in Latin letters and is not asked for it.
+
 **Across languages** (an English question over a French manual page) a sentence shares only what no language
 translates (names, options, numbers, borrowed words: "kill", "crontab"); the lexical share stays low there and the
 semantic similarity carries the choice. Reading such a sentence over the shareable terms alone was tried: with the
@@ -43,7 +52,7 @@ from collections.abc import Iterable, Sequence
 
 from ragstep.models.message_language import LETTERS, MessageLanguage, message_language_of
 from ragstep.retrieval.latin_fold import fold_word, umlaut_forms
-from ragstep.retrieval.text import query_terms, token_set
+from ragstep.retrieval.text import jieba_tokenizer, query_terms, token_set
 
 #: French, German and Spanish words are compared by this many first letters (module docstring).
 TRUNCATE = 5
@@ -221,6 +230,8 @@ def passages_naming(question: str, passages: Sequence[str], language: MessageLan
     passage that defines bc ("bc - An arbitrary precision calculator language") need not repeat it, as long as a
     retrieved passage holds it (the same page's licence or author section)."""
     folded = [p.casefold() for p in passages]
+    persons = transliterated(question)
+    held = [not _HAN.search(p) or all(_names_person(p, given, family) for given, family in persons) for p in folded]
     wanted = names(question, language) + identifiers(question)
     if (language or question_language(question)) == "en":
         wanted += [w for w in owners(question) if _written_as_code(w, folded)]
@@ -229,7 +240,50 @@ def passages_naming(question: str, passages: Sequence[str], language: MessageLan
     subject = defined_subject(question)
     qualifiers = {w.casefold() for w in subject.split()[:-1]} if subject else set()
     anywhere = {n for n in wanted if n in qualifiers and any(n in p for p in folded)}
-    return [all(n in p or n in anywhere for n in wanted) for p in folded]
+    return [ok and all(n in p or n in anywhere for n in wanted) for p, ok in zip(folded, held, strict=True)]
+
+
+#: The middle dots that join the parts of a transliterated name (·, •, ‧, ・, ･).
+NAME_DOTS = "\u00b7\u2022\u2027\u30fb\uff65"
+_HAN_RUN = r"[\u3400-\u9fff\uf900-\ufaff]+"
+_DOTTED = re.compile(rf"{_HAN_RUN}(?:\s*[{NAME_DOTS}]\s*{_HAN_RUN})+")
+_DOT = re.compile(rf"\s*[{NAME_DOTS}]\s*")
+#: A name's part is read as at least this many characters: jieba cuts an unknown name into pieces ("莫/德里奇",
+#: "奥/朗德"), and one character is no name.
+MIN_FAMILY = 2
+
+
+def transliterated(question: str) -> list[tuple[str, str]]:
+    """The transliterated person names ``question`` writes in Han characters (module docstring), each as the end of
+    its given name and the start of its family name, as a passage naming the person holds them. jieba does not know
+    most such names: it cuts them into pieces ("莫/德里奇") and reads the words around them into them ("杜普洛因
+    /什么", "高登现/效力"). So the family name is the words after the last dot joined until they are
+    :data:`MIN_FAMILY` characters long, less their last character when longer (what jieba may have read in); the
+    given name is the last :data:`MIN_FAMILY` characters of the word before the first dot (a word before it may have
+    been read in: "小艾瑞克"). Empty when it writes none."""
+    out = []
+    for match in _DOTTED.finditer(question):
+        parts = _DOT.split(match.group(0))
+        before = [w for w in jieba_tokenizer().cut(parts[0]) if w.strip()]
+        family = ""
+        for word in jieba_tokenizer().cut(parts[-1]):
+            if len(family) >= MIN_FAMILY:
+                break
+            family += word
+        if before and len(family) >= MIN_FAMILY:
+            out.append((before[-1][-MIN_FAMILY:], family[: max(MIN_FAMILY, len(family) - 1)]))
+    return list(dict.fromkeys(out))
+
+
+def _names_person(passage: str, given: str, family: str) -> bool:
+    """``passage`` names the person ``given`` ``family`` (:func:`transliterated`): it holds the family name, and when
+    it writes full names with that family name, one of them ends its given name as the question does (not another
+    person of the same family name)."""
+    if family not in passage:
+        return False
+    full = [_DOT.split(m.group(0)) for m in _DOTTED.finditer(passage)]
+    same_family = [parts for parts in full if any(part.startswith(family) for part in parts[1:])]
+    return not same_family or any(parts[0].endswith(given) for parts in same_family)
 
 
 # "What is zstd's maximum compression level?": what the question asks about is the owner of what it asks for; a

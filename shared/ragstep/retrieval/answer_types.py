@@ -195,10 +195,15 @@ MIN_RECORD_FIELDS = 3
 _KEY_WORD = re.compile(r"[a-z]{3,}")
 
 
+_URL = re.compile(r"\b(?:https?|ftp)://\S+|\bwww\.\S+")
+
+
 def holds_asked(expected: re.Pattern[str], sentence: str, question: str) -> bool:
     """``sentence`` holds the kind of value ``expected`` (:func:`expected_answer`) asks for; in a record (a line of
     "Key: value" fields), only in a field whose key the question names ("how many rows" is answered by "Rows: 331",
-    "how many packages are in section libs" by no field of a column summary)."""
+    "how many packages are in section libs" by no field of a column summary). A URL's digits are part of an address,
+    no value ("https://www.openssl.org/docs/man1.1.1/" states no version)."""
+    sentence = _URL.sub(" ", sentence)
     keys = list(_FIELD_KEY.finditer(sentence))
     if len(keys) < MIN_RECORD_FIELDS:
         return bool(expected.search(sentence))
@@ -277,6 +282,29 @@ def place_of(question: str) -> re.Pattern[str] | None:
     installed, stored or kept; else None. The answerer prefers such a sentence and requires none (a place may be
     named without a path)."""
     return _PATH if _ASKS_PLACE.search(question[:MAX_QUESTION_CHARS]) else None
+
+
+# An option a question names: "what does the -r option of grep do?", "is --preserve-status needed?".
+_NAMED_OPTION = re.compile(r"(?<![\w-])(--[A-Za-z0-9][\w-]*|-[A-Za-z0-9][\w-]*)(?![\w-])")
+
+
+# ...and asks about the option itself (what it does, means, is for; "and -i?"), not about something else under it
+# ("What status does flock exit with when ... I used -n?").
+_ABOUT_OPTION = re.compile(
+    r"\b(?:option|flag|switch)\b|\b(?:do|does|mean|means|for)\W*$|^\W*(?:(?:and|what\s+about)\s+)?-x\W*$", re.I
+)
+
+
+def named_option(question: str) -> re.Pattern[str] | None:
+    """What the entry of an option ``question`` names holds ("-r, --recursive Read all files ..." for "what does
+    the -r option do?"), else None: the answerer prefers that entry to the other options' entries, which read as
+    close to a question about an option, and requires none (the option may be described in prose)."""
+    question = question[:MAX_QUESTION_CHARS]
+    named = _NAMED_OPTION.findall(question)
+    if not named or not _ABOUT_OPTION.search(_NAMED_OPTION.sub(" -x ", question)):
+        return None
+    alternatives = "|".join(re.escape(o) for o in dict.fromkeys(named))
+    return re.compile(rf"^(?:--?[^\s,]+,?\s+){{0,3}}?(?:{alternatives})(?![\w-])")
 
 
 def definition_of(question: str) -> re.Pattern[str] | None:

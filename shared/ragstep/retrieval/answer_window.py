@@ -16,6 +16,13 @@ can be read alone. Two kinds cannot, and both are read from the text's own gramm
   committed implicitly."), which names the thing and says what it is while the details the question asks about
   follow.
 
+* A configuration file's comment and the setting under it ("How many days a packed archive is kept in the spool
+  before it is removed." / "spool_days = 12") are quoted together, whichever was chosen: the comment says what the
+  setting sets, the setting its value.
+
+* A unit's last sentence that ends with a colon is quoted with the next unit's first sentence, which it announces
+  ("... to make sure it terminates when your session ends with:" / "gpgconf --kill gpg-agent").
+
 * A later sentence of an option's description ("Example: 2006-08-14T02:34:56-06:00" under "-I[FMT], --iso-8601[=FMT]
   output date/time in ISO 8601 format.") is quoted from the option's term: what it says is said of that option.
 
@@ -27,6 +34,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+
+from ragstep.retrieval.sentences import is_setting
 
 # Openings that point at the sentence before: connectives (contrast, consequence, alternative) and pronouns or
 # determiners whose referent is there. English, Chinese, French, German and Spanish grammar words, not words of any
@@ -92,6 +101,12 @@ def window(units: Sequence[tuple[str, int, str]], position: int) -> tuple[int, i
         head -= 1
     if head < start and _OPTION_HEAD.match(units[head][2]):  # a sentence of an option's description: its option
         start = head
-    if position + 1 < len(units) and units[position + 1][1] == unit and leads_in(sentence, first=not same_before):
-        end = position + 1
+    if same_before and is_setting(sentence) and not is_setting(units[position - 1][2]):
+        start = min(start, position - 1)  # a setting with the comment above it, which says what it sets
+    if position + 1 < len(units) and units[position + 1][1] == unit:
+        after = units[position + 1][2]
+        if leads_in(sentence, first=not same_before) or (is_setting(after) and not is_setting(sentence)):
+            end = position + 1  # ...and a comment with the setting it describes
+    elif position + 1 < len(units) and units[position + 1][1] == unit + 1 and sentence.rstrip().endswith((":", "：")):
+        end = position + 1  # what a unit's last sentence announces is the next unit: "... ends with:" / a command
     return start, end

@@ -32,22 +32,34 @@ def _units(text: str) -> list[tuple[str, str]]:
     answer, but it says what the sentences under it are about)."""
     units: list[tuple[str, str]] = []
     current: list[str] = []
+    indents: list[int] = []  # each line's indentation: a description indented under its signature continues it
     heading = ""
 
     def close() -> None:
         if current:
-            units.append((heading, _join(current)))
+            units.append((heading, _join(current, indents)))
             current.clear()
+            indents.clear()
 
     in_code = False
     term = False  # the unit open is an option's term, waiting for its description
-    for raw in text.splitlines():
-        line = raw.strip()
+    raws = text.splitlines()
+    lines = [raw.strip() for raw in raws]
+    comments = _comment_lines(lines)
+    for k, line in enumerate(lines):
         if line.startswith("```"):
             close()
             in_code = not in_code
             continue
-        if not in_code and (line.startswith("#") or _is_plain_heading(line)):
+        if not in_code and k in comments:
+            if line[1:2] and not line[1:2].isspace() and line[1:2] != "#":  # commented-out code ("#DSHELL=...")
+                close()
+                units.append((heading, line))
+                continue
+            line = line.lstrip("#").strip()  # a comment's text is prose, a blank one ends its paragraph...
+            if not line and k + 1 < len(lines) and k + 1 not in comments and lines[k + 1]:
+                continue  # ...unless the setting it comments follows ("#" / "LOGIN_TIMEOUT 60")
+        elif not in_code and (line.startswith("#") or _is_plain_heading(line)):
             close()
             heading = line.lstrip("#").strip()
             continue
@@ -64,8 +76,27 @@ def _units(text: str) -> list[tuple[str, str]]:
             line = _ITEM.sub("", line) if _ITEM.match(line) else line
             term = is_option_term(line)
         current.append(line)
+        indents.append(len(raws[k]) - len(raws[k].lstrip()))
     close()
     return units
+
+
+def _comment_lines(lines: list[str]) -> set[int]:
+    """The lines of a configuration file's or a script's comments, not Markdown headings: a "#" line next to
+    another one ("# The login shell to be used for all new users." over "# Default: DSHELL=/bin/bash": Markdown puts
+    a heading on a line of its own), a "#" line that ends as a sentence does, and a "#" with no space after it
+    ("#DSHELL=/bin/bash", "#!/bin/sh": never a heading). Read as headings, a configuration file's comments -- what
+    each setting does, its default -- were no sentences at all."""
+    hashed = [line.startswith("#") for line in lines]
+    out = set()
+    for k, line in enumerate(lines):
+        if not hashed[k]:
+            continue
+        bare = len(line) > 1 and not line[1].isspace() and line[1] != "#"
+        sentence = line.endswith(".") and not line.endswith("..")  # a heading is no sentence
+        if bare or sentence or (k > 0 and hashed[k - 1]) or (k + 1 < len(lines) and hashed[k + 1]):
+            out.add(k)
+    return out
 
 
 # A manual page's running header or footer ends with the page's name in capitals and its section: "TIMEOUT(1)
@@ -95,12 +126,20 @@ def _is_plain_heading(line: str) -> bool:
     """A plain-text heading: a short line of capitals without terminal punctuation ("EXIT STATUS", "NOTES"), the
     way manual pages and text files title their sections."""
     letters = [c for c in line if c.isalpha()]
-    return 0 < len(line) <= 40 and len(letters) >= 3 and all(c.isupper() for c in letters) and line[-1] not in ".!?。"
+    capitals = len(letters) >= 3 and all(c.isupper() for c in letters)
+    return 0 < len(line) <= 40 and capitals and line[-1] not in ".!?。" and not _SPACED_SETTING.match(line)
 
 
-def _join(lines: list[str]) -> str:
+def _join(lines: list[str], indents: list[int]) -> str:
+    """The unit's lines as one text: a line the formatter wrapped continues on the next, a line its writer ended
+    ends its sentence (:func:`_ended`)."""
+    width = _width(lines)
     out = lines[0]
-    for line in lines[1:]:
+    for k in range(1, len(lines)):
+        line = lines[k]
+        if _ended(lines[k - 1], line, width) and indents[k] <= indents[k - 1]:
+            out += "\n" + line
+            continue
         if out.endswith("\u2010") and line[:1].islower():
             # A word the formatter hyphenated at the line's end (groff's U+2010 in a rendered manual page: "inter‐
             # / active"): one word again.
@@ -109,6 +148,42 @@ def _join(lines: list[str]) -> str:
         # Chinese wraps without a space (either side of the break in CJK); other scripts had one there.
         out += line if _is_han(out[-1:]) or _is_han(line[:1]) else " " + line
     return out
+
+
+def _width(lines: list[str]) -> int:
+    """The width a unit's lines were wrapped at, as far as they tell: the longest one's length. (A line that runs
+    over, a URL, makes every other line look short; a line read as ended there mostly ends a sentence anyway.)"""
+    return max(len(line) for line in lines)
+
+
+# A setting: a key as configuration files write one (no space in it, "net.ipv4.ip_forward", "inode_size",
+# "[fs_types]" excluded), "=" or ": ", and a value ("region = \"eu-west-3\"", "net.ipv4.ip_forward=1",
+# "retention_days: 35").
+_SETTING = re.compile(r"^[A-Za-z_][\w.-]*\s*(?:=|:\s)\s*\S")
+# ...or, as login.defs writes them, a key in capitals and one value after spaces ("LOGIN_TIMEOUT 60", "MAIL_DIR
+# /var/mail"): a key with an underscore, or a value with a digit or a slash (a heading "SEE ALSO" has neither).
+_SPACED_SETTING = re.compile(r"^(?:[A-Z][A-Z0-9]*_[A-Z0-9_]*\s+\S+|[A-Z][A-Z0-9_]*\s+\S*[\d/]\S*)$")
+
+
+def is_setting(sentence: str) -> bool:
+    """``sentence`` is a configuration file's setting ("spool_days = 12", "Default: PFORMAT=zpack")."""
+    return bool(_SETTING.match(sentence) or _SPACED_SETTING.match(sentence))
+
+
+def _ended(prev: str, line: str, width: int) -> bool:
+    """``prev`` was ended by its writer, not wrapped by a formatter: the next line starts anew (a capital, a digit)
+    and its first word would have fit on ``prev``. A list of one-line tips or settings ("To record callchains for
+    each sample: perf record -g" / "To record every process run by a user: perf record -u <user>") breaks where
+    each ends; joined, they were one sentence of a whole page that answered nothing. An option's term and a line
+    ending in a colon lead into the next line; a setting (``key = value``) is a line of its own; and a line
+    indented under another continues it (a signature's description: "close(self, /)" over "    Close the
+    database connection.": :func:`_join`)."""
+    if is_setting(line):  # a configuration file's setting is a line of its own
+        return True
+    word = line.split(maxsplit=1)[0] if line else ""
+    starts_anew = word[:1].isupper() or word[:1].isdigit()
+    leads_in = prev.endswith((":", "：")) or is_option_term(prev)  # "EXIT status:" / "124 if COMMAND times out"
+    return starts_anew and not leads_in and len(prev) + 1 + len(word) <= width
 
 
 def _is_han(char: str) -> bool:
@@ -129,7 +204,7 @@ def sentences_in_units(text: str) -> list[tuple[str, int, str]]:
     out: list[tuple[str, int, str]] = []
     for k, (heading, unit) in enumerate(_units(text)):
         for match in _SENTENCE.finditer(unit):
-            sentence = match.group(0).strip(" \t>")
+            sentence = match.group(0).strip(" \t").lstrip("> \t")  # a quotation's marker, not "<dir>"'s end
             if sentence:
                 out.append((heading, k, sentence))
     return out

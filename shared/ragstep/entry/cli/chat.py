@@ -78,14 +78,15 @@ def progress_for(ctx: Any, err: TextIO) -> Progress | None:
 
 
 def render_sources(references: list[Any]) -> str:
-    from ragstep.entry.cli.console import clip, table
+    from ragstep.entry.cli.console import table
+    from ragstep.entry.cli.render import source_label
 
     if not references:
         return "Sources: none"
     rows = [
         (
             n,
-            clip(r.knowledge_filename or r.knowledge_title or r.knowledge_id, 32),
+            source_label(r.knowledge_filename, r.knowledge_title, r.knowledge_id, 32),
             r.chunk_index,
             f"{r.score:.4f}",
             "yes" if getattr(r, "cited", False) else "-",

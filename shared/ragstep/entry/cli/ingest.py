@@ -53,8 +53,8 @@ def ingest_options(args: argparse.Namespace) -> Any:
 
 def ingest_summary(results: Sequence[IngestResult], kb_name: str, *, files: int | None = None) -> str:
     """``3 of 4 files ingested into docs, 12 chunks``: files not failed (indexed, updated, unchanged or duplicate)
-    and the chunks they have in the index, then how many files found in folders were skipped for their type (the
-    table above says, per file, which status and what happened).
+    and the chunks they have in the index, then how many files (or folders of installed packages) found in folders were
+    skipped (the table above says, per file, which status and what happened).
 
     ``files``: how many files the run set out to ingest, when it stopped before the end (Ctrl-C): the count is then
     of those, the files never reached included (``2 of 400 files ingested into docs, 12 chunks``)."""
@@ -66,7 +66,11 @@ def ingest_summary(results: Sequence[IngestResult], kb_name: str, *, files: int 
     chunks = sum(r.chunks for r in results)
     line = f"{len(results) - skipped - failed} of {considered} files ingested into {kb_name}, {chunks} chunks"
     if skipped:
-        line += f"; {skipped} {'file' if skipped == 1 else 'files'} skipped (type not supported)"
+        # Lock files, minified code, folders of installed packages are skipped too: then their notes say why.
+        if all("unsupported" in r.note for r in results if r.status == "skipped"):
+            line += f"; {skipped} {'file' if skipped == 1 else 'files'} skipped (type not supported)"
+        else:
+            line += f"; {skipped} skipped (the note column says why)"
     return line
 
 
@@ -128,7 +132,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         phase="keywords" if keywords_first else "",
     )
     results: list[IngestResult] = []
-    interrupted = _ingest_found(found, kb, ctx, options, tag_id, progress, results, keywords_first)
+    # The rest was found in folders, where a file without text is skipped.
+    named = frozenset(Path(p).absolute() for p in paths)
+    interrupted = _ingest_found(found, kb, ctx, options, tag_id, progress, results, keywords_first, named)
     if urls and not interrupted:
         from ragstep.app.urls import ingest_urls
 
@@ -317,8 +323,10 @@ def _ingest_found(
     progress: Progress,
     results: list[IngestResult],
     keywords_first: bool = False,
+    named: frozenset[Path] = frozenset(),
 ) -> bool:
-    """Ingest the files found, appending a row per file to ``results``; True when Ctrl-C stopped the run.
+    """Ingest the files found, appending a row per file to ``results``; True when Ctrl-C stopped the run. A file not
+    in ``named`` was found in a folder (its row is ``skipped`` when it holds no text).
 
     The run holds a lease on its scratch files and first removes those of earlier runs that were killed
     (:mod:`ragstep.app.ingest_scratch`). On Ctrl-C the file in flight is abandoned (``ingest_file`` removed its
@@ -332,7 +340,16 @@ def _ingest_found(
 
             def one(path: Path) -> IngestResult:
                 rid = lease.request_id()
-                return ingest_file(path, kb, ctx, options, tag_id=tag_id, request_id=rid, keywords_first=keywords_first)
+                return ingest_file(
+                    path,
+                    kb,
+                    ctx,
+                    options,
+                    tag_id=tag_id,
+                    request_id=rid,
+                    keywords_first=keywords_first,
+                    in_folder=path.absolute() not in named,
+                )
 
             # Side by side only where no file waits on the embedding model (it computes one call at a time).
             side_by_side = keywords_first or kb.embedding_model == "none"

@@ -85,7 +85,10 @@ def cmd_kb_show(args: argparse.Namespace) -> int:
     require_data(args)
     contents = show_knowledge_base(context_of(args), args.name)
     if args.json:
-        print_json(contents.model_dump(mode="json"))
+        shown = contents.model_dump(mode="json")
+        for document in shown["documents"]:  # as ingest's rows: the note is the failure's message when there is one
+            document["note"] = _note(document["error"], document["note"])
+        print_json(shown)
     else:
         print(render_contents(contents))
     return 0
@@ -96,6 +99,11 @@ def _where(item: Knowledge) -> str:
     if item.source_uri.startswith(("http://", "https://")):
         return clip(item.source_uri, 60)
     return clip(item.filename or item.title or item.source_uri, 32)
+
+
+def _note(error: str, note: str) -> str:
+    """A document's note as ``ragstep ingest`` words it: its failure's message, else how its file was read."""
+    return error or note
 
 
 def render_contents(contents: KnowledgeBaseContents) -> str:
@@ -111,11 +119,12 @@ def render_contents(contents: KnowledgeBaseContents) -> str:
             item.chunk_count,
             item.tag_id or "-",
             "vectors pending" if item.vectors_pending else item.status,  # keyword-searchable, embedding to come
-            clip(item.error, 40),
+            clip(_note(item.error, item.note), 40),
         )
         for item in contents.documents
     ]
-    lines.append(table(("id", "file", "chunks", "tag", "status", "error"), rows))
+    # "note", as ``ragstep ingest`` calls it (``--json`` keeps ``error`` and adds ``note``).
+    lines.append(table(("id", "file", "chunks", "tag", "status", "note"), rows))
     lines.append(f"{len(contents.documents)} documents, {contents.chunks} chunks")
     return "\n".join(lines)
 

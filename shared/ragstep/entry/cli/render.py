@@ -4,12 +4,31 @@ from __future__ import annotations
 
 import re
 
-from ragstep.entry.cli.console import clip, table
+from ragstep.entry.cli.console import clip, display_width, table
 from ragstep.models import PipelineState
 
 # The markers parsers leave in a passage (``<!-- page 3 -->``, ``<!-- ocr page 1 -->``): in a 60-column preview they
 # took a third of it, and said nothing the source column does not.
 _MARKER = re.compile(r"<!--.*?-->", re.S)
+
+
+def source_label(filename: str, title: str, knowledge_id: str, width: int) -> str:
+    """What a result's source column shows: its file name; for source code and configuration, whose title is their
+    path (``myrepo/src/__init__.py``: :func:`ragstep.app.ingest.title_of`), the end of that path that fits, since a
+    repository has many ``__init__.py`` (``…src/ragstep/__init__.py``)."""
+    if filename and title.endswith("/" + filename):
+        path = " ".join(title.split())
+        if display_width(path) <= width:
+            return path
+        tail: list[str] = []
+        used = 1  # the ellipsis
+        for ch in reversed(path):
+            if used + display_width(ch) > width:
+                break
+            tail.append(ch)
+            used += display_width(ch)
+        return "…" + "".join(reversed(tail))
+    return clip(filename or title or knowledge_id, width)
 
 
 def render_results(state: PipelineState) -> str:
@@ -21,7 +40,7 @@ def render_results(state: PipelineState) -> str:
             i + 1,
             f"{r.score:.4f}",
             r.match_type,
-            clip(r.knowledge_filename or r.knowledge_id, 24),
+            source_label(r.knowledge_filename, r.knowledge_title, r.knowledge_id, 24),
             clip(_MARKER.sub(" ", r.content), 60),
         )
         for i, r in enumerate(state.results("final_results"))

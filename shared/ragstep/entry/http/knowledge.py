@@ -42,7 +42,7 @@ from ragstep.context import Clients, Context
 from ragstep.entry.http.deps import RequestContext, SearchContext
 from ragstep.entry.http.errors import error_doc
 from ragstep.entry.http.uploads import received
-from ragstep.errors import InputError
+from ragstep.errors import InputError, InvalidFieldError
 from ragstep.models import KnowledgeBaseType
 from ragstep.models.base import _Model
 from ragstep.models.catalog import IngestionJob
@@ -206,7 +206,8 @@ def delete_kb(kb: str, ctx: RequestContext) -> KnowledgeBaseDeleted:
 def upload_documents(
     kb: str,
     ctx: RequestContext,
-    files: Annotated[list[UploadFile], File(description="one or more files (form parts named 'files')")],
+    files: Annotated[list[UploadFile] | None, File(description="one or more files (form parts named 'files')")] = None,
+    file: Annotated[list[UploadFile] | None, File(description="the same as 'files' (curl -F file=@x.pdf)")] = None,
     tag: Annotated[str, Form(description="a tag for every chunk of these files")] = "",
     chunk_size: Annotated[int | None, Form(description="characters per chunk (512; a child's in parent-child)")] = None,
     chunk_overlap: Annotated[int | None, Form(description="characters two chunks share (80)")] = None,
@@ -216,7 +217,13 @@ def upload_documents(
     """Upload files to ingest (multipart/form-data). Every file and the chunking options are checked first: one bad
     file or option refuses the request and nothing is stored. Answers at once with one queued job per file;
     re-uploading the same content ends ``unchanged`` (same name and options) or ``duplicate`` (another name), as
-    ``ragstep ingest`` reports it."""
+    ``ragstep ingest`` reports it. The parts may be named ``file`` as well as ``files`` (the name curl examples and
+    other APIs use for one file); both together are one list, ``files`` first."""
+    parts = [*(files or ()), *(file or ())]
+    if not parts:
+        raise InvalidFieldError(
+            "files: no file sent; send the file(s) as form parts named `files` (curl -F files=@path)"
+        )
     options = chunking_options(
         chunk_size=chunk_size, chunk_overlap=chunk_overlap, parent_child=parent_child, parent_size=parent_size
     )
@@ -227,10 +234,10 @@ def upload_documents(
                 "on AWS an upload is ingested by its S3 event with the knowledge base's defaults: a tag or chunking "
                 "options cannot travel with it; upload without them"
             )
-        s3_jobs = store_for_s3_ingestion(ctx, ctx.require_kb(kb), received(files))
+        s3_jobs = store_for_s3_ingestion(ctx, ctx.require_kb(kb), received(parts))
         return UploadAccepted(jobs=s3_jobs, documents=[job.knowledge_id for job in s3_jobs])
     _needs_a_worker()
-    jobs = store_uploads(ctx, ctx.require_kb(kb), received(files), tag, options)
+    jobs = store_uploads(ctx, ctx.require_kb(kb), received(parts), tag, options)
     _submit(ctx, jobs)
     return UploadAccepted(jobs=jobs)
 

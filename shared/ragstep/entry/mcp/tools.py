@@ -433,7 +433,8 @@ TOOLS: tuple[Tool, ...] = (
         "Add a document",
         "Add a document (text, a file as base64, or over stdio a local file's absolute path or file:// URI) to a "
         "knowledge base. The file name's extension decides how it is parsed (.md, .txt, .json, .html, .pdf, .docx, "
-        ".csv, .xlsx). Sending the same name again replaces it.",
+        ".csv, .xlsx, .rst, .jsonl, .yaml, .toml, .ini, source code such as .py or .js). Sending the same name "
+        "again replaces it.",
         "ingest",
         _object(
             {

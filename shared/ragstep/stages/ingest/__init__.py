@@ -10,8 +10,9 @@ in-process through :mod:`ragstep.app.ingest`, one Lambda function each on AWS), 
 
 What a file becomes, by knowledge base type and extension:
 
-* document KB, ``.txt .md .markdown .html .htm .pdf .docx``: parsed text -> structure-preserving text chunks (or,
-  with ``parent_child``, small child chunks that are indexed and searched, each carrying its parent's text);
+* document KB, ``.txt .md .markdown .json .html .htm .pdf .docx``, images, ``.rst .jsonl``, configuration and source
+  code (:mod:`ragstep.parsers.source_files`): parsed text -> structure-preserving text chunks (or, with
+  ``parent_child``, small child chunks that are indexed and searched, each carrying its parent's text);
 * document KB, ``.csv .xlsx``: a ``table_summary`` chunk and one ``table_column`` chunk per column of each sheet;
   the raw file is published to ``data/<kb id>/<knowledge id>/<file name>``, where the data-analysis stage queries it;
 * FAQ KB, ``.json .csv``: FAQ entries (formats in :mod:`ragstep.parsers.faq`), one index row per phrasing.

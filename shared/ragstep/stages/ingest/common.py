@@ -46,4 +46,5 @@ def state_knowledge(state: IngestState) -> Knowledge:
         source_key=src.blob_key,
         size=src.size or 0,
         options=state.options.model_dump(mode="json"),
+        note=state.note,
     )
