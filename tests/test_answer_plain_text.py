@@ -40,7 +40,8 @@ A:  Give --level=9 to packer. It compresses harder and takes longer.
 
 # Hard-wrapped prose, a colon leading into a list, and a signature with its description indented under it.
 WRAPPED = """The packer command packs files into one archive and keeps
-their names and their timestamps.
+their names and their timestamps. Each archive's size is
+4 KiB + the files' packed sizes, whatever their number.
 
 EXIT status:
 3 if an input file cannot be read
@@ -75,6 +76,9 @@ def test_a_configuration_files_comments_are_sentences_and_its_settings_lines() -
     assert "Default: PFORMAT=zpack" in sentences, sentences
     assert "How many days a packed archive is kept in the spool before it is removed." in sentences, sentences
     assert "spool_days = 12" in sentences and "rotate = weekly" in sentences, sentences
+    # A comment written without a space after its "#" is prose still; a setting or a command so written is code.
+    sentences = _sentences("#Packer reads this file\n#at start.\n#spool_days = 9\n#!/bin/sh\n")
+    assert sentences[0] == "Packer reads this file at start." and "#spool_days = 9" in sentences, sentences
 
 
 def test_a_setting_written_key_space_value_follows_its_comment() -> None:
@@ -110,6 +114,7 @@ def test_wrapped_prose_a_colon_and_an_indented_description_continue_their_line()
     sentences = _sentences(WRAPPED)
     assert sentences == [
         "The packer command packs files into one archive and keeps their names and their timestamps.",
+        "Each archive's size is 4 KiB + the files' packed sizes, whatever their number.",
         "EXIT status: 3 if an input file cannot be read",
         "close(self, /) Close the archive and write its index.",
     ]

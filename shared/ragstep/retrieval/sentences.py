@@ -52,7 +52,7 @@ def _units(text: str) -> list[tuple[str, str]]:
             in_code = not in_code
             continue
         if not in_code and k in comments:
-            if line[1:2] and not line[1:2].isspace() and line[1:2] != "#":  # commented-out code ("#DSHELL=...")
+            if _commented_out(line):  # a setting or a command commented out ("#DSHELL=/bin/bash"): alone
                 close()
                 units.append((heading, line))
                 continue
@@ -79,6 +79,16 @@ def _units(text: str) -> list[tuple[str, str]]:
         indents.append(len(raws[k]) - len(raws[k].lstrip()))
     close()
     return units
+
+
+def _commented_out(line: str) -> bool:
+    """``line`` is code with a "#" before it, not a comment's prose: "#DSHELL=/bin/bash", "#!/bin/sh", "#reclevel =
+    5" -- but not "#This file sets the resource limits ..." (a comment written without a space)."""
+    rest = line[1:]
+    if not rest or rest[0].isspace() or rest[0] == "#":
+        return False
+    word = rest.strip()  # one word of code ("#!/bin/sh"), not a comment's last word ("#file.")
+    return is_setting(rest) or (" " not in word and not word.rstrip(".,;:").isalpha())
 
 
 def _comment_lines(lines: list[str]) -> set[int]:
@@ -132,12 +142,16 @@ def _is_plain_heading(line: str) -> bool:
 
 def _join(lines: list[str], indents: list[int]) -> str:
     """The unit's lines as one text: a line the formatter wrapped continues on the next, a line its writer ended
-    ends its sentence (:func:`_ended`)."""
+    ends its sentence (:func:`_ended`). A writer who ends lines ends most of them so (a list of one-liners); in a
+    wrapped paragraph a short line before a capital or a number is a break the writer chose mid-sentence ("each
+    chunk scores" / "0.7 / (60 + vector rank) ..."): the breaks are read as ended only when most of the unit's are."""
     width = _width(lines)
+    ended = [_ended(lines[k - 1], lines[k], width) and indents[k] <= indents[k - 1] for k in range(1, len(lines))]
+    listed = 2 * sum(ended) > len(ended)
     out = lines[0]
     for k in range(1, len(lines)):
         line = lines[k]
-        if _ended(lines[k - 1], line, width) and indents[k] <= indents[k - 1]:
+        if is_setting(line) or (listed and ended[k - 1]):
             out += "\n" + line
             continue
         if out.endswith("\u2010") and line[:1].islower():
