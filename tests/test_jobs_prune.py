@@ -1,6 +1,7 @@
 """Ingestion job records: pruning old finished jobs in the catalog stores (SQLite, DynamoDB on moto, a key's
 allow-list), the serving process's worker on start-up (``RAGSTEP_JOB_RETENTION_DAYS``) and ``ragstep jobs prune``;
-DynamoDB's TTL attribute on finished jobs; and the compare-and-set that lets only one writer claim a job."""
+DynamoDB's TTL attribute on finished jobs; and the compare-and-set that lets only one writer claim a job (and one
+mark a document's vectors done)."""
 
 from __future__ import annotations
 
@@ -119,6 +120,26 @@ def test_only_the_writer_holding_the_current_version_replaces_a_job(catalog: Cat
     catalog.delete_kb(kb.id)
     assert catalog.replace_job(first, first.model_copy(update={"status": "indexed"})) is False
     assert catalog.get_job(queued.id) is None
+
+
+def test_a_document_deleted_while_its_vectors_finish_is_not_written_back(catalog: CatalogStore) -> None:
+    """The vector backfill reads the record, the user deletes the document, the backfill marks it done: the mark is
+    a compare-and-set, so the deleted document does not come back (seen once under load over HTTP)."""
+    from ragstep.models import Knowledge
+
+    kb = kb_in(catalog, "handbook")
+    read = Knowledge(id=uuid.uuid4().hex, knowledge_base_id=kb.id, filename="guide.pdf", vectors_pending="blob")
+    catalog.put_knowledge(read)
+    done = read.model_copy(update={"vectors_pending": ""})
+    changed = read.model_copy(update={"tag_id": "coffee"})
+    catalog.put_knowledge(changed)  # another writer got there first
+    assert catalog.replace_knowledge(read, done) is False
+    assert catalog.get_knowledge(read.id) == changed
+    assert catalog.replace_knowledge(changed, changed.model_copy(update={"vectors_pending": ""})) is True
+    assert catalog.get_knowledge(read.id).vectors_pending == ""  # type: ignore[union-attr]
+    catalog.delete_knowledge(read.id)
+    assert catalog.replace_knowledge(changed, done) is False
+    assert catalog.get_knowledge(read.id) is None and catalog.list_knowledge(kb.id) == []
 
 
 def test_a_documents_jobs_go_but_those_of_a_status_it_keeps(catalog: CatalogStore) -> None:

@@ -160,6 +160,10 @@ class CatalogStore(Protocol):
 
     def put_knowledge(self, item: Knowledge) -> None: ...
 
+    def replace_knowledge(self, expected: Knowledge, item: Knowledge) -> bool:
+        """Compare-and-set: store ``item`` only while the stored record of its id still equals ``expected``; False
+        when another writer changed or removed it first (a record deleted meanwhile is not written back)."""
+
     def get_knowledge(self, knowledge_id: str) -> Knowledge | None: ...
 
     def list_knowledge(self, kb_id: str) -> list[Knowledge]: ...

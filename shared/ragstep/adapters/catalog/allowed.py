@@ -61,6 +61,9 @@ class AllowedCatalog:
             )
         self._inner.put_knowledge(item)
 
+    def replace_knowledge(self, expected: Knowledge, item: Knowledge) -> bool:
+        return self._kb_ok(item.knowledge_base_id) and self._inner.replace_knowledge(expected, item)
+
     def get_knowledge(self, knowledge_id: str) -> Knowledge | None:
         item = self._inner.get_knowledge(knowledge_id)
         return item if item is not None and self._kb_ok(item.knowledge_base_id) else None

@@ -384,6 +384,35 @@ class DynamoCatalogStore(DynamoJobItems):
             _backoff(attempt)  # the lookup changed under us, or TransactionConflict: read again
         raise self._give_up("put knowledge")
 
+    def replace_knowledge(self, expected: Knowledge, item: Knowledge) -> bool:
+        """Both copies (the knowledge base's item and the lookup) are put only while each still holds ``expected``'s
+        document, in one transaction: a record deleted or changed meanwhile is not written back."""
+        if expected.id != item.id or expected.knowledge_base_id != item.knowledge_base_id:
+            raise InputError("replace_knowledge replaces a record with a new version of itself: the ids differ")
+        kb_id = item.knowledge_base_id
+        self._check_item_keys("knowledge id", item.id, kb_id, f"knowledge base {kb_id!r} not found")
+        attributes = {
+            "id": {"S": item.id},
+            "kb_id": {"S": kb_id},
+            "created_at": {"N": number(item.created_at, "created_at")},
+            "doc": {"S": item.model_dump_json()},
+            **self._tenant_attributes,
+        }
+        guard = {
+            "ConditionExpression": "doc = :expected",
+            "ExpressionAttributeValues": {":expected": {"S": expected.model_dump_json()}},
+        }
+        actions = [
+            {"Put": {"Item": {**_key(self._kb_pk(kb_id), _knowledge_sk(item.id)), **attributes}, **guard}},
+            {"Put": {"Item": {**_key(self._lookup_pk(item.id), LOOKUP_SK), **attributes}, **guard}},
+        ]
+        reasons = self.table.transact(actions, "replace knowledge")
+        if reasons is None:
+            return True
+        if "ConditionalCheckFailed" in reasons:
+            return False
+        raise self._give_up("replace knowledge")
+
     def get_knowledge(self, knowledge_id: str) -> Knowledge | None:
         item = self._get(self._lookup_pk(knowledge_id), LOOKUP_SK)
         return Knowledge.model_validate_json(item["doc"]["S"]) if item else None

@@ -150,6 +150,18 @@ class SqliteCatalogStore:
                 (item.id, item.knowledge_base_id, item.created_at, item.model_dump_json()),
             )
 
+    def replace_knowledge(self, expected: Knowledge, item: Knowledge) -> bool:
+        """One UPDATE guarded by the stored document: a record deleted or changed since ``expected`` was read stays
+        as it is."""
+        if expected.id != item.id or expected.knowledge_base_id != item.knowledge_base_id:
+            raise InputError("replace_knowledge replaces a record with a new version of itself: the ids differ")
+        with self._db.write() as conn:
+            changed = conn.execute(
+                "UPDATE knowledge SET created_at = ?, doc = ? WHERE id = ? AND doc = ?",
+                (item.created_at, item.model_dump_json(), item.id, expected.model_dump_json()),
+            ).rowcount
+        return changed == 1
+
     def get_knowledge(self, knowledge_id: str) -> Knowledge | None:
         with self._db.read() as conn:
             row = conn.execute("SELECT doc FROM knowledge WHERE id = ?", (knowledge_id,)).fetchone()

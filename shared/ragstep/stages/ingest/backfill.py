@@ -40,5 +40,7 @@ def mark_done(knowledge: Knowledge, ctx: Context) -> bool:
         return False
     # The blob first: a run killed between the two finds a record whose chunks all have vectors and clears it.
     ctx.blobs.delete(knowledge.vectors_pending)
-    ctx.catalog.put_knowledge(current.model_copy(update={"vectors_pending": "", "updated_at": time.time()}))
-    return True
+    # Compare-and-set: a document deleted since it was read (its vectors were still being written) stays deleted.
+    return ctx.catalog.replace_knowledge(
+        current, current.model_copy(update={"vectors_pending": "", "updated_at": time.time()})
+    )
