@@ -138,6 +138,12 @@ def test_a_record_opening_a_passage_is_a_candidate_not_a_title() -> None:
     assert any("Login outage" in t for t in texts) and "[spool]" in texts, texts
 
 
+def test_a_fragment_without_a_word_is_no_candidate() -> None:
+    """A licence's section number or the tail of a table's row answered "值班补贴是多少" with "7."."""
+    found, _ = candidates(["7. Disclaimer of Warranty\n\nCovered Software is provided as is.\n\n7.\n\n61.00)."])
+    assert [sentence for _, _, sentence, _ in found] == ["Covered Software is provided as is."]
+
+
 def test_an_option_is_named_only_when_the_question_is_about_it() -> None:
     assert named_option("what does the -r option of packer do?") is not None
     assert named_option("and -z?") is not None

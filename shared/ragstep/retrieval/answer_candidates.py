@@ -83,8 +83,8 @@ def candidates(
             if unit == asking or sentence.endswith(("?", "？")):
                 asked = f"{asked} {sentence}".strip() if unit == asking else sentence
                 continue
-            if is_page_furniture(sentence):
-                continue
+            if is_page_furniture(sentence) or not any(ch.isalpha() for ch in sentence):
+                continue  # a running header; a fragment without a word ("7.", "61.00).") says nothing alone
             if i == 0 and _is_title(sentence, units):
                 opening = sentence  # the passage's subject, no answer
                 continue
