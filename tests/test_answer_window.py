@@ -111,3 +111,20 @@ def test_a_neighbour_that_does_not_fit_leaves_the_sentence_alone() -> None:
     assert "".join(render_quotes([window_quote, other], 600, "en")).startswith(lead)
     short = "".join(render_quotes([window_quote, other], 100, "en"))
     assert short == "However, the answer is 42. [1] Another passage says 42 too. [2]"
+
+
+def test_a_sentence_the_next_one_leans_back_on_is_quoted_with_it() -> None:
+    # base-passwd's README: the uid the question asks for is in the sentence that goes on with "It".
+    text = (
+        "operator Operator. In Debian, the use of a utility such as sudo to gain privilege is preferred over such "
+        "highly-privileged accounts. It had uid 37. Nothing else here."
+    )
+    units = sentences_in_units(text)
+    chosen = next(i for i, (_, _, s) in enumerate(units) if s.startswith("In Debian"))
+    start, end = window(units, chosen)
+    quoted = joined([units[j][2] for j in range(start, end + 1)])
+    assert quoted.endswith("It had uid 37.")
+    assert "Nothing else" not in quoted  # one sentence each way at most
+    # A next sentence that starts anew is not pulled in.
+    plain = sentences_in_units("The keeper lights the lamp at dusk. The ledger is blue.")
+    assert window(plain, 0) == (0, 0)

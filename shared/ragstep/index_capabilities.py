@@ -76,7 +76,8 @@ class VectorBackfill(Protocol):
 
     def add_vectors(self, chunks: Sequence[Chunk], vectors: np.ndarray, space: str) -> int:
         """Give ``chunks[i]`` the vector ``vectors[i]`` in one write, only where it has none and is still stored as
-        given (never twice, never onto content ingested since); returns how many got one."""
+        given (never twice, never onto content ingested since; a chunk deleted meanwhile gets none and is not
+        re-created); returns how many got one."""
 
     def keyword_only(self, flt: SearchFilter, space: str) -> int:
         """How many chunks ``flt`` lets through have no vector in ``space``."""

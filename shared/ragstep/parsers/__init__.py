@@ -11,7 +11,7 @@ and caption. Data files (``.csv``, ``.xlsx``) become
 Conventions shared by every parser:
 
 * ``.txt`` / ``.md`` text is returned exactly as decoded (UTF-16 with its BOM, UTF-8, UTF-8 with BOM, else
-  GB18030 when it reads as Chinese, else windows-1252 with a note: :mod:`ragstep.parsers.text`); the other
+  GB18030 or Big5 when it reads as Chinese, else windows-1252 with a note: :mod:`ragstep.parsers.text`); the other
   parsers emit ``\\n`` line ends, blocks separated by one blank line and no trailing whitespace.
 * A file without an extension (``README``, ``NEWS``, ``LICENSE``, ``INSTALL``: how projects and ``/usr/share/doc``
   name their documents) is read as plain text when it is text: no NUL byte in its first 8 KiB (UTF-16 with its byte

@@ -4,8 +4,9 @@ Data files are not chunked as text. Ingestion indexes a summary (file, sheet, ro
 sample rows) and one entry per column (type, distinct count, sample values), and keeps the raw file in the blob
 store, so the data-analysis stage can query it with DuckDB later.
 
-* CSV: decoded like text files (UTF-8, UTF-8 BOM, GB18030), then read by ``read_csv_auto`` with the whole file
-  sampled for types (``sample_size=-1``), so a value late in the file cannot break the type guess.
+* CSV: decoded like text files (:mod:`ragstep.parsers.text`: UTF-8, UTF-8 BOM, GB18030, Big5, else windows-1252,
+  with the same note on the ingest row), then read by ``read_csv_auto`` with the whole file sampled for types
+  (``sample_size=-1``), so a value late in the file cannot break the type guess.
 * XLSX: every worksheet (chart sheets skipped) through ``read_xlsx`` of DuckDB's ``excel`` extension. The extension
   is loaded offline from the ``duckdb-extension-excel`` wheel (same version as DuckDB) by its path; without that
   package it falls back to ``LOAD excel`` (an extension installed earlier). A column whose cells do not all fit the
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ragstep.errors import InputError, RagstepError
 from ragstep.parsers.base import ColumnSummary, DataFileSummary, ParsedDocument, ParseLimits, render
 from ragstep.parsers.ooxml import local, open_package, read_part, relationships
-from ragstep.parsers.text import decode_text
+from ragstep.parsers.text import read_text
 
 if TYPE_CHECKING:
     import duckdb
@@ -128,24 +129,29 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-def _document(filename: str, fmt: str, summaries: list[DataFileSummary], skipped: list[str]) -> ParsedDocument:
-
+def _document(
+    filename: str, fmt: str, summaries: list[DataFileSummary], skipped: list[str], note: str = ""
+) -> ParsedDocument:
     if not any(s.row_count for s in summaries):
         raise InputError(f"{filename}: the data file has no rows")
     kept = tuple(s for s in summaries if s.row_count)
     metadata: dict[str, Any] = {"skipped_sheets": skipped} if skipped else {}
+    if note:  # how the text was decoded, when not plain UTF-8 (ragstep.parsers.text)
+        metadata["note"] = note
     return ParsedDocument(filename, fmt, render(kept), tables=kept, metadata=metadata)
 
 
 def parse_csv(data: bytes, filename: str) -> ParsedDocument:
+    """A CSV's summary; ``metadata["note"]`` says how its text was decoded when that was a guess (windows-1252, or
+    bytes that did not decode), as for a text file."""
     import duckdb
 
-    text = decode_text(data, filename)
+    text, note = read_text(data, filename)
     if not text.strip():
         raise InputError(f"{filename}: the document is empty")
     with tempfile.TemporaryDirectory(prefix="ragstep-csv-") as tmp:
         path = Path(tmp) / "data.csv"
-        path.write_text(text, encoding="utf-8")  # DuckDB reads UTF-8; GB18030 and the BOM are handled above
+        path.write_text(text, encoding="utf-8")  # DuckDB reads UTF-8; the other encodings are decoded above
         con = connect()
         try:
             con.execute("CREATE TABLE t AS SELECT * FROM read_csv_auto($path, sample_size = -1)", {"path": str(path)})
@@ -154,7 +160,7 @@ def parse_csv(data: bytes, filename: str) -> ParsedDocument:
             raise InputError(f"{filename}: not a readable CSV ({_first_line(exc)})") from exc
         finally:
             con.close()
-    return _document(filename, "csv", [summary], [])
+    return _document(filename, "csv", [summary], [], note)
 
 
 def xlsx_sheets(data: bytes, filename: str, limits: ParseLimits | None = None) -> list[str]:

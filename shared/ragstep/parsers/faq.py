@@ -11,7 +11,8 @@ CSV: a header row naming the columns (any order, case-insensitive), then one ent
   by ``|`` or by line breaks (Alt+Enter in a spreadsheet); write ``\\|`` for a literal pipe. Empty values are
   dropped, values are stripped.
 * Comma-separated, or tab-separated when the header line has tabs and no comma. Quoted cells may span lines.
-  Encoding as for text files (UTF-8, UTF-8 with BOM as Excel writes it, GB18030). Blank rows are skipped.
+  Encoding as for text files (UTF-8, UTF-8 with BOM as Excel writes it, GB18030, Big5, else windows-1252 with the
+  same note on the ingest row: :mod:`ragstep.parsers.text`). Blank rows are skipped.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragstep.errors import InputError
-from ragstep.parsers.text import decode_text
+from ragstep.parsers.text import read_text
 
 CSV_COLUMNS = ("standard_question", "similar_questions", "negative_questions", "answers", "tag_id")
 _SPLIT_RE = re.compile(r"(?<!\\)\||\r\n|\n|\r")
@@ -51,9 +52,9 @@ def _as_list(value: Any) -> list[Any]:
     return [value] if isinstance(value, str) else list(value) if isinstance(value, list | tuple) else [value]
 
 
-def parse_faq_json(data: bytes, filename: str) -> list[FaqEntry]:
+def _entries_from_json(text: str, filename: str) -> list[FaqEntry]:
     try:
-        entries = json.loads(decode_text(data, filename))
+        entries = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{filename}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
     if not isinstance(entries, list) or not entries:
@@ -85,8 +86,7 @@ def parse_faq_json(data: bytes, filename: str) -> list[FaqEntry]:
     return out
 
 
-def parse_faq_csv(data: bytes, filename: str) -> list[FaqEntry]:
-    text = decode_text(data, filename)
+def _entries_from_csv(text: str, filename: str) -> list[FaqEntry]:
     first_line = text.split("\n", 1)[0]
     delimiter = "\t" if "\t" in first_line and "," not in first_line else ","
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
@@ -140,6 +140,14 @@ def parse_faq_csv(data: bytes, filename: str) -> list[FaqEntry]:
 
 def parse_faq(data: bytes, filename: str) -> list[FaqEntry]:
     """FAQ entries of a ``.json`` or ``.csv`` file (by extension)."""
+    return read_faq(data, filename)[0]
+
+
+def read_faq(data: bytes, filename: str) -> tuple[list[FaqEntry], str]:
+    """``(entries, note)``: the FAQ entries of a ``.json`` or ``.csv`` file (by extension), and the note a text
+    file gets on how it was decoded (:func:`ragstep.parsers.text.read_text`: "read as windows-1252 ...", "" for
+    UTF-8), for the ingest row."""
+    text, note = read_text(data, filename)
     if filename.lower().endswith(".csv"):
-        return parse_faq_csv(data, filename)
-    return parse_faq_json(data, filename)
+        return _entries_from_csv(text, filename), note
+    return _entries_from_json(text, filename), note

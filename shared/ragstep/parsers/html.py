@@ -15,7 +15,7 @@ an empty cell), ``pre`` as a fenced code block, inline ``code`` in backticks, ``
 (a ``data:`` URI is shortened to its media type, numbered -- ``data:image/png#2`` -- when it is base64 and so handed
 over as a figure: :mod:`ragstep.parsers.figures`). Character references are decoded. The encoding comes from a
 byte order mark, else ``<meta charset>`` in the first 4 KiB, else as for text files (:mod:`ragstep.parsers.text`):
-UTF-8, GB18030, else windows-1252 (what browsers read an old page without a charset in).
+UTF-8, GB18030, Big5, else windows-1252 (what browsers read an old page without a charset in), with the same note.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from ragstep.errors import InputError
 from ragstep.parsers import markdown as md
 from ragstep.parsers.base import ParsedDocument
 from ragstep.parsers.figures import Figure, figure
-from ragstep.parsers.text import decode_text
+from ragstep.parsers.text import read_text
 
 # Elements that never contain main text.
 _DROP = {
@@ -354,9 +354,10 @@ class _Renderer:
         return f"{caption}\n\n{out}" if caption else out
 
 
-def _decode(data: bytes, filename: str) -> str:
+def _decode(data: bytes, filename: str) -> tuple[str, str]:
+    """``(text, note)``: the note says how a page without a usable charset was decoded when that was a guess."""
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return data.decode("utf-16")
+        return data.decode("utf-16"), ""
     if not data.startswith(codecs.BOM_UTF8):
         m = _CHARSET_RE.search(data[:4096])
         if m:
@@ -368,12 +369,12 @@ def _decode(data: bytes, filename: str) -> str:
                 encoding = "gb18030"  # a superset: pages labelled GB2312 routinely use GBK characters
             if encoding:
                 try:
-                    return data.decode(encoding)
+                    return data.decode(encoding), ""
                 except UnicodeDecodeError:
                     pass  # a wrong label: fall back to detection
-    # An old page that declares no charset and is neither UTF-8 nor GB18030 is read as windows-1252 there, the
+    # An old page that declares no charset and is neither UTF-8 nor Chinese is read as windows-1252 there, the
     # default browsers read such a page in (WHATWG Encoding).
-    return decode_text(data, filename)
+    return read_text(data, filename)
 
 
 def html_to_markdown(html: str) -> tuple[str, str]:
@@ -409,8 +410,9 @@ def _find_any(node: _Node, tag: str) -> _Node | None:
 
 def parse_html(data: bytes, filename: str, max_figures: int = 0) -> ParsedDocument:
     """``max_figures``: the most ``data:`` URI pictures handed over as figures (:mod:`ragstep.parsers.figures`)."""
+    decoded, note = _decode(data, filename)
     try:
-        text, title, pictures = _render(_decode(data, filename))
+        text, title, pictures = _render(decoded)
     except RecursionError as exc:
         raise InputError(f"{filename}: the HTML is nested too deeply to read") from exc
     figures: list[Figure] = []
@@ -425,4 +427,6 @@ def parse_html(data: bytes, filename: str, max_figures: int = 0) -> ParsedDocume
         if found is not None and md.image(alt, ref) in text:
             figures.append(found)
     metadata = {"title": title} if title else {}
+    if note:
+        metadata["note"] = note
     return ParsedDocument(filename, "html", text, metadata=metadata, figures=tuple(figures))

@@ -15,7 +15,8 @@ not take a file's JSON for a FAQ because of its extension, only by its shape:
 * **Not valid JSON** (a ``tsconfig.json`` or an editor's settings with comments, a truncated dump): its text as it
   is, the note saying why.
 
-The note goes on the document's ingest row (``ragstep ingest``'s note column, the job's ``note``).
+The note goes on the document's ingest row (``ragstep ingest``'s note column, the job's ``note``), after how the
+text was decoded when that was a guess (windows-1252, as for a ``.txt`` file: :mod:`ragstep.parsers.text`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 from ragstep.errors import InputError
 from ragstep.parsers.base import ParsedDocument
-from ragstep.parsers.text import decode_text
+from ragstep.parsers.text import read_text
 
 #: The keys that make a JSON object a FAQ entry (:mod:`ragstep.parsers.faq`).
 FAQ_KEYS = ("standard_question", "answers")
@@ -35,24 +36,30 @@ AS_FAQ = "a FAQ list read as text, a section per question (a FAQ knowledge base 
 
 def parse_json_document(data: bytes, filename: str) -> ParsedDocument:
     """The text a document knowledge base indexes for a ``.json`` file (module docstring); ``metadata["note"]``
-    says how it was read."""
-    text = decode_text(data, filename)
+    says how it was read (first how its text was decoded, when that was a guess: :mod:`ragstep.parsers.text`)."""
+    text, read_as = read_text(data, filename)
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         note = f"not valid JSON ({exc.msg} at line {exc.lineno}); read as plain text"
-        return ParsedDocument(filename, "text", text, metadata={"note": note})
+        return _document(filename, "text", text, read_as, note)
     except RecursionError:  # nested deeper than the parser recurses: still text
-        return ParsedDocument(filename, "text", text, metadata={"note": "JSON nested too deep to read; plain text"})
+        return _document(filename, "text", text, read_as, "JSON nested too deep to read; plain text")
     if value in (None, "", [], {}):
         raise InputError(f"{filename}: the document is empty (the JSON holds no value)")
     if is_faq_list(value):
-        return ParsedDocument(filename, "json", faq_markdown(value), metadata={"note": AS_FAQ})
+        return _document(filename, "json", faq_markdown(value), read_as, AS_FAQ)
     try:
         shown = json.dumps(value, ensure_ascii=False, indent=2)
     except RecursionError:
-        return ParsedDocument(filename, "text", text, metadata={"note": "JSON nested too deep to read; plain text"})
-    return ParsedDocument(filename, "json", shown, metadata={"note": AS_TEXT})
+        return _document(filename, "text", text, read_as, "JSON nested too deep to read; plain text")
+    return _document(filename, "json", shown, read_as, AS_TEXT)
+
+
+def _document(filename: str, fmt: str, text: str, *notes: str) -> ParsedDocument:
+    """The document, its note the ``notes`` that say something, in order."""
+    note = "; ".join(n for n in notes if n)
+    return ParsedDocument(filename, fmt, text, metadata={"note": note} if note else {})
 
 
 def is_faq_list(value: Any) -> bool:
@@ -86,8 +93,9 @@ def parse_jsonl_document(data: bytes, filename: str) -> ParsedDocument:
     """``.jsonl`` / ``.ndjson`` (JSON Lines: one JSON value a line, how logs, exports and datasets are written): one
     record a paragraph, each on one line as it was written but with non-ASCII characters as themselves (``"\\u00e9"``
     -> ``é``), so the chunker keeps a record whole and cuts between records. Blank lines are dropped; a line that is
-    not valid JSON is kept as it is, and the note counts such lines (all of them: the file is read as plain text)."""
-    text = decode_text(data, filename)
+    not valid JSON is kept as it is, and the note counts such lines (all of them: the file is read as plain text),
+    after how the text was decoded when that was a guess."""
+    text, read_as = read_text(data, filename)
     records: list[str] = []
     invalid = 0
     for line in text.splitlines():
@@ -102,8 +110,8 @@ def parse_jsonl_document(data: bytes, filename: str) -> ParsedDocument:
     valid = len(records) - invalid
     if records and not valid:
         note = "not JSON Lines (no line is a JSON value); read as plain text"
-        return ParsedDocument(filename, "text", text, metadata={"note": note})
+        return _document(filename, "text", text, read_as, note)
     note = f"JSON Lines: {valid} {'record' if valid == 1 else 'records'}, one a paragraph"
     if invalid:
         note += f"; {invalid} {'line' if invalid == 1 else 'lines'} not valid JSON kept as text"
-    return ParsedDocument(filename, "jsonl", "\n\n".join(records), metadata={"note": note})
+    return _document(filename, "jsonl", "\n\n".join(records), read_as, note)

@@ -4,19 +4,38 @@ reads Markdown as it is).
 Decoding (:func:`read_text`), for a text that declares no encoding: UTF-16 when it starts with its byte order mark;
 else UTF-8 (with or without BOM); else, for a text mostly in UTF-8 -- more characters beyond ASCII read as UTF-8 than
 bytes fail to: a changelog whose older entries were pasted in Latin-1 -- UTF-8 with those bytes read as windows-1252
-(the note says how many); else GB18030 (a superset of GBK) when that reads it as Chinese; else windows-1252, the
-8-bit encoding of old Western text (Latin-1 files, Windows Notepad's "ANSI", ``/usr/share/doc`` files from the 1990s),
-with the note :data:`WINDOWS_1252_NOTE`. Every byte decodes in windows-1252 but five it leaves undefined, read
-as Latin-1 reads them (the C1 controls, as WHATWG's windows-1252 decoder does), so no 8-bit text is refused. A text
-holding NUL bytes is refused instead: no 8-bit text encoding writes them, binary content does.
+(the note says how many); else GB18030 (mainland China; a superset of GBK) or Big5 (Taiwan, Hong Kong; as Windows
+writes it, code page 950) when one of them reads it as Chinese; else windows-1252, the 8-bit encoding of old Western
+text (Latin-1 files, Windows Notepad's "ANSI", ``/usr/share/doc`` files from the 1990s), with the note
+:data:`WINDOWS_1252_NOTE`. Every byte decodes in windows-1252 but five it leaves undefined, read as Latin-1 reads
+them (the C1 controls, as WHATWG's windows-1252 decoder does), so no 8-bit text is refused. A text holding NUL bytes
+is refused instead: no 8-bit text encoding writes them, binary content does.
 
-A Chinese file cut mid-character, or with a stray byte, is still read as GB18030, those bytes shown as U+FFFD and
+A Chinese file cut mid-character, or with a stray byte, is still read as Chinese, those bytes shown as U+FFFD and
 counted in the note.
 
-"Reads it as Chinese": bytes that are not UTF-8 often decode in GB18030 too -- a Latin-1 "ü" before a letter is a
-GBK character -- into rare ideographs ("Jürgen" -> "J黵gen"). Chinese text is written almost entirely in the 6763
-common characters of GB2312, which such a misreading rarely hits; so GB18030 is taken when more than half of the
-characters it decodes beyond ASCII are GB2312's.
+"Reads it as Chinese": the same bytes often decode in several of these encodings -- every Big5 text is also valid
+GB18030 (into kana, Cyrillic and rare ideographs), much GBK text is valid Big5, and a Latin-1 "ü" or "°" before a
+letter is a GBK or Big5 character ("Jürgen" -> "J黵gen", "40°C" -> "40蚓"). That a decoding succeeds says little;
+whether its result is plausible Chinese says which it is. Each reading (GB18030, then Big5; the bytes it cannot
+decode become U+FFFD and count against it) is scored by the share of its characters beyond ASCII (in its first
+:data:`_SAMPLE_CHARS`) that are
+
+* common Chinese: in the common set of one of the two standards -- GB2312's 6763 ideographs (the Simplified
+  characters in common use) or Big5's first level, its 5401 "frequently used" ones (the Traditional) -- or their
+  punctuation, numerals and full-width forms (GB2312's rows 1-3, Big5's rows 0xA1-0xA2). Chinese text is written
+  almost entirely in them; a misreading lands mostly elsewhere: rare ideographs, Big5's second level, kana,
+  Cyrillic, undecodable bytes;
+* in a run: next to another character beyond ASCII, or itself two bytes beyond ASCII. Chinese is written without
+  spaces, and most of its characters are two such bytes (read as windows-1252, pairs of accented capitals and
+  symbols: "³¤³Ç" for 长城); a Western text's accented letters and symbols stand one at a time between ASCII
+  letters, digits and spaces, so the character a misreading makes of one with the ASCII letter after it ("°C",
+  "Ärzte", "«Bonjour") stands alone.
+
+The reading with the larger share is taken when that share is more than half (GB18030 on a tie); else the text is
+not Chinese. So a Big5 file is read as Big5 although it also decodes in GB18030, a GBK file as GBK although it also
+decodes in Big5, and a Latin-1 file's "40°C" stays "40°C". A Chinese text of a character or two can still read
+as either: too few characters to tell.
 """
 
 from __future__ import annotations
@@ -40,9 +59,17 @@ _WINDOWS_1252 = {b: bytes([b]).decode("cp1252", "ignore") or chr(b) for b in ran
 # not UTF-8.
 _STRAY_BYTES = {0xDC00 + b: _WINDOWS_1252.get(b, chr(b)) for b in range(0x80, 0x100)}
 _STRAY = re.compile("[\udc80-\udcff]")
-#: How many characters of a GB18030 reading are looked at to tell Chinese from a misread 8-bit text.
+#: How many characters of a Chinese reading are looked at to tell Chinese from a misread 8-bit text.
 _SAMPLE_CHARS = 20_000
 _ASCII_RUNS = re.compile(r"[\x00-\x7f]+")
+#: The Chinese encodings tried, in order (the first wins a tie), with the name a note gives them.
+_CHINESE = (("gb18030", "GB18030"), ("cp950", "Big5"))
+#: Common Chinese (module docstring), as the codes of the standard that defines each set: GB2312's punctuation,
+#: numeral and full-width rows and its ideographs; Big5's punctuation and symbol rows and its first level.
+_COMMON_CHINESE = (
+    ("gb2312", ((0xA1A1, 0xA3FE), (0xB0A1, 0xF7FE))),
+    ("big5", ((0xA140, 0xA2FE), (0xA440, 0xC67E))),
+)
 
 
 def decode_text(data: bytes, name: str) -> str:
@@ -52,7 +79,7 @@ def decode_text(data: bytes, name: str) -> str:
 
 def read_text(data: bytes, name: str) -> tuple[str, str]:
     """``(text, note)``: ``data`` decoded as the module docstring says, the note saying how when it was not plain
-    UTF-16, UTF-8 or GB18030 ("" for those). Refused: a UTF-16 byte order mark before what is not UTF-16, and NUL
+    UTF-16, UTF-8, GB18030 or Big5 ("" for those). Refused: a UTF-16 byte order mark before what is not UTF-16, and NUL
     bytes in what is neither UTF-16 nor UTF-8."""
     if data.startswith(_UTF16_MARKS):
         try:
@@ -74,11 +101,11 @@ def read_text(data: bytes, name: str) -> tuple[str, str]:
     strays = len(_STRAY.findall(mixed))
     if len(_ASCII_RUNS.sub("", mixed)) - strays > strays:  # more characters read as UTF-8 than bytes failed to
         return mixed.translate(_STRAY_BYTES), f"read as UTF-8, {_bytes(strays)} not UTF-8 read as windows-1252"
-    # Leniently: a Chinese file cut mid-character (or with one bad byte) is still Chinese, its bad bytes shown as such.
-    chinese = data.decode("gb18030", "replace")
-    if _reads_as_chinese(chinese):
-        bad = chinese.count("\ufffd")
-        return chinese, f"read as GB18030, {_bytes(bad)} not GB18030 shown as \ufffd" if bad else ""
+    chinese = _read_as_chinese(data)
+    if chinese is not None:
+        text, label = chinese
+        bad = text.count("\ufffd")
+        return text, f"read as {label}, {_bytes(bad)} not {label} shown as \ufffd" if bad else ""
     return data.decode("latin-1").translate(_WINDOWS_1252), WINDOWS_1252_NOTE
 
 
@@ -86,11 +113,46 @@ def _bytes(count: int) -> str:
     return "the one byte that is" if count == 1 else f"the {count} bytes that are"
 
 
-def _reads_as_chinese(text: str) -> bool:
-    """More than half of the characters of ``text`` beyond ASCII are GB2312's (module docstring)."""
-    beyond = _ASCII_RUNS.sub("", text[:_SAMPLE_CHARS])
-    common = len(beyond.encode("gb2312", "ignore")) // 2  # two bytes each
-    return 2 * common > len(beyond)
+def _read_as_chinese(data: bytes) -> tuple[str, str] | None:
+    """``(text, encoding's name)`` of ``data`` read as Chinese, None when it does not read as Chinese (module
+    docstring). Leniently: a Chinese file cut mid-character (or with a bad byte) is still Chinese, its bad bytes
+    shown as U+FFFD and counted against the reading."""
+    head = data[: 2 * _SAMPLE_CHARS]  # the sample's bytes: two a character at most (GB18030's rare 4-byte ones aside)
+    best, best_share = None, 0.5
+    for codec, label in _CHINESE:
+        share = _chinese_share(head.decode(codec, "replace"), codec)
+        if share > best_share:
+            best, best_share = (codec, label), share
+    return None if best is None else (data.decode(best[0], "replace"), best[1])
+
+
+def _chinese_share(text: str, codec: str) -> float:
+    """The share of the characters of ``text`` (read in ``codec``) beyond ASCII that are common Chinese in a run
+    (module docstring)."""
+    sample = text[:_SAMPLE_CHARS]
+    known: dict[str, tuple[bool, bool]] = {}
+    total = chinese = 0
+    for i, char in enumerate(sample):
+        if char < "\x80":
+            continue
+        total += 1
+        if char not in known:  # (common Chinese, its second byte beyond ASCII)
+            known[char] = (_common_chinese(char), char.encode(codec, "ignore")[-1:] >= b"\x80")
+        common, two_high = known[char]
+        if common and (two_high or sample[i - 1 : i] >= "\x80" or sample[i + 1 : i + 2] >= "\x80"):
+            chinese += 1
+    return chinese / total if total else 0.0
+
+
+def _common_chinese(char: str) -> bool:
+    for codec, ranges in _COMMON_CHINESE:
+        try:
+            code = int.from_bytes(char.encode(codec), "big")
+        except UnicodeEncodeError:
+            continue
+        if any(low <= code <= high for low, high in ranges):
+            return True
+    return False
 
 
 # A letter, U+2010 HYPHEN or U+00AD SOFT HYPHEN ending the line (trailing blanks allowed), the next line's indentation.

@@ -16,6 +16,12 @@ can be read alone. Two kinds cannot, and both are read from the text's own gramm
   committed implicitly."), which names the thing and says what it is while the details the question asks about
   follow.
 
+* A sentence whose **next one leans back on it** (the next sentence of its unit opens with "It", "This",
+  "Thus", "That's because", "其", "它" ...) is quoted with that next sentence: the unit goes on about what this one
+  introduced, and that is where an FAQ or a description states the detail ("... the use of sudo is preferred over
+  such highly-privileged accounts." / "It had uid 37."; "... a new lzma tool written by Ville Koskinen." / "It was
+  written in C++"). The same grammar as the rule above, read from the other side.
+
 * A configuration file's comment and the setting under it ("How many days a packed archive is kept in the spool
   before it is removed." / "spool_days = 12") are quoted together, whichever was chosen: the comment says what the
   setting sets, the setting its value.
@@ -107,6 +113,8 @@ def window(units: Sequence[tuple[str, int, str]], position: int) -> tuple[int, i
         after = units[position + 1][2]
         if leads_in(sentence, first=not same_before) or (is_setting(after) and not is_setting(sentence)):
             end = position + 1  # ...and a comment with the setting it describes
+        elif leans_back(after):
+            end = position + 1  # the next sentence goes on with this one: "... such accounts." / "It had uid 37."
     elif position + 1 < len(units) and units[position + 1][1] == unit + 1 and sentence.rstrip().endswith((":", "：")):
         end = position + 1  # what a unit's last sentence announces is the next unit: "... ends with:" / a command
     return start, end

@@ -25,7 +25,7 @@ from ragstep.errors import InputError
 from ragstep.ingest_notes import note_ocr_page
 from ragstep.models import IngestState, KnowledgeBaseType, TraceEvent
 from ragstep.parsers import OcrOptions, ParseLimits, accepts, parse, unsupported
-from ragstep.parsers.faq import parse_faq
+from ragstep.parsers.faq import read_faq
 from ragstep.stages.ingest.common import allowed_suffixes, check_size, require_kb
 from ragstep.stages.ingest.dedupe import find_twin, is_unchanged
 from ragstep.stages.ingest.figures import FIGURES_JSON, figures_to_json, read_figures
@@ -77,9 +77,9 @@ def run(state: IngestState, ctx: Context) -> IngestState:
     products = state.products.model_copy()
     found = {"bytes": len(data)}
     warnings: list[TraceEvent] = []
-    note = ""  # how the file was read, when the user should know (a .json read as text)
+    note = ""  # how the file was read, when the user should know (a .json read as text, a text read as windows-1252)
     if kb.type == KnowledgeBaseType.FAQ:
-        entries = parse_faq(data, name)
+        entries, note = read_faq(data, name)
         products.parsed = product_key(state, "faq.json")
         products.format = "faq"
         put_json(ctx.blobs, products.parsed, faq_entries_to_json(entries))

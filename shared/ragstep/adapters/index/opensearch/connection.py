@@ -1,4 +1,5 @@
-"""The HTTP side of the OpenSearch index: the client, authentication, retries, bulk requests and deletions.
+"""The HTTP side of the OpenSearch index: the client, authentication, retries and bulk requests (deletions:
+:mod:`.deletion`).
 
 :class:`OpenSearchConnection` knows requests, not chunks; :class:`~ragstep.adapters.index.opensearch.index.
 OpenSearchIndex` builds on it. Retries: HTTP 429, 502, 503, 504 and connection failures, with exponential backoff
@@ -27,16 +28,12 @@ from ragstep.adapters.index.opensearch.queries import (
     BULK_MAX_ACTIONS,
     BULK_MAX_BYTES,
     RETRY_STATUSES,
-    SCAN_PAGE,
     TENANT_FIELD,
     TENANT_MAPPING,
     Engine,
     build_bulk_body,
-    build_delete_by_query,
     build_knn_field,
     build_mapping,
-    build_scan_query,
-    delete_action,
     dumps,
     space_field,
 )
@@ -45,7 +42,6 @@ from ragstep.adapters.index.opensearch.responses import (
     maps_field,
     parse_bulk_response,
     parse_mapping_response,
-    parse_search_response,
 )
 from ragstep.errors import InputError, StorageError
 from ragstep.ingest_notes import note_indexing
@@ -330,53 +326,6 @@ class OpenSearchConnection:
     def _write_params(self) -> dict[str, str]:
         # wait_for: the bulk returns once its documents are searchable, so the old version can go next (not AOSS).
         return {"refresh": "wait_for"} if self.flavour == "es" else {}
-
-    def _delete_matching(self, query: Mapping[str, Any], *, what: str) -> int:
-        """Delete every document matching ``query``; returns how many went."""
-        if self.flavour == "es":
-            try:
-                resp = self._request(
-                    "POST",
-                    f"{self._path}/_delete_by_query",
-                    what=what,
-                    params={"refresh": "true", "conflicts": "proceed"},
-                    body=build_delete_by_query(query),
-                    missing_ok=True,
-                    # Runs to completion in one request (a knowledge base can hold many chunks).
-                    timeout_s=max(self._timeout_s, 300.0),
-                )
-            except IndexMissing:
-                return 0
-            failures = resp.get("failures") or []
-            if failures:
-                first = failures[0]
-                cause = first.get("cause") or {}
-                raise StorageError(
-                    f"OpenSearch {what}: {len(failures)} deletions failed, e.g. document {first.get('id', '?')}: "
-                    f"{cause.get('type', 'error')}: {one_line(cause.get('reason', ''))}"
-                )
-            return int(resp.get("deleted", 0))
-        doc_ids = self._scan_ids(query)
-        if not doc_ids:
-            return 0
-        items = self._bulk([delete_action(d) for d in doc_ids], what=what)
-        failed = [(d, i) for d, i in zip(doc_ids, items, strict=True) if not i.ok and i.status != 404]
-        if failed:
-            raise StorageError(f"OpenSearch {what}: could not delete {self._describe_failures(failed)}")
-        return sum(1 for i in items if i.ok and i.result == "deleted")
-
-    def _scan_ids(self, query: Mapping[str, Any]) -> list[str]:
-        """Every ``_id`` matching ``query`` (search_after pages; AOSS has no _delete_by_query)."""
-        ids: list[str] = []
-        after: list[Any] | None = None
-        while True:
-            hits = parse_search_response(
-                self._search(build_scan_query(query, SCAN_PAGE, after), what="scan for deletion")
-            )
-            ids.extend(h.doc_id for h in hits)
-            if len(hits) < SCAN_PAGE or hits[-1].sort is None:
-                return ids
-            after = hits[-1].sort
 
     def _await_visible(self, query: Mapping[str, Any], expected: int, *, what: str) -> None:
         """AOSS: wait until ``expected`` documents match ``query`` (writes become searchable after a refresh that

@@ -16,6 +16,7 @@ import numpy as np
 from ragstep.adapters._http import display_url
 from ragstep.adapters.index._replace import checked_replacement
 from ragstep.adapters.index.opensearch.connection import Auth, Flavour, IndexMissing, log
+from ragstep.adapters.index.opensearch.deletion import OpenSearchDeletion
 from ragstep.adapters.index.opensearch.queries import (
     CHUNK_EXCLUDES,
     FULL_SOURCE_INCLUDES,
@@ -63,7 +64,7 @@ if TYPE_CHECKING:
     from ragstep.settings import Settings
 
 
-class OpenSearchIndex(FusionInputs):  # fusion's statistics: .statistics
+class OpenSearchIndex(FusionInputs, OpenSearchDeletion):  # fusion's statistics: .statistics; deletes: .deletion
     """The :class:`ragstep.ports.SearchIndex` on OpenSearch, scoped to ``tenant_id`` (see the package docstring)."""
 
     def __init__(
