@@ -13,6 +13,10 @@ A manual page's option entry ("-k --keep Keep (don't delete) input files") is a 
 differences: it is no context of the sentences after it (a chunk that opens inside the options list would read
 every option under the first one), and asked how to do a thing or which option does it, the entries are embedded
 even when few of the question's words rank them (:func:`option_entries`).
+
+What a document's layout states is a candidate too: a table row read with its column headers, a heading that
+carries a fact (a date, a parenthesised statement), and, asked which items a section lists, the list under a
+heading (:mod:`ragstep.retrieval.answer_layout`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ragstep.retrieval.answer_layout import layout_candidates
 from ragstep.retrieval.answer_types import is_option_entry
 from ragstep.retrieval.sentences import (
     code_definitions,
@@ -53,12 +58,14 @@ def code_names(question: str) -> frozenset[str]:
 
 
 def candidates(
-    passages: Sequence[str], defined: frozenset[str] = frozenset()
+    passages: Sequence[str], defined: frozenset[str] = frozenset(), question: str = ""
 ) -> tuple[list[tuple[int, int, str, str]], list[str]]:
     """(passage number, position, sentence, the text embedded for it) of the passages, in order, and each one's
     lead: the first sentence of its unit (its option's term and first line, its paragraph's first sentence) when it
-    is not that sentence itself. Then the code lines that define a name of ``defined`` (:func:`code_names`), at
-    positions after the passage's sentences.
+    is not that sentence itself. Then the code lines that define a name of ``defined`` (:func:`code_names`), and the
+    passage's table rows, its headings that carry a fact and (when ``question`` asks which items a section lists)
+    the lists under its headings (:mod:`ragstep.retrieval.answer_layout`), at positions after the passage's
+    sentences.
 
     A sentence is embedded under its heading and after its context ("Hybrid search: ... ragstep searches two ways at
     once.", "Qinghai Lake is the largest lake in China. ... Its average depth is about 21 m."): on its own it often
@@ -102,6 +109,10 @@ def candidates(
                     context = " ".join(t for t in (f"{heading}:" if heading else "", opening[:CONTEXT_CHARS]) if t)
                     out.append((n, len(units) + j, line, f"{context} {line}" if context else line))
                     leads.append("")
+        position = len(units) + len(code_definitions(passage)) if defined else len(units)
+        for j, (quote, embedded) in enumerate(dict.fromkeys(layout_candidates(passage, question))):
+            out.append((n, position + j, quote, embedded))
+            leads.append("")
     return out, leads
 
 

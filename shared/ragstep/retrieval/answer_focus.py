@@ -1,4 +1,5 @@
-"""What a Chinese question counts or measures, when it names it: the word a sentence answering it must hold.
+"""What a count question counts or measures, when it names it: the word a sentence answering it must hold (Chinese
+first; English below).
 
 "一汽现在有多少员工？" asks for a number of employees. The passage about the company states numbers -- 18 departments,
 16 subsidiaries, 8 people under investigation -- and each is a number, close in meaning to the question: the type
@@ -30,6 +31,25 @@ is still written in its measure word, whatever is counted (a numeral alone does 
 calendar year or a date ("1996年", "10月9日") or a numbered name ("谍中谍3") counts nothing, and a count of years
 is :data:`_YEARS_COUNTED` (:func:`count_in_another_language`).
 
+A count in a verbal classifier (次 / 回 / 趟 / 遍) counts an action, written before it: "迟到几次会扣全勤奖？" counts
+the times late ("迟到超过3次"); what follows it is the rest of the sentence ("会扣"), or the event counted ("开了多少次
+会议"). Either word answers (:func:`_action`).
+
+**English** ("How many vacation days do part-time employees get?", :func:`english_count_held`). "How many" takes a
+plural: the counted noun is the first plural of the phrase after it (up to a function word: "vacation days"; "lines" of
+"how many lines end up ..."), else its last word. A sentence answers only when a number in it counts that noun or a word
+qualifying it (within :data:`COUNTED_WITHIN` words after the number: "25 days", "5 unused vacation days", "3 consecutive
+'X's"; a unit of measure counted is given in any unit of the same quantity: "two weeks" for days, "4 kg (8.8 lb)" for
+pounds), or counts no word at all (it ends a clause or a function word follows: "Serves 6.", "instead of the default
+(3)": a paraphrase of the noun is common; a share, "27-30%", counts no noun asked). "How many eggs are in the crumble?"
+is not answered by "bake for 40 minutes": that number counts minutes; nor by a time of day ("before 10:00"). The words
+that qualify the noun ("sick" of "sick days") and the question's hyphenated qualifiers (English writes a compound
+modifier with hyphens: "part-time", "read-only") must be held too, when a retrieved sentence holds them: "25 days of
+paid vacation" does not say how many sick days when another sentence is about being sick, nor "Full-time employees
+receive 25 days" what part-time employees get when another is about them. A qualifier no sentence holds is a detail the
+sources leave out, and asks nothing. Not read: "how many times" (a frequency: "twice" answers), "how many of them" (no
+noun).
+
 Only count questions are read. "什么" / "哪一年" / "谁" questions name what they ask in words an answer rephrases
 (职务 -> "任 ... 副部长", 颜色 -> "呈银灰色", 出生 -> "生于"): as the same gate, a quarter of CMRC 2018's own
 questions about such words would have been declined, against one in twenty of its count questions (the rest are
@@ -39,8 +59,10 @@ paraphrases: 孩子 / 子女).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
-from ragstep.retrieval.text import jieba_tokenizer
+from ragstep.retrieval.answer_terms import question_language
+from ragstep.retrieval.text import jieba_tokenizer, stopwords
 
 # Classifiers and units: what 多少 / 几 is followed by when it counts in a unit, not a thing.
 _CLASSIFIERS = "个次张部座位名岁年天号季种条家本辆人只头件所间台架艘颗枚项届场份层米元块斤吨度倍期集章首篇册"
@@ -60,6 +82,7 @@ _FILLERS = frozenset(_FILLER_WORDS.split())
 # Classifiers a count is given in (units and the general 个 excepted), the ones that stand for each other, and those
 # that count things, which the general 个 may count too.
 _MEASURE_WORDS = "张部座位名岁次季种条家本辆人只头件所间台架艘颗枚项届场份层期集章首篇册号倍回趟遍"
+_VERBAL = "次回趟遍"
 _STANDS_FOR = ("人名位", "次回趟遍", "家间所", "本册部")
 _COUNTS_THINGS = frozenset("张部座位名条家本辆人只头件所间台架艘颗枚项场份首篇册种")
 _NUMERAL = r"(?:\d[\d,.]*|[〇零一二两三四五六七八九十百千万亿]+)"
@@ -177,9 +200,22 @@ def counted_patterns(question: str) -> list[re.Pattern[str]]:
     word = counted(question)
     if word is not None:
         parts = {word} | ({word[i : i + 2] for i in range(len(word) - 1)} if len(word) >= 3 else set())
+        parts |= _action(question)
         patterns.append(re.compile("|".join(re.escape(p) for p in sorted(parts, key=len, reverse=True))))
     measure = measure_word_pattern(question)
     return patterns if measure is None else [*patterns, measure]
+
+
+def _action(question: str) -> set[str]:
+    """The action a count in a verbal classifier (次 / 回 / 趟 / 遍) counts, written before it ("迟到几次": the times
+    late), as a word of two characters or more; empty otherwise. What follows such a count is the rest of the
+    sentence ("迟到几次会扣全勤奖": "会扣" counts nothing), or the event counted ("开了多少次会议")."""
+    match = _COUNT.search(question)
+    if match is None or question[match.end() : match.end() + 1] not in _VERBAL:
+        return set()
+    clause_start = max((m.end() for m in _CLAUSE_END.finditer(question, 0, match.start())), default=0)
+    words = _words(question[clause_start : match.start()])
+    return {words[-1]} if words and len(words[-1]) >= 2 else set()
 
 
 def measure_word_pattern(question: str) -> re.Pattern[str] | None:
@@ -200,3 +236,128 @@ def measure_word_pattern(question: str) -> re.Pattern[str] | None:
     if classifier in _COUNTS_THINGS:
         words += "个"
     return re.compile(rf"{_NUMERAL}\s*(?:多|余|来)?\s*(?:[万亿]\s*)?[{words}]" + (_PEOPLE if "人" in words else ""))
+
+
+# English count questions ("How many vacation days do part-time employees get?"): module docstring.
+_HOW_MANY = re.compile(r"\bhow\s+many\s+((?:[A-Za-z][\w'-]*\s*){1,4})", re.IGNORECASE)
+# Modal verbs that end the counted phrase beside the stopwords ("how many retries must ...").
+_MODALS = frozenset({"must", "may", "might", "shall", "need", "ought"})
+# Units of measure by what they measure: a count of days is also given in weeks ("two weeks"), of pounds in kg
+# ("4 kg (8.8 lb)"): any unit of the same quantity answers (a closed class, abbreviations included).
+_UNIT_CLASSES = tuple(
+    re.compile(rf"(?:{units})", re.IGNORECASE)
+    for units in (
+        r"(?:second|minute|hour|day|night|week|month|year|decade)s?|secs?|mins?|hrs?|ms|h|d",
+        r"(?:pound|ounce|gram|gramme|kilogram|kilo|milligram|ton|tonne)s?|lbs?|oz|g|kg|mg|t",
+        r"(?:met(?:er|re)|kilomet(?:er|re)|centimet(?:er|re)|millimet(?:er|re)|mile|foot|feet|inch|inche|yard)s?"
+        r"|m|km|cm|mm|mi|ft|in|yd",
+        r"(?:lit(?:er|re)|millilit(?:er|re)|gallon|pint|quart)s?|l|ml|gal",
+        r"(?:byte|kilobyte|megabyte|gigabyte|terabyte|bit)s?|b|kb|mb|gb|tb|kib|mib|gib",
+    )
+)
+_TOKEN = re.compile(r"[A-Za-z][\w'’-]*|\d(?:[\d.,:]*\d)?|[^\w\s]")
+_CLAUSE_MARK = re.compile(r"[.,;:!?()\[\]{}]")
+_EN_WORD = re.compile(r"[A-Za-z][\w'-]*|\d[\d.,:]*")
+# English numerals (a closed class), as a count writes them ("two weeks", "a dozen eggs").
+_NUMBER_WORDS = frozenset(
+    "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "  # noqa: SIM905
+    "eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand million billion "
+    "dozen half twice several".split()
+)
+_HYPHENATED = re.compile(r"\b[A-Za-z]+(?:-[A-Za-z]+)+\b")
+#: A number counts the noun at most this many words after it ("5 unused vacation days").
+COUNTED_WITHIN = 3
+
+
+def _norm(word: str) -> str:
+    """``word`` as a count's noun is compared: lower case, without a plural's ending ("days" / "day", "batteries" /
+    "battery", "employees" / "employee")."""
+    w = word.casefold().strip("'’").removesuffix("'s").removesuffix("’s")
+    if w.endswith("ies") and len(w) > 4:
+        return w[:-3] + "y"
+    if w.endswith("s") and not w.endswith("ss") and len(w) > 3:
+        w = w[:-1]
+    return w.removesuffix("e") if len(w) > 3 else w
+
+
+def english_count(question: str) -> tuple[str, list[str], list[str]] | None:
+    """What an English "how many" question counts: its noun (the phrase after "how many", up to a function word,
+    has it as its first plural, else as its last word), the words qualifying that noun ("vacation" of "vacation
+    days") and the hyphenated qualifiers of the question ("part-time"); None when it counts no noun ("how many
+    times": a frequency; "how many of them")."""
+    match = _HOW_MANY.search(question)
+    if match is None:
+        return None
+    stop = stopwords() | _MODALS
+    phrase = []
+    for word in match.group(1).split():
+        if word.casefold() in stop or not word[0].isalpha():
+            break
+        phrase.append(word)
+    # "How many" counts a plural: the first plural of the phrase is its noun ("how many lines end up ...": "end" is
+    # the verb); else its last word ("how many people").
+    head = next((k for k, w in enumerate(phrase) if w.endswith("s") and not w.endswith("ss")), len(phrase) - 1)
+    if not phrase or phrase[head].casefold() in {"time", "times", "one", "ones"}:
+        return None
+    qualifiers = [w.casefold() for w in _HYPHENATED.findall(question) if w.casefold() not in stop]
+    return phrase[head], [w.casefold() for w in phrase[:head]], qualifiers
+
+
+def _counts(sentence: str, noun: str, modifiers: Sequence[str]) -> bool:
+    """A number in ``sentence`` counts ``noun`` (or one of its ``modifiers``: "3 consecutive 'X's" for "how many X
+    characters") within :data:`COUNTED_WITHIN` words after it (a unit of measure: any unit of the same quantity, "two
+    weeks" answering "how many days", "4 kg" "how many pounds"), or counts no word at all: it ends a clause or is
+    followed by a function word ("Serves 6.", "instead of the default (3)"). A number followed by another noun counts
+    that noun ("bake for 40 minutes"), and a time of day ("10:00") counts nothing asked."""
+    tokens = _TOKEN.findall(sentence)
+    unit = next((u for u in _UNIT_CLASSES if u.fullmatch(noun)), None)
+    wanted = {_norm(noun)} | {_norm(m) for m in modifiers}
+    for k, token in enumerate(tokens):
+        if not ((token[0].isdigit() and ":" not in token) or token.casefold() in _NUMBER_WORDS):
+            continue
+        after: list[str] = []
+        for t in tokens[k + 1 : k + 1 + COUNTED_WITHIN]:
+            if _CLAUSE_MARK.fullmatch(t) or (t in "%‰" and not after):  # "27-30%" counts a share
+                break
+            if t[0].isalnum():
+                after.append(t)
+        if any(_norm(t) in wanted or (unit is not None and unit.fullmatch(t)) for t in after):
+            return True
+        if not after and k + 1 < len(tokens) and tokens[k + 1] in "%‰":
+            continue
+        if not after or after[0].casefold() in stopwords():
+            return True
+    return False
+
+
+def english_count_held(question: str, texts: Sequence[str]) -> list[bool] | None:
+    """Which of ``texts`` (English sentences, each with its lead) give what the English count ``question`` counts
+    (:func:`english_count`): a number counting its noun (:func:`_counts`), and each qualifier of the noun or of the
+    question's subject unless no text holds it ("25 days of paid vacation" does not say how many sick days, when
+    another sentence is about sickness; "Full-time employees receive 25 days" not what part-time employees get,
+    when another sentence is about them). None when the question counts no noun."""
+    asked = english_count(question)
+    if asked is None:
+        return None
+    noun, modifiers, qualifiers = asked
+    held = [{_norm(w) for w in _EN_WORD.findall(t)} for t in texts]
+    said = [q for q in dict.fromkeys(modifiers + qualifiers) if any(_norm(q) in h for h in held)]
+    return [_counts(t, noun, modifiers) and all(_norm(q) in h for q in said) for t, h in zip(texts, held, strict=True)]
+
+
+def focus_held(
+    question: str, candidates: Sequence[tuple[int, int, str, str]], leads: Sequence[str], languages: Sequence[str]
+) -> list[bool] | None:
+    """Which candidate sentences (``(passage, position, sentence, embedded)``, each read after its lead;
+    ``languages``: each one's) hold what the count ``question`` counts: a Chinese sentence the Chinese focus
+    (:func:`counted_patterns`), an English sentence an English question's (:func:`english_count_held`); sentences in
+    other languages are not asked. None when the question names nothing counted."""
+    texts = [f"{lead} {c[2]}" for c, lead in zip(candidates, leads, strict=True)]
+    counted = counted_patterns(question)
+    english = english_count_held(question, texts) if question_language(question) == "en" else None
+    if not counted and english is None:
+        return None
+    return [
+        (language != "zh" or all(p.search(t) for p in counted)) and (language != "en" or english is None or english[k])
+        for k, (t, language) in enumerate(zip(texts, languages, strict=True))
+    ]

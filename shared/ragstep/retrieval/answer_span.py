@@ -35,12 +35,13 @@ answers best) and the *decision* (does it answer at all).
   date), how many / 多少 (a number), which option / flag (a command-line option); and a measured attribute the
   question names -- its area / 面积, population / 人口, price / 票价 ... -- must be stated by the sentence or its
   paragraph (the word, or a unit only that attribute is measured in: :func:`~ragstep.retrieval.answer_types
-  .stated_attributes`); a Chinese count question names what it counts ("多少员工", "X的影响因子是多少"), which the
+  .stated_attributes`); a count question names what it counts ("多少员工", "how many sick days"), which the
   sentence must hold as well (:mod:`ragstep.retrieval.answer_focus`). When any sentence holds what is asked, the
-  best of those is selected. "Where is X
-  installed / stored / kept?" prefers a sentence naming a path; a value only code states ("What is the size of
-  CHUNK?": "#define CHUNK 16384") is a candidate when the question names the identifier as code writes it
-  (:mod:`ragstep.retrieval.answer_candidates`).
+  best of those is selected. "Where is X installed / stored / kept?" prefers a sentence naming a path; a value only
+  code states ("What is the size of CHUNK?": "#define CHUNK 16384") is a candidate when the question names the
+  identifier as code writes it (:mod:`ragstep.retrieval.answer_candidates`); so are a table row (with its column
+  headers), a heading stating a fact, and, asked which items a section lists, the list under the heading naming it,
+  selected first as a definition is (:mod:`ragstep.retrieval.answer_layout`).
   "What is X?" / "X是什么？" asks for what X is (:func:`~ragstep.retrieval.answer_types.definition_of`): the
   best sentence that defines X ("bc is a language that ...", a manual page's "bc - An arbitrary precision
   calculator language") is selected when one was retrieved, but none is required to answer. "Who wrote X?" takes
@@ -112,7 +113,7 @@ from ragstep.models.llm import SentenceEncoder
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
 from ragstep.retrieval.answer_candidates import candidates as candidates_of
 from ragstep.retrieval.answer_candidates import code_names, option_entries
-from ragstep.retrieval.answer_focus import counted_patterns
+from ragstep.retrieval.answer_focus import focus_held
 from ragstep.retrieval.answer_language import (
     aligned,
     embedding_budget,
@@ -120,6 +121,7 @@ from ragstep.retrieval.answer_language import (
     read_across,
     sentence_languages,
 )
+from ragstep.retrieval.answer_layout import listed
 from ragstep.retrieval.answer_terms import Coverage, passages_naming
 from ragstep.retrieval.answer_terms import names as names  # importable here as before
 from ragstep.retrieval.answer_terms import term_weights as term_weights  # the IDF, importable here as before
@@ -244,7 +246,7 @@ def features(
     """Every candidate sentence's features (None when the passages have no sentence); without an encoder, the
     semantic ones are zero."""
     question = question[:MAX_QUESTION_CHARS]
-    candidates, leads = candidates_of(passages, code_names(question))
+    candidates, leads = candidates_of(passages, code_names(question), question)
     if not candidates:
         return None
     coverage = Coverage(question, passages)
@@ -259,7 +261,7 @@ def features(
     expected = expected_answer(question)
     which = asks_option(question)  # a sentence of an option's description holds its option
     attributes = stated_attributes(question)
-    counted = [] if attributes else counted_patterns(question)  # Chinese words: asked of Chinese sentences only
+    focus = None if attributes else focus_held(question, candidates, leads, languages)  # what a count counts
     typed = np.array(
         [
             (
@@ -267,15 +269,17 @@ def features(
                 or holds_asked(expected, f"{lead} {c[2]}" if which and is_option_entry(lead) else c[2], question)
             )
             and all(a.search(f"{lead} {c[2]}") for a in attributes)
-            and (language != "zh" or all(a.search(f"{lead} {c[2]}") for a in counted))
-            for c, lead, language in zip(candidates, leads, languages, strict=True)
+            and (focus is None or focus[k])
+            for k, (c, lead) in enumerate(zip(candidates, leads, strict=True))
         ],
         dtype=bool,
     )
-    expects = expected is not None or bool(attributes or counted)
+    expects = expected is not None or bool(attributes) or focus is not None
     entry = None if expects else named_option(question)
     definition = preferred_answer(question) if expects else entry or definition_of(question) or place_of(question)
     defining = None if definition is None else np.array([bool(definition.search(c[2])) for c in candidates])
+    lists = listed(question, passages, candidates, coverage)  # "what changed in X?": the list under X's heading
+    defining = defining if lists is None else lists
     if expects and defining is not None:
         defining &= typed
         # A by-line ("Written by Paul Rubin, David MacKenzie ...") never names what was written; its passage does

@@ -23,7 +23,11 @@ question's language (:func:`~ragstep.models.message_language.message_language_of
 
 **Names** (:func:`names`) are what a question asks about by name: a capitalised word inside the question, a word
 with a digit. German writes every noun with a capital ("Ordner", "Zeilen"): there a capital marks a name only when
-the word is not written as a noun is (an acronym "SSH", an inner capital "McKenzie", a digit).
+the word is not written as a noun is (an acronym "SSH", an inner capital "McKenzie", a digit). English writes the
+days of the week and the months with a capital too; they are ordinary words (:data:`CALENDAR_WORDS`, a closed
+class): "Are the offices open on Saturday?" is answered by "closed on weekends". A number is the same name whatever
+its thousands' grouping: "1000" is held by "1,000", "1 000", "1.000" and "1'000", and "1,000" by "1000" (the mark
+read as a grouping only before three digits and not before a decimal part: "1.000,50" is not 1000).
 
 **Transliterated names** (:func:`transliterated`): Chinese writes a foreign person's name in Han characters, its
 parts joined by a middle dot ("约翰·史密斯", "琴娜·杜普洛", "卡尔·路德维希·冯·贝塔郎非"; ·, •, ‧ and ・ are all used).
@@ -51,6 +55,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from ragstep.models.message_language import LETTERS, MessageLanguage, message_language_of
+from ragstep.retrieval.english_stem import english_stem
 from ragstep.retrieval.latin_fold import fold_word, umlaut_forms
 from ragstep.retrieval.text import jieba_tokenizer, query_terms, token_set
 
@@ -97,8 +102,6 @@ FUNCTION_WORDS: dict[MessageLanguage, frozenset[str]] = {
 #: The languages whose words are compared by truncation (module docstring).
 _TRUNCATED: frozenset[MessageLanguage] = frozenset({"fr", "de", "es"})
 
-_SUFFIX = re.compile(r"(?<=[a-z]{3})(?:ing|ed|es|s)$")
-
 #: An attribute is asked with its adjective and stated with its noun ("how deep" / "an average depth of"): both
 #: count as one term.
 _ATTRIBUTES = {
@@ -117,6 +120,8 @@ _ATTRIBUTES = {
     "often": "frequency",
     "strong": "strength",
 }
+# The same, between the words' English stems (:func:`~ragstep.retrieval.english_stem.english_stem`).
+_STEMMED_ATTRIBUTES = {english_stem(adjective): english_stem(noun) for adjective, noun in _ATTRIBUTES.items()}
 
 
 _GERMAN_S_ENDING = frozenset("bdfghklmnrt")
@@ -145,8 +150,9 @@ def german_stem(word: str) -> str:
 
 
 def stems(tokens: Iterable[str], language: MessageLanguage = "en") -> frozenset[str]:
-    """The tokens as the question and its answer share them: accents folded; English words without their commonest
-    inflection ("logs" / "log", "stayed" / "stay") and an attribute's adjective as its noun ("deep" / "depth");
+    """The tokens as the question and its answer share them: accents folded; English words as one form of their
+    inflections ("logs" / "log", "carried" / "carry", "frozen" / "freeze": :mod:`ragstep.retrieval.english_stem`)
+    and an attribute's adjective as its noun ("deep" / "depth");
     French and Spanish words (``language``: the question's) cut to their first :data:`TRUNCATE` letters ("lignes" /
     "ligne", "muestro" / "muestra"), German ones without their ending (:func:`german_stem`: "Zeilen" / "Zeile") and
     with an umlaut spelled out read as the umlaut ("Groesse" / "Größe"). Other scripts are left as they are."""
@@ -160,8 +166,8 @@ def stems(tokens: Iterable[str], language: MessageLanguage = "en") -> frozenset[
                 # meets the folded umlaut ("Kühlhalle" -> "kuhlhalle"): on both sides, so the two spellings meet.
                 t = german_stem(next(iter(umlaut_forms([t])), t)) if language == "de" else t[:TRUNCATE]
             else:
-                t = _SUFFIX.sub("", t)
-                t = _ATTRIBUTES.get(t, t)
+                t = english_stem(t)
+                t = _STEMMED_ATTRIBUTES.get(t, t)
         out.add(t)
     return frozenset(out)
 
@@ -172,7 +178,16 @@ def question_terms(question: str, language: MessageLanguage) -> frozenset[str]:
     return stems((t for t in query_terms(question) if fold(t) not in words), language)
 
 
-_NAME = re.compile(r"[\w][\w.+-]*[\w]|\w")
+# A number written with its thousands grouped ("1,000", "1.000", "10 000" with a narrow or no-break space) is one
+# name; then any other word.
+_NAME = re.compile(r"(?<![\w.,])\d{1,3}(?:([,.\u00a0\u202f])\d{3})(?:\1\d{3})*(?![\w.,]*\w)|[\w][\w.+-]*[\w]|\w")
+#: The days of the week and the months are written with a capital in English and are ordinary words, no names: "Are
+#: the offices open on Saturday?" is answered by "closed on weekends" (a closed class of the language).
+CALENDAR_WORDS = frozenset(
+    "monday tuesday wednesday thursday friday saturday sunday january february march april may june july august "  # noqa: SIM905
+    "september october november december".split()
+)
+_GROUPING = re.compile(r"(?<=\d)[,.\u00a0\u202f](?=\d{3}(?!\d))")
 
 
 def names(question: str, language: MessageLanguage | None = None) -> list[str]:
@@ -189,7 +204,9 @@ def names(question: str, language: MessageLanguage | None = None) -> list[str]:
     out = []
     for k, match in enumerate(_NAME.finditer(question)):
         word = match.group(0)
-        if word == "I" or not fold(word).isascii() or _is_setting(question, match.start(), word):
+        if word == "I" or word.casefold() in CALENDAR_WORDS:
+            continue
+        if not fold(word).isascii() or _is_setting(question, match.start(), word):
             continue
         if word.isdigit() and _QUANTITY.match(question, match.end()):
             continue  # "the first 20 lines", "20 premières lignes": how many the user wants, not a name
@@ -240,7 +257,24 @@ def passages_naming(question: str, passages: Sequence[str], language: MessageLan
     subject = defined_subject(question)
     qualifiers = {w.casefold() for w in subject.split()[:-1]} if subject else set()
     anywhere = {n for n in wanted if n in qualifiers and any(n in p for p in folded)}
-    return [ok and all(n in p or n in anywhere for n in wanted) for p, ok in zip(folded, held, strict=True)]
+    numbers = {n: number for n in wanted if (number := _number_pattern(n)) is not None}
+    return [
+        ok and all(n in p or n in anywhere or (n in numbers and numbers[n].search(p)) for n in wanted)
+        for p, ok in zip(folded, held, strict=True)
+    ]
+
+
+def _number_pattern(name: str) -> re.Pattern[str] | None:
+    """A whole number of four digits or more, as a passage may write it with its thousands grouped ("1000", "1,000",
+    "1 000", "1.000", "1'000"; the question's own grouping undone), else None. "1.000" read as a grouping is read
+    only where it is one: three digits after each mark, no other mark after."""
+    digits = _GROUPING.sub("", name)
+    if not digits.isdigit() or len(digits) < 4:
+        return None
+    head = len(digits) % 3 or 3
+    groups = [digits[:head]] + [digits[k : k + 3] for k in range(head, len(digits), 3)]
+    mark = r"[,.\s\u00a0\u202f'’]?"
+    return re.compile(r"(?<![\d.,])" + mark.join(groups) + r"(?![\d]|[.,]\d)")
 
 
 #: The middle dots that join the parts of a transliterated name (·, •, ‧, ・, ･).
@@ -359,14 +393,27 @@ def term_weights(terms: frozenset[str], passages: Sequence[frozenset[str]]) -> d
     return {t: math.log(1 + (n + 1) / (sum(t in p for p in passages) + 0.5)) for t in terms}
 
 
+def _as_written(terms: frozenset[str], passages: Sequence[str], held: Sequence[frozenset[str]]) -> frozenset[str]:
+    """``terms`` with a number no passage holds as the question writes it read as a passage writes it, its thousands
+    grouped: "1000" as the tokens of "1,000" ("1", "000"), a term every sentence of it would otherwise lack."""
+    out = set(terms)
+    for term in terms:
+        number = _number_pattern(term) if term.isdigit() and not any(term in h for h in held) else None
+        found = next((m for p in passages if number is not None and (m := number.search(p))), None)
+        if found is not None:
+            out.discard(term)
+            out.update(token_set(found.group(0)))
+    return frozenset(out)
+
+
 class Coverage:
     """The rarity-weighted share of the question's terms a text holds (0 when the question has no terms), read in
     the question's language (module docstring)."""
 
     def __init__(self, question: str, passages: Sequence[str]) -> None:
         self.language = question_language(question)
-        self.terms = question_terms(question, self.language)
         self.passage_terms = [stems(token_set(p), self.language) for p in passages]
+        self.terms = _as_written(question_terms(question, self.language), passages, self.passage_terms)
         self.weight = term_weights(self.terms, self.passage_terms)
         self.total = sum(self.weight.values())
         self.by_passage = [self.of(terms) for terms in self.passage_terms]

@@ -5,7 +5,11 @@ something (:func:`asks_how`). Its names and terms are :mod:`ragstep.retrieval.an
 The model-free answerer (:mod:`ragstep.retrieval.answer_span`) selects and decides with these. They are general
 patterns of English, Chinese, French, German and Spanish questions (how often / 多久一次 / à quelle fréquence / wie
 oft: a frequency; how deep / 多深: a length; which year / 哪一年 / in welchem Jahr: a date; how many / 多少 /
-combien / wie viele / cuántos: a number), not lists fitted to a set's questions."""
+combien / wie viele / cuántos: a number), not lists fitted to a set's questions. "How much" + a word in -er asks
+how much more only when the question compares ("than") or the word is an irregular comparative (more, less, better,
+worse): "how much butter / water / power" asks an amount, as "how much sugar" does. "How far in advance / ahead /
+back" asks a time before, not a distance ("at least two weeks in advance"); "by when" / 什么时候之前 / 多久之内 / bis
+wann asks a deadline, a date or a time limit ("15个工作日内", "within 30 days")."""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ MAX_QUESTION_CHARS = 2000
 # What a question asks for, and what a sentence that answers it holds. The first kind that matches decides.
 _EN_NUMBER_WORDS = (
     r"one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty|hundred|"
-    r"thousand|million|billion|half|dozen|single|double|several|few"
+    r"thousand|million|billion|half|dozen|single|double|triple|twice|thrice|several|few"
     # French, German and Spanish number words ("un", "ein", "uno" are articles too; "dos", "mil", "cent", "sept" are
     # English words or abbreviations too: only in lower case, as numbers are written inside a sentence).
     r"|deux|trois|quatre|cinq|huit|neuf|dix|douze|vingt|trente|mille|zwei|drei|vier|fünf|sechs|sieben|acht|neun"
@@ -35,7 +39,8 @@ _DURATION_UNITS = (
 )
 # Units that are also English words ("an", a "tag", "mes"): a duration only after a number ("3 ans", "2 Tage").
 _NUMBERED_UNITS = r"\bans\b|\btag(?:e|en)?\b|\bmes(?:es)?\b"
-_DURATION = rf"(?:{_NUMBER}).{{0,12}}(?:{_DURATION_UNITS}|{_NUMBERED_UNITS})|{_DURATION_UNITS}"
+_COUNTED_TIME = rf"(?:{_NUMBER}).{{0,12}}(?:{_DURATION_UNITS}|{_NUMBERED_UNITS})"
+_DURATION = rf"{_COUNTED_TIME}|{_DURATION_UNITS}"
 _FREQUENCY = (
     r"once|twice|times|daily|weekly|monthly|yearly|annually|hourly|every|each|per\b|always|never|often|"
     r"whenever|regularly|每|次|经常|总是"
@@ -94,9 +99,12 @@ _KINDS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = tuple(
             r"|\b(?:par|von|por)\s+(?-i:[A-Z])[\w.'-]+\s+(?-i:[A-Z])",
         ),
         # How much faster / smaller / better: a ratio or a difference ("60-70%", "twice", "3 times", "2x", "两倍");
-        # "身高多少" asks a height, not how much higher.
+        # "身高多少" asks a height, not how much higher. A word in -er after "how much" is a comparative only when
+        # the question compares ("than") or it is an irregular one: "how much butter / water / power" asks an
+        # amount of a noun, as "how much sugar" does.
         (
-            r"\bhow\s+much\s+(?:\w+er|more|less|better|worse)\b|快多少|慢多少|大多少|小多少|(?<!身)高多少|低多少",
+            r"\bhow\s+much\s+(?:more|less|better|worse)\b|\bhow\s+much\s+\w+er\b(?=.*\bthan\b)"
+            r"|快多少|慢多少|大多少|小多少|(?<!身)高多少|低多少",
             r"(?<![A-Za-z_])\d[\d.,]*\s*(?:%|percent|per\s*cent|times\b|x\b|×|倍)|\b(?:twice|half|double|triple)\b"
             r"|[一二两三四五六七八九十几]\s*倍|百分之",
         ),
@@ -105,6 +113,12 @@ _KINDS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = tuple(
             r"|\bà\s+quelle\s+fréquence\b|\bcombien\s+de\s+fois\b|\bwie\s+(?:oft|häufig)\b"
             r"|\bcon\s+qu[ée]\s+frecuencia\b|\bcada\s+cu[áa]nto\b|\bcu[áa]ntas\s+veces\b",
             _FREQUENCY + "|" + _NUMBER,
+        ),
+        # "How far in advance / ahead / back": how long before (a number of days, weeks... or a date), not a distance.
+        (
+            r"\bhow\s+far\s+(?:in\s+advance|ahead|beforehand|before|back|ago)\b|\bhow\s+(?:long|much\s+time)\s+"
+            r"(?:in\s+advance|ahead|beforehand)\b",
+            _COUNTED_TIME + "|" + _DATE,
         ),
         (
             r"\bhow\s+(?:deep|tall|wide|far)\b|\bwhat\s+(?:depth|height|width|distance)\b|多深|多宽|多远|深度|宽度",
@@ -117,6 +131,13 @@ _KINDS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = tuple(
             r"\bhow\s+long\b|\bfor\s+how\s+long\b|多久|多长时间|几个小时|几天|几年|多少天|多少年|多少小时"
             r"|\bcombien\s+de\s+temps\b|\bpendant\s+combien\b|\bwie\s+lange\b|\bcu[áa]nto\s+(?:tiempo|dura)\b",
             _DURATION,
+        ),
+        # By when / 什么时候之前 / 多久之内 / bis wann: a deadline, stated as a date or as a time limit ("within 30
+        # days", "15个工作日内").
+        (
+            r"\bby\s+when\b|\bhow\s+soon\b|\bbis\s+wann\b|\bpara\s+cu[áa]ndo\b|\bd['’]ici\s+quand\b"
+            r"|(?:什么时候|何时|哪天|几号|几月几[日号])(?:之前|以前|前)|多久(?:之内|以内|内)",
+            _DATE + "|" + _COUNTED_TIME,
         ),
         # Which year: a year ("since", "in spring" or "before the festival" answer "when", not "in what year").
         (

@@ -47,9 +47,10 @@ SAMPLE_ROWS = 2048
 #: standard deviation of 0.104 about their mean: one unit of the common scale is 1 / 0.104 standard deviations of
 #: the background. Used only for a model that declares no span, to put its cosines in those units.
 COMMON_SD = 0.104
-#: Fewer chunks than this are no background for a similarity threshold or the rerank stage's cosine scale: their
-#: mean is the query's few candidates themselves (a knowledge base of a dozen chunks, a narrow tag), and the declared
-#: scale is read instead (:func:`query_scale`).
+#: Fewer chunks than this are no background for the similarity threshold's scale or the rerank stage's: their mean
+#: is the query's few candidates themselves (a knowledge base of a dozen chunks, a narrow tag), and the declared
+#: scale is read instead (:func:`query_scale`), with one addition for the threshold: a chunk that stands out from the
+#: others passes too (:func:`standout_cosine`).
 MIN_ROWS = 100
 #: Fusion reads a background from this many chunks on (one row has no spread). Below :data:`MIN_ROWS` it fell back
 #: to the declared-scale rule issue 32 replaced: cut into knowledge bases of 50-80 chunks, the cross-lingual set's
@@ -166,3 +167,35 @@ def query_scale(
         return ScoreScale(zero=float(q @ background.mean), span=declared.span)
     mu, sigma = query_background(background, q)
     return ScoreScale(zero=mu, span=sigma / COMMON_SD) if sigma > 0.0 else None
+
+
+def standout_cosine(
+    background: Background | None, query: np.ndarray | Sequence[float], threshold: float
+) -> float | None:
+    """Below :data:`MIN_ROWS` chunks, the cosine from which a chunk stands out from the query's others; None for a
+    larger background (its scale is the query's already, :func:`query_scale`) or one with no spread.
+
+    Standing out is read in the query's own cosines over the ``n`` chunks, their mean and standard deviation, and
+    is two things: ``threshold`` above the mean in the common scale's units of spread (``threshold / COMMON_SD``
+    standard deviations, the scale :func:`query_scale` gives a model that declares no span: the similarity
+    threshold's 0.2 is 1.9 of them), and above where the best of ``n`` chunks unrelated to the query sits by chance,
+    the normal quantile ``n / (n + 1)`` (1.7 standard deviations for 22 chunks, 1.1 for 6). The second is what a
+    relaxed threshold (the retry's 0.1, one standard deviation) cannot go under: the best of a few dozen chunks is
+    nearly always one standard deviation above their mean, standing out or not.
+
+    The declared scale a small knowledge base is read on puts its bar where the model's unrelated text sits, which
+    is not where every query's is: a short question ("Who approves big purchases?") sits below it, at 0.750 mean
+    cosine over a 22-chunk knowledge base for e5, whose unrelated level is 0.77. The bar (0.81, 0.79 on the retry)
+    was then 3.6 (2.4) standard deviations above the query's own background, more than the best of 22 chunks
+    reaches, and the vector search came back empty however far its best chunk stood out. The similarity threshold
+    takes the lower of the two bars: a chunk passes when it clears the declared one or stands out from the rest
+    (never a higher bar than before)."""
+    if background is None or background.size() >= MIN_ROWS:
+        return None
+    mu, sigma = query_background(background, query)
+    if sigma <= 0.0:
+        return None
+    from statistics import NormalDist  # only a small knowledge base's search loads it
+
+    n = background.size()
+    return mu + max(threshold / COMMON_SD, NormalDist().inv_cdf(n / (n + 1))) * sigma

@@ -32,9 +32,14 @@ question is declined. So the answer is chosen as follows:
   stale for a new ask when it holds none of the words the follow-up adds to the previous question: it was chosen
   for the subject ("and can I undo it later?" answered again with the upgrade command). It is left out, and when
   nothing else was chosen the answer is the sentence that answers without it (the same decision, the same
-  threshold), or none. A repeat that holds the new ask's words stands (one sentence may answer both questions), as
-  does a sentence the previous answer quoted beside its answer ("who wrote it?" after an answer that quoted the
-  by-line second).
+  threshold), or none. A repeat that holds the new ask's words stands (one sentence may answer both questions:
+  "when did it open?" after "where is the Austin office?" answered with "The Austin office opened in 2021 and is
+  located at ..."), as does a sentence the previous answer quoted beside its answer ("who wrote it?" after an
+  answer that quoted the by-line second). The words are compared as the answer's choice compares them, each as the
+  one form of its inflections (:func:`~ragstep.retrieval.answer_terms.stems`: "open" / "opened", "freeze" /
+  "frozen"), in the follow-up's language: a word the follow-up asks in another inflection than the previous
+  question, or than the sentence states it, is the same word. "Who manages it?" after the same question holds no
+  word of that sentence, which is not given again.
 
 The threshold is the standalone question's (:data:`~ragstep.retrieval.answer_span.ANSWER_THRESHOLD`): read on its own
 words a follow-up's support sits lower than the same question asked whole (it shares fewer words with its sentence),
@@ -56,8 +61,10 @@ from collections.abc import MutableMapping, Sequence
 import numpy as np
 
 from ragstep.models.llm import SentenceEncoder
+from ragstep.models.message_language import MessageLanguage
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
 from ragstep.retrieval.answer_span import Quote, choose
+from ragstep.retrieval.answer_terms import question_language, stems
 from ragstep.retrieval.text import token_set, tokenize
 
 _MARKER = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
@@ -109,8 +116,18 @@ def _previous_answer_sentence(reader: SentenceEncoder | None, answer: str, befor
     return pieces[int(np.argmax(vectors @ np.asarray(reader.embed_query(before), dtype=np.float32)))]
 
 
-def _new_words(question: str, previous_question: str) -> set[str]:
-    return set(tokenize(question)) - set(tokenize(previous_question))
+def _new_words(question: str, previous_question: str) -> frozenset[str]:
+    """The words ``question`` asks with that ``previous_question`` did not, each as the one form of its inflections
+    (:func:`~ragstep.retrieval.answer_terms.stems`, in the follow-up's language): "open" after "where is the
+    office?" is new, and held by "the office opened in 2021"."""
+    language = question_language(question)
+    return stems(tokenize(question), language) - stems(tokenize(previous_question), language)
+
+
+def _holds_new(quote: Quote, new: frozenset[str], language: MessageLanguage) -> bool:
+    """Whether ``quote``'s sentence (with the neighbour it is quoted with) holds a word of the new ask, in any of
+    its inflections."""
+    return bool(stems(token_set(quote.text), language) & new)
 
 
 def subject_documents(
@@ -152,6 +169,7 @@ def choose_follow_up(
     # question did not: that sentence again, holding none of them, was chosen for the subject, not for the new ask.
     answered = _previous_answer_sentence(encoder, previous[1], previous[0])
     new = _new_words(question, previous[0])
+    language = question_language(question)
     subject = subject_documents(passages, documents, previous[1], answered)
     within = [bool(subject) and d in subject for d in documents]
 
@@ -160,7 +178,7 @@ def choose_follow_up(
             return choose(asked, texts, scores=scores, encoder=reader, scale=scale, vectors=vectors, within=within)
 
         quotes = among(texts)
-        stale = [q for q in quotes if new and _repeats(q, answered) and not token_set(q.text) & new]
+        stale = [q for q in quotes if new and _repeats(q, answered) and not _holds_new(q, new, language)]
         kept = [q for q in quotes if q not in stale]
         if kept or not stale:
             return kept

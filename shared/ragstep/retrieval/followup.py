@@ -9,9 +9,12 @@ When is a question a follow-up? Signals from grammar, not from any topic, in Eng
 German and Spanish (questions are asked in them over documents in any language):
 
 * it refers back -- a third-person or demonstrative pronoun / determiner (it, its, they, this, 它, 其, 这, cette,
-  son, diese, seine, esto, su ...), or a word that points back in one use and not in another, read by the words
-  around it (:mod:`ragstep.retrieval.demonstratives`: "who led *that* release?" but not "files *that* changed",
-  "*the same* option", French "*ce* fichier", German "wie lange dauert *das*?", Chinese "*该*版本", "*那次*");
+  son, diese, seine, esto, su ...), an adverb of time that places the ask after or before what was said and names
+  no event of its own (afterwards, beforehand, ensuite, danach, vorher: "can I go back afterwards?" after "how do
+  I upgrade?"; not "after the upgrade", which names it), or a word that points back in one use and not in
+  another, read by the words around it (:mod:`ragstep.retrieval.demonstratives`: "who led *that* release?" but
+  not "files *that* changed", "*the same* option", French "*ce* fichier", German "wie lange dauert *das*?", Chinese
+  "*该*版本", "*那次*");
 * it continues -- it opens with a conjunction or "what about" (and, also, 那, 还有, et, und, y, qu'en est-il ...),
   ends with a particle that adds to or replaces what was asked (too, as well, instead, aussi, también: "how do I
   number the empty lines too?") or with the Chinese elliptical particle 呢 ("时间呢？");
@@ -46,16 +49,18 @@ from ragstep.retrieval.text import tokenize
 _ANAPHORS_EN = frozenset(
     {"it", "its", "itself", "they", "them", "their", "theirs", "themselves", "this", "these", "those"}
     | {"he", "him", "his", "she", "her", "hers"}
+    # Adverbs of time that place the ask after or before what was said ("can I go back afterwards?").
+    | {"afterwards", "afterward", "beforehand", "thereafter"}
 )
 _ANAPHORS_ZH = frozenset(("它们", "它", "他们", "她们", "他", "她", "其", "这个", "那个", "这些", "那些", "这", "此"))
 _ANAPHORS_FR = frozenset(
     {"cela", "ça", "ceci", "celui", "celle", "ceux", "celles", "cette", "cet", "ces", "son", "sa", "ses", "leur"}
-    | {"leurs", "lui", "elle", "elles", "ils", "eux"}
+    | {"leurs", "lui", "elle", "elles", "ils", "eux", "ensuite", "auparavant"}
 )
 _ANAPHORS_DE = frozenset(
     {"dies", "diese", "dieser", "dieses", "diesem", "diesen", "dessen", "deren", "er", "ihn", "ihm", "ihnen"}
     | {"seine", "seinen", "seinem", "seiner", "seines", "ihre", "ihren", "ihrem", "ihrer", "ihres"}
-    | {"dafür", "dazu", "davon", "darauf", "dabei", "dagegen", "daran"}
+    | {"dafür", "dazu", "davon", "darauf", "dabei", "dagegen", "daran", "danach", "davor", "nachher", "vorher"}
 )
 _ANAPHORS_ES = frozenset(
     {"esto", "eso", "ello", "este", "esta", "estos", "estas", "ese", "esa", "esos", "esas", "su", "sus"}

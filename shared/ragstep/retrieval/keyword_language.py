@@ -1,6 +1,7 @@
 """What keyword search asks for a question in Spanish: the forms documents write of its first-person verb.
 
-Keyword tokens undo no language's inflections (:mod:`ragstep.retrieval.text`). A Spanish question puts its verb in
+Keyword tokens undo no language's inflections (:mod:`ragstep.retrieval.text`; a local index matches a word's
+English inflections at search time, :mod:`ragstep.retrieval.inflection`). A Spanish question puts its verb in
 the first person ("¿cómo **busco** archivos por nombre?", "¿cómo **cambio** la fecha?", "¿cómo **ordeno**
 números?"), a form documents never write: a manual page or a tool's description says what it does in the infinitive
 or the third person ("find - **buscar** archivos", "**busca** por nombre", "**cambia** la fecha"). The one word

@@ -109,6 +109,12 @@ def _comment_lines(lines: list[str]) -> set[int]:
     return out
 
 
+def comment_lines(lines: list[str]) -> set[int]:
+    """The indexes of ``lines`` (stripped) that are a configuration file's or a script's comments, not Markdown
+    headings (:func:`_comment_lines`)."""
+    return _comment_lines(lines)
+
+
 # A manual page's running header or footer ends with the page's name in capitals and its section: "TIMEOUT(1)
 # Commandes de l'utilisateur TIMEOUT(1)", "GNU coreutils 9.1 Septembre 2022 TOUCH(1)". A reference inside the text
 # names another page in lower case ("see shuf(1)").

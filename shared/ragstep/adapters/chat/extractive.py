@@ -8,7 +8,10 @@ question's rare words a sentence shares, the passage's retrieval score and the q
 answer is taken apart, and also asks that the sentence hold the kind of value the question asks for (a depth, a
 duration, a year) and that its passage hold the names the question asks about. A quoted sentence that cannot be read
 alone comes with its neighbour in the paragraph ("However, ..." with the sentence before; an option's or a
-function's first sentence with the detail after: :mod:`ragstep.retrieval.answer_window`). The question is read up to
+function's first sentence with the detail after: :mod:`ragstep.retrieval.answer_window`). A table row is quoted with
+its column headers, a heading that states a fact as the heading, and a question asking which items a section lists
+is answered with the list under the heading that names it, cut at a whole item when it is longer than the answer
+may be (:mod:`ragstep.retrieval.answer_layout`). The question is read up to
 :data:`~ragstep.retrieval.answer_span.MAX_QUESTION_CHARS` characters. Its name,
 ``extractive``, travels in every response and trace, so a quoted answer is never mistaken for a generated one.
 
@@ -131,9 +134,18 @@ def render_quotes(quotes: Sequence[Quote], max_chars: int, language: Language) -
     joiner = "" if language == "zh" else " "
     pieces = []
     for i, q in enumerate(chosen):
-        text = q.text if len(q.text) <= max_chars else q.text[: max_chars - 1] + "…"
+        text = q.text if len(q.text) <= max_chars else _cut(q.text, max_chars)
         pieces.append(f"{joiner if i else ''}{text} [{q.passage}]")
     return pieces
+
+
+def _cut(text: str, max_chars: int) -> str:
+    """``text`` cut to ``max_chars`` with "…": after its last whole line that fits when it is a list (a section's
+    items: :mod:`ragstep.retrieval.answer_layout`), else mid-text."""
+    head = text[: max_chars - 2]
+    if "\n" in head:
+        return head[: head.rindex("\n")] + "\n…"
+    return text[: max_chars - 1] + "…"
 
 
 class ExtractiveChatModel:

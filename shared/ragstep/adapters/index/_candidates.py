@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 import numpy as np
 
+from ragstep.adapters.index._keyword import term_postings
 from ragstep.retrieval.bm25 import idf, term_scores
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ class CandidateScoring:
         ``flt`` (the same statistics and float32 arithmetic); chunks holding none of the terms are left out."""
         snap = cast(_Index, self).snapshot()
         known = {cid: pos for cid in dict.fromkeys(chunk_ids) if (pos := snap.position(cid)) is not None}
-        terms = [snap.vocab[t] for t in dict.fromkeys(tokens) if t in snap.vocab]
+        terms = list(term_postings(snap, tokens))  # each term with its inflections the snapshot holds: one term
         if not known or not terms:
             return {}
         wanted = np.fromiter(known.values(), dtype=np.int64, count=len(known))
@@ -43,9 +44,7 @@ class CandidateScoring:
         acc = np.zeros(len(known), dtype=np.float32)
         scope = snap.bm25_scope(flt)
         kb_codes = snap.kb.codes
-        for t in terms:
-            lo, hi = snap.indptr[t], snap.indptr[t + 1]
-            rows, tf = snap.post_rows[lo:hi], snap.post_tf[lo:hi]
+        for _, rows, tf in terms:
             # The term's weight over all its postings (the df counts them all), its score for the candidates only.
             at = np.minimum(np.searchsorted(wanted_sorted, rows), wanted_sorted.size - 1)
             hit = wanted_sorted[at] == rows

@@ -60,6 +60,7 @@ from ragstep.adapters.index._backfill import RowVectorBackfill
 from ragstep.adapters.index._build import stream_snapshot
 from ragstep.adapters.index._candidates import CandidateScoring
 from ragstep.adapters.index._ids import ids_at
+from ragstep.adapters.index._keyword import term_postings
 from ragstep.adapters.index._replace import checked_replacement, noting_indexed
 from ragstep.adapters.index._snapshot import Snapshot, Space, load_snapshot, new_build_dir, save_snapshot, top
 from ragstep.adapters.index._tokens import upgrade_stored_tokens
@@ -302,15 +303,13 @@ class LocalSearchIndex(RowVectorBackfill, CandidateScoring):
         """BM25 with the joint statistics of the knowledge bases ``flt`` covers (module docstring), or with
         ``stats`` when given: those of a larger collection this index is one part of (:meth:`bm25_stats`)."""
         snap = self.snapshot()
-        terms = {t: snap.vocab[t] for t in dict.fromkeys(tokens) if t in snap.vocab}
+        terms = list(term_postings(snap, tokens))  # each term with its inflections the snapshot holds: one term
         if not terms or snap.size == 0 or top_k <= 0:
             return []
         acc = np.zeros(snap.size, dtype=np.float32)
         kb_codes = snap.kb.codes
         scope = snap.bm25_scope(flt)
-        for term, t in terms.items():
-            lo, hi = snap.indptr[t], snap.indptr[t + 1]
-            rows, tf = snap.post_rows[lo:hi], snap.post_tf[lo:hi]
+        for term, rows, tf in terms:
             if stats is None:
                 weight, norms = idf(scope.df(rows, kb_codes), scope.docs), scope.norm[rows]
             else:
@@ -343,11 +342,7 @@ class LocalSearchIndex(RowVectorBackfill, CandidateScoring):
         scope = snap.bm25_scope(flt)
         if not scope.codes:
             return Bm25Stats()
-        df = {}
-        for term in dict.fromkeys(tokens):
-            t = snap.vocab.get(term)
-            if t is not None:
-                df[term] = scope.df(snap.post_rows[snap.indptr[t] : snap.indptr[t + 1]], snap.kb.codes)
+        df = {term: scope.df(rows, snap.kb.codes) for term, rows, _ in term_postings(snap, tokens)}
         return Bm25Stats(scope.docs, snap.kb_tokens(scope.codes), df)
 
     def vector_background(self, space: str, flt: SearchFilter) -> Background | None:

