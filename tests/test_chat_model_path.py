@@ -338,7 +338,7 @@ def test_the_rag_pipeline_reads_the_sessions_history_for_a_follow_up(tmp_path: P
     then = run_chat(request, ctx)
     assert [r.query for r in then.chat.history] == ["青海湖在哪里？"]
     assert then.chat.references[0].knowledge_filename == "qinghai.md"
-    assert chat_response(then)["notes"] == ["按上一个问题的追问检索，补充了：青海湖"]
+    assert chat_response(then)["notes"] == ["按上一个问题的追问检索：“它的面积有多大？”，补充了：青海湖"]
 
 
 def test_a_model_that_echoes_its_rewrite_prompt_costs_the_follow_up_nothing(tmp_path: Path) -> None:
@@ -363,7 +363,7 @@ def test_a_model_that_echoes_its_rewrite_prompt_costs_the_follow_up_nothing(tmp_
     assert then.chat.references[0].knowledge_filename == "qinghai.md"
     assert chat_response(then)["notes"] == [
         "模型对追问的改写未被采用（rewrite_too_long）",
-        "按上一个问题的追问检索，补充了：青海湖",
+        "按上一个问题的追问检索：“它的面积有多大？”，补充了：青海湖",
     ]
 
 

@@ -103,5 +103,5 @@ def test_a_french_follow_up_is_resolved_and_its_note_is_in_french(base: str) -> 
     # Whether -r's line is quoted is the answerer's decision (tests/test_answer_span*.py); the search and the note
     # are this: the follow-up searched with the first question's words, and said so in French.
     assert text.rstrip().endswith(
-        "*(note: recherché comme la suite de la question précédente, avec : sert option f rm)*"
+        "*(note: recherché comme la suite de la question précédente, avec : « et -r ? » + sert option f rm)*"
     )

@@ -14,6 +14,7 @@ local embedder runs it, float16, L2-normalised). Run::
     git clone https://github.com/google-deepmind/xquad /tmp/xquad
     python -m ragstep.bench.xquad /tmp/xquad OUT_DIR [en ru en-ru ...]
     ragstep bench quality --set OUT_DIR/xquad-en --vectors e5
+    ragstep bench answer --set OUT_DIR/xquad-en        # answers.jsonl: SQuAD's reference spans
 
 A name is ``LANG`` (questions and passages in LANG) or ``Q-P`` (questions in Q, passages in P).
 """
@@ -50,6 +51,16 @@ def _paragraphs(data: list[dict[str, Any]]) -> list[tuple[str, str, list[tuple[s
     return out
 
 
+def _answers(data: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Each question's reference answers (SQuAD's spans of its paragraph, deduplicated), by question id."""
+    return {
+        str(q["id"]): list(dict.fromkeys(str(a["text"]) for a in q["answers"]))
+        for article in data
+        for para in article["paragraphs"]
+        for q in para["qas"]
+    }
+
+
 def _sample(question_ids: list[str], n: int) -> set[str]:
     """A fixed sample that does not depend on the language: the n ids with the smallest hash."""
     return set(sorted(question_ids, key=lambda q: hashlib.sha256(q.encode()).hexdigest())[:n])
@@ -77,6 +88,11 @@ def build_set(src: Path, name: str, out: Path, *, questions: int = QUESTIONS, em
         fh.write("query-id\tcorpus-id\tscore\n")
         for qid, _, pid in queries:
             fh.write(f"{qid}\t{pid}\t1\n")
+    # The reference answers are spans of the passage language's paragraph: `ragstep bench answer` reads them.
+    answers = _answers(_load(src, p_lang))
+    with (folder / "answers.jsonl").open("w", encoding="utf-8") as fh:
+        for qid, _, _ in queries:
+            fh.write(json.dumps({"_id": qid, "answers": answers.get(qid, [])}, ensure_ascii=False) + "\n")
     (folder / "SOURCE.txt").write_text(
         f"XQuAD (https://github.com/google-deepmind/xquad, CC BY-SA 4.0): questions xquad.{q_lang}.json, "
         f"passages xquad.{p_lang}.json; built by `python -m ragstep.bench.xquad`.\n",

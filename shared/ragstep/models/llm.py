@@ -88,6 +88,9 @@ class ChatResponse:
     #: The model that answered, as the provider names it.
     model: str = ""
     finish_reason: str | None = None
+    #: Why a model-free answerer declined (its ``reason`` and what it read: the answer stage's trace row and note);
+    #: None when it answered, or for a language model (its decline is its text).
+    decline: dict[str, object] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,3 +101,5 @@ class ChatDelta:
     reasoning: str = ""
     usage: ChatUsage | None = None
     finish_reason: str | None = None
+    #: Why a model-free answerer declined (as :attr:`ChatResponse.decline`), on the last delta.
+    decline: dict[str, object] | None = None

@@ -113,14 +113,9 @@ from ragstep.models.llm import SentenceEncoder
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
 from ragstep.retrieval.answer_candidates import candidates as candidates_of
 from ragstep.retrieval.answer_candidates import code_names, option_entries
+from ragstep.retrieval.answer_decline import Failed, failed_check
 from ragstep.retrieval.answer_focus import focus_held
-from ragstep.retrieval.answer_language import (
-    aligned,
-    embedding_budget,
-    naming_across,
-    read_across,
-    sentence_languages,
-)
+from ragstep.retrieval.answer_language import aligned, embedding_budget, naming_across, read_across, sentence_languages
 from ragstep.retrieval.answer_layout import listed
 from ragstep.retrieval.answer_terms import Coverage, passages_naming
 from ragstep.retrieval.answer_terms import names as names  # importable here as before
@@ -419,6 +414,8 @@ class Assessment:
     #: The best sentence is the entry of the option the question names (:attr:`Features.entry`): an answer at any
     #: threshold.
     outright: bool = False
+    #: The decision's check the best sentence failed, when one did (:mod:`~ragstep.retrieval.answer_decline`: why).
+    failed: Failed | None = None
 
     def answers(self, threshold: float = ANSWER_THRESHOLD) -> bool:
         if not self.eligible or not self.quotes:
@@ -450,9 +447,11 @@ def assess(
     gates = not (f.expects and not f.typed[best]) and bool(f.named[best]) and (inside[best] or not inside.any())
     if encoder is None:
         eligible = gates and float(f.passage_coverage.max()) >= MIN_PASSAGE_COVERAGE
-        return Assessment(_quotes(f, fit, best, passages), eligible, float(f.lexical[best]), False)
+        failed = None if eligible else failed_check(question, passages, f, best, inside, words=True)
+        return Assessment(_quotes(f, fit, best, passages), eligible, float(f.lexical[best]), False, failed=failed)
     outright = f.entry and f.defining is not None and bool(f.defining[best])
-    return Assessment(_quotes(f, fit, best, passages), gates, support(f, best, fit), True, outright)
+    failed = None if gates else failed_check(question, passages, f, best, inside)
+    return Assessment(_quotes(f, fit, best, passages), gates, support(f, best, fit), True, outright, failed)
 
 
 def choose(

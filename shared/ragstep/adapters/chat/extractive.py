@@ -14,6 +14,10 @@ is answered with the list under the heading that names it, cut at a whole item w
 may be (:mod:`ragstep.retrieval.answer_layout`). The question is read up to
 :data:`~ragstep.retrieval.answer_span.MAX_QUESTION_CHARS` characters. Its name,
 ``extractive``, travels in every response and trace, so a quoted answer is never mistaken for a generated one.
+A decline says why (:mod:`ragstep.retrieval.answer_decline`: the kind of value asked for that no sentence states, a
+name of the question the passage lacks, or the closest sentence and its support under the threshold): the response's
+``decline``, which the answer stage writes in its trace row and the answer's note; its text is the same whatever the
+reason.
 
 A follow-up the pipeline resolved without a model (searched with the subject it leaves out) is answered by the
 user's own words, the subject only helping to read them, and not with the sentence that answered the previous
@@ -36,7 +40,8 @@ from ragstep.models.llm import SentenceEncoder
 from ragstep.models.message_language import MessageLanguage, message_language_of
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
 from ragstep.ports import ChatDelta, ChatGrounding, ChatMessage, ChatOptions, ChatResponse, ChatUsage
-from ragstep.retrieval.answer_span import MAX_QUESTION_CHARS, Quote, choose
+from ragstep.retrieval.answer_decline import why
+from ragstep.retrieval.answer_span import ANSWER_THRESHOLD, MAX_QUESTION_CHARS, Quote, assess
 from ragstep.retrieval.follow_up_answer import choose_follow_up
 from ragstep.retrieval.sentences import split_sentences
 from ragstep.retrieval.tokens import count_messages, count_tokens, truncate_to_tokens
@@ -46,6 +51,7 @@ __all__ = [
     "NO_ANSWER",
     "NO_CONTEXT",
     "ExtractiveChatModel",
+    "extract",
     "extract_answer",
     "render_quotes",
     "split_sentences",
@@ -87,9 +93,39 @@ def extract_answer(
 
     A follow-up (``searched``: the question with the subject retrieval added; ``previous``: the turn before's question
     and answer) is answered as :func:`~ragstep.retrieval.follow_up_answer.choose_follow_up` says."""
+    return extract(
+        question,
+        passages,
+        max_chars,
+        scores=scores,
+        encoder=encoder,
+        scale=scale,
+        vectors=vectors,
+        searched=searched,
+        previous=previous,
+        documents=documents,
+    )[0]
+
+
+def extract(
+    question: str,
+    passages: Sequence[str],
+    max_chars: int,
+    *,
+    scores: Sequence[float] = (),
+    encoder: SentenceEncoder | None = None,
+    scale: ScoreScale = COMMON_SCALE,
+    vectors: MutableMapping[str, np.ndarray] | None = None,
+    searched: str = "",
+    previous: tuple[str, str] = ("", ""),
+    documents: Sequence[str] = (),
+) -> tuple[list[str], dict[str, object] | None]:
+    """:func:`extract_answer`'s pieces, and when it declines why (:func:`~ragstep.retrieval.answer_decline.why`, as
+    a trace row's detail; None for a follow-up's decline, whose choice reads more than one assessment)."""
     language = language_of(question[:MAX_QUESTION_CHARS])
     if not any(p.strip() for p in passages):
-        return [NO_CONTEXT[message_language_of(question[:MAX_QUESTION_CHARS])]]
+        return [NO_CONTEXT[message_language_of(question[:MAX_QUESTION_CHARS])]], None
+    decline = None
     if searched:
         quotes = choose_follow_up(
             question,
@@ -103,10 +139,13 @@ def extract_answer(
             documents=documents,
         )
     else:
-        quotes = choose(question, passages, scores=scores, encoder=encoder, scale=scale, vectors=vectors)
+        a = assess(question, passages, scores=scores, encoder=encoder, scale=scale, vectors=vectors)
+        quotes = a.quotes if a.answers(ANSWER_THRESHOLD) else []
+        reason = why(a, ANSWER_THRESHOLD)
+        decline = None if reason is None else reason.as_detail()
     if not quotes:
-        return [NO_ANSWER[message_language_of(question[:MAX_QUESTION_CHARS])]]
-    return render_quotes(quotes, max_chars, language)
+        return [NO_ANSWER[message_language_of(question[:MAX_QUESTION_CHARS])]], decline
+    return render_quotes(quotes, max_chars, language), None
 
 
 def render_quotes(quotes: Sequence[Quote], max_chars: int, language: Language) -> list[str]:
@@ -165,12 +204,13 @@ class ExtractiveChatModel:
 
     def _pieces(
         self, messages: Sequence[ChatMessage], grounding: ChatGrounding | None, max_tokens: int | None
-    ) -> tuple[list[str], bool]:
-        """The answer's pieces within ``max_tokens`` (estimated), and whether they were cut to fit."""
+    ) -> tuple[list[str], bool, dict[str, object] | None]:
+        """The answer's pieces within ``max_tokens`` (estimated), whether they were cut to fit, and why it declined
+        (:func:`extract`)."""
         if grounding is None:  # called without its material: answer from nothing rather than parse a prompt
             question = next((m.content for m in reversed(messages) if m.role == "user"), "")
             grounding = ChatGrounding(question=question)
-        pieces = extract_answer(
+        pieces, decline = extract(
             grounding.question,
             grounding.passages,
             grounding.max_chars or self.max_chars,
@@ -183,17 +223,17 @@ class ExtractiveChatModel:
             documents=grounding.documents,
         )
         if max_tokens is None:
-            return pieces, False
+            return pieces, False, decline
         kept: list[str] = []
         used = 0
         for piece in pieces:
             cost = count_tokens(piece)
             if used + cost > max_tokens:
                 cut = truncate_to_tokens(piece, max_tokens - used)
-                return [*kept, cut] if cut else kept, True
+                return [*kept, cut] if cut else kept, True, decline
             kept.append(piece)
             used += cost
-        return kept, False
+        return kept, False, decline
 
     @staticmethod
     def _usage(messages: Sequence[ChatMessage], answer: str) -> ChatUsage:
@@ -203,15 +243,17 @@ class ExtractiveChatModel:
     def complete(
         self, messages: Sequence[ChatMessage], options: ChatOptions, grounding: ChatGrounding | None = None
     ) -> ChatResponse:
-        pieces, cut = self._pieces(messages, grounding, options.max_tokens)
+        pieces, cut, decline = self._pieces(messages, grounding, options.max_tokens)
         text = "".join(pieces)
         finish = "length" if cut else "stop"
-        return ChatResponse(content=text, usage=self._usage(messages, text), model=NAME, finish_reason=finish)
+        usage = self._usage(messages, text)
+        return ChatResponse(content=text, usage=usage, model=NAME, finish_reason=finish, decline=decline)
 
     def stream(
         self, messages: Sequence[ChatMessage], options: ChatOptions, grounding: ChatGrounding | None = None
     ) -> Iterator[ChatDelta]:
-        pieces, cut = self._pieces(messages, grounding, options.max_tokens)
+        pieces, cut, decline = self._pieces(messages, grounding, options.max_tokens)
         for piece in pieces:
             yield ChatDelta(content=piece)
-        yield ChatDelta(usage=self._usage(messages, "".join(pieces)), finish_reason="length" if cut else "stop")
+        usage = self._usage(messages, "".join(pieces))
+        yield ChatDelta(usage=usage, finish_reason="length" if cut else "stop", decline=decline)

@@ -43,7 +43,15 @@ from ragstep.app.chat_runs import Relayed, Run, run_to_end, start
 from ragstep.context import Context
 from ragstep.entry.http.auth import Meter
 from ragstep.entry.http.errors import FieldError, openai_error
-from ragstep.entry.http.model_ids import MODEL_PROFILES, choice_of, knowledge_bases, no_knowledge_base, retrieves
+from ragstep.entry.http.model_ids import (
+    KB_JOINER,
+    MODEL_PROFILES,
+    choice_of,
+    knowledge_bases,
+    no_knowledge_base,
+    retrieves,
+    searches_nothing,
+)
 from ragstep.entry.http.sources import notes_markdown, sources_markdown, without_sources
 from ragstep.entry.http.sse import DONE, SSEResponse, data_frame
 from ragstep.errors import InputError, RagstepError
@@ -103,9 +111,19 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
+class ResponseFormat(BaseModel):
+    """OpenAI's ``response_format``: only ``text`` (what every answer is) is accepted."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+
+
 class ChatCompletionRequest(RagstepOptions):
     """OpenAI's request body. Fields this server has no use for (``seed``, ``logprobs``, ...) are ignored, as an
-    OpenAI-compatible server must; ``user`` is accepted and not stored."""
+    OpenAI-compatible server must; ``user`` is accepted and not stored. Fields that would change what comes back
+    (``n`` other than 1, ``tools``, a ``response_format`` other than ``text``) are refused with a 400 naming them:
+    ignored, the client would read an answer it did not ask for."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -124,6 +142,7 @@ class ChatCompletionRequest(RagstepOptions):
     stop: str | list[str] | None = None
     n: int | None = None
     tools: list[Any] | None = None
+    response_format: ResponseFormat | None = None
     user: str | None = None
     extra_body: RagstepOptions | None = None
 
@@ -201,7 +220,17 @@ def plan_of(body: ChatCompletionRequest, ctx: Context) -> Plan:
         raise FieldError(f"n={body.n} is not supported; ask for one choice (n=1)", "n")
     if body.tools:
         raise FieldError("tools are not supported by this server; send the request without tools", "tools")
+    if body.response_format is not None and body.response_format.type != "text":
+        # The answer is text with [n] citations (or a quote of the passages): a JSON mode would be ignored or break it.
+        raise FieldError(
+            f"response_format {body.response_format.type} is not supported; the answer is text with citations: send "
+            "the request without response_format (or with type 'text')",
+            "response_format",
+        )
     options = merged_options(body)
+    if options.knowledge_base_ids and not retrieves(choice.pipeline):
+        named = KB_JOINER.join(options.knowledge_base_ids)
+        raise searches_nothing(body.model, body.model.partition("/")[0], "knowledge_base_ids", named)
     last = body.messages[-1]
     if last.role != "user":
         raise FieldError(f"the last message must be the user's question (role 'user'), not {last.role!r}", "messages")

@@ -8,8 +8,10 @@ but ``model`` and ``messages`` (LangChain's ChatOpenAI, litellm, LlamaIndex, Ope
 * ``ragstep`` alone answers from the body's ``knowledge_base_ids``, else from the server's default set,
   ``RAGSTEP_OPENAI_DEFAULT_KNOWLEDGE_BASES`` (comma-separated names or ids; ``*``: every knowledge base the key may
   use; a default the key may not use is left out).
-* Any other profile works in place of ``ragstep``: a chat pipeline's name (``rag/docs`` answers in one call,
-  ``viking_stream/docs`` with hierarchical retrieval).
+* Any other profile that searches works in place of ``ragstep``: a chat pipeline's name (``rag/docs`` answers in
+  one call, ``viking_stream/docs`` with hierarchical retrieval). A pipeline that searches nothing (``chat``,
+  ``chat_stream``, ``chat_history_stream``: the model alone) takes no knowledge base: ``chat/docs`` or ``chat`` with
+  ``knowledge_base_ids`` is a 400 naming the forms that search, never an answer that silently read nothing.
 
 A model naming knowledge bases and a body naming others is refused: which one was meant is not ours to guess.
 """
@@ -88,7 +90,27 @@ def choice_of(model: str, ctx: Context) -> ModelChoice:
         raise FieldError(
             f"model {model!r} names no knowledge base after '/': use '{profile}/<knowledge base>'", "model"
         )
+    if not retrieves(pipeline):
+        raise searches_nothing(model, profile, "model", named)
     return ModelChoice(pipeline, _kb_ids(model, named, ctx))
+
+
+def searching_profiles() -> list[str]:
+    """The profiles that search knowledge bases (those a knowledge base may follow: ``<profile>/<knowledge base>``)."""
+    return [name for name, pipeline in MODEL_PROFILES.items() if retrieves(pipeline)]
+
+
+def searches_nothing(model: str, profile: str, param: str, named: str = "") -> FieldError:
+    """The 400 of a knowledge base given to a profile whose pipeline searches nothing: answered, it would read no
+    passage of it."""
+    kb = named or "<knowledge base>"
+    without = f"'{profile}' without a knowledge base" if param == "model" else f"the request without {param}"
+    return FieldError(
+        f"model {model!r}: the pipeline {profile!r} answers with the model alone and searches no knowledge base, so "
+        f"it takes none; to answer from {kb!r} use 'ragstep/{kb}' (or "
+        f"{', '.join(f'{p}/{kb}' for p in searching_profiles() if p != DEFAULT_PROFILE)}), or send {without}",
+        param,
+    )
 
 
 def default_knowledge_bases(ctx: Context) -> list[str]:

@@ -108,6 +108,10 @@ def run(state: PipelineState, ctx: Context) -> PipelineState:
     detail: dict[str, object] = {"model": model.name}
     if settings.cache_answers:
         detail["cache"] = "hit" if hit else "miss"
-    event = TraceEvent(stage=STAGE, counts={"answer_chars": len(state.chat.answer)}, detail=detail)
+    decline = response.decline if fallback is None else None  # why a model-free answerer declined
+    if decline:
+        detail["decline"] = decline
+    why = str(decline["reason"]) if decline else None
+    event = TraceEvent(stage=STAGE, counts={"answer_chars": len(state.chat.answer)}, reason=why, detail=detail)
     events = [e for e in (fit_event, stream_filter.trace(flt, fallback, reason), cite_event, event) if e is not None]
     return state.with_trace(*events)

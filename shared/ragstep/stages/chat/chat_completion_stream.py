@@ -101,6 +101,19 @@ def _recorded(deltas: Iterator[ChatDelta], content: list[str]) -> Iterator[ChatD
             close()
 
 
+def _declined(deltas: Iterator[ChatDelta], decline: list[dict[str, object] | None]) -> Iterator[ChatDelta]:
+    """``deltas`` passed through, why a model-free answerer declined kept in ``decline[0]``."""
+    try:
+        for delta in deltas:
+            if delta.decline:
+                decline[0] = delta.decline
+            yield delta
+    finally:
+        close = getattr(deltas, "close", None)
+        if close is not None:
+            close()
+
+
 def run(state: PipelineState, ctx: Context) -> Generator[StreamEvent, None, PipelineState]:
     model = ctx.chat_model
     results = state.chat.references or context_results(state)
@@ -132,7 +145,8 @@ def run(state: PipelineState, ctx: Context) -> Generator[StreamEvent, None, Pipe
         deltas = _recorded(model.stream(msgs, options(settings), grounding(state, ctx)), raw)
         cache_detail = {"cache": "miss"} if settings.cache_answers else {}
     finish: list[str | None] = [None]
-    yield from _relay(deltas, flt, usage, repair, shown, finish)
+    decline: list[dict[str, object] | None] = [None]
+    yield from _relay(_declined(deltas, decline), flt, usage, repair, shown, finish)
     if settings.cache_answers and hit is None:
         remember(ctx, key, "".join(raw))
     reasoning = flt.reasoning
@@ -142,7 +156,7 @@ def run(state: PipelineState, ctx: Context) -> Generator[StreamEvent, None, Pipe
     if not flt.usable:
         fallback = stream_filter.strategy(state, model)
         reason = stream_filter.no_answer_reason(flt)
-        finish[0] = None
+        finish[0], decline[0] = None, None
         if fallback == "model":
             flt = stream_filter.AnswerFilter("")
             # Not grounded: no marker of it can cite anything (removed as it streams, when citations are on).
@@ -166,14 +180,16 @@ def run(state: PipelineState, ctx: Context) -> Generator[StreamEvent, None, Pipe
     state, cite_event = citing.cite(state, ctx, model, answer, repaired=repair is not None, streamed=True)
     if repair is not None and cite_event is not None:
         cite_event.counts.update(repaired=repair.repaired, dropped=repair.dropped, collapsed=repair.collapsed)
-    yield StreamEvent(event="done", data=_done(state, model.name))
     event = TraceEvent(
         stage=STAGE,
         counts={"answer_chars": len(state.chat.answer)},
-        detail={"model": model.name, **cache_detail},
+        reason=str(decline[0]["reason"]) if decline[0] else None,
+        detail={"model": model.name, **cache_detail, **({"decline": decline[0]} if decline[0] else {})},
     )
     events = [e for e in (fit_event, filter_event, cite_event, event) if e is not None]
-    return state.with_trace(*events)
+    state = state.with_trace(*events)  # before ``done``: its notes read the trace (a decline's reason)
+    yield StreamEvent(event="done", data=_done(state, model.name))
+    return state
 
 
 def _done(state: PipelineState, model: str) -> dict[str, object]:

@@ -21,6 +21,8 @@ answer again for a new ask (:mod:`ragstep.retrieval.follow_up_answer`; the groun
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ragstep.errors import ProviderError
@@ -117,9 +119,23 @@ def _without_model(state: PipelineState, degraded: TraceEvent | None = None) -> 
             "method": "history_terms",
             "follow_up": found.reason,
             "added_terms": list(found.added),
+            # The same words as the user wrote them ("Pro", not "pro"), for the note that quotes them.
+            "added_words": as_written(found.added, reversed(earlier)),
         },
     )
     return state.with_rewritten_query(query, event)
+
+
+def as_written(terms: Iterable[str], questions: Iterable[str]) -> list[str]:
+    """Each of ``terms`` (search tokens: lowercased) as it is written in the first of ``questions`` that holds it
+    as a whole word (the token itself when none does)."""
+    texts = [unicodedata.normalize("NFKC", q) for q in questions]
+    out: list[str] = []
+    for term in terms:
+        word = re.compile(rf"(?<!\w){re.escape(term)}(?!\w)", re.IGNORECASE)
+        found = next((m.group(0) for text in texts if (m := word.search(text))), term)
+        out.append(found)
+    return out
 
 
 def _degrade(state: PipelineState, reason: str, **detail: object) -> PipelineState:

@@ -1,0 +1,108 @@
+"""The note of why the model-free answerer declined (:mod:`ragstep.retrieval.answer_decline`: the answer stage's
+trace row's ``decline`` detail), in the question's language: English and Chinese, another language's note is the
+English one. :mod:`ragstep.stages.chat.notes` adds it to the answer's notes.
+"""
+
+from __future__ import annotations
+
+from ragstep.models.message_language import MessageLanguage
+
+#: Why the model-free answerer declined (:mod:`ragstep.retrieval.answer_decline`), English and Chinese; another
+#: language's note is the English one.
+_DECLINE: dict[MessageLanguage, dict[str, str]] = {
+    "en": {
+        "kind_not_stated": "declined because none of the retrieved sentences states {what}, which the question asks "
+        "for",
+        "name_not_held": "declined because no retrieved passage mentions {what}",
+        "name_not_held_here": "declined because the passage [{passage}] of the closest sentence does not mention "
+        "{what}",
+        "under_threshold": "declined because no retrieved sentence is close enough to the question (support "
+        '{support:.2f}, needed {threshold:.2f}). The closest passage [{passage}] says: "{sentence}"',
+        "few_words": "declined because the retrieved passages share too few of the question's words",
+        "few_words_hint": "declined because the retrieved passages share too few of the question's words. The "
+        'closest passage [{passage}] says: "{sentence}"',
+        "outside_subject": "declined because the closest sentence is outside the documents the conversation is about",
+        "no_sentence": "declined because the retrieved passages have no sentence to quote",
+        "and": " and ",
+        "quote": '"{}"',
+        "a_name": "a name the question asks about",
+    },
+    "zh": {
+        "kind_not_stated": "未作答：检索到的句子都没有给出问题所问的{what}",
+        "name_not_held": "未作答：检索到的资料都没有提到{what}",
+        "name_not_held_here": "未作答：最接近的句子所在的资料 [{passage}] 没有提到{what}",
+        "under_threshold": "未作答：没有与问题足够接近的句子（支持度 {support:.2f}，需要 {threshold:.2f}）。"
+        "最接近的资料 [{passage}] 写道：“{sentence}”",
+        "few_words": "未作答：检索到的资料与问题共有的词太少",
+        "few_words_hint": "未作答：检索到的资料与问题共有的词太少。最接近的资料 [{passage}] 写道：“{sentence}”",
+        "outside_subject": "未作答：最接近的句子不在本次对话所涉及的文档中",
+        "no_sentence": "未作答：检索到的资料中没有可引用的句子",
+        "and": "和",
+        "quote": "“{}”",
+        "a_name": "问题所问的名称",
+    },
+}
+#: The kinds of value a question asks for (:func:`~ragstep.retrieval.answer_decline.asked_kinds`), as a note names
+#: them.
+_KINDS: dict[MessageLanguage, dict[str, str]] = {
+    "en": {
+        "option": "an option",
+        "author": "who made it (an author, a maintainer, a founder)",
+        "ratio": "a ratio or a difference",
+        "frequency": "a frequency",
+        "time_before": "how long before (a time or a date)",
+        "length": "a length",
+        "weight": "a weight",
+        "duration": "a duration",
+        "deadline": "a date or a time limit",
+        "year": "a year",
+        "date": "a date",
+        "number": "a number",
+        "value": "the kind of value",
+    },
+    "zh": {
+        "option": "选项",
+        "author": "作者或创建者",
+        "ratio": "比例或差值",
+        "frequency": "频率",
+        "time_before": "提前多久（时长或日期）",
+        "length": "长度",
+        "weight": "重量",
+        "duration": "时长",
+        "deadline": "日期或期限",
+        "year": "年份",
+        "date": "日期或时间",
+        "number": "数字",
+        "value": "那类值",
+    },
+}
+
+
+def decline_note(decline: dict[str, object], language: MessageLanguage) -> str | None:
+    """The note of why the model-free answerer declined (a trace row's ``decline`` detail), in ``language`` (English
+    for a language without its texts); None for a reason it does not know."""
+    key = language if language in _DECLINE else "en"
+    text, kinds = _DECLINE[key], _KINDS[key]
+    reason = str(decline.get("reason", ""))
+    asked = decline.get("what")
+    what = [str(w) for w in asked] if isinstance(asked, list) else []
+
+    def listed(items: list[str]) -> str:
+        items = [text["quote"].format(w[1:-1]) if w.startswith('"') and w.endswith('"') else w for w in items]
+        sep = "、" if key == "zh" else ", "
+        return items[0] if len(items) == 1 else sep.join(items[:-1]) + text["and"] + items[-1]
+
+    values = {"passage": decline.get("passage", 0), "sentence": decline.get("sentence", "")}
+    if reason == "kind_not_stated":
+        return text[reason].format(what=listed([kinds.get(w, w) for w in what] or [kinds["value"]]))
+    if reason == "name_not_held":
+        names = listed([f'"{w}"' for w in what]) if what else text["a_name"]
+        return text["name_not_held_here" if decline.get("anywhere") else reason].format(what=names, **values)
+    if reason == "under_threshold":
+        support, threshold = decline.get("support", 0.0), decline.get("threshold", 0.0)
+        if not isinstance(support, float | int) or not isinstance(threshold, float | int):
+            return None
+        return text[reason].format(support=support, threshold=threshold, **values)
+    if reason == "few_words":
+        return text["few_words_hint" if values["sentence"] else reason].format(**values)
+    return text.get(reason) if reason in ("outside_subject", "no_sentence") else None
