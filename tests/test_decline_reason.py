@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from conftest import run_cli
-from ragstep.adapters.chat.extractive import NO_ANSWER, ExtractiveChatModel
+from ragstep.adapters.chat.extractive import NO_ANSWER, ExtractiveChatModel, why
 from ragstep.ports import ChatGrounding, ChatOptions
-from ragstep.retrieval.answer_decline import asked_kinds, why
+from ragstep.retrieval.answer_decline import asked_kinds
 from ragstep.retrieval.answer_span import ANSWER_THRESHOLD, assess
 from ragstep.stages.chat.decline_notes import decline_note
 from support.api_server import serve

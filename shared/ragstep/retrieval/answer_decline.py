@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ragstep.retrieval import answer_types
 from ragstep.retrieval.answer_focus import counted, english_count
@@ -34,7 +34,20 @@ from ragstep.retrieval.answer_terms import names as names_of
 if TYPE_CHECKING:
     import numpy as np
 
-    from ragstep.retrieval.answer_span import Assessment, Features
+
+class Checked(Protocol):
+    """What :func:`failed_check` reads of the answerer's features (:class:`~ragstep.retrieval.answer_span.Features`,
+    which imports this module: a protocol, not that class)."""
+
+    @property
+    def candidates(self) -> Sequence[tuple[int, int, str, str]]: ...
+    @property
+    def expects(self) -> bool: ...
+    @property
+    def typed(self) -> np.ndarray: ...
+    @property
+    def named(self) -> np.ndarray: ...
+
 
 #: The kind of value each of :mod:`~ragstep.retrieval.answer_types`'s question types asks for, in its order.
 _KIND_NAMES = (
@@ -53,8 +66,6 @@ _KIND_NAMES = (
     "date",
     "number",
 )
-#: A sentence the hint quotes is cut to this many characters.
-MAX_HINT_CHARS = 240
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +132,7 @@ def asked_kinds(question: str) -> tuple[str, ...]:
 
 
 def failed_check(
-    question: str, passages: Sequence[str], f: Features, best: int, inside: np.ndarray, *, words: bool = False
+    question: str, passages: Sequence[str], f: Checked, best: int, inside: np.ndarray, *, words: bool = False
 ) -> Failed:
     """Which check the selected sentence (``f.candidates[best]``) failed, in the decision's order: the kind of value,
     the question's names, a follow-up's subject (``inside``), and without an embedding model (``words``) the share
@@ -145,26 +156,3 @@ def _as_asked(question: str, name: str) -> str:
     """``name`` (case-folded) as the question writes it."""
     at = question.casefold().find(name)
     return question[at : at + len(name)] if at >= 0 and len(question) == len(question.casefold()) else name
-
-
-def why(assessment: Assessment, threshold: float) -> Decline | None:
-    """Why ``assessment`` declines at ``threshold`` (None when it answers): the check its selected sentence failed
-    (:attr:`~ragstep.retrieval.answer_span.Assessment.failed`), else its support under the threshold, with that
-    sentence -- the one the decision read, quoted first -- and its passage as the hint."""
-    from ragstep.retrieval.answer_span import MIN_SENTENCE_COVERAGE  # here: answer_span imports this module
-
-    if assessment.answers(threshold):
-        return None
-    if not assessment.quotes:
-        return Decline("no_sentence")
-    failed = assessment.failed
-    if failed is not None:
-        return Decline(failed.check, failed.what, failed.passage, failed.anywhere)
-    best = assessment.quotes[0]
-    text = " ".join((best.sentence or best.text).split())
-    if len(text) > MAX_HINT_CHARS:
-        text = text[: MAX_HINT_CHARS - 1] + "…"
-    semantic = assessment.semantic
-    bar = threshold if semantic else MIN_SENTENCE_COVERAGE
-    reason = "under_threshold" if semantic else "few_words"
-    return Decline(reason, (), best.passage, sentence=text, support=assessment.support, threshold=bar)

@@ -40,8 +40,15 @@ from ragstep.models.llm import SentenceEncoder
 from ragstep.models.message_language import MessageLanguage, message_language_of
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
 from ragstep.ports import ChatDelta, ChatGrounding, ChatMessage, ChatOptions, ChatResponse, ChatUsage
-from ragstep.retrieval.answer_decline import why
-from ragstep.retrieval.answer_span import ANSWER_THRESHOLD, MAX_QUESTION_CHARS, Quote, assess
+from ragstep.retrieval.answer_decline import Decline
+from ragstep.retrieval.answer_span import (
+    ANSWER_THRESHOLD,
+    MAX_QUESTION_CHARS,
+    MIN_SENTENCE_COVERAGE,
+    Assessment,
+    Quote,
+    assess,
+)
 from ragstep.retrieval.follow_up_answer import choose_follow_up
 from ragstep.retrieval.sentences import split_sentences
 from ragstep.retrieval.tokens import count_messages, count_tokens, truncate_to_tokens
@@ -185,6 +192,31 @@ def _cut(text: str, max_chars: int) -> str:
     if "\n" in head:
         return head[: head.rindex("\n")] + "\n…"
     return text[: max_chars - 1] + "…"
+
+
+#: A sentence a decline's hint quotes is cut to this many characters.
+MAX_HINT_CHARS = 240
+
+
+def why(assessment: Assessment, threshold: float) -> Decline | None:
+    """Why ``assessment`` declines at ``threshold`` (None when it answers): the check its selected sentence failed
+    (:attr:`~ragstep.retrieval.answer_span.Assessment.failed`), else its support under the threshold, with that
+    sentence -- the one the decision read, quoted first -- and its passage as the hint."""
+    if assessment.answers(threshold):
+        return None
+    if not assessment.quotes:
+        return Decline("no_sentence")
+    failed = assessment.failed
+    if failed is not None:
+        return Decline(failed.check, failed.what, failed.passage, failed.anywhere)
+    best = assessment.quotes[0]
+    text = " ".join((best.sentence or best.text).split())
+    if len(text) > MAX_HINT_CHARS:
+        text = text[: MAX_HINT_CHARS - 1] + "…"
+    semantic = assessment.semantic
+    bar = threshold if semantic else MIN_SENTENCE_COVERAGE
+    reason = "under_threshold" if semantic else "few_words"
+    return Decline(reason, (), best.passage, sentence=text, support=assessment.support, threshold=bar)
 
 
 class ExtractiveChatModel:
