@@ -38,11 +38,12 @@ from ragstep.settings import Settings
 LOCAL_ID = f"local:{DEFAULT_LOCAL_MODEL}"
 NODE = "Node-API is the stable C interface for building native addons that Node.js loads as shared libraries."
 FLOUR = "Sift two cups of flour with a pinch of salt before folding in the beaten eggs."
-# Shares no indexed word with NODE: only its meaning can find it. Chosen with a clear margin over the default vector
+# Shares no indexed word with NODE, nor an inflection of one (keyword search reads "load" as "loads"): only its
+# meaning can find it. Chosen with a clear margin over the default vector
 # threshold under every int8/4-bit arithmetic (~0.08 on the common scale): one pair's cosine moves by up to ~0.005
 # between them (p99 on msmarco-5k), so an example that cleared the threshold by 0.015 ("How do I write a compiled
 # plugin ...") tested the rounding of one model, not that meaning finds the page.
-MEANING_QUERY = "How do I load a compiled module into the JavaScript runtime?"
+MEANING_QUERY = "How do I plug a compiled module into the JavaScript runtime?"
 
 
 @pytest.fixture(scope="module")
