@@ -127,7 +127,7 @@ def extract(
     previous: tuple[str, str] = ("", ""),
     documents: Sequence[str] = (),
 ) -> tuple[list[str], dict[str, object] | None]:
-    """:func:`extract_answer`'s pieces, and when it declines why (:func:`~ragstep.retrieval.answer_decline.why`, as
+    """:func:`extract_answer`'s pieces, and when it declines why (:func:`why`, as
     a trace row's detail; None for a follow-up's decline, whose choice reads more than one assessment)."""
     language = language_of(question[:MAX_QUESTION_CHARS])
     if not any(p.strip() for p in passages):
