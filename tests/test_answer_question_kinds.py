@@ -14,20 +14,8 @@ from ragstep.adapters.chat.extractive import NO_ANSWER
 from ragstep.retrieval.answer_focus import counted_patterns, english_count, english_count_held
 from ragstep.retrieval.answer_terms import names, passages_naming
 from ragstep.retrieval.answer_types import expected_answer
+from support.handbook import VACATION
 
-VACATION = """## Vacation policy
-
-Full-time employees receive 25 days of paid vacation per calendar year. Part-time employees receive vacation pro rata \
-to their contracted hours.
-Up to 5 unused vacation days may be carried over into the next year; carried-over days expire on March 31.
-Vacation requests must be submitted in the HR portal at least two weeks in advance. Requests for more than 10 \
-consecutive working days need approval from your department head.
-
-## Sick leave
-
-If you are sick, notify your manager before 10:00 on the first day of absence. A doctor's note is required from the \
-fourth consecutive day of sickness.
-"""
 EXPENSES = """## Expenses
 
 Travel expenses are reimbursed through the Expensify app within 30 days of the trip. Hotel costs are capped at 180 EUR \

@@ -19,20 +19,8 @@ from ragstep.retrieval.answer_decline import asked_kinds
 from ragstep.retrieval.answer_span import ANSWER_THRESHOLD, assess
 from ragstep.stages.chat.decline_notes import decline_note
 from support.api_server import serve
+from support.handbook import VACATION
 
-VACATION = """## Vacation policy
-
-Full-time employees receive 25 days of paid vacation per calendar year. Part-time employees receive vacation pro rata \
-to their contracted hours.
-Up to 5 unused vacation days may be carried over into the next year; carried-over days expire on March 31.
-Vacation requests must be submitted in the HR portal at least two weeks in advance. Requests for more than 10 \
-consecutive working days need approval from your department head.
-
-## Sick leave
-
-If you are sick, notify your manager before 10:00 on the first day of absence. A doctor's note is required from the \
-fourth consecutive day of sickness.
-"""
 OFFICES = """## Offices
 
 Our headquarters is at Torstraße 112, 10119 Berlin, Germany. The Lisbon office is at Rua Augusta 45, 1100-048 Lisboa, \
