@@ -221,3 +221,30 @@ def test_the_http_answer_carries_the_reason_without_an_embedding_model(tmp_path:
     message = found.json()["choices"][0]["message"]
     assert message["content"].startswith(NO_ANSWER["en"])
     assert any(n.startswith("declined because") for n in message["notes"]), message["notes"]
+
+
+def test_a_follow_up_decline_says_why(data_dir: str, capsys: pytest.CaptureFixture[str]) -> None:
+    first = chat_json(capsys, data_dir, "Where is the Lisbon office?")
+    assert "Rua Augusta 45" in first["answer"]
+    # The handbook says where the Lisbon office is, never when it opened: the follow-up is declined, and says why.
+    body = chat_json(capsys, data_dir, "When did it open?", "--session", first["session_id"])
+    assert body["answer"] == NO_ANSWER["en"] and body["rewritten_query"]  # answered as a follow-up
+    row = answer_row(body)
+    assert row["reason"] == "kind_not_stated" and row["detail"]["decline"]["what"] == ["date"]
+    note = "declined because none of the retrieved sentences states a date, which the question asks for"
+    assert note in body["notes"]
+
+
+@pytest.mark.parametrize("pipeline", [(), ("--pipeline", "rag")])
+def test_a_decline_from_the_answer_cache_says_why(
+    data_dir: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, pipeline: tuple[str, ...]
+) -> None:
+    monkeypatch.setenv("RAGSTEP_CHAT_CACHE_ANSWERS", "true")
+    question = "How many sick days do I get per year?"
+    miss, hit = (chat_json(capsys, data_dir, question, *pipeline) for _ in range(2))
+    rows = [answer_row(miss), answer_row(hit)]
+    assert [r["detail"]["cache"] for r in rows] == ["miss", "hit"]
+    assert hit["answer"] == miss["answer"] == NO_ANSWER["en"]
+    assert rows[1]["reason"] == rows[0]["reason"] == "kind_not_stated"
+    assert rows[1]["detail"]["decline"] == rows[0]["detail"]["decline"]
+    assert hit["notes"] == miss["notes"] and any(n.startswith("declined because") for n in hit["notes"])

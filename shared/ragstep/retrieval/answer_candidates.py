@@ -22,6 +22,7 @@ heading (:mod:`ragstep.retrieval.answer_layout`).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 
 from ragstep.retrieval.answer_layout import layout_candidates
@@ -74,13 +75,20 @@ def candidates(
     which usually names the subject (the sentence just before it seldom: "... home to thousands of birds. Its
     average depth is about 21 m." reads as far from "How deep is Qinghai Lake?" as an unrelated sentence). A
     question is no answer: in a FAQ it is the context of the sentences that follow it, in place of the opening
-    sentence, and not a candidate itself; nor is any sentence of a unit a "Q:" opens (:data:`_ASKED`)."""
+    sentence, and not a candidate itself; nor is any sentence of a unit a "Q:" opens (:data:`_ASKED`).
+
+    A list's item without a lead of its own is led by the sentence that introduces the list ("The chage command
+    exits with the following values:" for "15 can't find the shadow password file"): what the decision's checks
+    read of it (an exit status is stated in its own words), not its context. The list ends at a paragraph of prose
+    or under another heading."""
     out: list[tuple[int, int, str, str]] = []
     leads: list[str] = []
     for n, passage in enumerate(passages, start=1):
         opening = asked = ""
         first: dict[int, str] = {}
         units = sentences_in_units(passage)
+        sizes = Counter(unit for _, unit, _ in units)
+        intro, intro_at = "", (-1, "")  # the sentence a list's items follow ("... exits with these values:")
         asking = -1  # the unit a FAQ's "Q:" opens: every sentence of it is the question
         for i, (heading, unit, sentence) in enumerate(units):
             if unit != asking and _ASKED.match(sentence):
@@ -97,10 +105,15 @@ def candidates(
                 continue
             lead = first.setdefault(unit, sentence)
             lead = "" if lead == sentence else lead
+            if intro and (unit == intro_at[0] or heading != intro_at[1] or sizes[unit] > 1):
+                intro = ""  # the list ends at a paragraph of prose or under another heading
+            checked = intro if intro and not lead and not is_option_entry(sentence) else lead
+            if sentence.endswith((":", "：")) and not is_option_entry(sentence):
+                intro, intro_at = sentence, (unit, heading)
             topic = (lead or asked or opening)[:CONTEXT_CHARS]
             context = " ".join(t for t in (f"{heading}:" if heading else "", topic) if t)
             out.append((n, i, sentence, f"{context} {sentence}" if context else sentence))
-            leads.append(lead)
+            leads.append(checked)  # the list's introduction is what its item's checks read, not its context
             if not is_option_entry(sentence):  # another option's entry says nothing of what this one is about
                 opening = opening or sentence
         if defined:

@@ -9,6 +9,9 @@ act on:
   named (:func:`asked_kinds`).
 * ``name_not_held``: the selected sentence's passage lacks a name of the question ("Docker", "ext4"): the names it
   lacks are named, and whether any retrieved passage holds them.
+* ``about_another``: the selected sentence is about another thing of the kind the question names ("The Austin
+  office opened in 2021" for "When did the Lisbon office open?": :func:`~ragstep.retrieval.answer_subject
+  .about_other`): the two are named.
 * ``under_threshold``: the sentence passes the checks but its support is under the threshold: the sentence the
   decision read is given, with its passage's ``[n]``, as a hint of what the sources say closest to the question.
 * ``few_words`` (no embedding model): the passages share too few of the question's words; ``no_sentence``: the
@@ -28,7 +31,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from ragstep.retrieval import answer_types
 from ragstep.retrieval.answer_focus import counted, english_count
-from ragstep.retrieval.answer_terms import identifiers, question_language
+from ragstep.retrieval.answer_subject import about_other, group_names
+from ragstep.retrieval.answer_terms import holds_name, identifiers, question_language
 from ragstep.retrieval.answer_terms import names as names_of
 
 if TYPE_CHECKING:
@@ -142,10 +146,14 @@ def failed_check(
         return Failed("kind_not_stated", asked_kinds(question), n)
     if not f.named[best]:
         language = question_language(question)
-        wanted = list(dict.fromkeys(names_of(question, language) + identifiers(question)))
+        forms = group_names(question) if language == "en" else {}
+        wanted = list(dict.fromkeys(names_of(question, language) + identifiers(question) + list(forms)))
         passage = passages[n - 1].casefold() if n - 1 < len(passages) else ""
-        missing = [w for w in wanted if w not in passage]
-        anywhere = bool(missing) and any(all(w in p.casefold() for w in missing) for p in passages)
+        missing = [w for w in wanted if not holds_name(passage, w, forms)]
+        other = about_other(question, f.candidates[best][2])
+        if not missing and other is not None:
+            return Failed("about_another", other, n)
+        anywhere = bool(missing) and any(all(holds_name(p.casefold(), w, forms) for w in missing) for p in passages)
         return Failed("name_not_held", tuple(_as_asked(question, w) for w in missing), n, anywhere)
     if inside.any() and not inside[best]:
         return Failed("outside_subject", (), n)

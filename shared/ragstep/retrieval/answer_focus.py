@@ -21,8 +21,8 @@ A count is given in its measure word: "多少张唱片" is answered by "录了 3
 classifier, by one that stands for it (人 / 名 / 位, 次 / 回 / 趟, 家 / 间 / 所, 本 / 册 / 部), or by the general
 个 where the classifier counts things: "1956 年开始灌录唱片" states no number of records, and "5 条道路" no number of
 cars. A count of years ("多少年", "几年") is not a calendar year: "1951 年" does not say how long something lived.
-Units of measure ("多少米", "多少元") are left to the answer's type (:mod:`ragstep.retrieval.answer_types`), and the
-general 个 to the word it counts.
+A count of a unit of measure ("多少米", "多少毫克") is stated in a unit of the same quantity
+(:mod:`ragstep.retrieval.answer_units`), and the general 个 is left to the word it counts.
 
 Asked in another language ("How many employees does FAW have?", "Combien de passes ...?", "Wie viele ...?",
 "¿Cuántos ...?"), the counted word is not Chinese and a Chinese sentence cannot be asked for it; but a count in Chinese
@@ -61,7 +61,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ragstep.retrieval.answer_subject import asked_group
 from ragstep.retrieval.answer_terms import question_language
+from ragstep.retrieval.answer_units import unit_count_pattern
 from ragstep.retrieval.text import jieba_tokenizer, stopwords
 
 # Classifiers and units: what 多少 / 几 is followed by when it counts in a unit, not a thing.
@@ -230,12 +232,16 @@ def measure_word_pattern(question: str) -> re.Pattern[str] | None:
         return _YEARS_COUNTED
     if (
         not classifier or classifier not in _MEASURE_WORDS or (len(after) == 2 and after in _UNITS)
-    ):  # "多少人次": a unit
-        return None
+    ):  # "多少人次": a unit; "多少毫克": a unit of a quantity, in any of its units
+        return unit_count_pattern(question[match.end() :])
     words = next((group for group in _STANDS_FOR if classifier in group), classifier)
     if classifier in _COUNTS_THINGS:
         words += "个"
-    return re.compile(rf"{_NUMERAL}\s*(?:多|余|来)?\s*(?:[万亿]\s*)?[{words}]" + (_PEOPLE if "人" in words else ""))
+    # "是一份…的报纸" is "a newspaper": 一 and a classifier after a copula is an article, no count.
+    return re.compile(
+        rf"(?!(?<=[是为])一[{words}]){_NUMERAL}\s*(?:多|余|来)?\s*(?:[万亿]\s*)?[{words}]"
+        + (_PEOPLE if "人" in words else "")
+    )
 
 
 # English count questions ("How many vacation days do part-time employees get?"): module docstring.
@@ -340,9 +346,37 @@ def english_count_held(question: str, texts: Sequence[str]) -> list[bool] | None
     if asked is None:
         return None
     noun, modifiers, qualifiers = asked
+    group = asked_group(question)  # whom the count is asked of ("do part-time employees get"), its noun too
+    qualifiers = qualifiers + ([w.casefold() for w in (*group.qualifiers, group.head)] if group else [])
     held = [{_norm(w) for w in _EN_WORD.findall(t)} for t in texts]
     said = [q for q in dict.fromkeys(modifiers + qualifiers) if any(_norm(q) in h for h in held)]
     return [_counts(t, noun, modifiers) and all(_norm(q) in h for q in said) for t, h in zip(texts, held, strict=True)]
+
+
+#: A sentence is about a group when the group's noun is within its first this many words (its subject).
+SUBJECT_WORDS = 4
+
+
+def group_rule_held(question: str, sentences: Sequence[str]) -> list[bool] | None:
+    """Which of ``sentences`` (English, each alone) state the rule by which the group a count question asks about
+    (:func:`~ragstep.retrieval.answer_subject.asked_group`) gets what it counts: the group is the sentence's subject
+    (its noun, with each of its qualifiers, within the first :data:`SUBJECT_WORDS` words) and what is counted follows
+    (the counted noun or a word qualifying it). "Part-time employees receive vacation pro rata to their contracted
+    hours." answers "How many vacation days do part-time employees get?": the document gives no number because there
+    is none to give. Read only when no sentence states a number for that group (:func:`focus_held`'s caller); None
+    when the question asks no count of a group."""
+    asked, group = english_count(question), asked_group(question)
+    if asked is None or group is None:
+        return None
+    noun, modifiers, _ = asked
+    counted_words = {_norm(w) for w in (noun, *modifiers)}
+    head, qualifiers = _norm(group.head), {_norm(q) for q in group.qualifiers}
+    out = []
+    for sentence in sentences:
+        words = [_norm(w) for w in _EN_WORD.findall(sentence)]
+        at = words.index(head) if head in words[:SUBJECT_WORDS] else -1
+        out.append(at >= 0 and qualifiers <= set(words[:at]) and bool(counted_words & set(words[at + 1 :])))
+    return out
 
 
 def focus_held(

@@ -36,7 +36,10 @@ answers best) and the *decision* (does it answer at all).
   question names -- its area / 面积, population / 人口, price / 票价 ... -- must be stated by the sentence or its
   paragraph (the word, or a unit only that attribute is measured in: :func:`~ragstep.retrieval.answer_types
   .stated_attributes`); a count question names what it counts ("多少员工", "how many sick days"), which the
-  sentence must hold as well (:mod:`ragstep.retrieval.answer_focus`). When any sentence holds what is asked, the
+  sentence must hold as well (:mod:`ragstep.retrieval.answer_focus`; asked of a group the sources give no number
+  for, "part-time employees", the sentence stating the group's rule holds it: "... receive vacation pro rata to
+  their contracted hours"), and which option may be a configuration table's row (:mod:`ragstep.retrieval
+  .answer_checks`). When any sentence holds what is asked, the
   best of those is selected. "Where is X installed / stored / kept?" prefers a sentence naming a path; a value only
   code states ("What is the size of CHUNK?": "#define CHUNK 16384") is a candidate when the question names the
   identifier as code writes it (:mod:`ragstep.retrieval.answer_candidates`); so are a table row (with its column
@@ -63,12 +66,14 @@ question (:func:`~ragstep.retrieval.answer_terms.passages_naming`: capitalised w
 "Docker", "Liwx", "ext4" --, the owner of what is asked -- "zstd's" --, and code identifiers -- "json.loads"; in
 German, where every noun is capitalised, only a capital a noun does not have; a number given as an option's value,
 "-n 5", is none; a question about the same tool on another system is not answered by the tool's page; a qualifier
-of a "what is X?" subject, "GNU bc", may be held by another passage of the grounding); and
-(3) its *support* reaches :data:`ANSWER_THRESHOLD`. The support is the fit less :data:`BACKGROUND_WEIGHT` x the
-question's background, the median semantic similarity of the retrieved sentences to it (:func:`background`): most of
-them are about the question's topic without answering it, and where they sit moves with the corpus and the language
-(on the common scale Chinese sentences sit ~0.1 higher than English ones), which a fixed threshold on the fit does not
-follow.
+of a "what is X?" subject, "GNU bc", may be held by another passage of the grounding; the group an English quantity
+question asks about, "do interns get", is asked as a name is), and the sentence is not about another thing of the kind
+the question names ("The Austin office opened in 2021" for "When did the Lisbon office open?":
+:mod:`ragstep.retrieval.answer_subject`); and (3) its *support* reaches :data:`ANSWER_THRESHOLD`. The support is the fit
+less :data:`BACKGROUND_WEIGHT` x the question's background, the median semantic similarity of the retrieved sentences to
+it (:func:`background`): most of them are about the question's topic without answering it, and where they sit moves with
+the corpus and the language (on the common scale Chinese sentences sit ~0.1 higher than English ones), which a fixed
+threshold on the fit does not follow.
 The answer quotes the selected sentence and up to :data:`MAX_QUOTES` - 1 more within :data:`NEAR_BEST` of its fit
 (holding the asked type too), each with its passage's ``[n]``, and each with the sentence of its unit it cannot be
 read without (:mod:`ragstep.retrieval.answer_window`: the one before when it leans back -- "However, ...", "It ..."
@@ -113,11 +118,11 @@ from ragstep.models.llm import SentenceEncoder
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
 from ragstep.retrieval.answer_candidates import candidates as candidates_of
 from ragstep.retrieval.answer_candidates import code_names, option_entries
+from ragstep.retrieval.answer_checks import asked_held, named_held
 from ragstep.retrieval.answer_decline import Failed, failed_check
-from ragstep.retrieval.answer_focus import focus_held
-from ragstep.retrieval.answer_language import aligned, embedding_budget, naming_across, read_across, sentence_languages
+from ragstep.retrieval.answer_language import aligned, embedding_budget, read_across, sentence_languages
 from ragstep.retrieval.answer_layout import listed
-from ragstep.retrieval.answer_terms import Coverage, passages_naming
+from ragstep.retrieval.answer_terms import Coverage
 from ragstep.retrieval.answer_terms import names as names  # importable here as before
 from ragstep.retrieval.answer_terms import term_weights as term_weights  # the IDF, importable here as before
 from ragstep.retrieval.answer_types import (
@@ -125,14 +130,12 @@ from ragstep.retrieval.answer_types import (
     asks_how,
     asks_option,
     definition_of,
-    expected_answer,
-    holds_asked,
     is_option_entry,
     named_option,
     place_of,
     preferred_answer,
-    stated_attributes,
 )
+from ragstep.retrieval.answer_types import expected_answer as expected_answer  # importable here as before
 from ragstep.retrieval.answer_window import joined, window
 from ragstep.retrieval.sentences import sentences_in_units
 from ragstep.retrieval.text import token_set
@@ -253,23 +256,8 @@ def features(
     )
     # A sentence in another language than the question's is read by what crosses languages (answer_language).
     languages = sentence_languages([(c[0], c[2]) for c in candidates], passages, coverage.language)
-    expected = expected_answer(question)
+    typed, expects = asked_held(question, candidates, leads, languages)  # the kind of value asked (answer_checks)
     which = asks_option(question)  # a sentence of an option's description holds its option
-    attributes = stated_attributes(question)
-    focus = None if attributes else focus_held(question, candidates, leads, languages)  # what a count counts
-    typed = np.array(
-        [
-            (
-                expected is None
-                or holds_asked(expected, f"{lead} {c[2]}" if which and is_option_entry(lead) else c[2], question)
-            )
-            and all(a.search(f"{lead} {c[2]}") for a in attributes)
-            and (focus is None or focus[k])
-            for k, (c, lead) in enumerate(zip(candidates, leads, strict=True))
-        ],
-        dtype=bool,
-    )
-    expects = expected is not None or bool(attributes) or focus is not None
     entry = None if expects else named_option(question)
     definition = preferred_answer(question) if expects else entry or definition_of(question) or place_of(question)
     defining = None if definition is None else np.array([bool(definition.search(c[2])) for c in candidates])
@@ -280,8 +268,7 @@ def features(
         # A by-line ("Written by Paul Rubin, David MacKenzie ...") never names what was written; its passage does
         # (the manual page's name, the README's title): its words are read from its passage.
         lexical = np.where(defining, np.maximum(lexical, passage_coverage), lexical).astype(np.float32)
-    held = naming_across(question, passages, passages_naming(question, passages, coverage.language), coverage.language)
-    named = np.array([held[n - 1] for n, _, _, _ in candidates], dtype=bool)
+    named = named_held(question, passages, candidates, coverage.language)  # the question's names (answer_checks)
     # A sentence of an option's description ("Example: 2006-08-14T02:34:56-06:00") speaks for its option.
     entries = [is_option_entry(c[2]) or is_option_entry(lead) for c, lead in zip(candidates, leads, strict=True)]
     options = np.array(entries) if asks_how(question) else None

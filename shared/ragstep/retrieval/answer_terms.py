@@ -52,9 +52,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from ragstep.models.message_language import LETTERS, MessageLanguage, message_language_of
+from ragstep.retrieval.answer_subject import group_names
 from ragstep.retrieval.english_stem import english_stem
 from ragstep.retrieval.latin_fold import fold_word, umlaut_forms
 from ragstep.retrieval.text import jieba_tokenizer, query_terms, token_set
@@ -124,6 +125,22 @@ _ATTRIBUTES = {
 _STEMMED_ATTRIBUTES = {english_stem(adjective): english_stem(noun) for adjective, noun in _ATTRIBUTES.items()}
 
 
+# A day of the week is also the part of the week it falls in: "Are the offices open on Saturday?" is answered by "the
+# buildings are closed on weekends", "Hat die Kantine samstags offen?" by "am Wochenende geschlossen", "周六开门吗？" by
+# "周末关闭". A closed class of each language (English, German, French and Chinese; Spanish writes the weekend in three
+# words), read as the day's word and its part of the week both: a sentence naming the day itself holds more.
+_WEEK_PARTS = (
+    ("saturday sunday", "weekend"),
+    ("monday tuesday wednesday thursday friday", "weekday"),
+    ("samstag sonntag sonnabend", "wochenend"),
+    ("montag dienstag mittwoch donnerstag freitag", "werktag wochentag"),
+    ("samed diman", "weeke"),
+    ("周六 周日 星期六 星期日 星期天 礼拜六 礼拜日 礼拜天", "周末"),
+    ("周一 周二 周三 周四 周五 星期一 星期二 星期三 星期四 星期五", "工作日"),
+)
+_PART_OF_WEEK = {day: tuple(parts.split()) for days, parts in _WEEK_PARTS for day in days.split()}
+
+
 _GERMAN_S_ENDING = frozenset("bdfghklmnrt")
 _GERMAN_ST_ENDING = frozenset("bdfghklmnt")
 
@@ -152,7 +169,8 @@ def german_stem(word: str) -> str:
 def stems(tokens: Iterable[str], language: MessageLanguage = "en") -> frozenset[str]:
     """The tokens as the question and its answer share them: accents folded; English words as one form of their
     inflections ("logs" / "log", "carried" / "carry", "frozen" / "freeze": :mod:`ragstep.retrieval.english_stem`)
-    and an attribute's adjective as its noun ("deep" / "depth");
+    and an attribute's adjective as its noun ("deep" / "depth"); a day of the week also as its part of the week
+    ("Saturday": "weekend", "samstags": "Wochenende", "周六": "周末");
     French and Spanish words (``language``: the question's) cut to their first :data:`TRUNCATE` letters ("lignes" /
     "ligne", "muestro" / "muestra"), German ones without their ending (:func:`german_stem`: "Zeilen" / "Zeile") and
     with an umlaut spelled out read as the umlaut ("Groesse" / "Größe"). Other scripts are left as they are."""
@@ -169,6 +187,7 @@ def stems(tokens: Iterable[str], language: MessageLanguage = "en") -> frozenset[
                 t = english_stem(t)
                 t = _STEMMED_ATTRIBUTES.get(t, t)
         out.add(t)
+        out.update(_PART_OF_WEEK.get(t, ()))
     return frozenset(out)
 
 
@@ -245,23 +264,34 @@ def passages_naming(question: str, passages: Sequence[str], language: MessageLan
     """Which passages hold every name of ``question`` (:func:`names`). A name that qualifies the subject of a "what
     is X?" question ("What is GNU bc?": GNU qualifies bc) tells which bc is meant, and a page says so once: the
     passage that defines bc ("bc - An arbitrary precision calculator language") need not repeat it, as long as a
-    retrieved passage holds it (the same page's licence or author section)."""
+    retrieved passage holds it (the same page's licence or author section). The group an English quantity question
+    asks about ("do interns get") is asked as a name is, in the singular or the plural
+    (:mod:`ragstep.retrieval.answer_subject`)."""
     folded = [p.casefold() for p in passages]
     persons = transliterated(question)
     held = [not _HAN.search(p) or all(_names_person(p, given, family) for given, family in persons) for p in folded]
     wanted = names(question, language) + identifiers(question)
+    forms: dict[str, re.Pattern[str]] = {}
     if (language or question_language(question)) == "en":
         wanted += [w for w in owners(question) if _written_as_code(w, folded)]
+        forms = group_names(question)  # the group a quantity is asked of, in the singular or the plural
+        wanted += list(forms)
     from ragstep.retrieval.answer_types import defined_subject  # here: keyword search reads this module's words
 
     subject = defined_subject(question)
     qualifiers = {w.casefold() for w in subject.split()[:-1]} if subject else set()
     anywhere = {n for n in wanted if n in qualifiers and any(n in p for p in folded)}
-    numbers = {n: number for n in wanted if (number := _number_pattern(n)) is not None}
+    forms.update({n: number for n in wanted if (number := _number_pattern(n)) is not None})
     return [
-        ok and all(n in p or n in anywhere or (n in numbers and numbers[n].search(p)) for n in wanted)
-        for p, ok in zip(folded, held, strict=True)
+        ok and all(n in anywhere or holds_name(p, n, forms) for n in wanted) for p, ok in zip(folded, held, strict=True)
     ]
+
+
+def holds_name(passage: str, name: str, forms: Mapping[str, re.Pattern[str]]) -> bool:
+    """``passage`` (case-folded) holds ``name`` as written, or in one of its other forms (``forms``: a number's
+    groupings, a group's singular)."""
+    form = forms.get(name)
+    return name in passage or (form is not None and bool(form.search(passage)))
 
 
 def _number_pattern(name: str) -> re.Pattern[str] | None:

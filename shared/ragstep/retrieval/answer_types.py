@@ -40,7 +40,9 @@ _DURATION_UNITS = (
 # Units that are also English words ("an", a "tag", "mes"): a duration only after a number ("3 ans", "2 Tage").
 _NUMBERED_UNITS = r"\bans\b|\btag(?:e|en)?\b|\bmes(?:es)?\b"
 _COUNTED_TIME = rf"(?:{_NUMBER}).{{0,12}}(?:{_DURATION_UNITS}|{_NUMBERED_UNITS})"
-_DURATION = rf"{_COUNTED_TIME}|{_DURATION_UNITS}"
+# A unit alone ("a minute", "every second") starts a word: "ms" ends "schemes" and "day" ends "today", and neither is
+# a duration there.
+_DURATION = rf"{_COUNTED_TIME}|\b(?:{_DURATION_UNITS})|秒|分钟|小时|钟头|天|日|周|星期|个月|年|世纪"
 _FREQUENCY = (
     r"once|twice|times|daily|weekly|monthly|yearly|annually|hourly|every|each|per\b|always|never|often|"
     r"whenever|regularly|每|次|经常|总是"
@@ -54,13 +56,21 @@ _LENGTH = (
     r"(?:\d[\d.,]*|\b(?:" + _EN_NUMBER_WORDS + r"))\s*-?\s*(?:mm|cm|m|km|metres?|meters?|kilometres?|kilometers?|"
     r"feet|foot|ft|inch(?:es)?|miles?|yards?|nm)\b(?![²³2^])|[\d零一二两三四五六七八九十百千万]\s*(?:毫米|厘米|公分|米|公里|千米|英尺|英里|海里)"
 )
+# On a screen or in a file a length is counted in its cells: "130 print columns", "half of the screen", "72 characters".
+_TEXT_LENGTH = (
+    r"(?:\d[\d.,]*|\b(?:" + _EN_NUMBER_WORDS + r"))\)?\s*(?:\w+\s+)?"
+    r"(?:columns?|characters?|chars?|lines?|rows?|pixels?|px|cells?|screens?|pages?)\b"
+    r"|\bhalf\s+(?:of\s+)?(?:the|a)\s+(?:screen|page|window)"
+)
 _WEIGHT = (
     r"(?:\d[\d.,]*|\b(?:" + _EN_NUMBER_WORDS + r"))\s*-?\s*"
     r"(?:mg|g|kg|grams?|kilograms?|kilos?|tons?|tonnes?|pounds?|lbs?|ounces?|oz)\b|[\d零一二两三四五六七八九十百千万]\s*(?:毫克|克|公斤|千克|斤|吨)"
 )
-_YEAR = r"\b(?:1[0-9]{3}|20[0-9]{2})\b|[0-9〇零一二三四五六七八九十]{2,4}\s*年|世纪|年代|朝"
+# Not a year: part of a digit code ("1100-048 Lisboa"). Not a month: a word it begins ("Augusta"), or "may" (a verb).
+_YEAR = r"(?<!\d{3}-)\b(?:1[0-9]{3}|20[0-9]{2})\b(?!-\d{3}(?!\d))|[0-9〇零一二三四五六七八九十]{2,4}\s*年|世纪|年代|朝"
 _DATE = (
-    _YEAR + r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b|\b\d{1,2}[/-]\d{1,2}\b"
+    _YEAR + r"|\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|(?-i:May)|june?|july?|aug(?:ust)?"
+    r"|sept?(?:ember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b|\b\d{1,2}[/-]\d{1,2}\b"
     r"|[0-9一二三四五六七八九十]+\s*[月日号]"
     r"|\b(?:ago|since|yesterday|today|tomorrow)\b|时期|期间|之前|之后|以前|以后|时候"
     # A time of year or of day answers "when" as a date does ("before the Qingming festival", "in spring", "at dusk").
@@ -75,7 +85,7 @@ _KINDS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = tuple(
             r"\b(?:which|what)\s+(?:[\w.+-]+\s+){0,2}(?:option|flag|switch)s?\b|哪个选项|什么选项|哪个参数"
             r"|\bquel(?:le)?s?\s+(?:option|paramètre|drapeau)|\bwelche[rs]?\s+(?:option|schalter|parameter)"
             r"|\b(?:qu[ée]|cu[áa]l(?:es)?)\s+(?:opci[óo]n|par[áa]metro)",
-            r"(?:^|[\s\[(`'\"])(?:--?[A-Za-z]|-\d\b)",
+            r"(?:^|[\s\[(`'\"])(?:--?[A-Za-z]|-\d\b)|^(?:`[^`\n]+`|[a-z][\w.-]*[_.][\w.-]*)\s+—\s",
         ),
         # Who wrote / maintains / created it: a sentence that says by whom ("maintained by Antonio Diaz Diaz",
         # "written by ...", an author line, a copyright holder, an address), not one that only describes the thing.
@@ -122,7 +132,7 @@ _KINDS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = tuple(
         ),
         (
             r"\bhow\s+(?:deep|tall|wide|far)\b|\bwhat\s+(?:depth|height|width|distance)\b|多深|多宽|多远|深度|宽度",
-            _LENGTH,
+            _LENGTH + "|" + _TEXT_LENGTH,
         ),
         (r"\bhow\s+high\b|多高|海拔", _LENGTH + r"|%|percent|百分"),
         (r"\bhow\s+heavy\b|\bhow\s+much\s+does\s+\S+\s+weigh\b|多重|重量", _WEIGHT),
@@ -387,6 +397,11 @@ _MEASURED: tuple[tuple[str, str], ...] = (
         r"frequen|\bhz\b|hertz|per\s+second|times\s+(?:a|per)\b|\bevery\b|\beach\b|频率|赫兹|次|fréquence|\bfois\b"
         r"|\bmal\b|veces",
     ),
+    (
+        r"\bweight\b|体重|重量|\bpoids\b|\bgewicht\b|\bpeso\b",
+        r"weigh|\d\s*(?:mg|g|kg|t|lbs?|oz|tons?|tonnes?|pounds?|ounces?|grams?|kilo\w*)\b|重"
+        r"|[\d零一二两三四五六七八九十百千万]\s*(?:毫克|克|公斤|千克|斤|吨)|poids|gewicht|peso",
+    ),
     (r"\bdiameter\b|直径|\bdiamètre\b|\bdurchmesser\b|\bdiámetro\b", r"diameter|直径|diamètre|durchmesser|diámetro"),
     (
         r"\btemperature\b|温度|气温|\btempérature\b|\btemperatur",
@@ -399,7 +414,9 @@ _MEASURED: tuple[tuple[str, str], ...] = (
     (
         # coûte / kostet / cuesta: the verb asks the price as the noun does.
         r"\bprice\b|\bcost\b|价格|票价|费用|售价|多少钱|\bprix\b|\bco[uû]t|\bpreis|\bkost|\bprecio\b|\bcuest[ae]n?\b|\bcost[oe]s?\b",
-        r"price|cost|\$|€|£|¥|dollars?|euros?|yuan|价|费|元|prix|coût|preis|kost|precio",
+        # 元 after a numeral: alone it is also an era's first year, "建文元年", or an element, "元素".
+        r"price|cost|\$|€|£|¥|dollars?|euros?|yuan|价|费|[\d〇零一二两三四五六七八九十百千万亿]\s*元(?![年素论])|prix|coût|preis"
+        r"|kost|precio",
     ),
     # German "Alter" only as the capitalised noun: English "alter" is a verb.
     (
@@ -435,6 +452,11 @@ _STATED: tuple[tuple[str, str], ...] = (
         r"|最小|最少|最低|下限|至少|不低于|mindest|wenigstens|au\s+moins|al\s+menos|límite|mínim"
         # A version or a value and up: "TLSv1.2+", "Python 3.8 or later", "2.6 and above".
         r"|\d\+(?![\d+])|\bor\s+(?:later|newer|higher|above|greater|more)\b|\band\s+(?:above|later|newer|up)\b",
+    ),
+    # An exit status is stated in its own words ("exits with", "Return values:"): "If NUM is zero, grep stops" is none.
+    (
+        r"\bexit\s+(?:status|code|value)s?\b|\breturn\s+(?:code|value|status)s?\b|\bexits?\s+with\b|退出码|返回值",
+        r"\bexit|\bstatus|\breturn|\bcode|退出|返回",
     ),
 )
 # Events a date is asked of, stated in their own words or a life's dates in brackets: "吉尔杭阿是哪一年出生的？" over

@@ -7,7 +7,8 @@ can be read alone. Two kinds cannot, and both are read from the text's own gramm
 * A sentence that **leans back** -- it opens with a connective or a pronoun that points at the sentence before
   ("However, for each symbolic link listed ...", "Otherwise, all such characters are escaped", "It is ...",
   "但是……", "它……") -- is quoted with the sentence before it in its unit: that is what "however" contrasts and
-  "it" names.
+  "it" names. So is a clause after a semicolon that opens in lower case ("... on weekdays; the buildings are closed
+  on weekends."): the splitter cut its sentence in two, and the clause before it says what it is about.
 * A sentence that **leads in** is quoted with the sentence after it in its unit: one that announces what follows
   (it ends with a colon); a clause that a semicolon joins to the rest of its sentence (the splitter cuts at ";" and
   "；", so "... creates its clients once;" would end a quote mid-sentence); or the head of a definition entry, the
@@ -100,8 +101,10 @@ def window(units: Sequence[tuple[str, int, str]], position: int) -> tuple[int, i
     _, unit, sentence = units[position]
     start = end = position
     same_before = position > 0 and units[position - 1][1] == unit
-    if same_before and leans_back(sentence):
-        start = position - 1
+    if same_before and (
+        leans_back(sentence) or (units[position - 1][2].rstrip().endswith(";") and sentence[:1].islower())
+    ):
+        start = position - 1  # ...or it is a clause after a semicolon: the rest of its sentence is before it
     head = position
     while head > 0 and units[head - 1][1] == unit:
         head -= 1

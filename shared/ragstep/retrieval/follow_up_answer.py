@@ -63,7 +63,7 @@ import numpy as np
 from ragstep.models.llm import SentenceEncoder
 from ragstep.models.message_language import MessageLanguage
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
-from ragstep.retrieval.answer_span import Quote, choose
+from ragstep.retrieval.answer_span import ANSWER_THRESHOLD, Assessment, Quote, assess
 from ragstep.retrieval.answer_terms import question_language, stems
 from ragstep.retrieval.text import token_set, tokenize
 
@@ -165,6 +165,34 @@ def choose_follow_up(
     """The sentences that answer the follow-up ``question`` (the user's own words), best first, or none (module
     docstring); ``searched`` is the question with its subject as retrieval searched it, ``previous`` the question
     and the answer of the turn before, ``documents`` each passage's document (:func:`subject_documents`)."""
+    return assess_follow_up(
+        question,
+        passages,
+        searched=searched,
+        previous=previous,
+        scores=scores,
+        encoder=encoder,
+        scale=scale,
+        vectors=vectors,
+        documents=documents,
+    )[0]
+
+
+def assess_follow_up(
+    question: str,
+    passages: Sequence[str],
+    *,
+    searched: str = "",
+    previous: tuple[str, str] = ("", ""),
+    scores: Sequence[float] = (),
+    encoder: SentenceEncoder | None = None,
+    scale: ScoreScale = COMMON_SCALE,
+    vectors: MutableMapping[str, np.ndarray] | None = None,
+    documents: Sequence[str] = (),
+) -> tuple[list[Quote], Assessment]:
+    """:func:`choose_follow_up`'s sentences, and the assessment that decided them: when none answers, the one whose
+    failed check or support says why the follow-up is declined (the choice without the previous answer's stale
+    sentence, when that was all the first choice found)."""
     # The sentence that answered the previous question, and the words the follow-up asks with that the previous
     # question did not: that sentence again, holding none of them, was chosen for the subject, not for the new ask.
     answered = _previous_answer_sentence(encoder, previous[1], previous[0])
@@ -173,15 +201,16 @@ def choose_follow_up(
     subject = subject_documents(passages, documents, previous[1], answered)
     within = [bool(subject) and d in subject for d in documents]
 
-    def pick(asked: str, reader: SentenceEncoder | None, texts: Sequence[str]) -> list[Quote]:
-        def among(texts: Sequence[str]) -> list[Quote]:
-            return choose(asked, texts, scores=scores, encoder=reader, scale=scale, vectors=vectors, within=within)
+    def pick(asked: str, reader: SentenceEncoder | None, texts: Sequence[str]) -> tuple[list[Quote], Assessment]:
+        def among(texts: Sequence[str]) -> tuple[list[Quote], Assessment]:
+            a = assess(asked, texts, scores=scores, encoder=reader, scale=scale, vectors=vectors, within=within)
+            return (a.quotes if a.answers(ANSWER_THRESHOLD) else []), a
 
-        quotes = among(texts)
+        quotes, a = among(texts)
         stale = [q for q in quotes if new and _repeats(q, answered) and not _holds_new(q, new, language)]
         kept = [q for q in quotes if q not in stale]
         if kept or not stale:
-            return kept
+            return kept, a
         # All it found was said before for the subject: another sentence that answers the new ask, if one does.
         gone = [q.sentence or q.text for q in stale]
         return among([_without(p, gone) for p in texts])

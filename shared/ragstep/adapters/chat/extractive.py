@@ -49,7 +49,7 @@ from ragstep.retrieval.answer_span import (
     Quote,
     assess,
 )
-from ragstep.retrieval.follow_up_answer import choose_follow_up
+from ragstep.retrieval.follow_up_answer import assess_follow_up
 from ragstep.retrieval.sentences import split_sentences
 from ragstep.retrieval.tokens import count_messages, count_tokens, truncate_to_tokens
 
@@ -127,14 +127,13 @@ def extract(
     previous: tuple[str, str] = ("", ""),
     documents: Sequence[str] = (),
 ) -> tuple[list[str], dict[str, object] | None]:
-    """:func:`extract_answer`'s pieces, and when it declines why (:func:`why`, as
-    a trace row's detail; None for a follow-up's decline, whose choice reads more than one assessment)."""
+    """:func:`extract_answer`'s pieces, and when it declines why (:func:`why`, as a trace row's detail; a
+    follow-up's from the assessment that decided it: :func:`~ragstep.retrieval.follow_up_answer.assess_follow_up`)."""
     language = language_of(question[:MAX_QUESTION_CHARS])
     if not any(p.strip() for p in passages):
         return [NO_CONTEXT[message_language_of(question[:MAX_QUESTION_CHARS])]], None
-    decline = None
     if searched:
-        quotes = choose_follow_up(
+        quotes, a = assess_follow_up(
             question,
             passages,
             searched=searched,
@@ -148,8 +147,8 @@ def extract(
     else:
         a = assess(question, passages, scores=scores, encoder=encoder, scale=scale, vectors=vectors)
         quotes = a.quotes if a.answers(ANSWER_THRESHOLD) else []
-        reason = why(a, ANSWER_THRESHOLD)
-        decline = None if reason is None else reason.as_detail()
+    reason = None if quotes else why(a, ANSWER_THRESHOLD)
+    decline = None if reason is None else reason.as_detail()
     if not quotes:
         return [NO_ANSWER[message_language_of(question[:MAX_QUESTION_CHARS])]], decline
     return render_quotes(quotes, max_chars, language), None

@@ -139,7 +139,9 @@ def run(state: PipelineState, ctx: Context) -> Generator[StreamEvent, None, Pipe
     key = answer_key(state, model.name, system, options(settings))
     hit = cached(ctx, key) if settings.cache_answers else None
     if hit is not None:
-        deltas: Iterator[ChatDelta] = iter([ChatDelta(content=hit.content, reasoning=hit.reasoning)])
+        deltas: Iterator[ChatDelta] = iter(
+            [ChatDelta(content=hit.content, reasoning=hit.reasoning, decline=hit.decline)]
+        )
         cache_detail["cache"] = "hit"
     else:
         deltas = _recorded(model.stream(msgs, options(settings), grounding(state, ctx)), raw)
@@ -148,7 +150,7 @@ def run(state: PipelineState, ctx: Context) -> Generator[StreamEvent, None, Pipe
     decline: list[dict[str, object] | None] = [None]
     yield from _relay(_declined(deltas, decline), flt, usage, repair, shown, finish)
     if settings.cache_answers and hit is None:
-        remember(ctx, key, "".join(raw))
+        remember(ctx, key, "".join(raw), decline=decline[0])
     reasoning = flt.reasoning
     fallback = None
     reason = None

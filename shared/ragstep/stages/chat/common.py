@@ -121,14 +121,26 @@ def cached(ctx: Context, key: str) -> ChatResponse | None:
     if text is None:
         return None
     data = json.loads(text)
-    return ChatResponse(content=str(data.get("content", "")), reasoning=str(data.get("reasoning", "")))
+    decline = data.get("decline")
+    return ChatResponse(
+        content=str(data.get("content", "")),
+        reasoning=str(data.get("reasoning", "")),
+        decline=decline if isinstance(decline, dict) else None,
+    )
 
 
-def remember(ctx: Context, key: str, content: str, reasoning: str = "") -> None:
+def remember(
+    ctx: Context, key: str, content: str, reasoning: str = "", decline: dict[str, object] | None = None
+) -> None:
+    """Caches a response under ``key``: its text, its reasoning and, for a model-free answerer's decline, why it
+    declined (:attr:`~ragstep.ports.ChatResponse.decline`), so that the same question answered from the cache says
+    why as the first answer did."""
     cache = ctx.cache
     if cache is not None and content.strip():
-        payload = json.dumps({"content": content, "reasoning": reasoning}, ensure_ascii=False)
-        cache.put(key, payload, ctx.settings.cache_ttl_seconds)
+        data: dict[str, object] = {"content": content, "reasoning": reasoning}
+        if decline:
+            data["decline"] = decline
+        cache.put(key, json.dumps(data, ensure_ascii=False), ctx.settings.cache_ttl_seconds)
 
 
 def complete_cached(
@@ -147,5 +159,5 @@ def complete_cached(
     if hit is not None:
         return hit, True
     response = model.complete(messages, options, grounding)
-    remember(ctx, key, response.content, response.reasoning)
+    remember(ctx, key, response.content, response.reasoning, response.decline)
     return response, False

@@ -16,6 +16,8 @@ _DECLINE: dict[MessageLanguage, dict[str, str]] = {
         "name_not_held": "declined because no retrieved passage mentions {what}",
         "name_not_held_here": "declined because the passage [{passage}] of the closest sentence does not mention "
         "{what}",
+        "about_another": 'declined because the closest sentence, in passage [{passage}], is about "{other}", not '
+        '"{what}"',
         "under_threshold": "declined because no retrieved sentence is close enough to the question (support "
         '{support:.2f}, needed {threshold:.2f}). The closest passage [{passage}] says: "{sentence}"',
         "few_words": "declined because the retrieved passages share too few of the question's words",
@@ -31,6 +33,7 @@ _DECLINE: dict[MessageLanguage, dict[str, str]] = {
         "kind_not_stated": "未作答：检索到的句子都没有给出问题所问的{what}",
         "name_not_held": "未作答：检索到的资料都没有提到{what}",
         "name_not_held_here": "未作答：最接近的句子所在的资料 [{passage}] 没有提到{what}",
+        "about_another": "未作答：最接近的句子（资料 [{passage}]）说的是“{other}”，不是“{what}”",
         "under_threshold": "未作答：没有与问题足够接近的句子（支持度 {support:.2f}，需要 {threshold:.2f}）。"
         "最接近的资料 [{passage}] 写道：“{sentence}”",
         "few_words": "未作答：检索到的资料与问题共有的词太少",
@@ -98,6 +101,8 @@ def decline_note(decline: dict[str, object], language: MessageLanguage) -> str |
     if reason == "name_not_held":
         names = listed([f'"{w}"' for w in what]) if what else text["a_name"]
         return text["name_not_held_here" if decline.get("anywhere") else reason].format(what=names, **values)
+    if reason == "about_another" and len(what) == 2:
+        return text[reason].format(what=what[0], other=what[1], **values)
     if reason == "under_threshold":
         support, threshold = decline.get("support", 0.0), decline.get("threshold", 0.0)
         if not isinstance(support, float | int) or not isinstance(threshold, float | int):

