@@ -74,6 +74,67 @@ def test_a_query_term_groups_the_forms_the_index_holds() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("words", "stem"),
+    [
+        (("vaccines", "vaccine"), "vaccin"),
+        (("care", "cares", "cared", "caring"), "care"),
+        (("note", "notes", "noted", "noting"), "note"),
+        (("make", "makes", "making"), "make"),
+        (("code", "codes", "coded", "coding"), "code"),
+        (("site", "sites"), "site"),
+        (("use", "uses", "used", "using"), "use"),
+        (("hope", "hopes", "hoped", "hoping"), "hope"),
+        (("open", "opens", "opened", "opening"), "open"),
+        (("raise", "raises", "raised", "raising"), "rais"),
+        (("box", "boxes"), "box"),
+    ],
+)
+def test_a_final_e_joins_the_inflections_of_its_word(words: tuple[str, ...], stem: str) -> None:
+    assert {light_stem(w) for w in words} == {stem}
+
+
+@pytest.mark.parametrize(
+    ("with_e", "without_e"),
+    [
+        (("care", "cares", "cared", "caring"), ("car", "cars")),
+        (("note", "notes", "noted"), ("not",)),
+        (("made",), ("mad",)),
+        (("code", "codes", "coded"), ("cod", "cods")),
+        (("site", "sites"), ("sit", "sits", "sitting")),
+        (("done",), ("don", "dons")),
+        (("hope", "hoped", "hoping"), ("hop", "hopped", "hopping")),
+        (("plane", "planes"), ("plan", "plans", "planned")),
+    ],
+)
+def test_a_final_e_that_makes_another_word_keeps_the_words_apart(
+    with_e: tuple[str, ...], without_e: tuple[str, ...]
+) -> None:
+    """A short word whose one vowel its final "e" lengthens is not the word without it ("care" / "car")."""
+    assert not {light_stem(w) for w in with_e} & {light_stem(w) for w in without_e}
+
+
+def test_a_query_term_does_not_group_the_word_its_final_e_tells_apart() -> None:
+    held = {"car", "cars", "care", "cared", "note", "not", "code", "cod", "codes"}.__contains__
+    groups = term_groups(["caring", "cars", "notes", "coded"], held)
+    assert groups == {
+        "caring": ["care", "cared"],
+        "cars": ["cars", "car"],
+        "notes": ["note"],
+        "coded": ["code", "codes"],
+    }
+
+
+def test_keyword_search_for_care_does_not_find_cars(ctx: Context, make_kb: Callable[..., KnowledgeBase]) -> None:
+    kb = make_kb("care")
+    add_doc(
+        ctx, kb, "c", ["Cars are parked in the garage.", "Nurses cared for the patients.", "Lunch is at noon."], None
+    )
+    flt = SearchFilter(knowledge_base_ids=(kb.id,))
+    assert [h.chunk_id for h in ctx.index.keyword_search(query_terms("caring"), flt, 5, 0.0)] == ["c-1"]
+    assert [h.chunk_id for h in ctx.index.keyword_search(query_terms("cars"), flt, 5, 0.0)] == ["c-0"]
+
+
 def test_keyword_search_matches_a_plural_and_a_verbs_other_form(
     ctx: Context, make_kb: Callable[..., KnowledgeBase]
 ) -> None:

@@ -15,10 +15,13 @@ alone scores exactly as before.
 
 The stem is light (plural and third-person ``-s`` / ``-es`` / ``-ies``, ``-ed`` / ``-ied``, ``-ing``, a final
 ``-e``, a doubled final consonant): it conflates the inflections of one word, not derivations ("approval",
-"purchaser" stay apart). It reads lower-case ASCII words of four letters or more (Latin letters are folded to ASCII
-before: "hôtels" is "hotels"); other scripts and words with digits are their own group (Chinese tokens, Russian
-words). A form is matched only when the index holds it and its stem is the term's, so a rule that would misread a
-word ("news") can only join it to another word the index holds with the same stem.
+"purchaser" stay apart). A final ``-e`` goes only where it cannot tell two words apart: "care" and "car", "note"
+and "not", "made" and "mad", "code" and "cod", "site" and "sit" differ in nothing else, so a short word whose one
+vowel the ``e`` lengthens keeps it, and its ``-ed`` / ``-ing`` forms get it back (:func:`_silent_e`). It reads
+lower-case ASCII words of four letters or more (Latin letters are folded to ASCII before: "hôtels" is "hotels");
+other scripts and words with digits are their own group (Chinese tokens, Russian words). A form is matched only
+when the index holds it and its stem is the term's, so a rule that would misread a word ("news") can only join it
+to another word the index holds with the same stem.
 
 The model-free answerer compares a question's words with a sentence's by another, narrower form
 (:mod:`ragstep.retrieval.english_stem`: no final ``-e`` rule, irregular verbs to their base). The two are kept apart
@@ -36,6 +39,8 @@ MIN_WORD = 4
 #: A stem keeps at least this many letters ("need" is not "ne" + "-ed").
 MIN_STEM = 3
 _VOWELS = frozenset("aeiouy")
+#: Consonants that are never doubled nor followed by a silent "e" in an inflection ("snowed", "fixed", "played").
+_NO_SILENT_E = frozenset("wxy")
 
 
 def _stemmable(word: str) -> bool:
@@ -53,9 +58,55 @@ def _undouble(stem: str) -> str:
     return stem
 
 
+def _consonant(word: str, i: int) -> bool:
+    """Porter's consonant: not a vowel, and a "y" only where a vowel does not precede it ("toy", not "ivy")."""
+    if word[i] in "aeiou":
+        return False
+    return word[i] != "y" or i == 0 or not _consonant(word, i - 1)
+
+
+def _measure(stem: str) -> int:
+    """How many vowel-consonant sequences ``stem`` holds (Porter's *m*): 1 for "car", "rais", 2 for "purchas"."""
+    kinds = "".join("c" if _consonant(stem, i) else "v" for i in range(len(stem)))
+    return kinds.count("vc")
+
+
+def _silent_e(stem: str) -> bool:
+    """Whether ``stem`` + "e" is the word rather than ``stem``: one vowel between single consonants ("car", "not",
+    "mad", "cod", "sit", "don", "hop"; but no "w", "x", "y" at the end), where the "e" makes another word ("care",
+    "note", "made", "code", "site", "done", "hope"), or a two-letter vowel + consonant ("us", "ag": "use", "age").
+
+    This is the condition of Porter's "An algorithm for suffix stripping" (1980), steps 1b and 5a: a stem of measure
+    1 ending consonant-vowel-consonant keeps its final "e" and takes it back when "-ed" / "-ing" leaves it
+    ("caring" -> "care"), for English doubles the consonant of such a word that has no "e" ("stopped", "sitting").
+    Longer stems lose the "e" in every form instead ("purchase", "purchased" -> "purchas"): without a dictionary
+    "purchased" does not tell "purchase" + "-d" from "purchas" + "-ed", and a longer word and its "e"-less twin are
+    seldom both words (the S-stemmer of Harman, 1991, and Lucene's minimal English stemmer never strip a bare "e"
+    either, but they join no "-ed" / "-ing" form, which the handbook's "approved" needs)."""
+    if len(stem) == 2:
+        return stem[0] in "aeiou" and _consonant(stem, 1) and stem[1] not in _NO_SILENT_E
+    n = len(stem)
+    return (
+        n >= MIN_STEM
+        and _measure(stem) == 1
+        and [_consonant(stem, i) for i in range(n - 3, n)] == [True, False, True]
+        and stem[-1] not in _NO_SILENT_E
+    )
+
+
+def _strip_ending(stem: str) -> str:
+    """What an "-ed" / "-ing" leaves, made a word's stem: a doubled final consonant undone ("stopp" -> "stop"), a
+    silent "e" given back ("car" from "cared" -> "care", "us" from "used" -> "use")."""
+    undoubled = _undouble(stem)
+    if undoubled != stem:
+        return undoubled
+    return stem + "e" if _silent_e(stem) else stem
+
+
 def light_stem(word: str) -> str:
     """The word's light stem: ``purchases``, ``purchase``, ``purchased``, ``purchasing`` -> ``purchas``; ``hotels``
-    -> ``hotel``; ``applies``, ``applied``, ``applying`` -> ``apply``; a word it does not read is itself."""
+    -> ``hotel``; ``applies``, ``applied``, ``applying`` -> ``apply``; ``cares``, ``cared``, ``caring`` -> ``care``
+    (not ``car``); a word it does not read is itself."""
     if not _stemmable(word):
         return word
     w = word
@@ -65,22 +116,26 @@ def light_stem(word: str) -> str:
         w = w[:-1]
     elif w.endswith("eed"):  # "speed", "need", "proceed" are words, not "sp-", "n-", "proc-" + "-eed"
         pass
-    elif w.endswith("ed") and len(w) - 2 >= MIN_STEM and _has_vowel(w[:-2]):
-        w = _undouble(w[:-2])
-    elif w.endswith("ing") and len(w) - 3 >= MIN_STEM and _has_vowel(w[:-3]):
-        w = _undouble(w[:-3])
-    if w.endswith("e") and len(w) > MIN_STEM:
+    elif w.endswith("ed") and _has_vowel(w[:-2]) and (len(w) - 2 >= MIN_STEM or _silent_e(w[:-2])):
+        w = _strip_ending(w[:-2])
+    elif w.endswith("ing") and _has_vowel(w[:-3]) and (len(w) - 3 >= MIN_STEM or _silent_e(w[:-3])):
+        w = _strip_ending(w[:-3])
+    # A final "e" goes where the word without it is no other word: a longer stem ("purchas", "approv", "vaccin")
+    # or a short one the "e" does not lengthen ("rais" from "raise"); "care", "note", "site" keep theirs, and so do
+    # words with no vowel before a consonant ("tree", "shoe": Porter's measure 0).
+    if w.endswith("e") and len(w) > MIN_STEM and not _silent_e(w[:-1]) and _measure(w[:-1]) > 0:
         w = w[:-1]
     return w
 
 
 def _forms(stem: str) -> list[str]:
     """The words whose stem may be ``stem``: its inflections, a superset (each is checked with :func:`light_stem`)."""
-    bases = [stem, stem + "e"]
-    out = [*bases]
-    for b in bases:
-        out += [b + "s", b + "es", b + "d", b + "ed", b + "ing"]
-    out += [stem + stem[-1] + "ed", stem + stem[-1] + "ing"]  # "stop": "stopped", "stopping"
+    roots = [stem, stem + "e"]
+    if stem.endswith("e"):
+        roots.append(stem[:-1])  # "care": "caring", "cared"; "use": "using"
+    out = [*roots]
+    for r in roots:
+        out += [r + "s", r + "es", r + "d", r + "ed", r + "ing", r + r[-1] + "ed", r + r[-1] + "ing"]
     if stem.endswith("y"):
         out += [stem[:-1] + "ies", stem[:-1] + "ied"]
     return out
