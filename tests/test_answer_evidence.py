@@ -9,10 +9,11 @@ from __future__ import annotations
 import pytest
 
 from ragstep.adapters.chat.extractive import NO_ANSWER
+from ragstep.retrieval.answer_attributes import stated_attributes
 from ragstep.retrieval.answer_candidates import code_names
 from ragstep.retrieval.answer_span import assess
 from ragstep.retrieval.answer_terms import identifiers, names, passages_naming, stems
-from ragstep.retrieval.answer_types import expected_answer, holds_asked, place_of, stated_attributes
+from ragstep.retrieval.answer_types import expected_answer, holds_asked, place_of
 from ragstep.retrieval.sentences import code_definitions
 
 ZSTD = """__Zstandard__, or `zstd` as short version, is a fast lossless compression algorithm,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ragstep.adapters.chat.extractive import NO_ANSWER
+from ragstep.retrieval.answer_attributes import stated_attributes
 from ragstep.retrieval.answer_span import assess
 from ragstep.retrieval.answer_terms import names, question_terms, stems
 from ragstep.retrieval.answer_types import (
@@ -14,7 +15,6 @@ from ragstep.retrieval.answer_types import (
     expected_answer,
     is_option_entry,
     preferred_answer,
-    stated_attributes,
 )
 from ragstep.retrieval.answer_window import leans_back
 from ragstep.retrieval.text import token_set

@@ -8,8 +8,9 @@ import pytest
 
 from ragstep.bench.answer_curve import Sample, curve, operating_point
 from ragstep.retrieval import answer_span
+from ragstep.retrieval.answer_attributes import stated_attributes
 from ragstep.retrieval.answer_span import Assessment, Quote
-from ragstep.retrieval.answer_types import definition_of, expected_answer, stated_attributes
+from ragstep.retrieval.answer_types import definition_of, expected_answer
 from ragstep.retrieval.sentences import is_option_term, sentences_in_units, split_sentences
 
 MANUAL = """OPTIONS

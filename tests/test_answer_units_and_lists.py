@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 
 from ragstep.adapters.chat.extractive import NO_ANSWER
+from ragstep.retrieval.answer_attributes import stated_attributes
 from ragstep.retrieval.answer_focus import counted_patterns
-from ragstep.retrieval.answer_types import expected_answer, stated_attributes
+from ragstep.retrieval.answer_types import expected_answer
 
 
 def _counts(question: str, sentence: str) -> bool:
@@ -116,3 +117,41 @@ def test_a_width_on_a_screen_is_counted_in_its_cells() -> None:
     assert expected.search("-W, --width=NUM output at most NUM (default 130) print columns")
     assert expected.search("Scroll right, default half the screen width.")
     assert not expected.search("-y, --side-by-side output side by side")
+
+
+SETTINGS = """# Configuration
+
+## remote_name
+
+Set the remote name to push to when using `gh-deploy` to deploy to GitHub Pages. This option can be overridden by a \
+command line option in `gh-deploy`.
+
+**default**: `origin`
+
+## remote_branch
+
+Set the remote branch to commit to when using `gh-deploy` to deploy to GitHub Pages.
+
+**default**: `gh-pages`
+
+## installer.max-workers
+
+**Type**: `int`
+
+**Default**: `number_of_cores + 4`
+
+Set the maximum number of workers while using the parallel installer.
+"""
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("what's the default remote name mkdocs gh-deploy pushes to?", "`origin`"),
+        ("which branch does gh-deploy commit to by default?", "`gh-pages`"),
+        ("default value of installer.max-workers?", "`number_of_cores + 4`"),
+    ],
+)
+def test_a_default_is_the_field_of_its_settings_section(encoder: LocalEmbedder, question: str, expected: str) -> None:
+    answer = ask(encoder, question, [SETTINGS])
+    assert expected in answer and "[1]" in answer, answer

@@ -80,7 +80,9 @@ def candidates(
     A list's item without a lead of its own is led by the sentence that introduces the list ("The chage command
     exits with the following values:" for "15 can't find the shadow password file"): what the decision's checks
     read of it (an exit status is stated in its own words), not its context. The list ends at a paragraph of prose
-    or under another heading."""
+    or under another heading. A field of a setting's section ("**Default**: `origin`" under "## remote_name") is
+    read and embedded after the setting's description, its section's first sentence that is not a field: alone it
+    says nothing of which setting it is the default of."""
     out: list[tuple[int, int, str, str]] = []
     leads: list[str] = []
     for n, passage in enumerate(passages, start=1):
@@ -89,6 +91,10 @@ def candidates(
         units = sentences_in_units(passage)
         sizes = Counter(unit for _, unit, _ in units)
         intro, intro_at = "", (-1, "")  # the sentence a list's items follow ("... exits with these values:")
+        described: dict[str, str] = {}  # each heading's first sentence not a field: a setting's description
+        for heading, _, sentence in units:
+            if heading and not _FIELD.match(sentence):
+                described.setdefault(heading, sentence)
         asking = -1  # the unit a FAQ's "Q:" opens: every sentence of it is the question
         for i, (heading, unit, sentence) in enumerate(units):
             if unit != asking and _ASKED.match(sentence):
@@ -108,9 +114,14 @@ def candidates(
             if intro and (unit == intro_at[0] or heading != intro_at[1] or sizes[unit] > 1):
                 intro = ""  # the list ends at a paragraph of prose or under another heading
             checked = intro if intro and not lead and not is_option_entry(sentence) else lead
+            field = ""
+            if not checked and heading and _FIELD.match(sentence):
+                # "**Default**: `origin`" is the default of its section's setting: read and embedded after the
+                # setting's description, as an option's description is after its option.
+                checked = field = described.get(heading, "")
             if sentence.endswith((":", "：")) and not is_option_entry(sentence):
                 intro, intro_at = sentence, (unit, heading)
-            topic = (lead or asked or opening)[:CONTEXT_CHARS]
+            topic = (lead or field or asked or opening)[:CONTEXT_CHARS]
             context = " ".join(t for t in (f"{heading}:" if heading else "", topic) if t)
             out.append((n, i, sentence, f"{context} {sentence}" if context else sentence))
             leads.append(checked)  # the list's introduction is what its item's checks read, not its context
@@ -129,6 +140,9 @@ def candidates(
     return out, leads
 
 
+# A field of a setting's section, as Markdown writes one: its name in bold ("**Default**: `origin`", "**Type**:
+# string") or its value as code ("Windows: `%APPDATA%\\pypoetry`"). A manual page's "EXIT status: 124 if ..." is prose.
+_FIELD = re.compile(r"^(?:\*\*[^*\n]{1,25}\*\*\s*[:：]|\*\*[^*\n]{1,25}[:：]\*\*|[A-Za-z][A-Za-z ]{0,24}[:：]\s*`)")
 # A FAQ's question marker: "Q:  The default build of liblzma is too big. How can I make it smaller?" states the
 # problem before it asks, and the statement reads closer to a question about it than the answer under it does.
 _ASKED = re.compile(r"(?:Q|Question)\s*[:.]\s|问[:：]")

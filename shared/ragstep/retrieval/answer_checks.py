@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ragstep.models.message_language import MessageLanguage
+from ragstep.retrieval.answer_attributes import stated_attributes
 from ragstep.retrieval.answer_focus import focus_held, group_rule_held
 from ragstep.retrieval.answer_language import naming_across
 from ragstep.retrieval.answer_subject import about_other
@@ -31,7 +32,6 @@ from ragstep.retrieval.answer_types import (
     expected_answer,
     holds_asked,
     is_option_entry,
-    stated_attributes,
 )
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from ragstep.retrieval import answer_types
+from ragstep.retrieval.answer_attributes import ATTRIBUTE_KINDS
 from ragstep.retrieval.answer_focus import counted, english_count
 from ragstep.retrieval.answer_subject import about_other, group_names
 from ragstep.retrieval.answer_terms import holds_name, identifiers, question_language
@@ -124,7 +125,7 @@ def asked_kinds(question: str) -> tuple[str, ...]:
         index = next((k for k, (_, holds) in enumerate(answer_types._KINDS) if holds is expected), None)
         known = index is not None and len(_KIND_NAMES) == len(answer_types._KINDS)
         kinds.append(_KIND_NAMES[index] if known and index is not None else "value")
-    for asks, _ in answer_types._ATTRIBUTE_KINDS:
+    for asks, _ in ATTRIBUTE_KINDS:
         match = asks.search(question)
         if match is not None:
             kinds.append(f'"{match.group(0)}"')

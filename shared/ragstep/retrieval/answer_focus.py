@@ -14,7 +14,7 @@ passages). What the question counts is named in its own words, next to 多少 / 
 A sentence that answers holds that word, or for a word of three characters or more one of its two-character parts
 ("藏书量" -> "藏书 81.6 万册", "人口数量" -> "人口"). Not read as a focus: a unit or a classifier ("多少米", "多少
 分钟": the type already asks for it), a word of one character, and the measured attributes
-(:func:`~ragstep.retrieval.answer_types.stated_attributes` has their other words: 人口 is also 居民, 万人).
+(:func:`~ragstep.retrieval.answer_attributes.stated_attributes` has their other words: 人口 is also 居民, 万人).
 
 A count is given in its measure word: "多少张唱片" is answered by "录了 30 张", "几季" by "共 4 季", "活到多少岁" by
 "享年 72 岁". When 多少 / 几 is followed by a classifier, a sentence that answers holds a numeral followed by that

@@ -34,7 +34,7 @@ answers best) and the *decision* (does it answer at all).
   far / 多深 / 多高 (a length: "4,583 km²" is an area), how heavy (a weight), which year / when was / 哪一年 (a
   date), how many / 多少 (a number), which option / flag (a command-line option); and a measured attribute the
   question names -- its area / 面积, population / 人口, price / 票价 ... -- must be stated by the sentence or its
-  paragraph (the word, or a unit only that attribute is measured in: :func:`~ragstep.retrieval.answer_types
+  paragraph (the word, or a unit only that attribute is measured in: :func:`~ragstep.retrieval.answer_attributes
   .stated_attributes`); a count question names what it counts ("多少员工", "how many sick days"), which the
   sentence must hold as well (:mod:`ragstep.retrieval.answer_focus`; asked of a group the sources give no number
   for, "part-time employees", the sentence stating the group's rule holds it: "... receive vacation pro rata to
@@ -129,6 +129,7 @@ from ragstep.retrieval.answer_types import (
     MAX_QUESTION_CHARS,
     asks_how,
     asks_option,
+    default_field,
     definition_of,
     is_option_entry,
     named_option,
@@ -263,6 +264,11 @@ def features(
     defining = None if definition is None else np.array([bool(definition.search(c[2])) for c in candidates])
     lists = listed(question, passages, candidates, coverage)  # "what changed in X?": the list under X's heading
     defining = defining if lists is None else lists
+    fields = default_field(question)
+    stated = None if fields is None else np.array([bool(fields.search(c[2])) for c in candidates])
+    if stated is not None and stated.any():  # "**Default**: `origin`" is read with its setting's description
+        read = [coverage.of(token_set(f"{lead} {c[2]}")) for c, lead in zip(candidates, leads, strict=True)]
+        lexical = np.where(stated, np.maximum(lexical, read), lexical).astype(np.float32)
     if expects and defining is not None:
         defining &= typed
         # A by-line ("Written by Paul Rubin, David MacKenzie ...") never names what was written; its passage does
@@ -271,7 +277,8 @@ def features(
     named = named_held(question, passages, candidates, coverage.language)  # the question's names (answer_checks)
     # A sentence of an option's description ("Example: 2006-08-14T02:34:56-06:00") speaks for its option.
     entries = [is_option_entry(c[2]) or is_option_entry(lead) for c, lead in zip(candidates, leads, strict=True)]
-    options = np.array(entries) if asks_how(question) else None
+    # Asked how: an option entry near the best fit is preferred; asked for a default, the field stating it.
+    options = np.array(entries) if asks_how(question) else stated if stated is not None and stated.any() else None
     zeros = np.zeros(len(candidates), dtype=np.float32)
     if encoder is None:
         return Features(
@@ -365,7 +372,9 @@ def best_candidate(f: Features, fit: np.ndarray) -> int:
     "how do I ...?" question takes the best option entry within :data:`NEAR_BEST` of the best fit, when there is
     one: a manual page's way to do a thing is an option, and the prose near it reads as close while describing
     the program. The support is then read from the option: on the dev sets this turned four wrong answers
-    (two to unanswerable questions) into declines and no right answer into a miss."""
+    (two to unanswerable questions) into declines and no right answer into a miss. Asked for a default, the field
+    stating one ("**Default**: `origin`", "Defaults to ...") is preferred the same way over its setting's
+    description."""
     wanted = f.defining if f.defining is not None else f.typed if f.expects else None
     if wanted is not None and wanted.any():
         held = np.flatnonzero(wanted)

@@ -191,6 +191,19 @@ def preferred_answer(question: str) -> re.Pattern[str] | None:
     return _BY_LINE if _KINDS[1][0].search(question) else None
 
 
+# Asked for a default, a setting's section states it as a field ("**Default**: `origin`", "Default: 80", "Defaults to
+# "5s".") under the setting's description: that field is the answer, read with the description (answer_candidates).
+_ASKS_DEFAULT = re.compile(
+    r"\bdefaults?\b|默认|缺省|par\s+défaut|standardmäßig|voreingestellt|por\s+defecto|predeterminad", re.IGNORECASE
+)
+_DEFAULT_FIELD = re.compile(r"^\W*default(?:\s+value)?\W*[:：=]\s*\S|^defaults?\s+to\b", re.IGNORECASE)
+
+
+def default_field(question: str) -> re.Pattern[str] | None:
+    """What a setting's field stating its default holds, when ``question`` asks for a default; None otherwise."""
+    return _DEFAULT_FIELD if _ASKS_DEFAULT.search(question[:MAX_QUESTION_CHARS]) else None
+
+
 # "How do I ...?" asks for a way to do something; asked of a manual page, the way is an option ("-q, --quiet Keine
 # Kopfzeilen mit den Dateinamen ausgeben"), while the sentences around it that read as close describe what the
 # program does. Grammar of such a question, English, French, German, Spanish (after an opening "and" / "so").
@@ -354,147 +367,7 @@ def definition_of(question: str) -> re.Pattern[str] | None:
     return re.compile(re.escape(subject) + r"(?:是|为|指|即)")
 
 
-# Measured attributes a question may name, and what a sentence stating one holds: the attribute's own word or a unit
-# only that attribute is measured in. "What is the area of Qinghai Lake?" / "青海湖的面积有多大" is not answered by
-# the passage's population, however close in meaning: when the question names the attribute, the sentence (or the
-# option or paragraph it belongs to) must state it. General vocabulary of measurement: English, Chinese, French,
-# German and Spanish.
-_MEASURED: tuple[tuple[str, str], ...] = (
-    (
-        r"\barea\b|面积|\bsuperficie\b|\bfläche\b|\bárea\b",
-        r"\barea\b|面积|占地|square|sq\.?\s|km²|km2|m²|平方|公顷|亩|\bacres?\b|\bhectares?\b|superficie|fläche|área",
-    ),
-    (
-        r"\bpopulation\b|人口|\bbevölkerung\b|\beinwohner|\bpoblación\b|\bhabitantes\b",
-        r"population|inhabitants|residents|people|人口|居民|万人|\d\s*人|habitants|bevölkerung|einwohner|población"
-        r"|habitantes",
-    ),
-    (
-        r"\baltitude\b|\belevation\b|海拔|\baltitud\b",
-        r"altitude|elevation|above sea level|海拔|\d\s*(?:m|metres?|meters?|feet|ft)\b|\d\s*米|altitud",
-    ),
-    (
-        r"\bheight\b|高度|身高|\bhauteur\b|\baltura\b",
-        # A height in metres without 高 is a person's or a thing's only with a decimal ("1.78米"): "4×50米" is a relay.
-        r"height|tall|\bhigh\b|高|\d\s*(?:m|cm|metres?|meters?|feet|ft)\b|\d\.\d+\s*米|\d\s*(?:厘米|公分)|hauteur|\bhaut"
-        r"|altura|\balt[oa]s?\b",
-    ),
-    # "How deep" / 多深 names the attribute as "depth" does: 120 km of a river's length does not say how deep it is.
-    (
-        r"\bdepth\b|\bhow\s+deep\b|深度|多深|最深|水深|\bprofondeur\b|\btiefe\b|\bwie\s+tief\b|\bprofundidad\b",
-        r"depth|\bdeep|深|profond|\btief|profund",
-    ),
-    (
-        r"\bwidth\b|\bhow\s+wide\b|宽度|多宽|最宽|\blargeur\b|\bbreite\b|\bwie\s+breit\b|\banchura\b",
-        r"width|\bwide|宽|\blarge|\bbreit|\banch[oa]",
-    ),
-    (
-        r"\blength\b|长度|全长|\blongueur\b|\blänge\b|\blongitud\b",
-        r"length|\blong\b|长|longueur|länge|\blang\b|longitud|\blarg[oa]s?\b",
-    ),
-    (
-        r"\bfrequenc(?:y|ies)\b|频率|\bfréquence\b|\bfrequenz\b|\bfrecuencia\b",
-        r"frequen|\bhz\b|hertz|per\s+second|times\s+(?:a|per)\b|\bevery\b|\beach\b|频率|赫兹|次|fréquence|\bfois\b"
-        r"|\bmal\b|veces",
-    ),
-    (
-        r"\bweight\b|体重|重量|\bpoids\b|\bgewicht\b|\bpeso\b",
-        r"weigh|\d\s*(?:mg|g|kg|t|lbs?|oz|tons?|tonnes?|pounds?|ounces?|grams?|kilo\w*)\b|重"
-        r"|[\d零一二两三四五六七八九十百千万]\s*(?:毫克|克|公斤|千克|斤|吨)|poids|gewicht|peso",
-    ),
-    (r"\bdiameter\b|直径|\bdiamètre\b|\bdurchmesser\b|\bdiámetro\b", r"diameter|直径|diamètre|durchmesser|diámetro"),
-    (
-        r"\btemperature\b|温度|气温|\btempérature\b|\btemperatur",
-        r"temperature|°|℃|degrees|温|摄氏|华氏|température|temperatur|\bgrad\b|\bgrados?\b",
-    ),
-    (
-        r"\bspeed\b(?!\s+up)|速度|时速|\bvitesse\b|\bgeschwindigkeit\b|\bvelocidad\b",
-        r"speed|km/h|mph|速|\bfast\b|vitesse|geschwindigkeit|velocidad|\brapide|\bschnell|\brápid",
-    ),
-    (
-        # coûte / kostet / cuesta: the verb asks the price as the noun does.
-        r"\bprice\b|\bcost\b|价格|票价|费用|售价|多少钱|\bprix\b|\bco[uû]t|\bpreis|\bkost|\bprecio\b|\bcuest[ae]n?\b|\bcost[oe]s?\b",
-        # 元 after a numeral: alone it is also an era's first year, "建文元年", or an element, "元素".
-        r"price|cost|\$|€|£|¥|dollars?|euros?|yuan|价|费|[\d〇零一二两三四五六七八九十百千万亿]\s*元(?![年素论])|prix|coût|preis"
-        r"|kost|precio",
-    ),
-    # German "Alter" only as the capitalised noun: English "alter" is a verb.
-    (
-        r"\bage\b|年龄|岁数|\bâge\b|(?-i:\bAlter\b)|\bedad\b",
-        r"\bage\b|\bold\b|年龄|岁|\bâge\b|\balter\b|\bedad\b|\bans\b|\bjahre\b|\baños\b",
-    ),
-    (
-        r"\bvolume\s+of\b|\bcapacity\b|容量|体积|容积|\bcapacité\b|\bkapazität\b|\bfassungsvermögen\b|\bcapacidad\b"
-        r"|\bvolumen\b",
-        r"volume|capacity|litres?|liters?|容量|体积|容积|升|立方|capacité|kapazität|fassungsvermögen|capacidad",
-    ),
-)
-# Attributes that are no measure but are stated in their own words all the same: a licence (its word, or a licence's
-# name), the upper or lower bound of a value (its word, a comparison, a range). "What is the libsodium license?" over
-# a README whose sentences point to its documentation, or "What is zstd's maximum compression level?" over sentences
-# on compression ratios, read close to the question and answer it in no sentence: the evidence that the sources do
-# not answer is that none states the attribute asked for.
-_STATED: tuple[tuple[str, str], ...] = (
-    (
-        r"\blicen[cs]es?\b|许可证|授权协议|开源协议|\blizenz|\blicencias?\b",
-        r"licen[cs]|\b(?:L?GPL|AGPL|BSD|MIT|MPL|ISC|CC0|CC-BY|Apache|Artistic|Unlicense|WTFPL)\b"
-        r"|public\s+domain|copyright|©|\(c\)|许可|授权|协议|lizenz|domaine\s+public|dominio\s+público|gemeinfrei",
-    ),
-    (
-        r"\bmaxim(?:um|al|ale|ales|aux|o|a|os|as)\b|\bmax\b|最大值|上限|最多(?:能|可以|可)|\bhöchst|\bmaximalen?\b|\bmáxim[oa]s?\b",
-        r"max|highest|largest|greatest|biggest|\bat\s+most\b|\bupper\b|\blimit|\bup\s+to\b|\bcap(?:ped)?\b|ceiling"
-        r"|<=|≤|\bbetween\b|\d\s*(?:-|–|\.\.|to|through)\s*\d|最大|最多|最高|上限|不超过|以内|höchst|bis\s+zu|grenze"
-        r"|jusqu|plafond|hasta|límite|tope|máxim|\bor\s+(?:less|fewer|lower|below|earlier|older)\b|\band\s+below\b",
-    ),
-    (
-        r"\bminim(?:um|al|ale|ales|aux|o|a|os|as)\b|\bmin\b|最小值|下限|最少(?:要|需要)|\bmindest|\bminimalen?\b|\bmínim[oa]s?\b",
-        r"min|lowest|smallest|\bleast\b|\blower\b|\blimit|>=|≥|\bbetween\b|\d\s*(?:-|–|\.\.|to|through)\s*\d"
-        r"|最小|最少|最低|下限|至少|不低于|mindest|wenigstens|au\s+moins|al\s+menos|límite|mínim"
-        # A version or a value and up: "TLSv1.2+", "Python 3.8 or later", "2.6 and above".
-        r"|\d\+(?![\d+])|\bor\s+(?:later|newer|higher|above|greater|more)\b|\band\s+(?:above|later|newer|up)\b",
-    ),
-    # An exit status is stated in its own words ("exits with", "Return values:"): "If NUM is zero, grep stops" is none.
-    (
-        r"\bexit\s+(?:status|code|value)s?\b|\breturn\s+(?:code|value|status)s?\b|\bexits?\s+with\b|退出码|返回值",
-        r"\bexit|\bstatus|\breturn|\bcode|退出|返回",
-    ),
-)
-# Events a date is asked of, stated in their own words or a life's dates in brackets: "吉尔杭阿是哪一年出生的？" over
-# a passage of the years of his offices, or "When did X die?" over the year he took office, is not answered by
-# another year of the same person. A birth or a death is also written as the life's span, "（1920年－2000年）",
-# "(1920-2000)"; a founding as "since". Read only when the question asks when: asked where someone was born, the
-# sentences that say "出生" are close to it whoever they are about, and holding the word says nothing of the place.
-_EVENTS: tuple[tuple[str, str], ...] = (
-    (
-        r"出生|出世|诞生|\bborn\b|\bbirth\b|\bnaissance\b|\bnée?\b|\bgeboren\b|\bnaci(?:ó|o|do|da)\b",
-        r"出生|生于|诞生|出世|年\s*生|[（(][^（()）]{0,24}?\d{1,4}\s*年?[^（()）]{0,16}?[－—–~～-]|\bborn\b|\bbirth|\bb\.\s*\d"
-        r"|\(\s*(?:c\.\s*)?\d{3,4}\s*[–—-]|naissance|\bnée?\b|geboren|\bgeb\.|\bnaci",
-    ),
-    (
-        # "die" alone is also what a process does: only "died", "death" and "when did ... die".
-        r"去世|逝世|过世|\bdied\b|\bdeath\b|\bwhen\s+did\b.{1,60}\bdie\b|\bmort\b|\bdécéd|\bgestorben\b|\bstarb\b|\bmuri(?:ó|o)\b",
-        r"去世|逝世|病逝|过世|辞世|卒|殁|身亡|遇害|遇刺|死|驾崩|薨|[－—–~～-]\s*(?:公元前?\s*)?\d{1,4}\s*年?\s*[）)]"
-        r"|\bdie[ds]?\b|\bdeath\b|\bdeceased\b|passed\s+away|\bd\.\s*\d|\d{3,4}\s*[–—-]\s*\d{3,4}\s*\)"
-        r"|\bmort|décè|\bstarb|gestorben|\btod\b|\bmuri|falleci",
-    ),
-    (
-        r"成立|创立|创办|创建|\bfounded\b|\bestablished\b|\bfondée?\b|\bgegründet\b|\bfundad[oa]\b",
-        r"成立|创立|创办|创建|建立|设立|组建|始建|建于|建成|创刊|开业|开办|成军|\bfound|\bestablish|\bformed\b"
-        r"|\bcreated\b|\bincorporated\b|\bsince\b|\bfond|gegründet|gründ|\bseit\b|\bfund|\bdesde\b",
-    ),
-)
-_ATTRIBUTE_KINDS = tuple((re.compile(a, re.IGNORECASE), re.compile(h, re.IGNORECASE)) for a, h in _MEASURED + _STATED)
-_EVENT_KINDS = tuple((re.compile(a, re.IGNORECASE), re.compile(h, re.IGNORECASE)) for a, h in _EVENTS)
-_WHEN = frozenset((_YEAR, _DATE))
-
-
-def stated_attributes(question: str) -> list[re.Pattern[str]]:
-    """What a sentence must hold for each measured attribute ``question`` names (its area, 人口, its price...): the
-    attribute's word or a unit it alone is measured in; asked when, the event's words (its birth, its founding).
-    Empty when it names none."""
-    question = question[:MAX_QUESTION_CHARS]
-    held = [holds for asks, holds in _ATTRIBUTE_KINDS if asks.search(question)]
+def asks_when(question: str) -> bool:
+    """Whether ``question`` asks for a date or a year (which year, when was / did ...)."""
     expected = expected_answer(question)
-    if expected is not None and expected.pattern in _WHEN:
-        held += [holds for asks, holds in _EVENT_KINDS if asks.search(question)]
-    return held
+    return expected is not None and expected.pattern in (_YEAR, _DATE)
