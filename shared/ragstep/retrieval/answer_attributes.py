@@ -67,11 +67,12 @@ _MEASURED: tuple[tuple[str, str], ...] = (
         r"speed|km/h|mph|速|\bfast\b|vitesse|geschwindigkeit|velocidad|\brapide|\bschnell|\brápid",
     ),
     (
-        # coûte / kostet / cuesta: the verb asks the price as the noun does.
-        r"\bprice\b|\bcost\b|价格|票价|费用|售价|多少钱|\bprix\b|\bco[uû]t|\bpreis|\bkost|\bprecio\b|\bcuest[ae]n?\b|\bcost[oe]s?\b",
+        # coûte / kostet / cuesta: the verb asks the price as the noun does; "how much do I pay / donate" too.
+        r"\bprice\b|\bcost\b|价格|票价|费用|售价|多少钱|\bprix\b|\bco[uû]t|\bpreis|\bkost|\bprecio\b|\bcuest[ae]n?\b|\bcost[oe]s?\b"
+        r"|\bhow\s+much\b(?=.{0,40}\b(?:pay|paid|donate|donation|charge|charged|spend|fee|fees)\b)",
         # 元 after a numeral: alone it is also an era's first year, "建文元年", or an element, "元素".
-        r"price|cost|\$|€|£|¥|dollars?|euros?|yuan|价|费|[\d〇零一二两三四五六七八九十百千万亿]\s*元(?![年素论])|prix|coût|preis"
-        r"|kost|precio",
+        r"price|cost|\$|€|£|¥|dollars?|euros?|yuan|\b(?:usd|eur|gbp|chf|cny|rmb)\b|\bfree\b|\bno\s+charge\b|价|费"
+        r"|[\d〇零一二两三四五六七八九十百千万亿]\s*元(?![年素论])|prix|coût|gratuit|preis|kost|precio|gratis",
     ),
     # German "Alter" only as the capitalised noun: English "alter" is a verb.
     (

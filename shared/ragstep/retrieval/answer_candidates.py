@@ -104,8 +104,9 @@ def candidates(
             if unit == asking or sentence.endswith(("?", "？")):
                 asked = f"{asked} {sentence}".strip() if unit == asking else sentence
                 continue
-            if is_page_furniture(sentence) or not any(ch.isalpha() for ch in sentence):
-                continue  # a running header; a fragment without a word ("7.", "61.00).") says nothing alone
+            if is_page_furniture(sentence) or not any(ch.isalpha() for ch in _LINK_TARGET.sub("", sentence)):
+                # a running header; a fragment without a word ("7.", "61.00).", a link's rest "](#size-limit)")
+                continue
             if i == 0 and _is_title(sentence, units):
                 opening = sentence  # the passage's subject, no answer
                 continue
@@ -143,6 +144,8 @@ def candidates(
 # A field of a setting's section, as Markdown writes one: its name in bold ("**Default**: `origin`", "**Type**:
 # string") or its value as code ("Windows: `%APPDATA%\\pypoetry`"). A manual page's "EXIT status: 124 if ..." is prose.
 _FIELD = re.compile(r"^(?:\*\*[^*\n]{1,25}\*\*\s*[:：]|\*\*[^*\n]{1,25}[:：]\*\*|[A-Za-z][A-Za-z ]{0,24}[:：]\s*`)")
+# Where a Markdown link points ("](#size-limit)", "(https://...)"): no words of the sentence.
+_LINK_TARGET = re.compile(r"\]?\((?:#|[a-z]+://|\.{0,2}/)[^)\s]*\)|\b[a-z]+://\S+")
 # A FAQ's question marker: "Q:  The default build of liblzma is too big. How can I make it smaller?" states the
 # problem before it asks, and the statement reads closer to a question about it than the answer under it does.
 _ASKED = re.compile(r"(?:Q|Question)\s*[:.]\s|问[:：]")

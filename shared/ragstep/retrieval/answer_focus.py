@@ -331,7 +331,8 @@ def _counts(sentence: str, noun: str, modifiers: Sequence[str]) -> bool:
             return True
         if not after and k + 1 < len(tokens) and tokens[k + 1] in "%‰":
             continue
-        if not after or after[0].casefold() in stopwords():
+        # "one" alone is a pronoun or a partitive ("one of the repositories", "one can"): it counts only a noun.
+        if (not after or after[0].casefold() in stopwords()) and token.casefold() != "one":
             return True
     return False
 
