@@ -82,6 +82,15 @@ def test_how_much_one_pays_asks_a_price() -> None:
     assert _states(question, "Listing is free.")
 
 
+def test_which_version_is_stated_as_a_version() -> None:
+    question = "what tmux version does fzf's --tmux option need?"
+    assert not _states(question, "If you're using tmux, you can open fzf in a tmux popup using `--tmux` option.")
+    assert _states(question, "(Requires tmux 3.3 or later)")
+    assert _states(
+        "which SOCKS protocol versions does ssh speak?", "Currently the SOCKS4 and SOCKS5 protocols are supported."
+    )
+
+
 def test_a_link_target_is_no_sentence() -> None:
     (quotes,) = [candidates(["See the size limit section.\n\n](#size-limit)\n\nThe limit is 10 MB."])[0]]
     assert [text for _, _, text, _ in quotes] == ["See the size limit section.", "The limit is 10 MB."]

@@ -109,6 +109,15 @@ _STATED: tuple[tuple[str, str], ...] = (
         # A version or a value and up: "TLSv1.2+", "Python 3.8 or later", "2.6 and above".
         r"|\d\+(?![\d+])|\bor\s+(?:later|newer|higher|above|greater|more)\b|\band\s+(?:above|later|newer|up)\b",
     ),
+    # Which version: a version's number ("3.3", "v2", "version 1.4", "Python 3"), or a release named as one
+    # ("the latest release"); "you can open fzf in a tmux popup" names the program, not its version.
+    (
+        r"\b(?:which|what)\s+(?:[\w.+-]+\s+){0,2}versions?\b|\bversions?\s+of\s+\S+\s+(?:do|does|is|are)\b"
+        r"|哪个版本|什么版本|哪一版|\bquelle\s+version\b|\bwelche\s+version\b|\bqu[ée]\s+versi[óo]n\b",
+        r"\d+\.\d+|\b[A-Za-z]{2,}v?\d+\b|\bv\d|\b(?:version|release|python|perl|go|java|node|gcc|rust)\s*\d"
+        r"|\b(?:latest|current|newest|stable)\b"
+        r"|版本?\s*\d|\d\s*版",
+    ),
     # An exit status is stated in its own words ("exits with", "Return values:"): "If NUM is zero, grep stops" is none.
     (
         r"\bexit\s+(?:status|code|value)s?\b|\breturn\s+(?:code|value|status)s?\b|\bexits?\s+with\b|退出码|返回值",
