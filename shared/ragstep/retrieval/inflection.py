@@ -7,10 +7,12 @@ new documents only (and change what every index holds); instead a query term is 
 of the words the index holds that share its light stem (:func:`light_stem`): "purchases" matches "purchase",
 "purchased" and "purchasing" where the index holds them, and nothing it does not.
 
-A group is scored as one BM25 term, as an index of stemmed tokens would score it: its frequency in a chunk is the sum
-of its words' frequencies, its document frequency the number of chunks holding any of them (so a chunk writing two
-forms of the word does not count the word twice, and a word written in several forms is not rarer than one written
-in one). Query terms that share a stem ("hotel hotels") make one group, scored once. A term whose group is itself
+The word as written keeps its own BM25 score; the group's other forms score as one term (their frequencies summed,
+the chunks holding any of them counted once), at half their score while the written word is held
+(:mod:`ragstep.adapters.index._keyword`: a variant is weaker evidence of what the question means). Scored as one
+term of a stemmed index instead, a group was as common as its commonest form: in an FAQ on vaccines, where most
+entries write "vaccine" or "vaccines", the word counted for next to nothing. Query terms that share a stem ("hotel
+hotels") make one group: each written word in full, the forms neither writes once. A term whose group is itself
 alone scores exactly as before.
 
 The stem is light (plural and third-person ``-s`` / ``-es`` / ``-ies``, ``-ed`` / ``-ied``, ``-ing``, a final

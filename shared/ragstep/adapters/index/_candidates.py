@@ -35,7 +35,7 @@ class CandidateScoring:
         ``flt`` (the same statistics and float32 arithmetic); chunks holding none of the terms are left out."""
         snap = cast(_Index, self).snapshot()
         known = {cid: pos for cid in dict.fromkeys(chunk_ids) if (pos := snap.position(cid)) is not None}
-        terms = list(term_postings(snap, tokens))  # each term with its inflections the snapshot holds: one term
+        terms = list(term_postings(snap, tokens))  # each word as written; its other forms held: one term
         if not known or not terms:
             return {}
         wanted = np.fromiter(known.values(), dtype=np.int64, count=len(known))
@@ -44,14 +44,16 @@ class CandidateScoring:
         acc = np.zeros(len(known), dtype=np.float32)
         scope = snap.bm25_scope(flt)
         kb_codes = snap.kb.codes
-        for _, rows, tf in terms:
+        df = {t.key: scope.df(t.rows, kb_codes) for t in terms}
+        for term in terms:
             # The term's weight over all its postings (the df counts them all), its score for the candidates only.
+            rows = term.rows
             at = np.minimum(np.searchsorted(wanted_sorted, rows), wanted_sorted.size - 1)
             hit = wanted_sorted[at] == rows
             if not hit.any():
                 continue
-            weight = idf(scope.df(rows, kb_codes), scope.docs)
-            acc[order[at[hit]]] += term_scores(tf[hit], scope.norm[rows[hit]], weight)
+            weight = idf(df[term.key], scope.docs)
+            acc[order[at[hit]]] += term.share(df) * term_scores(term.tf[hit], scope.norm[rows[hit]], weight)
         return {cid: float(s) for cid, s in zip(known, acc.tolist(), strict=True) if s > 0.0}
 
     def cosines(self, vector: np.ndarray, space: str, chunk_ids: Sequence[str]) -> dict[str, float]:

@@ -303,20 +303,22 @@ class LocalSearchIndex(RowVectorBackfill, CandidateScoring):
         """BM25 with the joint statistics of the knowledge bases ``flt`` covers (module docstring), or with
         ``stats`` when given: those of a larger collection this index is one part of (:meth:`bm25_stats`)."""
         snap = self.snapshot()
-        terms = list(term_postings(snap, tokens))  # each term with its inflections the snapshot holds: one term
+        terms = list(term_postings(snap, tokens))  # each word as written; its other forms held: one term
         if not terms or snap.size == 0 or top_k <= 0:
             return []
         acc = np.zeros(snap.size, dtype=np.float32)
         kb_codes = snap.kb.codes
         scope = snap.bm25_scope(flt)
-        for term, rows, tf in terms:
+        df = stats.df if stats is not None else {t.key: scope.df(t.rows, kb_codes) for t in terms}
+        for term in terms:
+            rows = term.rows
             if stats is None:
-                weight, norms = idf(scope.df(rows, kb_codes), scope.docs), scope.norm[rows]
+                weight, norms = idf(df[term.key], scope.docs), scope.norm[rows]
             else:
-                weight = idf(stats.df.get(term, 0), stats.docs)
+                weight = idf(df.get(term.key, 0), stats.docs)
                 norms = length_norms(snap.row_lengths()[rows], stats.avgdl)
             # Rows are unique within one term's postings, so fancy-index += accumulates correctly.
-            acc[rows] += term_scores(tf, norms, weight)
+            acc[rows] += term.share(df) * term_scores(term.tf, norms, weight)
         # Only rows a term touched can score (BM25 term scores are > 0): rank those, not every row of the index
         # (at a million rows, masking and ranking all of them cost more than the scoring).
         touched = np.flatnonzero(acc > 0.0)
@@ -342,7 +344,7 @@ class LocalSearchIndex(RowVectorBackfill, CandidateScoring):
         scope = snap.bm25_scope(flt)
         if not scope.codes:
             return Bm25Stats()
-        df = {term: scope.df(rows, snap.kb.codes) for term, rows, _ in term_postings(snap, tokens)}
+        df = {t.key: scope.df(t.rows, snap.kb.codes) for t in term_postings(snap, tokens)}
         return Bm25Stats(scope.docs, snap.kb_tokens(scope.codes), df)
 
     def vector_background(self, space: str, flt: SearchFilter) -> Background | None:
