@@ -49,7 +49,7 @@ def test_the_kinds_a_question_asks_for_are_named() -> None:
     assert asked_kinds("西宁市的面积是多少？") == ("number", '"面积"')
 
 
-def test_each_reason_has_a_note_in_english_and_chinese() -> None:
+def test_each_reason_has_a_note_in_each_language() -> None:
     kind = {"reason": "kind_not_stated", "what": ["number", '"sick days"'], "passage": 1}
     assert decline_note(kind, "en") == (
         'declined because none of the retrieved sentences states a number and "sick days", which the question asks for'
@@ -66,7 +66,15 @@ def test_each_reason_has_a_note_in_english_and_chinese() -> None:
     assert decline_note(low, "zh") == (
         "未作答：没有与问题足够接近的句子（支持度 0.50，需要 0.85）。最接近的资料 [2] 写道：“It is red.”"
     )
-    assert decline_note(low, "de") == decline_note(low, "en")  # no German texts: the English note
+    assert decline_note(low, "de") == (
+        "keine Antwort: kein gefundener Satz liegt nah genug an der Frage (Stützung 0.50, nötig 0.85). "
+        "Die nächstliegende Stelle [2] sagt: „It is red.“"
+    )
+    assert decline_note(name, "fr") == "pas de réponse : aucun passage trouvé ne mentionne « Docker »"
+    assert decline_note(kind, "es") == (
+        "sin respuesta: ninguna de las frases encontradas indica un número y «sick days», que es lo que pregunta la "
+        "pregunta"
+    )
     assert decline_note({"reason": "something_else"}, "en") is None
 
 

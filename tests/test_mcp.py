@@ -100,11 +100,11 @@ def check_every_tool(seen: dict[str, Any]) -> None:
     assert not seen["find"].is_error
     answer = seen["answer"].structured_content
     assert answer["session_id"] and answer["references"][0]["knowledge_filename"] == "lambda.md"
-    # A follow-up searched with the previous question's words says so, to the agent as to a person.
-    (note,) = seen["follow_up"].structured_content["notes"]
-    assert note.startswith("searched as a follow-up of the previous question") and f"(note: {note})" in text_of(
-        seen["follow_up"]
-    )
+    # A follow-up searched with the previous question's words says so, to the agent as to a person (and, declined,
+    # why: a second note).
+    note, *why = seen["follow_up"].structured_content["notes"]
+    assert note.startswith("searched as a follow-up of the previous question") and note in text_of(seen["follow_up"])
+    assert all(w.startswith("declined because") for w in why)
     for tool in ("search", "answer"):  # each carries its cost receipt, its parts summing to the total
         cost = seen[tool].structured_content["usage"]["cost"]
         assert cost["estimate"] and cost["total_usd"] > 0

@@ -28,7 +28,7 @@ DEMO_QUERIES = (
 )
 #: Shares no word with the passage that answers it ("an idle deployment costs almost nothing"): the keyword retriever
 #: finds nothing, the embedding model finds it by meaning.
-MEANING_QUERY = ("Is it cheap when nobody is using it?", "demo-docs")
+MEANING_QUERY = ("Is it cheap when nobody is around?", "demo-docs")
 #: Asked after the searches, each in a new chat session (``ragstep sessions list`` shows them afterwards).
 DEMO_QUESTIONS = (
     ("How are keyword and vector results fused?", "demo-docs"),

@@ -1,14 +1,13 @@
 """The note of why the model-free answerer declined (:mod:`ragstep.retrieval.answer_decline`: the answer stage's
-trace row's ``decline`` detail), in the question's language: English and Chinese, another language's note is the
-English one. :mod:`ragstep.stages.chat.notes` adds it to the answer's notes.
+trace row's ``decline`` detail), in the question's language: English, Chinese, French, German or Spanish (the
+languages of :mod:`ragstep.models.message_language`). :mod:`ragstep.stages.chat.notes` adds it to the answer's notes.
 """
 
 from __future__ import annotations
 
 from ragstep.models.message_language import MessageLanguage
 
-#: Why the model-free answerer declined (:mod:`ragstep.retrieval.answer_decline`), English and Chinese; another
-#: language's note is the English one.
+#: Why the model-free answerer declined (:mod:`ragstep.retrieval.answer_decline`), in each message language.
 _DECLINE: dict[MessageLanguage, dict[str, str]] = {
     "en": {
         "kind_not_stated": "declined because none of the retrieved sentences states {what}, which the question asks "
@@ -44,6 +43,62 @@ _DECLINE: dict[MessageLanguage, dict[str, str]] = {
         "quote": "“{}”",
         "a_name": "问题所问的名称",
     },
+    "fr": {
+        "kind_not_stated": "pas de réponse : aucune des phrases trouvées n'indique {what}, ce que demande la question",
+        "name_not_held": "pas de réponse : aucun passage trouvé ne mentionne {what}",
+        "name_not_held_here": "pas de réponse : le passage [{passage}] de la phrase la plus proche ne mentionne pas "
+        "{what}",
+        "about_another": "pas de réponse : la phrase la plus proche, dans le passage [{passage}], parle de "
+        "« {other} », pas de « {what} »",
+        "under_threshold": "pas de réponse : aucune phrase trouvée n'est assez proche de la question (support "
+        "{support:.2f}, requis {threshold:.2f}). Le passage le plus proche [{passage}] dit : « {sentence} »",
+        "few_words": "pas de réponse : les passages trouvés partagent trop peu de mots avec la question",
+        "few_words_hint": "pas de réponse : les passages trouvés partagent trop peu de mots avec la question. Le "
+        "passage le plus proche [{passage}] dit : « {sentence} »",
+        "outside_subject": "pas de réponse : la phrase la plus proche est hors des documents dont parle la "
+        "conversation",
+        "no_sentence": "pas de réponse : les passages trouvés n'ont aucune phrase à citer",
+        "and": " et ",
+        "quote": "« {} »",
+        "a_name": "un nom sur lequel porte la question",
+    },
+    "de": {
+        "kind_not_stated": "keine Antwort: keiner der gefundenen Sätze nennt {what}, wonach die Frage fragt",
+        "name_not_held": "keine Antwort: keine gefundene Stelle erwähnt {what}",
+        "name_not_held_here": "keine Antwort: die Stelle [{passage}] des nächstliegenden Satzes erwähnt {what} nicht",
+        "about_another": "keine Antwort: der nächstliegende Satz, in Stelle [{passage}], handelt von „{other}“, nicht "
+        "von „{what}“",
+        "under_threshold": "keine Antwort: kein gefundener Satz liegt nah genug an der Frage (Stützung "
+        "{support:.2f}, nötig {threshold:.2f}). Die nächstliegende Stelle [{passage}] sagt: „{sentence}“",
+        "few_words": "keine Antwort: die gefundenen Stellen teilen zu wenige Wörter mit der Frage",
+        "few_words_hint": "keine Antwort: die gefundenen Stellen teilen zu wenige Wörter mit der Frage. Die "
+        "nächstliegende Stelle [{passage}] sagt: „{sentence}“",
+        "outside_subject": "keine Antwort: der nächstliegende Satz steht außerhalb der Dokumente, um die es im "
+        "Gespräch geht",
+        "no_sentence": "keine Antwort: die gefundenen Stellen haben keinen Satz zum Zitieren",
+        "and": " und ",
+        "quote": "„{}“",
+        "a_name": "einen Namen, nach dem die Frage fragt",
+    },
+    "es": {
+        "kind_not_stated": "sin respuesta: ninguna de las frases encontradas indica {what}, que es lo que pregunta la "
+        "pregunta",
+        "name_not_held": "sin respuesta: ningún pasaje encontrado menciona {what}",
+        "name_not_held_here": "sin respuesta: el pasaje [{passage}] de la frase más cercana no menciona {what}",
+        "about_another": "sin respuesta: la frase más cercana, en el pasaje [{passage}], trata de «{other}», no de "
+        "«{what}»",
+        "under_threshold": "sin respuesta: ninguna frase encontrada está lo bastante cerca de la pregunta (apoyo "
+        "{support:.2f}, necesario {threshold:.2f}). El pasaje más cercano [{passage}] dice: «{sentence}»",
+        "few_words": "sin respuesta: los pasajes encontrados comparten muy pocas palabras con la pregunta",
+        "few_words_hint": "sin respuesta: los pasajes encontrados comparten muy pocas palabras con la pregunta. El "
+        "pasaje más cercano [{passage}] dice: «{sentence}»",
+        "outside_subject": "sin respuesta: la frase más cercana está fuera de los documentos de los que trata la "
+        "conversación",
+        "no_sentence": "sin respuesta: los pasajes encontrados no tienen ninguna frase que citar",
+        "and": " y ",
+        "quote": "«{}»",
+        "a_name": "un nombre por el que pregunta la pregunta",
+    },
 }
 #: The kinds of value a question asks for (:func:`~ragstep.retrieval.answer_decline.asked_kinds`), as a note names
 #: them.
@@ -77,6 +132,51 @@ _KINDS: dict[MessageLanguage, dict[str, str]] = {
         "date": "日期或时间",
         "number": "数字",
         "value": "那类值",
+    },
+    "fr": {
+        "option": "une option",
+        "author": "qui l'a fait (un auteur, un mainteneur, un fondateur)",
+        "ratio": "un rapport ou un écart",
+        "frequency": "une fréquence",
+        "time_before": "combien de temps avant (une durée ou une date)",
+        "length": "une longueur",
+        "weight": "un poids",
+        "duration": "une durée",
+        "deadline": "une date ou un délai",
+        "year": "une année",
+        "date": "une date",
+        "number": "un nombre",
+        "value": "le type de valeur",
+    },
+    "de": {
+        "option": "eine Option",
+        "author": "wer es gemacht hat (Autor, Betreuer, Gründer)",
+        "ratio": "ein Verhältnis oder einen Unterschied",
+        "frequency": "eine Häufigkeit",
+        "time_before": "wie lange vorher (eine Dauer oder ein Datum)",
+        "length": "eine Länge",
+        "weight": "ein Gewicht",
+        "duration": "eine Dauer",
+        "deadline": "ein Datum oder eine Frist",
+        "year": "ein Jahr",
+        "date": "ein Datum",
+        "number": "eine Zahl",
+        "value": "die Art von Wert",
+    },
+    "es": {
+        "option": "una opción",
+        "author": "quién lo hizo (un autor, un mantenedor, un fundador)",
+        "ratio": "una proporción o una diferencia",
+        "frequency": "una frecuencia",
+        "time_before": "cuánto tiempo antes (una duración o una fecha)",
+        "length": "una longitud",
+        "weight": "un peso",
+        "duration": "una duración",
+        "deadline": "una fecha o un plazo",
+        "year": "un año",
+        "date": "una fecha",
+        "number": "un número",
+        "value": "el tipo de valor",
     },
 }
 
