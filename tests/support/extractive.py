@@ -18,6 +18,13 @@ RETRIEVED = 0.8
 
 def ask(encoder: LocalEmbedder, question: str, passages: Sequence[str], scores: Sequence[float] | None = None) -> str:
     """The extractive answer to ``question`` over ``passages`` (``scores``: each passage's, else :data:`RETRIEVED`)."""
+    return answer(encoder, question, passages, scores)[0]
+
+
+def answer(
+    encoder: LocalEmbedder, question: str, passages: Sequence[str], scores: Sequence[float] | None = None
+) -> tuple[str, dict[str, object] | None]:
+    """:func:`ask`'s answer and, when it declined, why (the response's ``decline`` detail)."""
     grounding = ChatGrounding(
         question,
         tuple(passages),
@@ -25,4 +32,5 @@ def ask(encoder: LocalEmbedder, question: str, passages: Sequence[str], scores: 
         encoder=encoder,
         encoder_scale=encoder.score_scale,
     )
-    return ExtractiveChatModel().complete([], ChatOptions(), grounding).content
+    response = ExtractiveChatModel().complete([], ChatOptions(), grounding)
+    return response.content, response.decline

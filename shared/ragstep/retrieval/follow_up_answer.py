@@ -150,34 +150,6 @@ def subject_documents(
     return set()
 
 
-def choose_follow_up(
-    question: str,
-    passages: Sequence[str],
-    *,
-    searched: str = "",
-    previous: tuple[str, str] = ("", ""),
-    scores: Sequence[float] = (),
-    encoder: SentenceEncoder | None = None,
-    scale: ScoreScale = COMMON_SCALE,
-    vectors: MutableMapping[str, np.ndarray] | None = None,
-    documents: Sequence[str] = (),
-) -> list[Quote]:
-    """The sentences that answer the follow-up ``question`` (the user's own words), best first, or none (module
-    docstring); ``searched`` is the question with its subject as retrieval searched it, ``previous`` the question
-    and the answer of the turn before, ``documents`` each passage's document (:func:`subject_documents`)."""
-    return assess_follow_up(
-        question,
-        passages,
-        searched=searched,
-        previous=previous,
-        scores=scores,
-        encoder=encoder,
-        scale=scale,
-        vectors=vectors,
-        documents=documents,
-    )[0]
-
-
 def assess_follow_up(
     question: str,
     passages: Sequence[str],
@@ -190,9 +162,12 @@ def assess_follow_up(
     vectors: MutableMapping[str, np.ndarray] | None = None,
     documents: Sequence[str] = (),
 ) -> tuple[list[Quote], Assessment]:
-    """:func:`choose_follow_up`'s sentences, and the assessment that decided them: when none answers, the one whose
-    failed check or support says why the follow-up is declined (the choice without the previous answer's stale
-    sentence, when that was all the first choice found)."""
+    """The sentences that answer the follow-up ``question`` (the user's own words), best first, or none (module
+    docstring); ``searched`` is the question with its subject as retrieval searched it, ``previous`` the question
+    and the answer of the turn before, ``documents`` each passage's document (:func:`subject_documents`). With them,
+    the assessment that decided them: when none answers, the one whose failed check or support says why the
+    follow-up is declined (the choice without the previous answer's stale sentence, when that was all the first
+    choice found)."""
     # The sentence that answered the previous question, and the words the follow-up asks with that the previous
     # question did not: that sentence again, holding none of them, was chosen for the subject, not for the new ask.
     answered = _previous_answer_sentence(encoder, previous[1], previous[0])

@@ -99,7 +99,7 @@ def extract_answer(
     """The answer's pieces (each a quoted sentence and its citation), or one sentence saying there is none.
 
     A follow-up (``searched``: the question with the subject retrieval added; ``previous``: the turn before's question
-    and answer) is answered as :func:`~ragstep.retrieval.follow_up_answer.choose_follow_up` says."""
+    and answer) is answered as :func:`~ragstep.retrieval.follow_up_answer.assess_follow_up` says."""
     return extract(
         question,
         passages,
