@@ -89,6 +89,8 @@ def test_which_version_is_stated_as_a_version() -> None:
     assert _states(
         "which SOCKS protocol versions does ssh speak?", "Currently the SOCKS4 and SOCKS5 protocols are supported."
     )
+    assert not _states("which fd release added the --ignore-contain option?", "Add `--ignore-parent` option.")
+    assert _states("which fd release added the --ignore-contain option?", "## v10.2.0 Add `--ignore-contain` option.")
     # Asked which copies of a file are kept, no program's version is asked for.
     assert stated_attributes("staggered versioning: for the first day, which versions are kept?") == []
 

@@ -114,7 +114,8 @@ _STATED: tuple[tuple[str, str], ...] = (
     (
         # "Which versions are kept?" asks which copies of a file: a program's versions are named ("tmux version",
         # "versions of Windows"), or asked in the singular.
-        r"\b(?:which|what)\s+(?:[\w.+-]+\s+){1,2}versions?\b|\b(?:which|what)\s+(?:version\b|versions\s+of\b)"
+        r"\b(?:which|what)\s+(?:[\w.+-]+\s+){1,2}(?:versions?|releases?)\b"
+        r"|\b(?:which|what)\s+(?:version\b|versions\s+of\b|release\b|releases\s+of\b)"
         r"|哪个版本|什么版本|哪一版|\bquelle\s+version\b|\bwelche\s+version\b|\bqu[ée]\s+versi[óo]n\b",
         r"\d+\.\d+|\b[A-Za-z]{2,}v?\d+\b|\bv\d|\b(?:version|release|python|perl|go|java|node|gcc|rust)\s*\d"
         r"|\b(?:latest|current|newest|stable)\b"
