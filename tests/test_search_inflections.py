@@ -10,7 +10,7 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from ragstep.adapters.index._keyword import OTHER_FORM_SHARE, OTHER_FORMS
+from ragstep.adapters.index._keyword import OTHER_FORM_SHARE, OTHER_FORMS, TermPostings
 from ragstep.adapters.index.local import LocalSearchIndex
 from ragstep.app.search import new_state
 from ragstep.context import Context
@@ -145,6 +145,17 @@ def test_keyword_search_matches_a_plural_and_a_verbs_other_form(
     assert search(ctx, kb, "hotels") == ["h-2"]
     flt = SearchFilter(knowledge_base_ids=(kb.id,))
     assert [h.chunk_id for h in ctx.index.keyword_search(query_terms("approves purchases"), flt, 5, 0.0)] == ["h-2"]
+
+
+def test_a_rare_form_weighs_no_more_than_the_word_as_written() -> None:
+    # "archivo" in one chunk of three must not outweigh "archivos" in all three: the variant is weighted by the
+    # written word's document frequency when that is higher.
+    rows = np.array([2])
+    other = TermPostings(OTHER_FORMS + "archivos", rows, np.array([1.0]), ("archivos",))
+    assert other.frequency({"archivos": 3, OTHER_FORMS + "archivos": 1}) == 3
+    assert other.frequency({OTHER_FORMS + "archivos": 1}) == 1  # the word as written is held nowhere
+    written = TermPostings("archivos", rows, np.array([1.0]))
+    assert written.frequency({"archivos": 3}) == 3
 
 
 def test_a_word_as_written_outranks_its_other_form(ctx: Context, make_kb: Callable[..., KnowledgeBase]) -> None:

@@ -52,7 +52,7 @@ class CandidateScoring:
             hit = wanted_sorted[at] == rows
             if not hit.any():
                 continue
-            weight = idf(df[term.key], scope.docs)
+            weight = idf(term.frequency(df), scope.docs)
             acc[order[at[hit]]] += term.share(df) * term_scores(term.tf[hit], scope.norm[rows[hit]], weight)
         return {cid: float(s) for cid, s in zip(known, acc.tolist(), strict=True) if s > 0.0}
 

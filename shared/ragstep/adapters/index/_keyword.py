@@ -57,6 +57,14 @@ class TermPostings(NamedTuple):
         :data:`OTHER_FORM_SHARE` for other forms when a word of the group as written is held, else all of it."""
         return OTHER_FORM_SHARE if any(df.get(w, 0) > 0 for w in self.written) else 1.0
 
+    def frequency(self, df: Mapping[str, int]) -> int:
+        """The document frequency the term is weighted by: its own, and for other forms at least the written word's.
+        A variant is no rarer a sign of the question's word than the word itself: "archivo" in one chunk of three
+        must not outweigh "archivos" in all three for the question "archivos" (a rare form would otherwise carry
+        the weight of a rare word)."""
+        own = df.get(self.key, 0)
+        return max([own, *(df.get(w, 0) for w in self.written)])
+
 
 def _merged(snap: _Postings, words: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """The rows holding any of ``words`` (ascending, unique) and their summed frequency in each; one word's postings

@@ -313,9 +313,9 @@ class LocalSearchIndex(RowVectorBackfill, CandidateScoring):
         for term in terms:
             rows = term.rows
             if stats is None:
-                weight, norms = idf(df[term.key], scope.docs), scope.norm[rows]
+                weight, norms = idf(term.frequency(df), scope.docs), scope.norm[rows]
             else:
-                weight = idf(df.get(term.key, 0), stats.docs)
+                weight = idf(term.frequency(df), stats.docs)
                 norms = length_norms(snap.row_lengths()[rows], stats.avgdl)
             # Rows are unique within one term's postings, so fancy-index += accumulates correctly.
             acc[rows] += term.share(df) * term_scores(term.tf, norms, weight)
