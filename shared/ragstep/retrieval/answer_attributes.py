@@ -164,3 +164,51 @@ def stated_attributes(question: str) -> list[re.Pattern[str]]:
     if asks_when(question):
         held += [holds for asks, holds in _EVENT_KINDS if asks.search(question)]
     return held
+
+
+# What a default is asked of, in English: "the default print width", "the default value of direnv's log_format",
+# "warn_timeout default?". A sentence saying "by default" of something else ("tox does not forward the environment
+# variables ... by default") or a setting's description without it does not say that default: the sentence, read
+# with its heading and its context (a setting's field is read after the setting's description), holds one of the
+# words the default is of. A possessive names the program ("prettier's"), which its passage holds; generic words
+# name no setting. Read as a check of what the sentence is about, not as a kind of value it holds: a kind of value
+# also weighs the sentences holding it, and "default port" then chose another sentence about ports.
+_DEFAULT_OF = re.compile(
+    r"\bdefault\s+(?:value\s+|setting\s+)?(?:of|for)\s+(?:the\s+)?(?P<of>[\w.'-]+(?:\s+[\w.'-]+){0,2})"
+    r"|\bdefault\s+(?P<named>(?!value\b|setting\b|of\b|for\b)[\w.'-]+(?:\s+[\w.'-]+){0,2})"
+    r"|(?P<before>[\w.'-]+)\s+default\s*\??\s*$",
+    re.IGNORECASE,
+)
+_GENERIC_WORDS = (
+    "value values setting settings option options number config configuration default defaults one thing "
+    "the a an is are was be by do does did in on of for to when if i my it use used uses"
+)
+_GENERIC = frozenset(_GENERIC_WORDS.split())
+
+
+def default_words(question: str) -> list[str]:
+    """The words what a default ``question`` asks for is the default of (module comment above); empty when it asks
+    for none, or only "by default", which names nothing."""
+    match = _DEFAULT_OF.search(question[:MAX_QUESTION_CHARS])
+    if match is None:
+        return []
+    words: list[str] = []
+    for word in (match.group("of") or match.group("named") or match.group("before") or "").split():
+        if word.casefold() in ("and", "or"):
+            continue  # "address and port": either
+        if word.casefold() in _GENERIC:
+            break
+        if not word.endswith(("'s", "’s")):
+            words.append(word.strip(".'-"))
+    return [w for w in words if len(w) > 1]
+
+
+def default_subject(question: str) -> re.Pattern[str] | None:
+    """What a sentence (read with its heading and context) saying the default ``question`` asks for holds: one of
+    :func:`default_words`, as a word; None when it asks for no default."""
+    words = default_words(question)
+    if not words:
+        return None
+    return re.compile(
+        "|".join(rf"(?<![A-Za-z0-9]){re.escape(w)}(?:s|es)?(?![A-Za-z0-9])" for w in words), re.IGNORECASE
+    )

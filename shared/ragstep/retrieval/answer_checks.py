@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ragstep.models.message_language import MessageLanguage
-from ragstep.retrieval.answer_attributes import stated_attributes
+from ragstep.retrieval.answer_attributes import default_subject, stated_attributes
 from ragstep.retrieval.answer_focus import focus_held, group_rule_held
 from ragstep.retrieval.answer_language import naming_across
 from ragstep.retrieval.answer_subject import about_other
@@ -72,7 +72,13 @@ def named_held(
 ) -> np.ndarray:
     """Which candidates are about what ``question`` (read in ``language``) names (module docstring)."""
     held = naming_across(question, passages, passages_naming(question, passages, language), language)
+    defaulted = default_subject(question) if language == "en" else None  # what a default asked for is of
     return np.array(
-        [held[n - 1] and (language != "en" or about_other(question, text) is None) for n, _, text, _ in candidates],
+        [
+            held[n - 1]
+            and (language != "en" or about_other(question, text) is None)
+            and (defaulted is None or defaulted.search(read) is not None)
+            for n, _, text, read in candidates
+        ],
         dtype=bool,
     )

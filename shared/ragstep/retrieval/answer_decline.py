@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from ragstep.retrieval import answer_types
-from ragstep.retrieval.answer_attributes import ATTRIBUTE_KINDS
+from ragstep.retrieval.answer_attributes import ATTRIBUTE_KINDS, default_words
 from ragstep.retrieval.answer_focus import counted, english_count
 from ragstep.retrieval.answer_subject import about_other, group_names
 from ragstep.retrieval.answer_terms import holds_name, identifiers, question_language
@@ -154,6 +154,9 @@ def failed_check(
         other = about_other(question, f.candidates[best][2])
         if not missing and other is not None:
             return Failed("about_another", other, n)
+        if not missing:  # the sentence is not about what the default asked for is of ("keyring.enabled")
+            defaulted = default_words(question)
+            missing = [w for w in defaulted if not holds_name(passage, w, forms)] or defaulted
         anywhere = bool(missing) and any(all(holds_name(p.casefold(), w, forms) for w in missing) for p in passages)
         return Failed("name_not_held", tuple(_as_asked(question, w) for w in missing), n, anywhere)
     if inside.any() and not inside[best]:
