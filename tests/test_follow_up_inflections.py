@@ -10,20 +10,15 @@ follow-up whose new ask no sentence holds still does not get the previous answer
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 from ragstep.adapters.chat.extractive import NO_ANSWER
-from ragstep.app.chat import chat_response, run_chat
-from ragstep.context import Clients, Context
-from ragstep.entry.cli.main import main
-from ragstep.models import ChatRequest
+from ragstep.context import Context
 from ragstep.retrieval.answer_terms import stems
 from ragstep.retrieval.english_stem import english_stem
 from ragstep.retrieval.followup import follow_up_reason, resolve
-from ragstep.settings import Settings
+from support.conversation import conversation, ingested
 
 HANDBOOK = """# Acme Robotics Employee Handbook
 
@@ -59,29 +54,7 @@ The crumble can be frozen unbaked for up to three months.
 
 @pytest.fixture(scope="module")
 def ctx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Context]:
-    root = tmp_path_factory.mktemp("inflections")
-    docs = root / "docs"
-    docs.mkdir()
-    (docs / "handbook.md").write_text(HANDBOOK, encoding="utf-8")
-    (docs / "recipe.md").write_text(RECIPE, encoding="utf-8")
-    with pytest.MonkeyPatch.context() as mp:
-        import os
-
-        for key in [k for k in os.environ if k.startswith("RAGSTEP_")]:
-            mp.delenv(key)
-        data = str(root / "data")
-        assert main(["--data-dir", data, "kb", "create", "docs"]) == 0
-        assert main(["--data-dir", data, "ingest", str(docs), "--kb", "docs"]) == 0
-        yield Clients(Settings(data_dir=Path(data))).context()
-
-
-def conversation(ctx: Context, *questions: str) -> dict[str, Any]:
-    """The last answer of a session that asked ``questions`` in turn (the CLI's and the API's use case)."""
-    session = None
-    for question in questions:
-        state = run_chat(ChatRequest(query=question, knowledge_base_ids=["docs"], session_id=session), ctx)
-        session = state.request.session_id
-    return chat_response(state)
+    yield from ingested(tmp_path_factory.mktemp("inflections"), {"handbook.md": HANDBOOK, "recipe.md": RECIPE})
 
 
 @pytest.mark.parametrize(

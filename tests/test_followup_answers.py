@@ -8,18 +8,13 @@ told from relative "that" ("files that changed") by grammar alone (:mod:`ragstep
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 from ragstep.adapters.chat.extractive import NO_ANSWER
-from ragstep.app.chat import chat_response, run_chat
-from ragstep.context import Clients, Context
-from ragstep.entry.cli.main import main
-from ragstep.models import ChatRequest
+from ragstep.context import Context
 from ragstep.retrieval.followup import follow_up_reason
-from ragstep.settings import Settings
+from support.conversation import conversation, ingested
 
 RELEASE_NOTES = """# Orchard 2.4 release notes
 
@@ -61,31 +56,10 @@ LAKE = "# 青海湖\n\n青海湖位于青海省东北部，是中国最大的内
 
 @pytest.fixture(scope="module")
 def ctx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Context]:
-    root = tmp_path_factory.mktemp("followups")
-    docs = root / "docs"
-    docs.mkdir()
-    (docs / "release-notes.md").write_text(RELEASE_NOTES, encoding="utf-8")
-    (docs / "kiln.md").write_text(OTHER, encoding="utf-8")
-    (docs / "bzip2.md").write_text(BZIP2, encoding="utf-8")
-    (docs / "青海湖.md").write_text(LAKE, encoding="utf-8")
-    with pytest.MonkeyPatch.context() as mp:
-        import os
-
-        for key in [k for k in os.environ if k.startswith("RAGSTEP_")]:
-            mp.delenv(key)
-        data = str(root / "data")
-        assert main(["--data-dir", data, "kb", "create", "docs"]) == 0
-        assert main(["--data-dir", data, "ingest", str(docs), "--kb", "docs"]) == 0
-        yield Clients(Settings(data_dir=Path(data))).context()
-
-
-def conversation(ctx: Context, *questions: str) -> dict[str, Any]:
-    """The last answer of a session that asked ``questions`` in turn (the CLI's and the API's use case)."""
-    session = None
-    for question in questions:
-        state = run_chat(ChatRequest(query=question, knowledge_base_ids=["docs"], session_id=session), ctx)
-        session = state.request.session_id
-    return chat_response(state)
+    yield from ingested(
+        tmp_path_factory.mktemp("followups"),
+        {"release-notes.md": RELEASE_NOTES, "kiln.md": OTHER, "bzip2.md": BZIP2, "青海湖.md": LAKE},
+    )
 
 
 def test_a_demonstrative_points_back_to_the_previous_question(ctx: Context) -> None:
