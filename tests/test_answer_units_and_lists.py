@@ -12,6 +12,7 @@ from ragstep.retrieval.answer_attributes import default_words, stated_attributes
 from ragstep.retrieval.answer_candidates import candidates
 from ragstep.retrieval.answer_focus import counted_patterns, english_count_held
 from ragstep.retrieval.answer_types import expected_answer
+from ragstep.stages.chat.decline_notes import decline_note
 
 
 def _counts(question: str, sentence: str) -> bool:
@@ -198,7 +199,40 @@ The web GUI defaults to being reachable from the local host only. Open it in a b
 def test_a_default_is_said_of_what_the_question_names(encoder: LocalEmbedder) -> None:
     assert default_words("what's the default for poetry's keyring.enabled setting?") == ["keyring.enabled"]
     assert default_words("whats the default address and port of the web gui") == ["address", "port"]
-    assert default_words("which theme does mkdocs use by default?") == []  # "by default" names nothing
+    assert default_words("which theme does mkdocs use by default?") == ["theme"]  # what "by default" is said of
+    assert default_words("does grep ignore case by default?") == []  # names nothing
     content, decline = answer(encoder, "what is the default username and password for the web gui?", [GUI])
     assert content == NO_ANSWER["en"] and decline is not None and decline["reason"] == "name_not_held", decline
     assert decline["what"] == ["username", "password"], decline
+
+
+DIRENV = """# direnv.toml
+
+## [global]
+
+### `log_format`
+
+Sets the log format for direnv outputs. Set to "-" to disable normal logging.
+
+### `warn_timeout`
+
+Specify how long to wait before warning the user that the command is taking too long to execute. Defaults to "5s".
+
+This feature is disabled if the duration is lower or equal to zero.
+Will be overwritten if the environment variable `DIRENV_WARN_TIMEOUT` is set to any of the above values.
+"""
+
+
+def test_a_default_asked_for_is_stated_by_the_quote(encoder: LocalEmbedder) -> None:
+    # A setting's description that states no default does not answer "what is its default?": declined, saying so.
+    content, decline = answer(encoder, "what's the default value of direnv's log_format setting?", [DIRENV])
+    assert content == NO_ANSWER["en"], content
+    assert decline == {"reason": "kind_not_stated", "what": ["default"], "passage": 1}, decline
+    assert decline_note(decline, "en") is not None and "a default value" in decline_note(decline, "en")
+    # The sentence of the setting that states its default is quoted, not the closer one about its variable.
+    content, _ = answer(encoder, "direnv warn_timeout default?", [DIRENV])
+    assert 'Defaults to "5s"' in content and "[1]" in content, content
+    # "by default" is said of what the question asks for: a default of something else does not answer.
+    mkdocs = "# Configuration\n\nProject settings are configured by default using a YAML file named `mkdocs.yml`.\n"
+    content, decline = answer(encoder, "which theme does mkdocs use by default?", [mkdocs])
+    assert content == NO_ANSWER["en"] and decline is not None and decline["what"] == ["theme"], (content, decline)

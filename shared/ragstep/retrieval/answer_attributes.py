@@ -167,16 +167,19 @@ def stated_attributes(question: str) -> list[re.Pattern[str]]:
 
 
 # What a default is asked of, in English: "the default print width", "the default value of direnv's log_format",
-# "warn_timeout default?". A sentence saying "by default" of something else ("tox does not forward the environment
-# variables ... by default") or a setting's description without it does not say that default: the sentence, read
-# with its heading and its context (a setting's field is read after the setting's description), holds one of the
-# words the default is of. A possessive names the program ("prettier's"), which its passage holds; generic words
-# name no setting. Read as a check of what the sentence is about, not as a kind of value it holds: a kind of value
-# also weighs the sentences holding it, and "default port" then chose another sentence about ports.
+# "warn_timeout default?", "which theme does mkdocs use by default?" (what "by default" is said of). A sentence
+# saying "by default" of something else ("tox does not forward the environment variables ... by default") or a
+# setting's description without it does not say that default: the sentence, read with its heading and its context
+# (a setting's field is read after the setting's description), holds one of the words the default is of. A
+# possessive names the program ("prettier's"), which its passage holds; generic words name no setting. Read as a
+# check of what the sentence is about, not as a kind of value it holds: a kind of value also weighs the sentences
+# holding it, and "default port" then chose another sentence about ports.
 _DEFAULT_OF = re.compile(
     r"\bdefault\s+(?:value\s+|setting\s+)?(?:of|for)\s+(?:the\s+)?(?P<of>[\w.'-]+(?:\s+[\w.'-]+){0,2})"
     r"|\bdefault\s+(?P<named>(?!value\b|setting\b|of\b|for\b)[\w.'-]+(?:\s+[\w.'-]+){0,2})"
-    r"|(?P<before>[\w.'-]+)\s+default\s*\??\s*$",
+    r"|(?P<before>[\w.'-]+)\s+default\s*\??\s*$"
+    r"|^\W*(?:what|which)\s+(?P<asked>[\w.'-]+(?:\s+[\w.'-]+){0,2}?)\s+(?:does|do|is|are|will|would|did)\b"
+    r".*\bby\s+default\b",
     re.IGNORECASE,
 )
 _GENERIC_WORDS = (
@@ -193,7 +196,8 @@ def default_words(question: str) -> list[str]:
     if match is None:
         return []
     words: list[str] = []
-    for word in (match.group("of") or match.group("named") or match.group("before") or "").split():
+    asked = match.group("of") or match.group("named") or match.group("before") or match.group("asked") or ""
+    for word in asked.split():
         if word.casefold() in ("and", "or"):
             continue  # "address and port": either
         if word.casefold() in _GENERIC:
@@ -201,6 +205,22 @@ def default_words(question: str) -> list[str]:
         if not word.endswith(("'s", "’s")):
             words.append(word.strip(".'-"))
     return [w for w in words if len(w) > 1]
+
+
+# What a quote stating a default says: the word (in English, Chinese, French, German, Spanish), a setting's
+# assignment ("dklen=None", "maxsize=128"), or what applies when nothing is given ("If no FILE is given, ...",
+# "unless --all is set", "otherwise").
+_STATES_DEFAULT = re.compile(
+    r"default|\w\s*=\s*\S|\bif\s+(?:no|not|none|omitted|unset|absent)\b|\bwhen\s+(?:no|not)\b|\bomitted\b"
+    r"|\bunless\b|\botherwise\b|\bimplicit|默认|缺省|预设|未指定|不指定|否则|défaut|standard|voreingestellt"
+    r"|defecto|predetermin",
+    re.IGNORECASE,
+)
+
+
+def states_default(text: str) -> bool:
+    """``text`` states a default: the word, an assignment, or what applies when nothing is given."""
+    return _STATES_DEFAULT.search(text) is not None
 
 
 def default_subject(question: str) -> re.Pattern[str] | None:

@@ -13,6 +13,9 @@ the question names (:func:`named_held`).
   .passages_naming`, across languages :func:`~ragstep.retrieval.answer_language.naming_across`), and, asked in
   English about "the Lisbon office", the sentence is not about another office (:func:`~ragstep.retrieval
   .answer_subject.about_other`).
+* **A default asked for is stated** (:func:`stating_default`): asked for a default, the answer quotes a sentence
+  that states one ("Defaults to \"5s\".", "**Default**: `origin`", "maxsize=128", "If no FILE is given, ..."); a
+  sentence about the setting that states none ("Sets the log format for direnv outputs.") does not answer.
 """
 
 from __future__ import annotations
@@ -22,13 +25,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from ragstep.models.message_language import MessageLanguage
-from ragstep.retrieval.answer_attributes import default_subject, stated_attributes
+from ragstep.retrieval.answer_attributes import default_subject, stated_attributes, states_default
 from ragstep.retrieval.answer_focus import focus_held, group_rule_held
 from ragstep.retrieval.answer_language import naming_across
 from ragstep.retrieval.answer_subject import about_other
 from ragstep.retrieval.answer_terms import passages_naming
 from ragstep.retrieval.answer_types import (
     asks_option,
+    default_field,
     expected_answer,
     holds_asked,
     is_option_entry,
@@ -82,3 +86,16 @@ def named_held(
         ],
         dtype=bool,
     )
+
+
+def stating_default(
+    question: str, candidates: Sequence[tuple[int, int, str, str]], eligible: np.ndarray, fit: np.ndarray
+) -> int | None:
+    """Asked for a default, the ``eligible`` candidate (about what the question names) that states one: a setting's
+    field stating it ("**Default**: `number_of_cores + 4`", "Defaults to ...") before prose, then by ``fit``; None
+    when none does."""
+    field = default_field(question)
+    stating = [k for k, c in enumerate(candidates) if eligible[k] and states_default(c[2])]
+    if field is None or not stating:
+        return None
+    return max(stating, key=lambda k: (field.search(candidates[k][2]) is not None, float(fit[k])))

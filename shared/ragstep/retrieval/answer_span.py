@@ -116,9 +116,10 @@ import numpy as np
 
 from ragstep.models.llm import SentenceEncoder
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
+from ragstep.retrieval.answer_attributes import states_default
 from ragstep.retrieval.answer_candidates import candidates as candidates_of
 from ragstep.retrieval.answer_candidates import code_names, option_entries
-from ragstep.retrieval.answer_checks import asked_held, named_held
+from ragstep.retrieval.answer_checks import asked_held, named_held, stating_default
 from ragstep.retrieval.answer_decline import Failed, failed_check
 from ragstep.retrieval.answer_language import aligned, embedding_budget, read_across, sentence_languages
 from ragstep.retrieval.answer_layout import listed
@@ -138,6 +139,8 @@ from ragstep.retrieval.answer_types import (
 )
 from ragstep.retrieval.answer_types import expected_answer as expected_answer  # importable here as before
 from ragstep.retrieval.answer_window import joined, window
+from ragstep.retrieval.sentence_vectors import CACHE_SIZE as CACHE_SIZE  # importable here as before
+from ragstep.retrieval.sentence_vectors import sentence_vectors
 from ragstep.retrieval.sentences import sentences_in_units
 from ragstep.retrieval.text import token_set
 
@@ -163,8 +166,6 @@ MAX_QUOTES = 3
 MIN_BACKGROUND = 6
 #: Sentences embedded per question (over that, those sharing the most weighted terms in the best-ranked passages).
 MAX_SENTENCES = 32
-#: Entries a caller's sentence-vector cache keeps (oldest dropped first).
-CACHE_SIZE = 4096
 #: Words-only fallback (no embedding model): the best sentence's and its passage's share of the weighted terms.
 MIN_SENTENCE_COVERAGE = 0.45
 MIN_PASSAGE_COVERAGE = 0.5
@@ -181,25 +182,6 @@ class Quote:
     text: str
     score: float
     sentence: str = ""
-
-
-def _sentence_vectors(
-    encoder: SentenceEncoder, texts: list[str], vectors: MutableMapping[str, np.ndarray] | None
-) -> np.ndarray:
-    """The passage-side vectors of ``texts``, the uncached ones embedded in one batch (and cached). The answer is
-    read from what this call found and embedded, not from the cache after it: caching a new vector into a full
-    cache evicts its oldest, which may be one of ``texts`` found there a moment before."""
-    cache = vectors if vectors is not None else {}
-    found = {t: cache[t] for t in texts if t in cache}
-    missing = [t for t in dict.fromkeys(texts) if t not in found]
-    if missing:
-        for text, vector in zip(missing, encoder.embed(missing), strict=True):
-            found[text] = vector
-            if vectors is not None:
-                if len(vectors) >= CACHE_SIZE:
-                    vectors.pop(next(iter(vectors)), None)
-                vectors[text] = vector
-    return np.vstack([found[t] for t in texts])
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,11 +279,13 @@ def features(
     keys = [led[k] + prior[k] for k in range(len(candidates))]
     kept = embedding_budget(keys, foreign, MAX_SENTENCES)
     more = option_entries(candidates, keys, kept) if options is not None or which else []
+    if stated is not None:  # asked for a default, the fields stating one, however few words they share
+        more += [int(k) for k in np.flatnonzero(stated) if k not in kept and k not in more][:MAX_SENTENCES]
     if defining is not None and entry is not None:  # the named option's entry, however few words it shares
         more += [int(k) for k in np.flatnonzero(defining) if k not in kept and k not in more][:MAX_SENTENCES]
     kept = sorted(kept + more)
     query = np.asarray(encoder.embed_query(question), dtype=np.float32)
-    matrix = _sentence_vectors(encoder, [candidates[k][3] for k in kept], vectors)
+    matrix = sentence_vectors(encoder, [candidates[k][3] for k in kept], vectors)
     cosines = matrix @ query
     semantic = np.array([scale.calibrate(float(c)) for c in cosines], dtype=np.float32)
     semantic = aligned(semantic, [languages[k] for k in kept], coverage.language, MIN_BACKGROUND)
@@ -445,9 +429,22 @@ def assess(
         eligible = gates and float(f.passage_coverage.max()) >= MIN_PASSAGE_COVERAGE
         failed = None if eligible else failed_check(question, passages, f, best, inside, words=True)
         return Assessment(_quotes(f, fit, best, passages), eligible, float(f.lexical[best]), False, failed=failed)
+    quotes, held, unstated = _quotes(f, fit, best, passages), support(f, best, fit), False
+    if default_field(question) is not None and not any(states_default(q.text) for q in quotes):
+        # Asked for a default, the quote states one: the candidate that does (its setting's field first), with the
+        # support of the sentence it stands for when in its passage (a field is terse); none does: declined.
+        chosen = stating_default(question, f.candidates, f.named & (inside | ~inside.any()), fit)
+        unstated = chosen is None and gates
+        if chosen is not None:
+            same = f.candidates[chosen][0] == f.candidates[best][0]
+            best, gates = chosen, True
+            held = max(held, support(f, best, fit)) if same else support(f, best, fit)
+            quotes = _quotes(f, fit, best, passages)
     outright = f.entry and f.defining is not None and bool(f.defining[best])
     failed = None if gates else failed_check(question, passages, f, best, inside)
-    return Assessment(_quotes(f, fit, best, passages), gates, support(f, best, fit), True, outright, failed)
+    if unstated:
+        failed = Failed("kind_not_stated", ("default",), f.candidates[best][0])
+    return Assessment(quotes, gates and not unstated, held, True, outright, failed)
 
 
 def choose(

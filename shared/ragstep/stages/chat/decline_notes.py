@@ -116,6 +116,7 @@ _KINDS: dict[MessageLanguage, dict[str, str]] = {
         "year": "a year",
         "date": "a date",
         "number": "a number",
+        "default": "a default value",
         "value": "the kind of value",
     },
     "zh": {
@@ -131,6 +132,7 @@ _KINDS: dict[MessageLanguage, dict[str, str]] = {
         "year": "年份",
         "date": "日期或时间",
         "number": "数字",
+        "default": "默认值",
         "value": "那类值",
     },
     "fr": {
@@ -146,6 +148,7 @@ _KINDS: dict[MessageLanguage, dict[str, str]] = {
         "year": "une année",
         "date": "une date",
         "number": "un nombre",
+        "default": "une valeur par défaut",
         "value": "le type de valeur",
     },
     "de": {
@@ -161,6 +164,7 @@ _KINDS: dict[MessageLanguage, dict[str, str]] = {
         "year": "ein Jahr",
         "date": "ein Datum",
         "number": "eine Zahl",
+        "default": "einen Standardwert",
         "value": "die Art von Wert",
     },
     "es": {
@@ -176,6 +180,7 @@ _KINDS: dict[MessageLanguage, dict[str, str]] = {
         "year": "un año",
         "date": "una fecha",
         "number": "un número",
+        "default": "un valor predeterminado",
         "value": "el tipo de valor",
     },
 }
