@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 
 from ragstep.adapters.chat.extractive import render_quotes
+from ragstep.adapters.embedders.local import LocalEmbedder
 from ragstep.retrieval import answer_span
 from ragstep.retrieval.answer_span import Quote
 from ragstep.retrieval.answer_window import joined, leads_in, leans_back, window
 from ragstep.retrieval.sentences import sentences_in_units
+from support.extractive import answer
 
 CHMOD = (
     "chmod never changes the permissions of symbolic links; the chmod system call cannot change their permissions. "
@@ -128,3 +130,72 @@ def test_a_sentence_the_next_one_leans_back_on_is_quoted_with_it() -> None:
     # A next sentence that starts anew is not pulled in.
     plain = sentences_in_units("The keeper lights the lamp at dusk. The ledger is blue.")
     assert window(plain, 0) == (0, 0)
+
+
+@pytest.fixture(scope="module")
+def encoder() -> LocalEmbedder:
+    return LocalEmbedder()
+
+
+PIPX_RST = """*************************
+ ``sudo pipx`` not found
+*************************
+
+If you installed pipx with ``pip install --user``, its binary lives in your user directory. Root's ``PATH`` does not
+include that directory, so ``sudo pipx`` fails with "command not found". Use the full path:
+
+.. code-block:: console
+
+    $ sudo ~/.local/bin/pipx ensurepath --global
+
+*************************
+ Debian and Ubuntu issues
+*************************
+
+On Debian, Ubuntu, and derivatives, make sure these packages are installed; Debian systems do not add them by default:
+
+.. code-block:: console
+
+    $ sudo apt install python3-venv python3-pip
+"""
+PIPX_MD = """## `sudo pipx` not found
+
+If you installed pipx with ``pip install --user``, its binary lives in your user directory. Root's ``PATH`` does not
+include that directory, so ``sudo pipx`` fails with "command not found". Use the full path:
+
+```console
+$ sudo ~/.local/bin/pipx ensurepath --global
+```
+
+## Debian and Ubuntu issues
+
+On Debian, Ubuntu, and derivatives, make sure these packages are installed; Debian systems do not add them by default:
+
+```console
+$ sudo apt install python3-venv python3-pip
+```
+"""
+
+
+def test_restructuredtext_markup_is_no_sentence_and_a_title_over_its_rule_is_a_heading() -> None:
+    units = sentences_in_units(PIPX_RST)
+    texts = [text for _, _, text in units]
+    assert not any(t.startswith(("..", "code-block", "***")) for t in texts), texts
+    assert units[-1][0] == "Debian and Ubuntu issues" and units[-1][2] == "$ sudo apt install python3-venv python3-pip"
+
+
+def test_a_code_block_a_sentence_announces_is_quoted_after_it() -> None:
+    # The fenced command after "... Debian systems do not add them by default:" is a unit, and the quote of the
+    # clause before the colon sentence runs on to it.
+    units = sentences_in_units(PIPX_MD)
+    at = next(k for k, (_, _, text) in enumerate(units) if text.startswith("On Debian"))
+    start, end = window(units, at)
+    assert joined([units[k][2] for k in range(start, end + 1)]).endswith("$ sudo apt install python3-venv python3-pip")
+    # A code block nothing announces stays out: the quote is the document's prose.
+    assert "print(1)" not in [text for _, _, text in sentences_in_units("Some prose.\n\n```\nprint(1)\n```\n")]
+
+
+@pytest.mark.parametrize("document", [PIPX_RST, PIPX_MD], ids=["rst", "markdown"])
+def test_the_command_a_sentence_announces_answers(encoder: LocalEmbedder, document: str) -> None:
+    content, _ = answer(encoder, "sudo pipx says command not found, what do I run instead?", [document])
+    assert "sudo ~/.local/bin/pipx ensurepath --global" in content and "[1]" in content, content

@@ -28,7 +28,10 @@ can be read alone. Two kinds cannot, and both are read from the text's own gramm
   setting sets, the setting its value.
 
 * A unit's last sentence that ends with a colon is quoted with the next unit's first sentence, which it announces
-  ("... to make sure it terminates when your session ends with:" / "gpgconf --kill gpg-agent").
+  ("... to make sure it terminates when your session ends with:" / "gpgconf --kill gpg-agent"), also when it is
+  the sentence quoted after the chosen one ("make sure these packages are installed;" / "Debian systems do not add
+  them by default:" / "$ sudo apt install python3-venv python3-pip"): a command in a code block after a sentence
+  that announces it is a unit (:mod:`ragstep.retrieval.sentences`).
 
 * A later sentence of an option's description ("Example: 2006-08-14T02:34:56-06:00" under "-I[FMT], --iso-8601[=FMT]
   output date/time in ISO 8601 format.") is quoted from the option's term: what it says is said of that option.
@@ -118,6 +121,7 @@ def window(units: Sequence[tuple[str, int, str]], position: int) -> tuple[int, i
             end = position + 1  # ...and a comment with the setting it describes
         elif leans_back(after):
             end = position + 1  # the next sentence goes on with this one: "... such accounts." / "It had uid 37."
-    elif position + 1 < len(units) and units[position + 1][1] == unit + 1 and sentence.rstrip().endswith((":", "：")):
-        end = position + 1  # what a unit's last sentence announces is the next unit: "... ends with:" / a command
+    last = units[end]  # the quote's last sentence, when it ends its unit with a colon, announces the next unit
+    if end + 1 < len(units) and units[end + 1][1] == last[1] + 1 and last[2].rstrip().endswith((":", "：")):
+        end += 1  # "... ends with:" / a command; "... installed; Debian systems do not add them:" / the command
     return start, end

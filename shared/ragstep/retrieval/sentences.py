@@ -46,10 +46,23 @@ def _units(text: str) -> list[tuple[str, str]]:
     raws = text.splitlines()
     lines = [raw.strip() for raw in raws]
     comments = _comment_lines(lines)
+    announced = False  # the last unit closed ends with a colon: the code block after it is what it announces
     for k, line in enumerate(lines):
         if line.startswith("```"):
+            announced = not in_code and ((bool(current) and current[-1].endswith(":")) or _announces(units, current))
             close()
             in_code = not in_code
+            shown = 0
+            continue
+        if in_code and announced and line and shown < _MAX_SHOWN_LINES:
+            units.append((heading, line))  # "Use the full path:" / "$ sudo ~/.local/bin/pipx ensurepath"
+            shown += 1
+            continue
+        if not in_code and (_RST_MARKUP.match(line) or _ADORNMENT.match(line)):
+            close()  # reStructuredText markup (".. code-block:: console", ".. _label:") and heading rules ("=====")
+            continue
+        if not in_code and line and k + 1 < len(lines) and _ADORNMENT.match(lines[k + 1]) and not current:
+            heading = line  # a title over its rule ("Debian and Ubuntu issues" / "************")
             continue
         if not in_code and k in comments:
             if _commented_out(line):  # a setting or a command commented out ("#DSHELL=/bin/bash"): alone
@@ -79,6 +92,19 @@ def _units(text: str) -> list[tuple[str, str]]:
         indents.append(len(raws[k]) - len(raws[k].lstrip()))
     close()
     return units
+
+
+# reStructuredText markup lines: a directive (".. code-block:: console", ".. note::"), a target (".. _label:"), a
+# bare comment marker; and a heading's rule, a line of one repeated punctuation mark ("=====", "*****", "-----").
+_RST_MARKUP = re.compile(r"^\.\.(?:\s+(?:[\w-]+::.*|_[^:]+:.*|\|[^|]+\|.*))?$")
+_ADORNMENT = re.compile(r"^([=*~^#+\-`'\":._])\1{2,}$")
+#: Lines of a fenced code block quoted as the units a sentence ending with a colon announces.
+_MAX_SHOWN_LINES = 3
+
+
+def _announces(units: list[tuple[str, str]], current: list[str]) -> bool:
+    """The unit just closed (none open) ends with a colon."""
+    return not current and bool(units) and units[-1][1].endswith(":")
 
 
 def _commented_out(line: str) -> bool:
