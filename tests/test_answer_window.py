@@ -199,3 +199,13 @@ def test_a_code_block_a_sentence_announces_is_quoted_after_it() -> None:
 def test_the_command_a_sentence_announces_answers(encoder: LocalEmbedder, document: str) -> None:
     content, _ = answer(encoder, "sudo pipx says command not found, what do I run instead?", [document])
     assert "sudo ~/.local/bin/pipx ensurepath --global" in content and "[1]" in content, content
+
+
+def test_a_second_quote_comes_from_a_passage_ranked_at_least_as_high(encoder: LocalEmbedder) -> None:
+    # Two passages each state an opening time; the second is quoted (and cited) only when the retriever ranked its
+    # passage at least as high as the first's: a passage ranked below is likelier not the one asked about.
+    passages = ["The museum opens at 9 am on weekdays.", "The museum opens at 10 am on Sundays."]
+    ranked_below = answer_span.choose("When does the museum open?", passages, scores=[0.9, 0.6], encoder=encoder)
+    assert [q.passage for q in ranked_below] == [1], ranked_below
+    level = answer_span.choose("When does the museum open?", passages, scores=[0.9, 0.9], encoder=encoder)
+    assert [q.passage for q in level] == [1, 2], level
