@@ -149,3 +149,13 @@ def test_a_number_counting_something_else_is_no_answer(
 ) -> None:
     answer = ask(encoder, question, passages)
     assert answer == NO_ANSWER["en"], answer
+
+
+def test_which_setting_asks_for_a_name_as_configuration_writes_it() -> None:
+    holds = expected_answer("Which setting turns that check off?")
+    assert holds is not None and holds is expected_answer("which environment variable sets the cache directory?")
+    assert holds.search("Set `gui.insecureSkipHostcheck` in the advanced settings.")
+    assert holds.search("Use POETRY_CACHE_DIR to move it.") and holds.search("set insecureSkipHostcheck to true")
+    # Prose about the setting names none: "disable this check" is what the question wants undone, not how.
+    assert not holds.search("If you are using a proxy you may need to disable this check, after ensuring it is safe.")
+    assert not holds.search("Built-in defaults apply to read-only folders.")  # hyphenated words are no names

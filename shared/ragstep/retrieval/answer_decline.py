@@ -58,6 +58,7 @@ class Checked(Protocol):
 _KIND_NAMES = (
     "option",
     "author",
+    "setting",
     "ratio",
     "frequency",
     "time_before",

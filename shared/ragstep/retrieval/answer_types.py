@@ -108,6 +108,15 @@ _KINDS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = tuple(
             r"|\b(?:auteurs?|autor(?:es|en)?|écrit\s+par|geschrieben\s+von|escrito\s+por)"
             r"|\b(?:par|von|por)\s+(?-i:[A-Z])[\w.'-]+\s+(?-i:[A-Z])",
         ),
+        # Which setting / variable / key: a name as configuration writes it ("`gui.insecureSkipHostcheck`",
+        # "POETRY_INSTALLER_MAX_WORKERS", "warn_timeout", "insecureSkipHostcheck"), not prose about the setting.
+        (
+            r"\b(?:which|what)\s+(?:[\w.+-]+\s+){0,2}(?:setting|config(?:uration)?\s+(?:option|key|setting)|"
+            r"(?:environment\s+)?variable|env\s+var|key|directive|parameter)s?\b"
+            r"|哪个(?:配置项?|环境变量|变量)|什么(?:配置项?|环境变量|变量)",
+            r"(?-i:`[^`\n]+`|\b[a-z][a-z0-9]*(?:[._][a-zA-Z0-9]+)+\b|\b[a-z]+[A-Z]\w*\b|\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b"
+            r"|(?:^|\s)--?[A-Za-z]|\w+\s*=\s*\S)",
+        ),
         # How much faster / smaller / better: a ratio or a difference ("60-70%", "twice", "3 times", "2x", "两倍");
         # "身高多少" asks a height, not how much higher. A word in -er after "how much" is a comparative only when
         # the question compares ("than") or it is an irregular one: "how much butter / water / power" asks an

@@ -105,6 +105,7 @@ _DECLINE: dict[MessageLanguage, dict[str, str]] = {
 _KINDS: dict[MessageLanguage, dict[str, str]] = {
     "en": {
         "option": "an option",
+        "setting": "the name of a setting",
         "author": "who made it (an author, a maintainer, a founder)",
         "ratio": "a ratio or a difference",
         "frequency": "a frequency",
@@ -121,6 +122,7 @@ _KINDS: dict[MessageLanguage, dict[str, str]] = {
     },
     "zh": {
         "option": "选项",
+        "setting": "配置项的名称",
         "author": "作者或创建者",
         "ratio": "比例或差值",
         "frequency": "频率",
@@ -137,6 +139,7 @@ _KINDS: dict[MessageLanguage, dict[str, str]] = {
     },
     "fr": {
         "option": "une option",
+        "setting": "le nom d'un paramètre",
         "author": "qui l'a fait (un auteur, un mainteneur, un fondateur)",
         "ratio": "un rapport ou un écart",
         "frequency": "une fréquence",
@@ -153,6 +156,7 @@ _KINDS: dict[MessageLanguage, dict[str, str]] = {
     },
     "de": {
         "option": "eine Option",
+        "setting": "den Namen einer Einstellung",
         "author": "wer es gemacht hat (Autor, Betreuer, Gründer)",
         "ratio": "ein Verhältnis oder einen Unterschied",
         "frequency": "eine Häufigkeit",
@@ -169,6 +173,7 @@ _KINDS: dict[MessageLanguage, dict[str, str]] = {
     },
     "es": {
         "option": "una opción",
+        "setting": "el nombre de un ajuste",
         "author": "quién lo hizo (un autor, un mantenedor, un fundador)",
         "ratio": "una proporción o una diferencia",
         "frequency": "una frecuencia",
