@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from ragstep.adapters.chat.extractive import NO_ANSWER
-from ragstep.retrieval.answer_attributes import default_words, stated_attributes
+from ragstep.retrieval.answer_attributes import default_subject, default_words, stated_attributes
 from ragstep.retrieval.answer_candidates import candidates
 from ragstep.retrieval.answer_focus import counted_patterns, english_count_held
 from ragstep.retrieval.answer_types import expected_answer
@@ -236,3 +236,18 @@ def test_a_default_asked_for_is_stated_by_the_quote(encoder: LocalEmbedder) -> N
     mkdocs = "# Configuration\n\nProject settings are configured by default using a YAML file named `mkdocs.yml`.\n"
     content, decline = answer(encoder, "which theme does mkdocs use by default?", [mkdocs])
     assert content == NO_ANSWER["en"] and decline is not None and decline["what"] == ["theme"], (content, decline)
+
+
+def test_a_default_stated_as_a_value_of_its_kind_is_about_the_setting(encoder: LocalEmbedder) -> None:
+    # A port, an address or a path says what it is without the word: "127.0.0.1:8384" is about the GUI's port.
+    port = default_subject("default port of the web gui?")
+    assert port is not None and port.search("Syncthing's web GUI listens on 127.0.0.1:8384.")
+    assert not port.search("The meeting starts at 10:30.")  # a time is no port
+    path = default_subject("what's the default cache directory?")
+    assert path is not None and path.search("Unix: `~/.cache/pypoetry`")
+    # A sentence that states a value is not declined for want of the word "default"; one that states none is.
+    gui = "## Web GUI\n\nSyncthing's web GUI listens on 127.0.0.1:8384. Open it in a browser to add devices.\n"
+    _, decline = answer(encoder, "default port of the web gui?", [gui])
+    assert decline is None or decline["reason"] == "under_threshold", decline
+    _, decline = answer(encoder, "what's the default value of direnv's log_format setting?", [DIRENV])
+    assert decline is not None and decline["reason"] == "kind_not_stated", decline

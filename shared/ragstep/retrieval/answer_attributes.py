@@ -223,12 +223,35 @@ def states_default(text: str) -> bool:
     return _STATES_DEFAULT.search(text) is not None
 
 
+# A kind of setting its value says without the word: a port (":8384", "port 22000"), an address ("127.0.0.1:8384",
+# "localhost", a URL), a path or a directory ("~/.cache/pypoetry", "/var/lib/x", "%APPDATA%\\x").
+_PORT = r"(?:\blocalhost|\b\d{1,3}(?:\.\d{1,3}){3}|\b[a-z][\w-]*(?:\.[\w-]+)+|\]):\d{2,5}\b"
+_ADDRESS = r"\b\d{1,3}(?:\.\d{1,3}){3}\b|\blocalhost\b|\[::1?\]|\bhttps?://\S+"
+_PATH = r"(?:^|[\s`'\"(])(?:~|\.{1,2}|\$\w+|%\w+%)?[/\\][\w.$%{}-]+(?:[/\\][\w.$%{}-]*)*"
+_VALUE_FORMS = {
+    "port": _PORT,
+    "address": f"{_ADDRESS}|{_PORT}",
+    "host": _ADDRESS,
+    **dict.fromkeys(("path", "directory", "dir", "folder", "location", "file"), _PATH),
+}
+
+
+# A value a sentence states: a number, a code span or a quoted word, an assignment, a path, an address.
+_VALUE = re.compile(rf"\d|`[^`]+`|[\"“'][^\"”'\s]+[\"”']|\w\s*=\s*\S|{_PATH}|{_ADDRESS}")
+
+
+def states_value(text: str) -> bool:
+    """``text`` states a value (a number, a code span, a quoted word, an assignment, a path, an address)."""
+    return _VALUE.search(text) is not None
+
+
 def default_subject(question: str) -> re.Pattern[str] | None:
     """What a sentence (read with its heading and context) saying the default ``question`` asks for holds: one of
     :func:`default_words`, as a word; None when it asks for no default."""
     words = default_words(question)
     if not words:
         return None
+    forms = [_VALUE_FORMS[w.casefold()] for w in words if w.casefold() in _VALUE_FORMS]
     return re.compile(
-        "|".join(rf"(?<![A-Za-z0-9]){re.escape(w)}(?:s|es)?(?![A-Za-z0-9])" for w in words), re.IGNORECASE
+        "|".join([rf"(?<![A-Za-z0-9]){re.escape(w)}(?:s|es)?(?![A-Za-z0-9])" for w in words] + forms), re.IGNORECASE
     )

@@ -116,7 +116,7 @@ import numpy as np
 
 from ragstep.models.llm import SentenceEncoder
 from ragstep.models.scale import COMMON_SCALE, ScoreScale
-from ragstep.retrieval.answer_attributes import states_default
+from ragstep.retrieval.answer_attributes import states_default, states_value
 from ragstep.retrieval.answer_candidates import candidates as candidates_of
 from ragstep.retrieval.answer_candidates import code_names, option_entries
 from ragstep.retrieval.answer_checks import asked_held, named_held, stating_default
@@ -434,7 +434,7 @@ def assess(
         # Asked for a default, the quote states one: the candidate that does (its setting's field first), with the
         # support of the sentence it stands for when in its passage (a field is terse); none does: declined.
         chosen = stating_default(question, f.candidates, f.named & (inside | ~inside.any()), fit)
-        unstated = chosen is None and gates
+        unstated = chosen is None and gates and not any(states_value(q.text) for q in quotes)
         if chosen is not None:
             same = f.candidates[chosen][0] == f.candidates[best][0]
             best, gates = chosen, True
