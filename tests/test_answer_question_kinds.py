@@ -159,3 +159,11 @@ def test_which_setting_asks_for_a_name_as_configuration_writes_it() -> None:
     # Prose about the setting names none: "disable this check" is what the question wants undone, not how.
     assert not holds.search("If you are using a proxy you may need to disable this check, after ensuring it is safe.")
     assert not holds.search("Built-in defaults apply to read-only folders.")  # hyphenated words are no names
+
+
+def test_a_unit_of_time_asked_in_asks_a_duration() -> None:
+    holds = expected_answer("What's the default Auto-Type start delay in KeePassXC, in milliseconds?")
+    assert holds is not None and holds is expected_answer("how long does it wait?")
+    assert holds.search("The default delay is 500 ms.")
+    assert not holds.search("You can configure additional Auto-Type settings such as the start delay.")
+    assert expected_answer("Which settings can I change in KeePassXC?") is not expected_answer("how long?")

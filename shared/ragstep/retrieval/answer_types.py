@@ -147,7 +147,9 @@ _KINDS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = tuple(
         (r"\bhow\s+heavy\b|\bhow\s+much\s+does\s+\S+\s+weigh\b|多重|重量", _WEIGHT),
         (r"\bhow\s+long\s+(?:is|are|was|were)\b|多长(?!时间)", _LENGTH + "|" + _DURATION),
         (
+            # "..., in milliseconds?": the unit the answer is asked in is a unit of time.
             r"\bhow\s+long\b|\bfor\s+how\s+long\b|多久|多长时间|几个小时|几天|几年|多少天|多少年|多少小时"
+            r"|\bin\s+(?:(?:milli|micro|nano)?seconds|minutes|hours|days|weeks|months|years|ms)\s*[?？.]?\s*$"
             r"|\bcombien\s+de\s+temps\b|\bpendant\s+combien\b|\bwie\s+lange\b|\bcu[áa]nto\s+(?:tiempo|dura)\b",
             _DURATION,
         ),
