@@ -251,3 +251,16 @@ def test_a_default_stated_as_a_value_of_its_kind_is_about_the_setting(encoder: L
     assert decline is None or decline["reason"] == "under_threshold", decline
     _, decline = answer(encoder, "what's the default value of direnv's log_format setting?", [DIRENV])
     assert decline is not None and decline["reason"] == "kind_not_stated", decline
+
+
+def test_a_contact_or_a_code_is_stated_as_one() -> None:
+    email = "what email address do I use to report a security vulnerability?"
+    assert _states(email, "Send the details to <junegunn.c AT gmail DOT com>.")
+    assert _states(email, "Write to security@example.org.")
+    assert not _states(email, "Please do not send us reports over email.")
+    assert _states("what's the project's website?", "Its home is https://example.org.")
+    assert stated_attributes("Why is it a bad idea to let www-data own the files of my website?") == []
+    assert _states("漠河机场的三字代码是什么？", "漠河古莲机场（IATA：OHE）位于漠河县。")
+    assert not _states("漠河机场的三字代码是什么？", "漠河机场是中国第一个建于永久冻土带的机场。")
+    assert _states("what's the support phone number?", "Call +49 30 1234 5678 on weekdays.")
+    assert not _states("what's the support phone number?", "Support answers within 2 days.")

@@ -121,6 +121,27 @@ _STATED: tuple[tuple[str, str], ...] = (
         r"|\b(?:latest|current|newest|stable)\b"
         r"|版本?\s*\d|\d\s*版",
     ),
+    # A contact or a code is stated as one: an email address ("security@example.org", "junegunn.c AT gmail DOT
+    # com"), a web address, a telephone number, an airport's code ("MDG"); "Please do not send us reports over email"
+    # gives none.
+    (
+        r"\be-?mail\s+(?:address|adress)|\b(?:what|which)\s+e-?mail\b|邮箱|电子邮件地址|邮件地址"
+        r"|\badresse\s+(?:e-?mail|électronique)|\be-?mail-adresse|\bcorreo\s+electr[óo]nico|\bdirecci[óo]n\s+de\s+correo",
+        r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|[\w.+-]+\s*(?:\(at\)|\[at\]|(?-i:\bAT\b))\s*[\w-]+|mailto:",
+    ),
+    (
+        # Asked for: "what is the URL / which website / where is the homepage"; "the files of my website" is not.
+        r"\b(?:what|which|where)\b[^?]{0,30}\b(?:url|website|web\s*site|homepage|home\s+page|web\s+address)\b"
+        r"|(?:网址|官网|主页)(?:是|在)|\bquel(?:le)?\s+(?:est\s+)?(?:l'|le\s+)?(?:site|url)\b"
+        r"|\b(?:welche|wie\s+lautet\s+die)\s+(?:webseite|url)\b|\bcu[áa]l\s+es\s+(?:el|la)\s+(?:sitio|p[áa]gina|url)\b",
+        r"https?://|\bwww\.|\b[\w-]+\.(?:com|org|net|io|dev|edu|gov|info|app|cn|de|fr|es)\b|\]\(",
+    ),
+    (
+        r"\b(?:tele)?phone\s+number\b|电话(?:号码)?(?:是|多少)|\bnuméro\s+de\s+téléphone\b|\btelefonnummer\b"
+        r"|\bn[úu]mero\s+de\s+tel[ée]fono\b",
+        r"\+?\d[\d\s().-]{6,}\d",
+    ),
+    (r"三字代码|三字码|四字代码|\biata\b|\bicao\b|机场代码|airport\s+code", r"(?-i:\b[A-Z]{3,4}\b)"),
     # An exit status is stated in its own words ("exits with", "Return values:"): "If NUM is zero, grep stops" is none.
     (
         r"\bexit\s+(?:status|code|value)s?\b|\breturn\s+(?:code|value|status)s?\b|\bexits?\s+with\b|退出码|返回值",
