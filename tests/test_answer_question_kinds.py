@@ -167,3 +167,15 @@ def test_a_unit_of_time_asked_in_asks_a_duration() -> None:
     assert holds.search("The default delay is 500 ms.")
     assert not holds.search("You can configure additional Auto-Type settings such as the start delay.")
     assert expected_answer("Which settings can I change in KeePassXC?") is not expected_answer("how long?")
+
+
+def test_a_decimal_alone_counts_nothing() -> None:
+    question = "How many built-in backups does Jellyfin keep before it deletes the old ones?"
+    held = english_count_held(
+        question,
+        [
+            "However in 10.11 we still recommend performing the backup process manually.",  # a version
+            "Jellyfin keeps the 5 most recent backups.",
+        ],
+    )
+    assert held == [False, True], held

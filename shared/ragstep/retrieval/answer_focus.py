@@ -331,8 +331,10 @@ def _counts(sentence: str, noun: str, modifiers: Sequence[str]) -> bool:
             return True
         if not after and k + 1 < len(tokens) and tokens[k + 1] in "%‰":
             continue
-        # "one" alone is a pronoun or a partitive ("one of the repositories", "one can"): it counts only a noun.
-        if (not after or after[0].casefold() in stopwords()) and token.casefold() != "one":
+        # "one" alone is a pronoun or a partitive ("one of the repositories", "one can"): it counts only a noun; a
+        # decimal alone ("in 10.11 we still recommend") is a version or a measure, no count of things.
+        decimal = "." in token.rstrip(".")
+        if (not after or after[0].casefold() in stopwords()) and token.casefold() != "one" and not decimal:
             return True
     return False
 
