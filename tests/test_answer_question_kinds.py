@@ -11,6 +11,7 @@ import re
 import pytest
 
 from ragstep.adapters.chat.extractive import NO_ANSWER
+from ragstep.retrieval.answer_checks import asked_held
 from ragstep.retrieval.answer_focus import counted_patterns, english_count, english_count_held
 from ragstep.retrieval.answer_terms import names, passages_naming
 from ragstep.retrieval.answer_types import expected_answer
@@ -179,3 +180,17 @@ def test_a_decimal_alone_counts_nothing() -> None:
         ],
     )
     assert held == [False, True], held
+
+
+def test_the_maximum_number_of_a_noun_is_a_count_of_it() -> None:
+    question = "what's the maximum number of devices I can share one syncthing folder with?"
+    assert english_count(question) == ("devices", [], [])
+    assert english_count("What is the number of worker threads?") == ("threads", ["worker"], [])
+    assert english_count("How do I limit the number of threads?") is None  # asks how, not how many
+    # A bound of a count is still of its noun: the maximum number of CPU cores is no number of devices.
+    candidates = [
+        (1, 0, "Set GOMAXPROCS to the maximum number of CPU cores Syncthing should use.", ""),
+        (1, 1, "A folder can be shared with up to 64 devices.", ""),
+    ]
+    typed, expects = asked_held(question, candidates, ["", ""], ["en", "en"])
+    assert expects and typed.tolist() == [False, True], typed

@@ -176,6 +176,15 @@ ATTRIBUTE_KINDS = tuple((re.compile(a, re.IGNORECASE), re.compile(h, re.IGNORECA
 _EVENT_KINDS = tuple((re.compile(a, re.IGNORECASE), re.compile(h, re.IGNORECASE)) for a, h in _EVENTS)
 
 
+_MEASURED_ASKED = tuple(re.compile(a, re.IGNORECASE) for a, _ in _MEASURED)
+
+
+def names_measure(question: str) -> bool:
+    """``question`` names a measured attribute (its area, 人口, its price): a count in it is of that measure's unit,
+    not of a noun the question names."""
+    return any(asks.search(question[:MAX_QUESTION_CHARS]) for asks in _MEASURED_ASKED)
+
+
 def stated_attributes(question: str) -> list[re.Pattern[str]]:
     """What a sentence must hold for each measured attribute ``question`` names (its area, 人口, its price...): the
     attribute's word or a unit it alone is measured in; asked when, the event's words (its birth, its founding).

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ragstep.models.message_language import MessageLanguage
-from ragstep.retrieval.answer_attributes import default_subject, stated_attributes, states_default
+from ragstep.retrieval.answer_attributes import default_subject, names_measure, stated_attributes, states_default
 from ragstep.retrieval.answer_focus import focus_held, group_rule_held
 from ragstep.retrieval.answer_language import naming_across
 from ragstep.retrieval.answer_subject import about_other
@@ -48,7 +48,8 @@ def asked_held(
     expected = expected_answer(question)
     which = asks_option(question)  # a sentence of an option's description holds its option
     attributes = stated_attributes(question)
-    focus = None if attributes else focus_held(question, candidates, leads, languages)  # what a count counts
+    # What a count counts ("the maximum number of devices": a bound of a count is still of devices).
+    focus = None if names_measure(question) else focus_held(question, candidates, leads, languages)
     typed = np.array(
         [
             (

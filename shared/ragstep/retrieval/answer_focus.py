@@ -245,7 +245,12 @@ def measure_word_pattern(question: str) -> re.Pattern[str] | None:
 
 
 # English count questions ("How many vacation days do part-time employees get?"): module docstring.
-_HOW_MANY = re.compile(r"\bhow\s+many\s+((?:[A-Za-z][\w'-]*\s*){1,4})", re.IGNORECASE)
+# "How many X", and asked as a noun: "what is the (maximum) number of X".
+_HOW_MANY = re.compile(
+    r"\bhow\s+many\s+((?:[A-Za-z][\w'-]*\s*){1,4})|\bwhat(?:'s|’s|\s+is|\s+are)\s+the\s+(?:(?:max(?:imum)?|min(?:imum)?"
+    r"|total|default|usual|largest|smallest|highest|lowest)\s+)?number\s+of\s+((?:[A-Za-z][\w'-]*\s*){1,4})",
+    re.IGNORECASE,
+)
 # Modal verbs that end the counted phrase beside the stopwords ("how many retries must ...").
 _MODALS = frozenset({"must", "may", "might", "shall", "need", "ought"})
 # Units of measure by what they measure: a count of days is also given in weeks ("two weeks"), of pounds in kg
@@ -296,7 +301,7 @@ def english_count(question: str) -> tuple[str, list[str], list[str]] | None:
         return None
     stop = stopwords() | _MODALS
     phrase = []
-    for word in match.group(1).split():
+    for word in (match.group(1) or match.group(2)).split():
         if word.casefold() in stop or not word[0].isalpha():
             break
         phrase.append(word)
