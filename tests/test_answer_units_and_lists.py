@@ -264,3 +264,14 @@ def test_a_contact_or_a_code_is_stated_as_one() -> None:
     assert not _states("漠河机场的三字代码是什么？", "漠河机场是中国第一个建于永久冻土带的机场。")
     assert _states("what's the support phone number?", "Call +49 30 1234 5678 on weekdays.")
     assert not _states("what's the support phone number?", "Support answers within 2 days.")
+
+
+def test_a_chinese_measure_is_its_word_with_a_value_not_a_character_of_another_word() -> None:
+    depth = "当惹雍错的水有多深？"
+    assert _states(depth, "湖水最深处达210米。") and _states(depth, "平均深度约为30米。")
+    assert not _states(depth, "环湖一周约250公里，是高原深度旅行的上选。")  # an in-depth trip
+    height = "瑞尼尔山的高度是多少？"
+    assert _states(height, "瑞尼尔山海拔4392米。") and _states(height, "塔高约120米。")
+    assert not _states(height, "湖面位于高原之上，风景优美。")  # 高原 is a plateau
+    length = "这条河的长度是多少？"
+    assert _states(length, "全长约6300公里。") and not _states(length, "长江电力是一家上市公司。")

@@ -31,21 +31,24 @@ _MEASURED: tuple[tuple[str, str], ...] = (
     (
         r"\bheight\b|高度|身高|\bhauteur\b|\baltura\b",
         # A height in metres without 高 is a person's or a thing's only with a decimal ("1.78米"): "4×50米" is a relay.
-        r"height|tall|\bhigh\b|高|\d\s*(?:m|cm|metres?|meters?|feet|ft)\b|\d\.\d+\s*米|\d\s*(?:厘米|公分)|hauteur|\bhaut"
+        r"height|tall|\bhigh\b|高度|身高|海拔|最高|高约|高达|高\s*\d|\d\s*米高|\d\s*(?:m|cm|metres?|meters?|feet|ft)\b|\d\.\d+\s*米"
+        r"|\d\s*(?:厘米|公分)|hauteur|\bhaut"
         r"|altura|\balt[oa]s?\b",
     ),
     # "How deep" / 多深 names the attribute as "depth" does: 120 km of a river's length does not say how deep it is.
     (
         r"\bdepth\b|\bhow\s+deep\b|深度|多深|最深|水深|\bprofondeur\b|\btiefe\b|\bwie\s+tief\b|\bprofundidad\b",
-        r"depth|\bdeep|深|profond|\btief|profund",
+        # 深度 states a depth when a value follows it: "深度旅行" is an in-depth trip.
+        r"depth|\bdeep|水深|最深|深度\s*(?:[为约达是有：:]|可达|\d)|深达|深约|深\s*\d|\d\s*米深|profond|\btief|profund",
     ),
     (
         r"\bwidth\b|\bhow\s+wide\b|宽度|多宽|最宽|\blargeur\b|\bbreite\b|\bwie\s+breit\b|\banchura\b",
-        r"width|\bwide|宽|\blarge|\bbreit|\banch[oa]",
+        r"width|\bwide|宽度|最宽|宽约|宽达|宽\s*\d|\d\s*米宽|\blarge|\bbreit|\banch[oa]",
     ),
     (
         r"\blength\b|长度|全长|\blongueur\b|\blänge\b|\blongitud\b",
-        r"length|\blong\b|长|longueur|länge|\blang\b|longitud|\blarg[oa]s?\b",
+        r"length|\blong\b|长度|全长|总长|长约|长达|长\s*\d|\d\s*(?:米|公里|千米)长|longueur|länge|\blang\b|longitud"
+        r"|\blarg[oa]s?\b",
     ),
     (
         r"\bfrequenc(?:y|ies)\b|频率|\bfréquence\b|\bfrequenz\b|\bfrecuencia\b",
