@@ -275,3 +275,10 @@ def test_a_chinese_measure_is_its_word_with_a_value_not_a_character_of_another_w
     assert not _states(height, "湖面位于高原之上，风景优美。")  # 高原 is a plateau
     length = "这条河的长度是多少？"
     assert _states(length, "全长约6300公里。") and not _states(length, "长江电力是一家上市公司。")
+
+
+def test_a_number_of_people_is_a_population_where_they_live() -> None:
+    question = "西巴丹岛上常住人口有多少？"
+    assert not _states(question, "2000年4月，恐怖组织在该岛绑架了21人，其后全部获释。")  # taken, not living there
+    assert _states(question, "岛上住着约300人。") and _states(question, "该镇共有5000人。")
+    assert _states(question, "全岛人口约2万。")

@@ -21,7 +21,10 @@ _MEASURED: tuple[tuple[str, str], ...] = (
     ),
     (
         r"\bpopulation\b|人口|\bbevölkerung\b|\beinwohner|\bpoblación\b|\bhabitantes\b",
-        r"population|inhabitants|residents|people|人口|居民|万人|\d\s*人|habitants|bevölkerung|einwohner|población"
+        # A number of people is a population where they live ("有居民300人", "住着约300人", "共5000人"), not where
+        # they were taken ("绑架了21人").
+        r"population|inhabitants|residents|people|人口|居民|万人|(?:住|居|有|共|计|约)[^，。；\d]{0,6}\d[\d,.]*\s*(?:多|余)?人"
+        r"|habitants|bevölkerung|einwohner|población"
         r"|habitantes",
     ),
     (
