@@ -282,3 +282,12 @@ def test_a_number_of_people_is_a_population_where_they_live() -> None:
     assert not _states(question, "2000年4月，恐怖组织在该岛绑架了21人，其后全部获释。")  # taken, not living there
     assert _states(question, "岛上住着约300人。") and _states(question, "该镇共有5000人。")
     assert _states(question, "全岛人口约2万。")
+
+
+def test_who_holds_an_office_is_answered_by_a_sentence_naming_the_office() -> None:
+    question = "长江电力的董事长是谁"
+    assert _states(question, "公司现任董事长为雷鸣山。")
+    assert not _states(question, "中国长江电力股份有限公司是中国长江三峡工程开发总公司发起设立的股份有限公司。")
+    assert _states("Who is the mayor of Lisbon?", "Carlos Moedas is the mayor of Lisbon.")
+    assert not _states("Who is the mayor of Lisbon?", "Lisbon is the capital of Portugal.")
+    assert stated_attributes("who wrote grep?") == []  # an author is a by-line's, not an office

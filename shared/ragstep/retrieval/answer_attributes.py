@@ -1,6 +1,7 @@
 """Attributes a question names, and what a sentence stating one holds (:func:`stated_attributes`): a measured
-attribute's word or unit (its area, 人口, its price), a value's bound or licence, an exit status; asked when, the
-event's words (its birth, its founding). The kind of value a question asks for is
+attribute's word or unit (its area, 人口, its price), a value's bound or licence, an exit status, a contact or a code
+as one is written, an office asked who holds it (董事长, mayor); asked when, the event's words (its birth, its
+founding). The kind of value a question asks for is
 :mod:`ragstep.retrieval.answer_types`'."""
 
 from __future__ import annotations
@@ -178,7 +179,35 @@ _EVENTS: tuple[tuple[str, str], ...] = (
         r"|\bcreated\b|\bincorporated\b|\bsince\b|\bfond|gegründet|gründ|\bseit\b|\bfund|\bdesde\b",
     ),
 )
-ATTRIBUTE_KINDS = tuple((re.compile(a, re.IGNORECASE), re.compile(h, re.IGNORECASE)) for a, h in _MEASURED + _STATED)
+# Who holds an office: "长江电力的董事长是谁" / "Who is the mayor of X?" is answered by a sentence naming the office
+# ("董事长为...", "Mayor Jane Doe"), not by one about the company. A closed class of offices, each its own attribute.
+_OFFICES = (
+    ("董事长", "chair(?:man|woman|person)?"),
+    ("总裁", "president"),
+    ("总经理", "(?:general\\s+)?manager"),
+    ("首席执行官|CEO", "chief\\s+executive|ceo"),
+    ("主席", "chair(?:man|woman|person)?|president"),
+    ("校长", "principal|headmaster|headmistress|rector"),
+    ("市长", "mayor"),
+    ("省长|州长", "governor"),
+    ("总统", "president"),
+    ("总理|首相", "prime\\s+minister|premier|chancellor"),
+    ("主教练|教练", "coach|manager"),
+    ("导演", "director"),
+    ("主编|总编辑", "editor"),
+    ("院长|所长|会长|社长|馆长|局长|部长|厅长", "director|dean|head|minister"),
+)
+_OFFICE_KINDS = tuple(
+    (
+        rf"(?:{zh})(?:是谁|为谁|是哪位|由谁)|谁(?:是|担任|出任)[^？?]{{0,12}}(?:{zh})"
+        rf"|\bwho\s+(?:is|was|are|were)\s+(?:the\s+)?(?:current\s+|first\s+|former\s+)?(?:{en})\b",
+        rf"{zh}|\b(?:{en})\b",
+    )
+    for zh, en in _OFFICES
+)
+ATTRIBUTE_KINDS = tuple(
+    (re.compile(a, re.IGNORECASE), re.compile(h, re.IGNORECASE)) for a, h in _MEASURED + _STATED + _OFFICE_KINDS
+)
 _EVENT_KINDS = tuple((re.compile(a, re.IGNORECASE), re.compile(h, re.IGNORECASE)) for a, h in _EVENTS)
 
 
