@@ -194,3 +194,12 @@ def test_the_maximum_number_of_a_noun_is_a_count_of_it() -> None:
     ]
     typed, expects = asked_held(question, candidates, ["", ""], ["en", "en"])
     assert expects and typed.tolist() == [False, True], typed
+
+
+def test_who_discovered_asks_by_whom_as_who_made_does() -> None:
+    holds = expected_answer("纳斯卡线最早是谁发现的")
+    assert holds is not None and holds is expected_answer("who wrote grep?")
+    assert holds.search("1927年，秘鲁考古学家梅希亚首次发现了这些线条。")
+    assert not holds.search("纳斯卡文明是前300年至700年间出现在秘鲁纳斯卡地区的文化。")
+    assert expected_answer("Who discovered penicillin?") is holds
+    assert holds.search("Penicillin was discovered by Alexander Fleming in 1928.")

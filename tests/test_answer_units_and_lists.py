@@ -291,3 +291,11 @@ def test_who_holds_an_office_is_answered_by_a_sentence_naming_the_office() -> No
     assert _states("Who is the mayor of Lisbon?", "Carlos Moedas is the mayor of Lisbon.")
     assert not _states("Who is the mayor of Lisbon?", "Lisbon is the capital of Portugal.")
     assert stated_attributes("who wrote grep?") == []  # an author is a by-line's, not an office
+
+
+def test_an_exit_status_is_stated_in_its_own_words_not_any_form_of_the_verbs() -> None:
+    question = "What exit status does grep return when no line matched?"
+    assert not _states(question, "grep leaves the input after the last matching line before exiting.")
+    assert not _states(question, "The function will return list of matches.")
+    assert _states(question, "Normally the exit status is 0 if a line is selected, 1 if no lines were selected.")
+    assert _states(question, "grep returns 1 when nothing matched.") and _states(question, "Exits with 2 on error.")

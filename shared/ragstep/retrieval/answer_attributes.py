@@ -152,7 +152,10 @@ _STATED: tuple[tuple[str, str], ...] = (
     # An exit status is stated in its own words ("exits with", "Return values:"): "If NUM is zero, grep stops" is none.
     (
         r"\bexit\s+(?:status|code|value)s?\b|\breturn\s+(?:code|value|status)s?\b|\bexits?\s+with\b|退出码|返回值",
-        r"\bexit|\bstatus|\breturn|\bcode|退出|返回",
+        # In its own words, not any form of the verbs: "before exiting" or "return list" states no status.
+        r"\bexit(?:s|ed)?\s+(?:status|code|value|with)|\bexit\s*\(|\bstatus\b|\bcodes?\b"
+        r"|\breturns?\s+(?:an?\s+|the\s+)?(?:exit\s+|error\s+)?(?:status|code|value|\d|zero|non-?zero|true|false|success|failure)"
+        r"|\b(?:success|failure)\b|退出|返回",
     ),
 )
 # Events a date is asked of, stated in their own words or a life's dates in brackets: "吉尔杭阿是哪一年出生的？" over

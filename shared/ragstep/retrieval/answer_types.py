@@ -91,9 +91,9 @@ _KINDS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = tuple(
         # "written by ...", an author line, a copyright holder, an address), not one that only describes the thing.
         (
             r"\bwho\s+(?:wrote|writes|created|creates|develop(?:s|ed)|maintain(?:s|ed)|invent(?:s|ed)|found(?:s|ed)|"
-            r"design(?:s|ed)|made|makes|built|builds|authored|started)\b"
+            r"design(?:s|ed)|made|makes|built|builds|authored|started|discover(?:s|ed))\b"
             r"|\bwho\s+(?:is|was|are|were)\s+(?:the\s+)?(?:authors?|maintainers?|developers?|creators?|founders?|"
-            r"inventors?|designers?)\b|(?:谁|什么人)(?:写|开发|编写|创|发明|维护|设计|提出)|作者是谁|作者是"
+            r"inventors?|designers?|discoverers?)\b|(?:谁|什么人)(?:写|开发|编写|创|发明|维护|设计|提出|发现)|作者是谁|作者是"
             r"|\bqui\s+(?:a|ont)\s+(?:écrit|développé|créé|conçu)|\bqui\s+(?:maintient|développe)\b"
             r"|\bwer\s+hat\b.*\b(?:geschrieben|entwickelt|erstellt)\b|\bwer\s+(?:pflegt|entwickelt|schrieb)\b"
             r"|\bqui[eé]n(?:es)?\s+(?:\w+\s+)?(?:escribi[oó]|desarroll[oó]|cre[oó]|mantiene)\b"
@@ -102,7 +102,8 @@ _KINDS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = tuple(
             r"|\bqui[eé]n(?:es)?\s+(?:es|son)\s+(?:el|los)\s+autor(?:es)?\b",
             r"\bby\s+(?:(?-i:[A-Z])[\w.'-]*\s*){1,4}|\b(?:authors?|maintainers?|copyright)\b|©|\([cC]\)"
             r"|[<⟨][^<>⟨⟩@\s]+@[^<>⟨⟩\s]+[>⟩]|\b(?:wrote|schrieb|escribi[oó])\b"
-            r"|作者|编写|开发者|创始人|创立|创建|发明|设计者|维护者|由\S{1,16}(?:开发|编写|创建|创立|发明|设计|维护|提出)"
+            r"|作者|编写|开发者|创始人|创立|创建|发明|设计者|维护者|由\S{1,16}(?:开发|编写|创建|创立|发明|设计|维护|提出|发现)"
+            r"|发现|\bdiscover"
             # "par", "von", "por" + a name: two capitalised words ("von Mike Parker"); German capitalises every
             # noun ("Kopieren von QUELLE nach ZIEL", "von Dateien und Verzeichnissen" name no one).
             r"|\b(?:auteurs?|autor(?:es|en)?|écrit\s+par|geschrieben\s+von|escrito\s+por)"
