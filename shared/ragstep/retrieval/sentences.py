@@ -46,11 +46,12 @@ def _units(text: str) -> list[tuple[str, str]]:
     raws = text.splitlines()
     lines = [raw.strip() for raw in raws]
     comments = _comment_lines(lines)
-    announced = False  # the last unit closed ends with a colon: the code block after it is what it announces
+    announced = False  # the unit before a code block ends with a colon: the block is what it announces
+    shown = 0  # the announced block's lines quoted so far
     for k, line in enumerate(lines):
         if line.startswith("```"):
-            announced = not in_code and ((bool(current) and current[-1].endswith(":")) or _announces(units, current))
             close()
+            announced = not in_code and bool(units) and units[-1][1].endswith(":")
             in_code = not in_code
             shown = 0
             continue
@@ -100,11 +101,6 @@ _RST_MARKUP = re.compile(r"^\.\.(?:\s+(?:[\w-]+::.*|_[^:]+:.*|\|[^|]+\|.*))?$")
 _ADORNMENT = re.compile(r"^([=*~^#+\-`'\":._])\1{2,}$")
 #: Lines of a fenced code block quoted as the units a sentence ending with a colon announces.
 _MAX_SHOWN_LINES = 3
-
-
-def _announces(units: list[tuple[str, str]], current: list[str]) -> bool:
-    """The unit just closed (none open) ends with a colon."""
-    return not current and bool(units) and units[-1][1].endswith(":")
 
 
 def _commented_out(line: str) -> bool:
