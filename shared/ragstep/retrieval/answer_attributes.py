@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from ragstep.retrieval.answer_types import MAX_QUESTION_CHARS, asks_when
+from ragstep.retrieval.answer_types import MAX_QUESTION_CHARS, asks_when, default_field
 
 # Measured attributes a question may name, and what a sentence stating one holds: the attribute's own word or a unit
 # only that attribute is measured in. "What is the area of Qinghai Lake?" / "青海湖的面积有多大" is not answered by
@@ -149,6 +149,20 @@ _STATED: tuple[tuple[str, str], ...] = (
         r"\+?\d[\d\s().-]{6,}\d",
     ),
     (r"三字代码|三字码|四字代码|\biata\b|\bicao\b|机场代码|airport\s+code", r"(?-i:\b[A-Z]{3,4}\b)"),
+    # A port is stated as its number ("21027/UDP", "listens on :8384", "端口 8080"); "启用默认的smtp邮件服务" names
+    # the service, not its port.
+    (
+        r"\b(?:which|what)\s+(?:[\w.+-]+\s+){0,2}ports?\b|\bport\s+number\b|(?:哪个|哪些|什么|默认)端口|端口号?(?:是|为)?多少"
+        r"|\bquel\s+port\b|\bwelche[rn]?\s+port\b|\bqu[ée]\s+puerto\b",
+        r"(?<![\w.])\d{2,5}(?![\w.])",
+    ),
+    # An amount of memory or disk space is stated in a unit of data ("about 2300k", "512 MB", "2G 内存", "5M"):
+    # "仅适用于宝塔面板9.2.0及以上版本" states a version.
+    (
+        r"\bhow\s+much\s+(?:\w+\s+)?(?:memory|ram|disk\s+space|disk|storage|space)\b|多大(?:的)?(?:内存|磁盘|硬盘|空间|存储)"
+        r"|(?:内存|磁盘|硬盘|存储)(?:空间)?(?:需要|要|占用?)?多大|多少(?:内存|磁盘|硬盘|存储)",
+        r"\d\s*(?:[kmgtp]i?b?\b|bytes?\b|字节|兆|千字节)|\b(?:kilo|mega|giga|tera)bytes?\b|\bblock\s+size\b",
+    ),
     # An exit status is stated in its own words ("exits with", "Return values:"): "If NUM is zero, grep stops" is none.
     (
         r"\bexit\s+(?:status|code|value)s?\b|\breturn\s+(?:code|value|status)s?\b|\bexits?\s+with\b|退出码|返回值",
@@ -280,15 +294,20 @@ def default_words(question: str) -> list[str]:
 # "unless --all is set", "otherwise").
 _STATES_DEFAULT = re.compile(
     r"default|\w\s*=\s*\S|\bif\s+(?:no|not|none|omitted|unset|absent)\b|\bwhen\s+(?:no|not)\b|\bomitted\b"
-    r"|\bunless\b|\botherwise\b|\bimplicit|默认|缺省|预设|未指定|不指定|否则|défaut|standard|voreingestellt"
+    r"|\bunless\b|\botherwise\b|\bimplicit|默认|缺省|预设|未指定|不指定|否则|défaut|standardm(?:ä|ae)(?:ß|ss)ig|standardwert|voreingestellt"
     r"|defecto|predetermin",
     re.IGNORECASE,
 )
 
 
+# A long option written with its argument ("--line-length=N", "[--expression=script]", "--color=auto") is the
+# option's usage, not a setting's assignment: its argument is a placeholder or an example.
+_METAVARIABLE = re.compile(r"(--[\w-]+)=[^\s\]]+")
+
+
 def states_default(text: str) -> bool:
     """``text`` states a default: the word, an assignment, or what applies when nothing is given."""
-    return _STATES_DEFAULT.search(text) is not None
+    return _STATES_DEFAULT.search(_METAVARIABLE.sub(r"\1", text)) is not None
 
 
 # A kind of setting its value says without the word: a port (":8384", "port 22000"), an address ("127.0.0.1:8384",
@@ -310,7 +329,21 @@ _VALUE = re.compile(rf"\d|`[^`]+`|[\"“'][^\"”'\s]+[\"”']|\w\s*=\s*\S|{_PAT
 
 def states_value(text: str) -> bool:
     """``text`` states a value (a number, a code span, a quoted word, an assignment, a path, an address)."""
-    return _VALUE.search(text) is not None
+    return _VALUE.search(_METAVARIABLE.sub(r"\1", text)) is not None
+
+
+# A configuration key as written ("csp.sentinel.api.port", "log_format", "keyring.enabled"): dotted or with an
+# underscore, a letter first.
+_CONFIG_KEY = re.compile(r"(?<![\w.-])[A-Za-z][\w-]+(?:\.[A-Za-z][\w-]*)+(?![\w-])|(?<![\w.-])[A-Za-z]\w*_\w+")
+
+
+def default_keys(question: str) -> re.Pattern[str] | None:
+    """Asked for a default of a configuration key the question writes as configuration does ("不配
+    csp.sentinel.api.port 的话默认用哪个端口？"), in any language: what a sentence saying that default holds, the key
+    (another key's default, "-Dserver.port=8080", is not it); None otherwise."""
+    question = question[:MAX_QUESTION_CHARS]
+    keys = [m.group(0) for m in _CONFIG_KEY.finditer(question)] if default_field(question) else []
+    return re.compile("|".join(re.escape(k) for k in keys), re.IGNORECASE) if keys else None
 
 
 def default_subject(question: str) -> re.Pattern[str] | None:

@@ -25,7 +25,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from ragstep.models.message_language import MessageLanguage
-from ragstep.retrieval.answer_attributes import default_subject, names_measure, stated_attributes, states_default
+from ragstep.retrieval.answer_attributes import (
+    default_keys,
+    default_subject,
+    names_measure,
+    stated_attributes,
+    states_default,
+)
 from ragstep.retrieval.answer_focus import focus_held, group_rule_held
 from ragstep.retrieval.answer_language import naming_across
 from ragstep.retrieval.answer_subject import about_other
@@ -77,7 +83,8 @@ def named_held(
 ) -> np.ndarray:
     """Which candidates are about what ``question`` (read in ``language``) names (module docstring)."""
     held = naming_across(question, passages, passages_naming(question, passages, language), language)
-    defaulted = default_subject(question) if language == "en" else None  # what a default asked for is of
+    # What a default asked for is of: the words English grammar names, else a configuration key the question writes.
+    defaulted = (default_subject(question) if language == "en" else None) or default_keys(question)
     return np.array(
         [
             held[n - 1]

@@ -205,8 +205,13 @@ def preferred_answer(question: str) -> re.Pattern[str] | None:
 
 # Asked for a default, a setting's section states it as a field ("**Default**: `origin`", "Default: 80", "Defaults to
 # "5s".") under the setting's description: that field is the answer, read with the description (answer_candidates).
+# "What ... if I don't pass -F?", "... unless I say otherwise", "... without -days" ask for a default without the word.
 _ASKS_DEFAULT = re.compile(
-    r"\bdefaults?\b|默认|缺省|par\s+défaut|standardmäßig|voreingestellt|por\s+defecto|predeterminad", re.IGNORECASE
+    r"\bdefaults?\b|默认|缺省|par\s+défaut|standardmäßig|voreingestellt|por\s+defecto|predeterminad"
+    r"|\b(?:if|when)\s+(?:i|you|we|one)\s+(?:don'?t|do\s+not|never)\s+(?:pass|give|specify|set|say|provide|supply"
+    r"|use|choose|pick|tell)\b|\bunless\s+(?:(?:i|you|we)\s+(?:say|specify|tell|set)|told)\b"
+    r"|\bwithout\s+(?:passing|giving|specifying|setting|-{1,2}\w)",
+    re.IGNORECASE,
 )
 _DEFAULT_FIELD = re.compile(r"^\W*default(?:\s+value)?\W*[:：=]\s*\S|^defaults?\s+to\b", re.IGNORECASE)
 

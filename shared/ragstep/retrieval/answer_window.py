@@ -36,6 +36,12 @@ can be read alone. Two kinds cannot, and both are read from the text's own gramm
 * A later sentence of an option's description ("Example: 2006-08-14T02:34:56-06:00" under "-I[FMT], --iso-8601[=FMT]
   output date/time in ISO 8601 format.") is quoted from the option's term: what it says is said of that option.
 
+* Asked why, a sentence that gives no reason ("If you hit the "Print Screen" key while in a Linux console, your
+  current application will likely dump core.") is quoted with the sentence after it in its unit: it restates what
+  the question describes, and the paragraph goes on to explain it ("The kernel maps that key to ^\\, which
+  generates a SIGQUIT by default."). A sentence with a reason's grammar ("because", "so that", "due to", "由于",
+  "为了" ...) is quoted alone.
+
 Otherwise one sentence each way at most: a window, not the paragraph (the answer stays the smallest span that reads
 on its own, and within ``max_chars``).
 """
@@ -82,6 +88,32 @@ def leads_in(sentence: str, *, first: bool) -> bool:
     return sentence.rstrip().endswith((":", "：", ";", "；")) or (first and bool(_ENTRY_HEAD.match(sentence)))
 
 
+# A question asking why, and the grammar of a reason (English, Chinese, French, German, Spanish).
+_ASKS_WHY = re.compile(
+    # 为什么 after a verb taking 为 ("称为什么", "表现为什么": called / shown as what) asks what, not why.
+    r"\bwhy\b|\bhow\s+come\b|\bwhat'?s\s+going\s+on\b|\bwhat\s+is\s+going\s+on\b"
+    r"|(?<![称成作现名认视定列改选封誉任升分变转译化])为什么|为何|怎么回事|\bpourquoi\b"
+    r"|\bwarum\b|\bwieso\b|\bweshalb\b|\bpor\s*qu[ée]",
+    re.IGNORECASE,
+)
+_REASON = re.compile(
+    r"\b(?:because|since|due\s+to|owing\s+to|so\s+that|in\s+order\s+to|as\s+a\s+result|reasons?|caus(?:e|es|ed|ing)"
+    r"|therefore|thus|hence|prevents?|avoids?|parce\s+que|car|afin|weil|denn|damit|deshalb|wegen|porque|debido"
+    r"|para\s+que)\b|因为|由于|所以|因此|为了|以便|以防|以免|导致|原因|因而|是为",
+    re.IGNORECASE,
+)
+
+
+def asks_why(question: str) -> bool:
+    """``question`` asks for a reason ("Why ...?", "... what's going on?", "为什么……", "Pourquoi ...")."""
+    return bool(_ASKS_WHY.search(question))
+
+
+def gives_reason(sentence: str) -> bool:
+    """``sentence`` has a reason's grammar ("because", "so that", "due to", "由于", "为了" ...)."""
+    return bool(_REASON.search(sentence))
+
+
 # Text written without spaces between sentences: CJK characters and their full-width punctuation.
 _UNSPACED = re.compile(r"[\u3000-\u303f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uff00-\uffef]")
 
@@ -97,10 +129,11 @@ def joined(sentences: Sequence[str]) -> str:
     return text
 
 
-def window(units: Sequence[tuple[str, int, str]], position: int) -> tuple[int, int]:
+def window(units: Sequence[tuple[str, int, str]], position: int, *, why: bool = False) -> tuple[int, int]:
     """The first and last position (inclusive) quoted for the sentence at ``position`` of ``units`` (the passage's
     ``sentences_in_units``): with the sentence before it in its unit when it leans back (from the unit's first when
-    that is an option's term), the one after when it leads in."""
+    that is an option's term), the one after when it leads in, or when the question asks ``why`` and the sentence
+    gives no reason."""
     _, unit, sentence = units[position]
     start = end = position
     same_before = position > 0 and units[position - 1][1] == unit
@@ -121,6 +154,15 @@ def window(units: Sequence[tuple[str, int, str]], position: int) -> tuple[int, i
             end = position + 1  # ...and a comment with the setting it describes
         elif leans_back(after):
             end = position + 1  # the next sentence goes on with this one: "... such accounts." / "It had uid 37."
+        elif why and not gives_reason(sentence):
+            end = position + 1  # asked why, a sentence without a reason restates; its paragraph goes on to explain
+    elif (
+        why
+        and not gives_reason(sentence)
+        and position + 1 < len(units)
+        and units[position + 1][0] == units[position][0]
+    ):
+        end = position + 1  # ...or, closing its paragraph, the next paragraph of its section does
     last = units[end]  # the quote's last sentence, when it ends its unit with a colon, announces the next unit
     if end + 1 < len(units) and units[end + 1][1] == last[1] + 1 and last[2].rstrip().endswith((":", "：")):
         end += 1  # "... ends with:" / a command; "... installed; Debian systems do not add them:" / the command

@@ -1,0 +1,155 @@
+"""What the model-free answerer reads of a default asked without the word, of an option's metavariable, of a reason,
+of a port and of an amount of memory (issue: answers that quote a sentence of another kind, or a restatement of the
+question instead of its explanation)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragstep.adapters.chat.extractive import NO_ANSWER
+from ragstep.adapters.embedders.local import LocalEmbedder
+from ragstep.retrieval.answer_attributes import default_keys, stated_attributes, states_default, states_value
+from ragstep.retrieval.answer_types import default_field
+from ragstep.retrieval.answer_window import asks_why, gives_reason, window
+from ragstep.retrieval.sentences import sentences_in_units
+from support.extractive import answer
+
+
+@pytest.fixture(scope="module")
+def encoder() -> LocalEmbedder:
+    return LocalEmbedder()
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What sampling frequency does perf record use if I don't pass -F?",
+        "which port does ssh connect to if I don't give -p?",
+        "how wide are the lines textwrap.fill produces unless told otherwise",
+        "what permission bits does Path.mkdir use unless I say otherwise",
+        "For how many days is a certificate valid if I create it with openssl req without -days?",
+    ],
+)
+def test_what_applies_when_nothing_is_given_asks_for_a_default(question: str) -> None:
+    assert default_field(question) is not None
+
+
+def test_a_question_about_something_else_asks_for_no_default() -> None:
+    assert default_field("How do I keep following a log file that gets rotated?") is None
+    assert default_field("Can I hook valgrind onto a process that's already running?") is None
+
+
+def test_an_options_metavariable_is_no_value_and_states_no_default() -> None:
+    # "--line-length=N" names the option's argument; it sets nothing.
+    assert not states_value("-l N, --line-length=N")
+    assert not states_default("sed [-n] [--expression=script] [--line-length=N]")
+    # A value, or an assignment of a setting, still is one.
+    assert states_value("-n, --iterations=N overwrite N times instead of the default (3)")
+    assert states_default("ArgumentParser(prog=None, usage=None)")
+    assert states_default("log_format = json")
+
+
+def test_standard_in_an_english_sentence_is_no_default() -> None:
+    # German "standardmäßig" says "by default"; English "non-standard" does not.
+    assert not states_default("Use --symfs <dir> if your symbol files are in non-standard locations.")
+    assert states_default("Die Ausgabe ist standardmäßig farbig.")
+
+
+def test_a_metavariable_is_declined_when_a_default_is_asked(encoder: LocalEmbedder) -> None:
+    sed = (
+        "sed(1): stream editor\n\n-l N, --line-length=N\nspecify the desired line-wrap length for the `l' command\n\n"
+        "-n, --quiet, --silent\nsuppress automatic printing of pattern space"
+    )
+    content, decline = answer(encoder, "default line wrap length for the sed l command?", [sed])
+    assert content == NO_ANSWER["en"], content
+    assert decline is not None and decline["reason"] == "kind_not_stated", decline
+
+
+def test_a_default_asked_without_the_word_is_the_value_of_the_kind_asked(encoder: LocalEmbedder) -> None:
+    # Asked "if I don't tell it", the sentence stating the count answers; a sentence of another passage saying
+    # "unless" (what applies when nothing is given) but no count does not replace it.
+    tail = "tail(1): output the last part of files\n\nPrint the last 10 lines of each FILE to standard output."
+    uniq = "uniq(1): omit repeated lines\n\nNote: 'uniq' does not detect repeated lines unless they are adjacent."
+    content, decline = answer(encoder, "How many lines does tail print if I don't tell it?", [tail, uniq])
+    assert decline is None and "last 10 lines" in content and "[1]" in content, (content, decline)
+
+
+@pytest.mark.parametrize(
+    ("question", "why"),
+    [
+        ("Why does ps print a warning when I type ps -aux?", True),
+        ("My program dumps core when I press a key. What's going on?", True),
+        ("为什么四氟化碳不会破坏臭氧层", True),
+        ("Pourquoi le serveur redémarre-t-il ?", True),
+        # 为什么 after a verb taking 为 asks what: "shown as what", "called what".
+        ("对亚硫酸盐过敏的反应表现为什么？", False),
+        ("锦地罗又被称为什么？", False),
+        ("How do I keep following a log file that gets rotated?", False),
+    ],
+)
+def test_what_asks_why(question: str, why: bool) -> None:
+    assert asks_why(question) is why
+
+
+def test_the_grammar_of_a_reason() -> None:
+    assert gives_reason("That's because it must be encoded in the mount parameters during earliest boot.")
+    assert gives_reason("由于牠们每季都大量繁殖，破坏了生活环境而被认为是害虫。")
+    assert not gives_reason("If you hit the key while in a console, your current application will likely dump core.")
+
+
+def test_asked_why_a_sentence_without_a_reason_is_quoted_with_the_one_explaining_it() -> None:
+    faq = (
+        "If you leave the printer on overnight, it prints a blank page at midnight.\n\n"
+        "The cleaning cycle starts at midnight and feeds one sheet to clear the nozzles.\n\n"
+        "## Paper\n\nUse paper of 80 g/m2."
+    )
+    units = sentences_in_units(faq)
+    assert window(units, 0) == (0, 0)  # not asked why: the sentence alone
+    assert window(units, 0, why=True) == (0, 1)  # asked why: the next paragraph of its section explains it
+    # A sentence that gives the reason itself is quoted alone; a section's end is not crossed.
+    reason = sentences_in_units("The page is blank because the cleaning cycle feeds one sheet.\n\nUse 80 g/m2 paper.")
+    assert window(reason, 0, why=True) == (0, 0)
+    assert window(units, 1, why=True) == (1, 1)
+
+
+def test_asked_why_the_answer_says_why(encoder: LocalEmbedder) -> None:
+    faq = (
+        "# Printer FAQ\n\n"
+        "If you leave the printer on overnight, it prints a blank page at midnight.\n\n"
+        "The cleaning cycle starts at midnight and feeds one sheet to clear the nozzles.\n\n"
+        "## Paper\n\nUse paper of 80 g/m2. Thicker paper jams the rear tray."
+    )
+    content, decline = answer(encoder, "Why does my printer print a blank page at midnight?", [faq])
+    assert decline is None and "cleaning cycle" in content and "[1]" in content, (content, decline)
+
+
+def test_a_port_is_stated_as_its_number() -> None:
+    (port,) = stated_attributes("Apollo 自带的 smtp 邮件服务默认用哪个端口发信？")
+    assert port.search("SMTP 服务默认使用端口 25 发信。")
+    assert not port.search("**email.enabled** 设置为true即可启用默认的smtp邮件服务")
+    (udp,) = stated_attributes("what UDP port does syncthing need open for discovery?")
+    assert udp.search("Port **21027/UDP**: for discovery broadcasts on IPv4")
+    assert not udp.search("Syncthing 1.2.3 adds discovery over IPv6.")  # a version is no port
+
+
+def test_an_amount_of_memory_is_stated_in_a_unit_of_data() -> None:
+    (memory,) = stated_attributes("宝塔面板部署 Apollo 至少需要多大内存？")
+    assert memory.search("服务器至少需要 2G 内存。")
+    assert not memory.search("仅适用于宝塔面板9.2.0及以上版本")
+    (ram,) = stated_attributes("How much RAM does bunzip2 need in its low-memory mode?")
+    assert ram.search("bunzip2 can decompress in about 2300k of memory.")
+    assert not ram.search("bunzip2 has an option to decompress using less memory.")
+
+
+def test_the_default_of_a_configuration_key_is_said_of_that_key(encoder: LocalEmbedder) -> None:
+    keys = default_keys("sentinel-transport-simple-http 不配 csp.sentinel.api.port 的话默认用哪个端口？")
+    assert keys is not None and keys.search("csp.sentinel.api.port 默认为 8719")
+    assert not keys.search("其中 `-Dserver.port=8080` 指定服务端启动端口为 `8080`。")
+    assert default_keys("What is the default value of e.g. the timeout?") is None  # an abbreviation is no key
+    assert default_keys("Which file does app.config read?") is None  # no default asked
+    doc = (
+        "# 启动参数\n\n其中 `-Dserver.port=8080` 用于指定服务端启动端口为 `8080`。\n\n"
+        "`csp.sentinel.api.port` 用于指定客户端监控 API 的端口。"
+    )
+    content, _ = answer(encoder, "不配 csp.sentinel.api.port 的话默认用哪个端口？", [doc])
+    assert "8080" not in content, content
