@@ -9,6 +9,7 @@ import pytest
 from ragstep.adapters.chat.extractive import NO_ANSWER
 from ragstep.adapters.embedders.local import LocalEmbedder
 from ragstep.retrieval.answer_attributes import default_keys, stated_attributes, states_default, states_value
+from ragstep.retrieval.answer_subject import asked_version_of, other_version
 from ragstep.retrieval.answer_types import default_field
 from ragstep.retrieval.answer_window import asks_why, gives_reason, window
 from ragstep.retrieval.sentences import sentences_in_units
@@ -28,6 +29,7 @@ def encoder() -> LocalEmbedder:
         "how wide are the lines textwrap.fill produces unless told otherwise",
         "what permission bits does Path.mkdir use unless I say otherwise",
         "For how many days is a certificate valid if I create it with openssl req without -days?",
+        "用 sftp 协议读文件、没写 port 的话会连哪个端口？",
     ],
 )
 def test_what_applies_when_nothing_is_given_asks_for_a_default(question: str) -> None:
@@ -127,6 +129,7 @@ def test_a_port_is_stated_as_its_number() -> None:
     (port,) = stated_attributes("Apollo 自带的 smtp 邮件服务默认用哪个端口发信？")
     assert port.search("SMTP 服务默认使用端口 25 发信。")
     assert not port.search("**email.enabled** 设置为true即可启用默认的smtp邮件服务")
+    assert port.search("默认值：若传输协议是sftp协议，默认值是22")  # a Chinese character is no part of the number
     (udp,) = stated_attributes("what UDP port does syncthing need open for discovery?")
     assert udp.search("Port **21027/UDP**: for discovery broadcasts on IPv4")
     assert not udp.search("Syncthing 1.2.3 adds discovery over IPv6.")  # a version is no port
@@ -134,7 +137,7 @@ def test_a_port_is_stated_as_its_number() -> None:
 
 def test_an_amount_of_memory_is_stated_in_a_unit_of_data() -> None:
     (memory,) = stated_attributes("宝塔面板部署 Apollo 至少需要多大内存？")
-    assert memory.search("服务器至少需要 2G 内存。")
+    assert memory.search("服务器至少需要 2G 内存。") and memory.search("至少需要2GB内存")
     assert not memory.search("仅适用于宝塔面板9.2.0及以上版本")
     (ram,) = stated_attributes("How much RAM does bunzip2 need in its low-memory mode?")
     assert ram.search("bunzip2 can decompress in about 2300k of memory.")
@@ -153,3 +156,52 @@ def test_the_default_of_a_configuration_key_is_said_of_that_key(encoder: LocalEm
     )
     content, _ = answer(encoder, "不配 csp.sentinel.api.port 的话默认用哪个端口？", [doc])
     assert "8080" not in content, content
+
+
+def test_the_longest_is_a_maximum_and_the_shortest_a_minimum() -> None:
+    (longest,) = [a for a in stated_attributes("sentinel 控制台上的监控数据最多能保存多长时间") if a.search("最大")]
+    assert longest.search("监控最长存储时间为 5 分钟，控制台重启后数据丢失。")
+    assert not longest.search("控制台重启后监控数据丢失。")
+    (shortest,) = [a for a in stated_attributes("最少要等多久才能重试？") if a.search("最小")]
+    assert shortest.search("两次重试的间隔最短为 3 秒。")
+
+
+def test_a_signal_a_package_and_an_encoding_are_named_as_one() -> None:
+    (signal,) = stated_attributes("Which signal is sent to the child when I call terminate() on a Popen object?")
+    assert signal.search("terminate(self) Terminate the process with SIGTERM")
+    assert signal.search("Upon timeout, send the TERM signal to COMMAND")
+    assert not signal.search("__init__(self, args, bufsize=-1, executable=None)")
+    (package,) = stated_attributes("Building valgrind dies with 'cannot find -lc'. Which package fixes it?")
+    assert package.search("You need to install the glibc-static-devel package.")
+    assert not package.search("When building Valgrind, 'make' fails with this: /usr/bin/ld: cannot find -lc")
+    (encoding,) = stated_attributes("Which encoding does csv.writer use for the file it writes?")
+    assert encoding.search("The file is written as UTF-8.") and encoding.search("文件以 GBK 编码写出。")
+    assert not encoding.search("csv_writer = csv.writer(fileobj [, dialect='excel'] [optional keyword args])")
+
+
+def test_a_version_of_another_program_does_not_answer() -> None:
+    assert asked_version_of("What's the minimum python version pipx supports?") == "python"
+    assert asked_version_of("canal-adapter 的 ES 适配器支持 Elasticsearch 哪个版本") == "Elasticsearch"
+    assert asked_version_of("Which version of the SQLite library does the sqlite3 module ship with?") == "SQLite"
+    assert other_version(
+        "What's the minimum python version pipx supports?", "Minimum supported rust version is now 1.77.2"
+    )
+    assert other_version(
+        "canal-adapter 的 ES 适配器支持 Elasticsearch 哪个版本", "基本说明canal 1.1.1版本之后, 增加适配"
+    ) == (
+        "Elasticsearch",
+        "canal",
+    )
+    # The program asked about named, or a number after a function word, is no other program's version.
+    assert other_version("What's the minimum python version pipx supports?", "pipx needs Python 3.9 or later.") is None
+    assert other_version("Which python version added the walrus?", "It was added in 3.8 and kept since 3.8.1.") is None
+
+
+def test_a_version_of_another_program_is_declined_saying_so(encoder: LocalEmbedder) -> None:
+    readme = (
+        "## 基本说明\n\ncanal 1.1.1版本之后, 增加客户端数据落地的适配及启动功能。\n\n"
+        "适配器有 ES (Elasticsearch)、HBase 和 RDB。"
+    )
+    content, decline = answer(encoder, "canal-adapter 的 ES 适配器支持 Elasticsearch 哪个版本", [readme])
+    assert content == NO_ANSWER["zh"], content
+    assert decline is not None and decline["reason"] == "about_another", decline

@@ -106,13 +106,13 @@ _STATED: tuple[tuple[str, str], ...] = (
     (
         r"\bmaxim(?:um|al|ale|ales|aux|o|a|os|as)\b|\bmax\b|最大值|上限|最多(?:能|可以|可)|\bhöchst|\bmaximalen?\b|\bmáxim[oa]s?\b",
         r"max|highest|largest|greatest|biggest|\bat\s+most\b|\bupper\b|\blimit|\bup\s+to\b|\bcap(?:ped)?\b|ceiling"
-        r"|<=|≤|\bbetween\b|\d\s*(?:-|–|\.\.|to|through)\s*\d|最大|最多|最高|上限|不超过|以内|höchst|bis\s+zu|grenze"
+        r"|<=|≤|\bbetween\b|\d\s*(?:-|–|\.\.|to|through)\s*\d|最大|最多|最高|最长|最久|上限|不超过|以内|höchst|bis\s+zu|grenze"
         r"|jusqu|plafond|hasta|límite|tope|máxim|\bor\s+(?:less|fewer|lower|below|earlier|older)\b|\band\s+below\b",
     ),
     (
         r"\bminim(?:um|al|ale|ales|aux|o|a|os|as)\b|\bmin\b|最小值|下限|最少(?:要|需要)|\bmindest|\bminimalen?\b|\bmínim[oa]s?\b",
         r"min|lowest|smallest|\bleast\b|\blower\b|\blimit|>=|≥|\bbetween\b|\d\s*(?:-|–|\.\.|to|through)\s*\d"
-        r"|最小|最少|最低|下限|至少|不低于|mindest|wenigstens|au\s+moins|al\s+menos|límite|mínim"
+        r"|最小|最少|最低|最短|下限|至少|不低于|mindest|wenigstens|au\s+moins|al\s+menos|límite|mínim"
         # A version or a value and up: "TLSv1.2+", "Python 3.8 or later", "2.6 and above".
         r"|\d\+(?![\d+])|\bor\s+(?:later|newer|higher|above|greater|more)\b|\band\s+(?:above|later|newer|up)\b",
     ),
@@ -149,19 +149,35 @@ _STATED: tuple[tuple[str, str], ...] = (
         r"\+?\d[\d\s().-]{6,}\d",
     ),
     (r"三字代码|三字码|四字代码|\biata\b|\bicao\b|机场代码|airport\s+code", r"(?-i:\b[A-Z]{3,4}\b)"),
+    # A signal, a package, an encoding are named as one ("SIGTERM", "the TERM signal", "install the
+    # glibc-static-devel package", "UTF-8"): "When building Valgrind, 'make' fails with this: ... cannot find -lc"
+    # names no package, "csv.writer(fileobj [, dialect='excel'])" no encoding.
+    (
+        r"\b(?:which|what)\s+(?:\w+\s+)?signals?\b|哪个信号|什么信号|\bquel\s+signal\b|\bwelches\s+signal\b|\bqu[ée]\s+señal\b",
+        r"(?-i:\bSIG[A-Z0-9]+\b|\b[A-Z]{2,7}\s+signal\b)|\bsignal\s+(?:\d+|(?-i:[A-Z]{2,7})\b)|信号|\bsignal\s+\w+\s+\(\d+\)",
+    ),
+    (
+        r"\b(?:which|what)\s+(?:[\w.+-]+\s+){0,2}packages?\b(?!\s+files?)|哪个软件包|什么软件包|哪些软件包",
+        r"\bpackages?\b|\binstall(?:ed|s|ing)?\b|软件包|安装",
+    ),
+    (
+        r"\b(?:which|what)\s+(?:\w+\s+)?(?:encoding|charset|character\s+set)s?\b|(?:什么|哪种|哪个)(?:字符)?编码|编码是",
+        r"\bencod|\bcharset|\butf-?\d|\bascii\b|\blatin-?1\b|\biso-?8859|\bcp\d{3,4}\b|\bgbk\b|\bgb2312\b|\bgb18030\b"
+        r"|\bbig5\b|\bunicode\b|编码",
+    ),
     # A port is stated as its number ("21027/UDP", "listens on :8384", "端口 8080"); "启用默认的smtp邮件服务" names
     # the service, not its port.
     (
         r"\b(?:which|what)\s+(?:[\w.+-]+\s+){0,2}ports?\b|\bport\s+number\b|(?:哪个|哪些|什么|默认)端口|端口号?(?:是|为)?多少"
         r"|\bquel\s+port\b|\bwelche[rn]?\s+port\b|\bqu[ée]\s+puerto\b",
-        r"(?<![\w.])\d{2,5}(?![\w.])",
+        r"(?<![A-Za-z0-9_.])\d{2,5}(?![A-Za-z0-9_.])",  # "端口为22": a Chinese character is no part of the number
     ),
     # An amount of memory or disk space is stated in a unit of data ("about 2300k", "512 MB", "2G 内存", "5M"):
     # "仅适用于宝塔面板9.2.0及以上版本" states a version.
     (
         r"\bhow\s+much\s+(?:\w+\s+)?(?:memory|ram|disk\s+space|disk|storage|space)\b|多大(?:的)?(?:内存|磁盘|硬盘|空间|存储)"
         r"|(?:内存|磁盘|硬盘|存储)(?:空间)?(?:需要|要|占用?)?多大|多少(?:内存|磁盘|硬盘|存储)",
-        r"\d\s*(?:[kmgtp]i?b?\b|bytes?\b|字节|兆|千字节)|\b(?:kilo|mega|giga|tera)bytes?\b|\bblock\s+size\b",
+        r"\d\s*(?:[kmgtp]i?b?(?![a-z])|bytes?\b|字节|兆|千字节)|\b(?:kilo|mega|giga|tera)bytes?\b|\bblock\s+size\b",
     ),
     # An exit status is stated in its own words ("exits with", "Return values:"): "If NUM is zero, grep stops" is none.
     (

@@ -34,7 +34,7 @@ from ragstep.retrieval.answer_attributes import (
 )
 from ragstep.retrieval.answer_focus import focus_held, group_rule_held
 from ragstep.retrieval.answer_language import naming_across
-from ragstep.retrieval.answer_subject import about_other
+from ragstep.retrieval.answer_subject import about_other, other_version
 from ragstep.retrieval.answer_terms import passages_naming
 from ragstep.retrieval.answer_types import (
     asks_option,
@@ -88,7 +88,7 @@ def named_held(
     return np.array(
         [
             held[n - 1]
-            and (language != "en" or about_other(question, text) is None)
+            and (about_other(question, text) if language == "en" else other_version(question, text)) is None
             and (defaulted is None or defaulted.search(read) is not None)
             for n, _, text, read in candidates
         ],

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Protocol
 from ragstep.retrieval import answer_types
 from ragstep.retrieval.answer_attributes import ATTRIBUTE_KINDS, default_words
 from ragstep.retrieval.answer_focus import counted, english_count
-from ragstep.retrieval.answer_subject import about_other, group_names
+from ragstep.retrieval.answer_subject import about_other, group_names, other_version
 from ragstep.retrieval.answer_terms import holds_name, identifiers, question_language
 from ragstep.retrieval.answer_terms import names as names_of
 
@@ -152,7 +152,7 @@ def failed_check(
         wanted = list(dict.fromkeys(names_of(question, language) + identifiers(question) + list(forms)))
         passage = passages[n - 1].casefold() if n - 1 < len(passages) else ""
         missing = [w for w in wanted if not holds_name(passage, w, forms)]
-        other = about_other(question, f.candidates[best][2])
+        other = (about_other if language == "en" else other_version)(question, f.candidates[best][2])
         if not missing and other is not None:
             return Failed("about_another", other, n)
         if not missing:  # the sentence is not about what the default asked for is of ("keyring.enabled")

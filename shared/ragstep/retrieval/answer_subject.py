@@ -1,5 +1,5 @@
-"""Whom or what a question asks about, read from its grammar, and whether a sentence is about something else: two
-rules of the model-free answerer (:mod:`ragstep.retrieval.answer_span`), English only.
+"""Whom or what a question asks about, read from its grammar, and whether a sentence is about something else: three
+rules of the model-free answerer (:mod:`ragstep.retrieval.answer_span`), the first two English only.
 
 **The group a quantity is asked of** (:func:`asked_group`). "How many vacation days do interns get?" asks the count
 for a group: the subject after the auxiliary ("do", "did", "can", "should" ...), a plural noun in lower case with
@@ -18,6 +18,12 @@ company's offices names each ("The Austin office opened in 2021 ..."): a sentenc
 another name, and not the question's, is about that other one, and states nothing of the one asked about; its
 passage holding the question's name elsewhere does not make it an answer. The sentence-initial capital and the
 function words ("The", "Our") are no name.
+
+**Another program's version** (:func:`other_version`). "What's the minimum python version pipx supports?" and
+"canal-adapter 的 ES 适配器支持 Elasticsearch 哪个版本" ask for the version of a program they name. A sentence that
+writes a version number after another program's name ("Minimum supported rust version is now 1.77.2", "canal 1.1.1版本
+之后") states that program's version, not the one asked about, unless it names the one asked about too. A number
+after a function word ("since 2.7", "升级到 1.2") is no other program's.
 """
 
 from __future__ import annotations
@@ -113,6 +119,9 @@ def about_other(question: str, sentence: str) -> tuple[str, str] | None:
     docstring)."""
     folded = sentence.casefold()
     stop = stopwords()
+    version = other_version(question, sentence)
+    if version is not None:
+        return version
     for name, noun in named_subjects(question):
         if name.casefold() in folded:
             continue
@@ -121,4 +130,59 @@ def about_other(question: str, sentence: str) -> tuple[str, str] | None:
             other = [w for w in match.group(1).split() if w.casefold() not in stop]
             if other:
                 return f"{name} {noun}", f"{' '.join(other)} {noun}"
+    return None
+
+
+_QUALIFIERS = (
+    r"(?:(?:minimum|maximum|min|max|latest|oldest|newest|lowest|highest|earliest|required|supported|current|stable"
+    r"|first|last)\s+)*"
+)
+# The program a version is asked of: "which python version", "what's the minimum python version", "the version of
+# SQLite", "Elasticsearch 哪个版本".
+_VERSION_OF = (
+    re.compile(
+        rf"\b(?:which|what)(?:'s|\s+is|\s+are)?\s+(?:the\s+)?{_QUALIFIERS}([A-Za-z][\w.+-]*)\s+(?:versions?|releases?)\b",
+        re.IGNORECASE,
+    ),
+    re.compile(r"\b(?:versions?|releases?)\s+of\s+(?:the\s+)?([A-Za-z][\w.+-]*)", re.IGNORECASE),
+    re.compile(
+        r"(?<![A-Za-z0-9_])([A-Za-z][A-Za-z0-9_.+-]*)\s*(?:的)?\s*(?:哪个|什么|哪一个|哪一|哪些|最低|最新|最高)\s*版本"
+    ),
+)
+# A program's name written before its version number: "canal 1.1.1", "rust version is now 1.77.2", "Python 3.8".
+_NAMED_VERSION = re.compile(
+    r"(?<![A-Za-z0-9_])([A-Za-z][A-Za-z0-9_+-]*)\s+(?:(?:versions?|releases?)\s+(?:is\s+|are\s+|was\s+)?(?:now\s+|still\s+)?)?v?\d+(?:\.\d+)+",
+    re.IGNORECASE,
+)
+# Words that are no program before a version number: what a version is called, and the verbs of releasing.
+_NOT_A_WORDS = (
+    "version versions release releases v since until before after from to in of upgrade upgraded update updated "
+    "requires require required needs need supported support supports minimum maximum newer older later earlier"
+)
+_NOT_A_PROGRAM = frozenset(_NOT_A_WORDS.split())
+
+
+def asked_version_of(question: str) -> str | None:
+    """The program ``question`` asks the version of ("What's the minimum python version pipx supports?": "python"),
+    None when it asks no version or names no program."""
+    stop = stopwords()
+    for pattern in _VERSION_OF:
+        match = pattern.search(question)
+        if match and match.group(1).casefold() not in stop and match.group(1).casefold() not in _NOT_A_PROGRAM:
+            return match.group(1)
+    return None
+
+
+def other_version(question: str, sentence: str) -> tuple[str, str] | None:
+    """When ``sentence`` states the version of another program than the one ``question`` asks the version of
+    ("Minimum supported rust version is now 1.77.2" for "What's the minimum python version pipx supports?"), the
+    two programs' names; else None (module docstring)."""
+    program = asked_version_of(question)
+    if program is None or program.casefold() in sentence.casefold():
+        return None
+    stop = stopwords()
+    for match in _NAMED_VERSION.finditer(sentence):
+        other = match.group(1)
+        if other.casefold() not in stop and other.casefold() not in _NOT_A_PROGRAM:
+            return program, other
     return None

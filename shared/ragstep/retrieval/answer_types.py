@@ -205,12 +205,14 @@ def preferred_answer(question: str) -> re.Pattern[str] | None:
 
 # Asked for a default, a setting's section states it as a field ("**Default**: `origin`", "Default: 80", "Defaults to
 # "5s".") under the setting's description: that field is the answer, read with the description (answer_candidates).
-# "What ... if I don't pass -F?", "... unless I say otherwise", "... without -days" ask for a default without the word.
+# "What ... if I don't pass -F?", "... unless I say otherwise", "... without -days", "没写 port 的话……" ask for a
+# default without the word.
 _ASKS_DEFAULT = re.compile(
     r"\bdefaults?\b|默认|缺省|par\s+défaut|standardmäßig|voreingestellt|por\s+defecto|predeterminad"
     r"|\b(?:if|when)\s+(?:i|you|we|one)\s+(?:don'?t|do\s+not|never)\s+(?:pass|give|specify|set|say|provide|supply"
     r"|use|choose|pick|tell)\b|\bunless\s+(?:(?:i|you|we)\s+(?:say|specify|tell|set)|told)\b"
-    r"|\bwithout\s+(?:passing|giving|specifying|setting|-{1,2}\w)",
+    r"|\bwithout\s+(?:passing|giving|specifying|setting|-{1,2}\w)"
+    r"|(?:不|没|没有|未)(?:写|配|配置|设置|设|指定|填|传|给)[^，,。？?]{0,30}(?:的话|时|情况下)",
     re.IGNORECASE,
 )
 _DEFAULT_FIELD = re.compile(r"^\W*default(?:\s+value)?\W*[:：=]\s*\S|^defaults?\s+to\b", re.IGNORECASE)
