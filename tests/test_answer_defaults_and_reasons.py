@@ -8,7 +8,15 @@ import pytest
 
 from ragstep.adapters.chat.extractive import NO_ANSWER
 from ragstep.adapters.embedders.local import LocalEmbedder
-from ragstep.retrieval.answer_attributes import default_keys, stated_attributes, states_default, states_value
+from ragstep.retrieval.answer_attributes import (
+    default_keys,
+    default_subject,
+    default_words_zh,
+    stated_attributes,
+    states_default,
+    states_value,
+)
+from ragstep.retrieval.answer_focus import counted_patterns
 from ragstep.retrieval.answer_subject import asked_version_of, other_version
 from ragstep.retrieval.answer_types import default_field
 from ragstep.retrieval.answer_window import asks_why, gives_reason, window
@@ -205,3 +213,36 @@ def test_a_version_of_another_program_is_declined_saying_so(encoder: LocalEmbedd
     content, decline = answer(encoder, "canal-adapter 的 ES 适配器支持 Elasticsearch 哪个版本", [readme])
     assert content == NO_ANSWER["zh"], content
     assert decline is not None and decline["reason"] == "about_another", decline
+
+
+def test_a_value_the_question_writes_is_no_answer_to_it(encoder: LocalEmbedder) -> None:
+    # "支持`jdk21`" holds a version only because the question names jdk21: it does not say which release.
+    notes = "## 更新说明\n\n支持`jdk21`\n\n修复了读取公式时的空指针异常"
+    content, decline = answer(encoder, "easyexcel 哪个版本开始支持 jdk21", [notes])
+    assert content == NO_ANSWER["zh"], content
+    assert decline is not None and decline["reason"] == "kind_not_stated", decline
+
+
+def test_a_count_of_rows_pages_or_characters_is_stated_in_its_measure_word() -> None:
+    (rows,) = counted_patterns("EasyExcel 单个 sheet 最多能写多少行")
+    assert rows.search("xlsx 格式单个 sheet 最多 1048576 行。")
+    assert not rows.search("一般不会超过50M(大概率就30M)，剩下临时的GC会很快回收。")
+    (pages,) = counted_patterns("这份手册一共有多少页？")
+    assert pages.search("手册共 120 页。") and not pages.search("手册于 2020 年出版。")
+
+
+def test_a_chinese_default_is_said_of_what_the_question_names() -> None:
+    assert default_words_zh(".Net 客户端长轮询的超时时间默认是多少秒") == ["超时"]
+    assert default_words_zh("发件人不配的话默认用的是哪个？") == []  # a condition names nothing
+    assert default_words_zh("WeKnora 默认使用哪个向量数据库？") == []  # the program is no setting
+    timeout = default_subject(".Net 客户端长轮询的超时时间默认是多少秒")
+    assert timeout is not None and timeout.search("长轮询的超时时间默认为 90 秒。")
+    assert not timeout.search("定时频率默认为每5分钟拉取一次。")
+    # A sentence in another language cannot hold the Chinese words: it is read by meaning alone.
+    assert default_subject("tmux 的用户配置文件默认放在哪里？").search("By default, tmux loads ~/.tmux.conf.")
+
+
+def test_what_reason_asks_why() -> None:
+    assert asks_why("本地跑 apollo，portal 一直提示 Env is down，一般是啥原因")
+    assert asks_why("What causes the 'Env is down' message?")
+    assert not asks_why("报错的原因码在哪里查？")

@@ -20,7 +20,8 @@ the question names (:func:`named_held`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -56,13 +57,16 @@ def asked_held(
     attributes = stated_attributes(question)
     # What a count counts ("the maximum number of devices": a bound of a count is still of devices).
     focus = None if names_measure(question) else focus_held(question, candidates, leads, languages)
+    unasked = _unasked(question)  # a value the question writes itself is no answer to it
     typed = np.array(
         [
             (
                 expected is None
-                or holds_asked(expected, f"{lead} {c[2]}" if which and is_option_entry(lead) else c[2], question)
+                or holds_asked(
+                    expected, unasked(f"{lead} {c[2]}" if which and is_option_entry(lead) else c[2]), question
+                )
             )
-            and all(a.search(f"{lead} {c[2]}") for a in attributes)
+            and all(a.search(unasked(f"{lead} {c[2]}")) for a in attributes)
             and (focus is None or focus[k])
             for k, (c, lead) in enumerate(zip(candidates, leads, strict=True))
         ],
@@ -75,6 +79,20 @@ def asked_held(
     return typed, expected is not None or bool(attributes) or focus is not None
 
 
+# A value as a question writes it: a token with a digit ("jdk21", "2.0", "0.19.1", "-n5").
+_VALUE_TOKEN = re.compile(r"(?<![\w.+-])[A-Za-z0-9_.+-]*\d[A-Za-z0-9_.+-]*")
+
+
+def _unasked(question: str) -> Callable[[str], str]:
+    """A sentence without the values ``question`` writes: what the sentence states of its own. "easyexcel
+    哪个版本开始支持 jdk21" is not answered by "支持`jdk21`", whose only version is the question's."""
+    own = sorted({m.group(0).rstrip(".") for m in _VALUE_TOKEN.finditer(question)} - {""}, key=len, reverse=True)
+    if not own:
+        return lambda text: text
+    pattern = re.compile(r"(?<![\w.+-])(?:" + "|".join(re.escape(v) for v in own) + r")(?![\w+-]|\.\w)")
+    return lambda text: pattern.sub(" ", text)
+
+
 def named_held(
     question: str,
     passages: Sequence[str],
@@ -84,7 +102,7 @@ def named_held(
     """Which candidates are about what ``question`` (read in ``language``) names (module docstring)."""
     held = naming_across(question, passages, passages_naming(question, passages, language), language)
     # What a default asked for is of: the words English grammar names, else a configuration key the question writes.
-    defaulted = (default_subject(question) if language == "en" else None) or default_keys(question)
+    defaulted = (default_subject(question) if language in ("en", "zh") else None) or default_keys(question)
     return np.array(
         [
             held[n - 1]

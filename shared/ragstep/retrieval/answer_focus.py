@@ -67,7 +67,7 @@ from ragstep.retrieval.answer_units import unit_count_pattern
 from ragstep.retrieval.text import jieba_tokenizer, stopwords
 
 # Classifiers and units: what 多少 / 几 is followed by when it counts in a unit, not a thing.
-_CLASSIFIERS = "个次张部座位名岁年天号季种条家本辆人只头件所间台架艘颗枚项届场份层米元块斤吨度倍期集章首篇册"
+_CLASSIFIERS = "个次张部座位名岁年天号季种条家本辆人只头件所间台架艘颗枚项届场份层米元块斤吨度倍期集章首篇册行列页字"
 _UNIT_WORDS = (
     "分钟 小时 秒钟 秒 天 周 星期 个月 月 年 岁 米 厘米 公分 毫米 公里 千米 英里 英尺 英寸 海里 "
     "公斤 千克 克 毫克 吨 斤 元 美元 港元 日元 日圆 欧元 英镑 人民币 钱 块 度 倍 "
@@ -83,7 +83,8 @@ _FILLER_WORDS = (
 _FILLERS = frozenset(_FILLER_WORDS.split())
 # Classifiers a count is given in (units and the general 个 excepted), the ones that stand for each other, and those
 # that count things, which the general 个 may count too.
-_MEASURE_WORDS = "张部座位名岁次季种条家本辆人只头件所间台架艘颗枚项届场份层期集章首篇册号倍回趟遍"
+# 行 / 列 / 页 / 字 count a table's rows and columns, a document's pages, a text's characters ("多少行": "65536行").
+_MEASURE_WORDS = "张部座位名岁次季种条家本辆人只头件所间台架艘颗枚项届场份层期集章首篇册号倍回趟遍行列页字"
 _VERBAL = "次回趟遍"
 _STANDS_FOR = ("人名位", "次回趟遍", "家间所", "本册部")
 _COUNTS_THINGS = frozenset("张部座位名条家本辆人只头件所间台架艘颗枚项场份首篇册种")

@@ -92,7 +92,8 @@ def leads_in(sentence: str, *, first: bool) -> bool:
 _ASKS_WHY = re.compile(
     # 为什么 after a verb taking 为 ("称为什么", "表现为什么": called / shown as what) asks what, not why.
     r"\bwhy\b|\bhow\s+come\b|\bwhat'?s\s+going\s+on\b|\bwhat\s+is\s+going\s+on\b"
-    r"|(?<![称成作现名认视定列改选封誉任升分变转译化])为什么|为何|怎么回事|\bpourquoi\b"
+    r"|\bwhat\s+(?:causes|caused)\b|\bwhat(?:'s|\s+is)\s+the\s+(?:reason|cause)\b"
+    r"|(?<![称成作现名认视定列改选封誉任升分变转译化])为什么|为何|怎么回事|什么原因|啥原因|原因是什么|原因是啥|\bpourquoi\b"
     r"|\bwarum\b|\bwieso\b|\bweshalb\b|\bpor\s*qu[ée]",
     re.IGNORECASE,
 )
