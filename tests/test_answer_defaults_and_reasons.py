@@ -246,3 +246,16 @@ def test_what_reason_asks_why() -> None:
     assert asks_why("本地跑 apollo，portal 一直提示 Env is down，一般是啥原因")
     assert asks_why("What causes the 'Env is down' message?")
     assert not asks_why("报错的原因码在哪里查？")
+
+
+def test_a_code_block_a_chinese_colon_announces_is_quoted_after_it(encoder: LocalEmbedder) -> None:
+    doc = (
+        "## 缺少 DTO 类怎么办？\n\n如果本地开发时发现 DTO 类消失，请先执行一次 Maven 编译触发代码生成：\n\n"
+        "```bash\n# 在仓库根目录执行\nmvn clean compile -pl portal -am\n```\n\n命令完成后 DTO 会重新生成。"
+    )
+    texts = [text for _, _, text in sentences_in_units(doc)]
+    # The block's comment is not what the colon announces: the command is, right after it.
+    assert texts[1] == "mvn clean compile -pl portal -am", texts
+    assert window(sentences_in_units(doc), 0) == (0, 1)
+    content, _ = answer(encoder, "本地开发时发现 DTO 类消失了怎么办？", [doc])
+    assert "mvn clean compile -pl portal -am" in content and "[1]" in content, content

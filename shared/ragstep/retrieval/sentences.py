@@ -51,13 +51,13 @@ def _units(text: str) -> list[tuple[str, str]]:
     for k, line in enumerate(lines):
         if line.startswith("```"):
             close()
-            announced = not in_code and bool(units) and units[-1][1].endswith(":")
+            announced = not in_code and bool(units) and units[-1][1].endswith((":", "："))  # "执行：" too
             in_code = not in_code
             shown = 0
             continue
-        if in_code and announced and line and shown < _MAX_SHOWN_LINES:
+        if in_code and announced and line and shown < _MAX_SHOWN_LINES and not _CODE_COMMENT.match(line):
             units.append((heading, line))  # "Use the full path:" / "$ sudo ~/.local/bin/pipx ensurepath"
-            shown += 1
+            shown += 1  # (a comment line is not what was announced: the quote runs on to the command)
             continue
         if not in_code and (_RST_MARKUP.match(line) or _ADORNMENT.match(line)):
             close()  # reStructuredText markup (".. code-block:: console", ".. _label:") and heading rules ("=====")
@@ -99,7 +99,9 @@ def _units(text: str) -> list[tuple[str, str]]:
 # bare comment marker; and a heading's rule, a line of one repeated punctuation mark ("=====", "*****", "-----").
 _RST_MARKUP = re.compile(r"^\.\.(?:\s+(?:[\w-]+::.*|_[^:]+:.*|\|[^|]+\|.*))?$")
 _ADORNMENT = re.compile(r"^([=*~^#+\-`'\":._])\1{2,}$")
-#: Lines of a fenced code block quoted as the units a sentence ending with a colon announces.
+# A comment line of a code block ("// 2.0版本的引入方式", "# for Debian").
+_CODE_COMMENT = re.compile(r"^(?://|#(?!!)|--\s|/\*|\*)")
+#: Lines of a fenced code block (its comments aside) quoted as the units a sentence ending with a colon announces.
 _MAX_SHOWN_LINES = 3
 
 
