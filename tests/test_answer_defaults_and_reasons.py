@@ -19,7 +19,7 @@ from ragstep.retrieval.answer_attributes import (
 from ragstep.retrieval.answer_focus import counted_patterns
 from ragstep.retrieval.answer_subject import asked_version_of, other_version
 from ragstep.retrieval.answer_types import default_field
-from ragstep.retrieval.answer_window import asks_why, gives_reason, window
+from ragstep.retrieval.answer_window import asks_why, explanation_asked, gives_reason, gives_remedy, window
 from ragstep.retrieval.sentences import sentences_in_units
 from support.extractive import answer
 
@@ -115,11 +115,11 @@ def test_asked_why_a_sentence_without_a_reason_is_quoted_with_the_one_explaining
     )
     units = sentences_in_units(faq)
     assert window(units, 0) == (0, 0)  # not asked why: the sentence alone
-    assert window(units, 0, why=True) == (0, 1)  # asked why: the next paragraph of its section explains it
+    assert window(units, 0, explains=gives_reason) == (0, 1)  # asked why: the next paragraph of its section explains it
     # A sentence that gives the reason itself is quoted alone; a section's end is not crossed.
     reason = sentences_in_units("The page is blank because the cleaning cycle feeds one sheet.\n\nUse 80 g/m2 paper.")
-    assert window(reason, 0, why=True) == (0, 0)
-    assert window(units, 1, why=True) == (1, 1)
+    assert window(reason, 0, explains=gives_reason) == (0, 0)
+    assert window(units, 1, explains=gives_reason) == (1, 1)
 
 
 def test_asked_why_the_answer_says_why(encoder: LocalEmbedder) -> None:
@@ -259,3 +259,18 @@ def test_a_code_block_a_chinese_colon_announces_is_quoted_after_it(encoder: Loca
     assert window(sentences_in_units(doc), 0) == (0, 1)
     content, _ = answer(encoder, "本地开发时发现 DTO 类消失了怎么办？", [doc])
     assert "mvn clean compile -pl portal -am" in content and "[1]" in content, content
+
+
+def test_asked_what_to_do_a_sentence_stating_the_problem_is_quoted_with_the_remedy() -> None:
+    assert explanation_asked("sudo pipx says command not found, what do I do?") is gives_remedy
+    assert explanation_asked("启动报错 Env is down 怎么办？") is gives_remedy
+    assert explanation_asked("Why does ps print a warning?") is gives_reason
+    assert explanation_asked("How many lines does tail print?") is None
+    assert gives_remedy("You need to install the glibc-static-devel package.") and gives_remedy("请执行 mvn clean。")
+    faq = (
+        "## sudo pipx not found\n\nRoot's PATH does not include that directory, so sudo pipx fails with "
+        '"command not found". Use the full path of the binary instead.\n\n## Other issues\n\nSee the FAQ.'
+    )
+    units = sentences_in_units(faq)
+    assert window(units, 0) == (0, 0)
+    assert window(units, 0, explains=gives_remedy) == (0, 1)  # the problem, then what to do about it

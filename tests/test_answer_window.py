@@ -98,7 +98,7 @@ def test_a_quoted_window_is_not_quoted_twice() -> None:
     f = answer_span.features("What exit status does flock use?", [FLOCK])
     assert f is not None
     fit = np.array([1.0, 0.99, 0.1], dtype=np.float32)[: len(f.candidates)]
-    quotes = answer_span._quotes(f, fit, 0, [FLOCK])
+    quotes = answer_span._quotes(f, fit, 0, [FLOCK], None)
     texts = [q.text for q in quotes]
     assert texts[0].endswith("The default value is 1.")
     assert not any(t == "The default value is 1." for t in texts[1:])

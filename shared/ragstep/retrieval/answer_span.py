@@ -138,7 +138,7 @@ from ragstep.retrieval.answer_types import (
     preferred_answer,
 )
 from ragstep.retrieval.answer_types import expected_answer as expected_answer  # importable here as before
-from ragstep.retrieval.answer_window import asks_why, joined, window
+from ragstep.retrieval.answer_window import Explains, explanation_asked, joined, window
 from ragstep.retrieval.sentence_vectors import CACHE_SIZE as CACHE_SIZE  # importable here as before
 from ragstep.retrieval.sentence_vectors import sentence_vectors
 from ragstep.retrieval.sentences import sentences_in_units
@@ -424,13 +424,15 @@ def assess(
     if inside.any():
         fit = np.where(inside, fit, np.float32(-1e6)).astype(np.float32)  # below any fit: never selected
     best = best_candidate(f, fit)
-    why = asks_why(question)  # asked why, a sentence giving no reason is quoted with the one explaining it
+    explains = explanation_asked(question)  # asked why, a sentence giving no reason runs on to the explanation
     gates = not (f.expects and not f.typed[best]) and bool(f.named[best]) and (inside[best] or not inside.any())
     if encoder is None:
         eligible = gates and float(f.passage_coverage.max()) >= MIN_PASSAGE_COVERAGE
         failed = None if eligible else failed_check(question, passages, f, best, inside, words=True)
-        return Assessment(_quotes(f, fit, best, passages, why), eligible, float(f.lexical[best]), False, failed=failed)
-    quotes, held, unstated = _quotes(f, fit, best, passages, why), support(f, best, fit), False
+        return Assessment(
+            _quotes(f, fit, best, passages, explains), eligible, float(f.lexical[best]), False, failed=failed
+        )
+    quotes, held, unstated = _quotes(f, fit, best, passages, explains), support(f, best, fit), False
     if default_field(question) is not None and not any(states_default(q.text) for q in quotes):
         # Asked for a default, the quote states one: the candidate that does (its setting's field first), with the
         # support of the sentence it stands for when in its passage (a field is terse); none does: declined.
@@ -441,7 +443,7 @@ def assess(
             same = f.candidates[chosen][0] == f.candidates[best][0]
             best, gates = chosen, True
             held = max(held, support(f, best, fit)) if same else support(f, best, fit)
-            quotes = _quotes(f, fit, best, passages, why)
+            quotes = _quotes(f, fit, best, passages, explains)
     outright = f.entry and f.defining is not None and bool(f.defining[best])
     failed = None if gates else failed_check(question, passages, f, best, inside)
     if unstated:
@@ -465,7 +467,7 @@ def choose(
     return a.quotes if a.answers(threshold) else []
 
 
-def _quotes(f: Features, fit: np.ndarray, best: int, passages: Sequence[str] = (), why: bool = False) -> list[Quote]:
+def _quotes(f: Features, fit: np.ndarray, best: int, passages: Sequence[str], explains: Explains) -> list[Quote]:
     """The best sentence and, within :data:`NEAR_BEST` of its fit, up to :data:`MAX_QUOTES` - 1 more that hold
     what the question's type asks for (a second fact, or the same in another passage the retriever ranked at least
     as high: on the answer sets this kept every citation but a tenth of the wrong ones); each quoted with the
@@ -485,7 +487,8 @@ def _quotes(f: Features, fit: np.ndarray, best: int, passages: Sequence[str] = (
             continue
         if n != f.candidates[best][0] and f.prior[k] < f.prior[best]:
             continue  # a passage the retriever ranked below the chosen one's: a second citation likelier wrong
-        start, end = window(units[n], i, why=why) if n in units and i < len(units[n]) else (i, i)  # code: a line
+        inside = n in units and i < len(units[n])  # else a line of code, quoted alone
+        start, end = window(units[n], i, explains=explains) if inside else (i, i)
         span = range(start, end + 1)
         if any((n, j) in quoted for j in span):
             start = end = i

@@ -36,7 +36,9 @@ can be read alone. Two kinds cannot, and both are read from the text's own gramm
 * A later sentence of an option's description ("Example: 2006-08-14T02:34:56-06:00" under "-I[FMT], --iso-8601[=FMT]
   output date/time in ISO 8601 format.") is quoted from the option's term: what it says is said of that option.
 
-* Asked why, a sentence that gives no reason ("If you hit the "Print Screen" key while in a Linux console, your
+* Asked why (or, about a problem, what to do: "... cannot find -lc. What's missing?"), a sentence that gives no
+  reason (no remedy: "When building Valgrind, 'make' fails with this: ...") is quoted as below. Asked why, a
+  sentence that gives no reason ("If you hit the "Print Screen" key while in a Linux console, your
   current application will likely dump core.") is quoted with the sentence after it in its unit: it restates what
   the question describes, and the paragraph goes on to explain it ("The kernel maps that key to ^\\, which
   generates a SIGQUIT by default."). A sentence with a reason's grammar ("because", "so that", "due to", "由于",
@@ -49,7 +51,7 @@ on its own, and within ``max_chars``).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ragstep.retrieval.sentences import is_setting
 
@@ -105,6 +107,40 @@ _REASON = re.compile(
 )
 
 
+#: What a sentence that explains holds (:func:`explanation_asked`), or None: the question asks for no explanation.
+Explains = Callable[[str], bool] | None
+
+# A question about a problem asking what to do ("... cannot find -lc. What's missing?", "怎么办"), and the grammar of
+# a remedy: what to do, need or use (English, Chinese, French, German, Spanish).
+_ASKS_REMEDY = re.compile(
+    r"\bwhat'?s\s+(?:missing|wrong|the\s+fix|the\s+solution)\b|\bwhat\s+(?:do|should|can)\s+i\s+do\b"
+    r"|\bhow\s+(?:do|can|should)\s+i\s+(?:fix|solve|resolve|repair)\b|\bhow\s+to\s+(?:fix|solve|resolve)\b"
+    r"|怎么办|如何解决|怎么解决|怎么处理|如何处理|\bque\s+faire\b|\bwas\s+tun\b|\bqu[ée]\s+hago\b",
+    re.IGNORECASE,
+)
+_REMEDY = re.compile(
+    r"\b(?:need|needs|must|should|have\s+to|has\s+to|install|use|run|set|try|add|remove|upgrade|enable|disable"
+    r"|make\s+sure|ensure|fix|solution|workaround|instead)\b|需要|请|应该|应当|可以|安装|设置|执行|运行|使用|修改|添加|删除"
+    r"|升级|确认|检查|il\s+faut|installez|müssen|installieren|hay\s+que|instale",
+    re.IGNORECASE,
+)
+
+
+def explanation_asked(question: str) -> Explains:
+    """What a sentence answering ``question`` holds when it asks for an explanation: a reason's grammar (asked why:
+    :func:`gives_reason`) or a remedy's (asked what to do about a problem); None when it asks for neither."""
+    if asks_why(question):
+        return gives_reason
+    if _ASKS_REMEDY.search(question):
+        return gives_remedy
+    return None
+
+
+def gives_remedy(sentence: str) -> bool:
+    """``sentence`` has a remedy's grammar ("You need to install ...", "use --follow=name", "请执行 ...")."""
+    return bool(_REMEDY.search(sentence))
+
+
 def asks_why(question: str) -> bool:
     """``question`` asks for a reason ("Why ...?", "... what's going on?", "为什么……", "Pourquoi ...")."""
     return bool(_ASKS_WHY.search(question))
@@ -130,11 +166,11 @@ def joined(sentences: Sequence[str]) -> str:
     return text
 
 
-def window(units: Sequence[tuple[str, int, str]], position: int, *, why: bool = False) -> tuple[int, int]:
+def window(units: Sequence[tuple[str, int, str]], position: int, *, explains: Explains = None) -> tuple[int, int]:
     """The first and last position (inclusive) quoted for the sentence at ``position`` of ``units`` (the passage's
     ``sentences_in_units``): with the sentence before it in its unit when it leans back (from the unit's first when
-    that is an option's term), the one after when it leads in, or when the question asks ``why`` and the sentence
-    gives no reason."""
+    that is an option's term), the one after when it leads in, or when the question asks for an explanation the
+    sentence does not give (``explains``: :func:`explanation_asked`)."""
     _, unit, sentence = units[position]
     start = end = position
     same_before = position > 0 and units[position - 1][1] == unit
@@ -155,11 +191,11 @@ def window(units: Sequence[tuple[str, int, str]], position: int, *, why: bool = 
             end = position + 1  # ...and a comment with the setting it describes
         elif leans_back(after):
             end = position + 1  # the next sentence goes on with this one: "... such accounts." / "It had uid 37."
-        elif why and not gives_reason(sentence):
+        elif explains is not None and not explains(sentence):
             end = position + 1  # asked why, a sentence without a reason restates; its paragraph goes on to explain
     elif (
-        why
-        and not gives_reason(sentence)
+        explains is not None
+        and not explains(sentence)
         and position + 1 < len(units)
         and units[position + 1][0] == units[position][0]
     ):
