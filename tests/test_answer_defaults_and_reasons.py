@@ -10,8 +10,6 @@ from ragstep.adapters.chat.extractive import NO_ANSWER
 from ragstep.adapters.embedders.local import LocalEmbedder
 from ragstep.retrieval.answer_attributes import (
     default_keys,
-    default_subject,
-    default_words_zh,
     stated_attributes,
     states_default,
     states_value,
@@ -229,17 +227,6 @@ def test_a_count_of_rows_pages_or_characters_is_stated_in_its_measure_word() -> 
     assert not rows.search("一般不会超过50M(大概率就30M)，剩下临时的GC会很快回收。")
     (pages,) = counted_patterns("这份手册一共有多少页？")
     assert pages.search("手册共 120 页。") and not pages.search("手册于 2020 年出版。")
-
-
-def test_a_chinese_default_is_said_of_what_the_question_names() -> None:
-    assert default_words_zh(".Net 客户端长轮询的超时时间默认是多少秒") == ["超时"]
-    assert default_words_zh("发件人不配的话默认用的是哪个？") == []  # a condition names nothing
-    assert default_words_zh("WeKnora 默认使用哪个向量数据库？") == []  # the program is no setting
-    timeout = default_subject(".Net 客户端长轮询的超时时间默认是多少秒")
-    assert timeout is not None and timeout.search("长轮询的超时时间默认为 90 秒。")
-    assert not timeout.search("定时频率默认为每5分钟拉取一次。")
-    # A sentence in another language cannot hold the Chinese words: it is read by meaning alone.
-    assert default_subject("tmux 的用户配置文件默认放在哪里？").search("By default, tmux loads ~/.tmux.conf.")
 
 
 def test_what_reason_asks_why() -> None:

@@ -353,31 +353,6 @@ def states_value(text: str) -> bool:
 _CONFIG_KEY = re.compile(r"(?<![\w.-])[A-Za-z][\w-]+(?:\.[A-Za-z][\w-]*)+(?![\w-])|(?<![\w.-])[A-Za-z]\w*_\w+")
 
 
-# What a Chinese question asks the default of: the noun phrase before 默认 / 缺省, after its owner's 的
-# ("长轮询的超时时间默认是多少秒": 超时时间); a condition before it ("不配的话默认") names nothing. Generic words
-# (时间, 值, 配置 ...) are no subject: "超时时间" is a timeout, asked of a sentence that says 超时.
-_ZH_DEFAULT_OF = re.compile(r"([^\s，,。？?、：:；;（）()]{1,16}?)\s*(?:的)?\s*(?:默认|缺省)")
-_ZH_CONDITION = re.compile(r"(?:的话|时|下|后|前|则|就)$")
-_ZH_GENERIC = frozenset(
-    ["时间", "值", "数值", "大小", "配置", "参数", "设置", "选项", "属性", "情况", "多少", "是", "为", "用", "会", "能"]
-)
-
-
-def default_words_zh(question: str) -> list[str]:
-    """The words what a Chinese default question asks for is the default of (the comment above); empty when it
-    names none."""
-    match = _ZH_DEFAULT_OF.search(question[:MAX_QUESTION_CHARS])
-    if match is None:
-        return []
-    phrase = match.group(1).rsplit("的", 1)[-1]
-    if not phrase or _ZH_CONDITION.search(phrase):
-        return []
-    from ragstep.retrieval.text import jieba_tokenizer  # loaded only when a Chinese default question is asked
-
-    words = [w for w in jieba_tokenizer().lcut(phrase) if len(w) > 1 and w not in _ZH_GENERIC]
-    return [w for w in words if re.search(r"[\u4e00-\u9fff]", w)]
-
-
 def default_keys(question: str) -> re.Pattern[str] | None:
     """Asked for a default of a configuration key the question writes as configuration does ("不配
     csp.sentinel.api.port 的话默认用哪个端口？"), in any language: what a sentence saying that default holds, the key
@@ -389,11 +364,7 @@ def default_keys(question: str) -> re.Pattern[str] | None:
 
 def default_subject(question: str) -> re.Pattern[str] | None:
     """What a sentence (read with its heading and context) saying the default ``question`` asks for holds: one of
-    :func:`default_words`, as a word (a Chinese question's: one of :func:`default_words_zh`); None when it asks for
-    no default."""
-    chinese = default_words_zh(question)
-    if chinese:  # a sentence in another language cannot hold them: it is read by meaning alone
-        return re.compile(r"\A(?!.*[\u4e00-\u9fff])|" + "|".join(re.escape(w) for w in chinese), re.DOTALL)
+    :func:`default_words`, as a word; None when it asks for no default."""
     words = default_words(question)
     if not words:
         return None

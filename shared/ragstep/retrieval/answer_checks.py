@@ -102,7 +102,7 @@ def named_held(
     """Which candidates are about what ``question`` (read in ``language``) names (module docstring)."""
     held = naming_across(question, passages, passages_naming(question, passages, language), language)
     # What a default asked for is of: the words English grammar names, else a configuration key the question writes.
-    defaulted = (default_subject(question) if language in ("en", "zh") else None) or default_keys(question)
+    defaulted = (default_subject(question) if language == "en" else None) or default_keys(question)
     return np.array(
         [
             held[n - 1]
