@@ -16,7 +16,7 @@ from ragstep.retrieval.answer_attributes import (
 )
 from ragstep.retrieval.answer_focus import counted_patterns
 from ragstep.retrieval.answer_subject import asked_version_of, other_version
-from ragstep.retrieval.answer_types import default_field
+from ragstep.retrieval.answer_types import default_field, expected_answer
 from ragstep.retrieval.answer_window import asks_why, explanation_asked, gives_reason, gives_remedy, window
 from ragstep.retrieval.sentences import sentences_in_units
 from support.extractive import answer
@@ -261,3 +261,13 @@ def test_asked_what_to_do_a_sentence_stating_the_problem_is_quoted_with_the_reme
     units = sentences_in_units(faq)
     assert window(units, 0) == (0, 0)
     assert window(units, 0, explains=gives_remedy) == (0, 1)  # the problem, then what to do about it
+
+
+def test_a_bare_number_is_no_frequency() -> None:
+    often = expected_answer("How often does e2scrub_all run once periodic scrubbing is switched on?")
+    assert often is not None
+    assert not often.search(
+        "Uncomment to enable automatic periodic runs (either via cron or a timer) periodic_e2scrub=1"
+    )
+    assert often.search("It runs once a week.") and often.search("The check runs every 30 days.")
+    assert often.search("每周运行一次。")

@@ -132,7 +132,8 @@ _KINDS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = tuple(
             r"\bhow\s+often\b|\bhow\s+frequently\b|多久一次|多长时间一次|几次|频率"
             r"|\bà\s+quelle\s+fréquence\b|\bcombien\s+de\s+fois\b|\bwie\s+(?:oft|häufig)\b"
             r"|\bcon\s+qu[ée]\s+frecuencia\b|\bcada\s+cu[áa]nto\b|\bcu[áa]ntas\s+veces\b",
-            _FREQUENCY + "|" + _NUMBER,
+            # A bare number is no frequency ("periodic_e2scrub=1"): a frequency is counted per something.
+            _FREQUENCY + "|" + _COUNTED_TIME,
         ),
         # "How far in advance / ahead / back": how long before (a number of days, weeks... or a date), not a distance.
         (
