@@ -214,8 +214,8 @@ def test_a_version_of_another_program_is_declined_saying_so(encoder: LocalEmbedd
 
 
 def test_a_value_the_question_writes_is_no_answer_to_it(encoder: LocalEmbedder) -> None:
-    # "支持`jdk21`" holds a version only because the question names jdk21: it does not say which release.
-    notes = "## 更新说明\n\n支持`jdk21`\n\n修复了读取公式时的空指针异常"
+    # "新版本支持 jdk21" holds a version only because the question names jdk21: it does not say which release.
+    notes = "## 更新说明\n\n- 新版本支持 jdk21。\n- 修复了读取公式时的空指针异常。"
     content, decline = answer(encoder, "easyexcel 哪个版本开始支持 jdk21", [notes])
     assert content == NO_ANSWER["zh"], content
     assert decline is not None and decline["reason"] == "kind_not_stated", decline
