@@ -27,6 +27,13 @@ def encoder() -> LocalEmbedder:
     return LocalEmbedder()
 
 
+def _declined(encoder: LocalEmbedder, question: str, passages: list[str], reason: str, language: str = "en") -> None:
+    """The answerer declines ``question`` over ``passages``, saying ``reason``."""
+    content, decline = answer(encoder, question, passages)
+    assert content == NO_ANSWER[language], content
+    assert decline is not None and decline["reason"] == reason, decline
+
+
 @pytest.mark.parametrize(
     "question",
     [
@@ -68,9 +75,7 @@ def test_a_metavariable_is_declined_when_a_default_is_asked(encoder: LocalEmbedd
         "sed(1): stream editor\n\n-l N, --line-length=N\nspecify the desired line-wrap length for the `l' command\n\n"
         "-n, --quiet, --silent\nsuppress automatic printing of pattern space"
     )
-    content, decline = answer(encoder, "default line wrap length for the sed l command?", [sed])
-    assert content == NO_ANSWER["en"], content
-    assert decline is not None and decline["reason"] == "kind_not_stated", decline
+    _declined(encoder, "default line wrap length for the sed l command?", [sed], "kind_not_stated")
 
 
 def test_a_default_asked_without_the_word_is_the_value_of_the_kind_asked(encoder: LocalEmbedder) -> None:
@@ -208,17 +213,13 @@ def test_a_version_of_another_program_is_declined_saying_so(encoder: LocalEmbedd
         "## 基本说明\n\ncanal 1.1.1版本之后, 增加客户端数据落地的适配及启动功能。\n\n"
         "适配器有 ES (Elasticsearch)、HBase 和 RDB。"
     )
-    content, decline = answer(encoder, "canal-adapter 的 ES 适配器支持 Elasticsearch 哪个版本", [readme])
-    assert content == NO_ANSWER["zh"], content
-    assert decline is not None and decline["reason"] == "about_another", decline
+    _declined(encoder, "canal-adapter 的 ES 适配器支持 Elasticsearch 哪个版本", [readme], "about_another", "zh")
 
 
 def test_a_value_the_question_writes_is_no_answer_to_it(encoder: LocalEmbedder) -> None:
     # "新版本支持 jdk21" holds a version only because the question names jdk21: it does not say which release.
     notes = "## 更新说明\n\n- 新版本支持 jdk21。\n- 修复了读取公式时的空指针异常。"
-    content, decline = answer(encoder, "easyexcel 哪个版本开始支持 jdk21", [notes])
-    assert content == NO_ANSWER["zh"], content
-    assert decline is not None and decline["reason"] == "kind_not_stated", decline
+    _declined(encoder, "easyexcel 哪个版本开始支持 jdk21", [notes], "kind_not_stated", "zh")
 
 
 def test_a_count_of_rows_pages_or_characters_is_stated_in_its_measure_word() -> None:
