@@ -115,8 +115,8 @@ def named_subjects(question: str) -> list[tuple[str, str]]:
 
 def about_other(question: str, sentence: str) -> tuple[str, str] | None:
     """When ``sentence`` is about another thing of the kind ``question`` names ("The Austin office opened in 2021"
-    for "When did the Lisbon office open?"), the question's and the sentence's "<Name> <noun>"; else None (module
-    docstring)."""
+    for "When did the Lisbon office open?"), the question's and the sentence's "<Name> <noun>" (or, asked a
+    program's version, the two programs: :func:`other_version`); else None (module docstring)."""
     folded = sentence.casefold()
     stop = stopwords()
     version = other_version(question, sentence)
@@ -155,11 +155,11 @@ _NAMED_VERSION = re.compile(
     re.IGNORECASE,
 )
 # Words that are no program before a version number: what a version is called, and the verbs of releasing.
-_NOT_A_WORDS = (
+_NOT_PROGRAM_WORDS = (
     "version versions release releases v since until before after from to in of upgrade upgraded update updated "
     "requires require required needs need supported support supports minimum maximum newer older later earlier"
 )
-_NOT_A_PROGRAM = frozenset(_NOT_A_WORDS.split())
+_NOT_A_PROGRAM = frozenset(_NOT_PROGRAM_WORDS.split())
 
 
 def asked_version_of(question: str) -> str | None:

@@ -36,13 +36,13 @@ can be read alone. Two kinds cannot, and both are read from the text's own gramm
 * A later sentence of an option's description ("Example: 2006-08-14T02:34:56-06:00" under "-I[FMT], --iso-8601[=FMT]
   output date/time in ISO 8601 format.") is quoted from the option's term: what it says is said of that option.
 
-* Asked why (or, about a problem, what to do: "... cannot find -lc. What's missing?"), a sentence that gives no
-  reason (no remedy: "When building Valgrind, 'make' fails with this: ...") is quoted as below. Asked why, a
-  sentence that gives no reason ("If you hit the "Print Screen" key while in a Linux console, your
-  current application will likely dump core.") is quoted with the sentence after it in its unit: it restates what
-  the question describes, and the paragraph goes on to explain it ("The kernel maps that key to ^\\, which
-  generates a SIGQUIT by default."). A sentence with a reason's grammar ("because", "so that", "due to", "由于",
-  "为了" ...) is quoted alone.
+* Asked why, a sentence that gives no reason ("If you hit the "Print Screen" key while in a Linux console, your
+  current application will likely dump core.") is quoted with the sentence after it in its unit, or, when it closes
+  its paragraph, with the next paragraph of its section: it restates what the question describes, and the text
+  after it explains ("The kernel maps that key to ^\\, which generates a SIGQUIT by default."). A sentence with a
+  reason's grammar ("because", "so that", "due to", "由于", "为了" ...) is quoted alone. Asked what to do about a
+  problem ("sudo pipx says command not found, what do I do?", "怎么办"), the same holds of a sentence that gives no
+  remedy ("... fails with "command not found"." / "Use the full path ...").
 
 Otherwise one sentence each way at most: a window, not the paragraph (the answer stays the smallest span that reads
 on its own, and within ``max_chars``).
